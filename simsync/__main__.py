@@ -1,0 +1,3 @@
+from simsync.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,35 @@
+"""The dataflow graph IR: ops on devices, tensors between them, client loops; and its analyses.
+
+Knows nothing of SimPy, TensorFlow or rich.
+"""
+
+from simsync.ir.analysis import (
+    critical_path,
+    generations,
+    run_order,
+    sync_points,
+    tower_dependencies,
+)
+from simsync.ir.costs import crosses_devices, expected_duration, ring_allreduce_time
+from simsync.ir.graph import Client, Cost, Device, Graph, Link, Op, Tensor, Variable
+from simsync.ir.validate import validate
+
+__all__ = [
+    "Client",
+    "Cost",
+    "Device",
+    "Graph",
+    "Link",
+    "Op",
+    "Tensor",
+    "Variable",
+    "critical_path",
+    "crosses_devices",
+    "expected_duration",
+    "generations",
+    "ring_allreduce_time",
+    "run_order",
+    "sync_points",
+    "tower_dependencies",
+    "validate",
+]

@@ -1,0 +1,113 @@
+"""Static analysis of a graph: what can run together, where towers meet, what is critical.
+
+Plain functions over a :class:`~simsync.ir.graph.Graph`, in the manner of networkx algorithms.
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+
+from simsync.ir.costs import expected_duration, transfer_duration
+from simsync.ir.graph import Graph
+
+__all__ = [
+    "critical_path",
+    "generations",
+    "run_order",
+    "sync_points",
+    "tower_dependencies",
+]
+
+
+def generations(graph: Graph) -> list[list[str]]:
+    """Ops grouped by topological generation: each group depends only on earlier ones, so the
+    ops of one generation may run at the same time (on different devices).
+
+    >>> from simsync.patterns import tiny_example
+    >>> generations(tiny_example())[0]
+    ['tower_0/read_variables', 'tower_0/dequeue', 'tower_1/read_variables', 'tower_1/dequeue']
+    """
+    return [list(g) for g in nx.topological_generations(graph.nx)]
+
+
+def run_order(graph: Graph, fetches: tuple[str, ...]) -> list[str]:
+    """The ops one ``sess.run(fetches)`` executes, in a topological order: the fetches and all
+    their ancestors (TensorFlow prunes everything else).
+
+    >>> from simsync.patterns import tiny_example
+    >>> run_order(tiny_example(), ("tower_0/gradients",))
+    ['tower_0/read_variables', 'tower_0/dequeue', 'tower_0/loss', 'tower_0/gradients']
+    """
+    needed: set[str] = set(fetches)
+    for fetch in fetches:
+        needed |= nx.ancestors(graph.nx, fetch)
+    return [name for name in nx.topological_sort(graph.nx) if name in needed]
+
+
+def tower_dependencies(graph: Graph) -> dict[str, frozenset[int]]:
+    """For every op, the towers whose ops it depends on (itself included).
+
+    >>> from simsync.patterns import tiny_example
+    >>> sorted(tower_dependencies(tiny_example())["average_gradients"])
+    [0, 1]
+    """
+    towers: dict[str, frozenset[int]] = {}
+    for name in nx.topological_sort(graph.nx):
+        own = graph.op(name).tower
+        found = frozenset() if own is None else frozenset({own})
+        for parent in graph.nx.predecessors(name):
+            found |= towers[parent]
+        towers[name] = found
+    return towers
+
+
+def sync_points(graph: Graph) -> list[str]:
+    """Ops where towers meet: the inputs come from more than one tower and no single input
+    already carries them all. The op cannot start before the last of them arrives.
+
+    ``average_gradients`` is one because its inputs are every tower's gradients; the
+    ``apply_gradients`` after it is not, as its one input already waited.
+
+    >>> from simsync.patterns import tiny_example
+    >>> sync_points(tiny_example())
+    ['average_gradients']
+    """
+    towers = tower_dependencies(graph)
+    points = []
+    for name in nx.topological_sort(graph.nx):
+        parents = [towers[p] for p in graph.nx.predecessors(name)]
+        union = frozenset().union(*parents)
+        if len(union) > 1 and all(p != union for p in parents):
+            points.append(name)
+    return points
+
+
+def critical_path(graph: Graph) -> tuple[list[str], float]:
+    """The longest chain of ops by expected duration plus transfers, and its length in seconds.
+
+    With constant costs and no contention this is exactly one step's time.
+
+    >>> from simsync.patterns import tiny_example
+    >>> path, seconds = critical_path(tiny_example())
+    >>> path[-2:], round(seconds, 6)
+    (['average_gradients', 'apply_gradients'], 0.02)
+    """
+    finish: dict[str, float] = {}
+    best_parent: dict[str, str | None] = {}
+    for name in nx.topological_sort(graph.nx):
+        start, parent = 0.0, None
+        for src in graph.nx.predecessors(name):
+            arrival = finish[src] + transfer_duration(graph, graph.tensor(src, name))
+            if arrival > start or parent is None:
+                start, parent = max(start, arrival), src
+        finish[name] = start + expected_duration(graph, graph.op(name))
+        best_parent[name] = parent
+    if not finish:
+        return [], 0.0
+    end = max(finish.values())
+    node: str | None = [n for n, t in finish.items() if t == end][-1]
+    path: list[str] = []
+    while node is not None:
+        path.append(node)
+        node = best_parent[node]
+    return path[::-1], end

@@ -1,0 +1,57 @@
+"""Check that a graph is well formed before anything runs it."""
+
+from __future__ import annotations
+
+import networkx as nx
+
+from simsync.errors import GraphError
+from simsync.ir.graph import Graph
+
+__all__ = ["validate"]
+
+
+def validate(graph: Graph) -> None:
+    """Raise :class:`GraphError` naming the first problem found, if any.
+
+    Checks: the graph is acyclic (the cycle is named), every op's devices exist, every variable
+    an op reads or writes exists, every fetch names an op, and there is at least one client.
+
+    Examples
+    --------
+    >>> from simsync.ir.graph import Device, Op, Tensor, Client
+    >>> g = Graph()
+    >>> g.add_device(Device("/gpu:0"))
+    >>> g.add_op(Op("a", "forward", "/gpu:0")); g.add_op(Op("b", "backward", "/gpu:1"))
+    >>> validate(g)
+    Traceback (most recent call last):
+    ...
+    simsync.errors.GraphError: op 'b' is placed on unknown device '/gpu:1'; devices: /gpu:0
+    """
+    for op in graph.ops():
+        for device in op.devices:
+            if device not in graph.devices:
+                known = ", ".join(graph.devices) or "(none)"
+                raise GraphError(
+                    f"op '{op.name}' is placed on unknown device '{device}'; devices: {known}"
+                )
+        for variable in (*op.reads, *op.writes):
+            if variable not in graph.variables:
+                raise GraphError(f"op '{op.name}' uses unknown variable '{variable}'")
+    for variable in graph.variables.values():
+        if variable.device not in graph.devices:
+            raise GraphError(
+                f"variable '{variable.name}' lives on unknown device '{variable.device}'"
+            )
+    try:
+        cycle = nx.find_cycle(graph.nx)
+    except nx.NetworkXNoCycle:
+        cycle = None
+    if cycle:
+        path = " -> ".join([*(edge[0] for edge in cycle), cycle[0][0]])
+        raise GraphError(f"the graph has a cycle: {path}")
+    if not graph.clients:
+        raise GraphError("the graph has no client: nothing would ever run it")
+    for client in graph.clients:
+        for fetch in client.fetches:
+            if fetch not in graph.nx:
+                raise GraphError(f"client '{client.name}' fetches unknown op '{fetch}'")

@@ -1,0 +1,23 @@
+"""Real numbers for small models (numpy): parameters, synthetic data, losses and gradients."""
+
+from simsync.numerics.data import make_batch
+from simsync.numerics.models import (
+    Batch,
+    ModelSpec,
+    backward,
+    forward,
+    init_params,
+    loss,
+    parameter_shapes,
+)
+
+__all__ = [
+    "Batch",
+    "ModelSpec",
+    "backward",
+    "forward",
+    "init_params",
+    "loss",
+    "make_batch",
+    "parameter_shapes",
+]

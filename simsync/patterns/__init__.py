@@ -1,0 +1,42 @@
+"""Pattern builders: turn a scenario into the dataflow graph TensorFlow would build.
+
+Each builder's docstring states the problem, the state it creates and the protocol as numbered
+steps, in the manner of TensorFlow's ``SyncReplicasOptimizer``.
+"""
+
+from simsync.errors import ScenarioError
+from simsync.ir import Graph
+from simsync.patterns.towers import (
+    PARAMETER_DEVICE,
+    build_towers,
+    model_spec,
+    tower_device,
+)
+from simsync.scenario import ClusterConfig, ComputeConfig, Scenario
+
+__all__ = ["PARAMETER_DEVICE", "build", "build_towers", "model_spec", "tiny_example",
+           "tower_device"]
+
+_BUILDERS = {"sync": build_towers}
+
+
+def build(scenario: Scenario) -> Graph:
+    """The graph for ``scenario``'s ``[training] mode``."""
+    try:
+        builder = _BUILDERS[scenario.training.mode]
+    except KeyError:
+        allowed = ", ".join(_BUILDERS)
+        raise ScenarioError(
+            f"{scenario.source}: [training] mode: no pattern for {scenario.training.mode!r}; "
+            f"allowed: {allowed}"
+        ) from None
+    return builder(scenario)
+
+
+def tiny_example() -> Graph:
+    """Two towers, 20 ms of compute each, free transfers: the graph the doctests use."""
+    return build_towers(Scenario(
+        name="tiny",
+        cluster=ClusterConfig(devices=2, speeds=(1.0, 1.0)),
+        compute=ComputeConfig(mean=0.02),
+    ))

@@ -1,0 +1,156 @@
+"""In-graph replicated towers: the structure of TensorFlow's ``cifar10_multi_gpu_train``."""
+
+from __future__ import annotations
+
+import math
+
+from simsync.ir import Client, Cost, Device, Graph, Link, Op, Tensor, Variable, validate
+from simsync.numerics import ModelSpec, parameter_shapes
+from simsync.scenario import Scenario
+
+__all__ = ["BYTES_PER_ELEMENT", "PARAMETER_DEVICE", "build_towers", "model_spec", "tower_device"]
+
+#: Where variables live and gradients are averaged (``with tf.device('/cpu:0')`` in the seed).
+PARAMETER_DEVICE = "/cpu:0"
+#: Tensors are priced as float32, what the training being modelled would send.
+BYTES_PER_ELEMENT = 4
+
+
+def tower_device(tower: int) -> str:
+    """The device of one tower: ``/gpu:<tower>``."""
+    return f"/gpu:{tower}"
+
+
+def model_spec(scenario: Scenario) -> ModelSpec:
+    """The numerics' view of ``[model]``."""
+    m = scenario.model
+    return ModelSpec(kind=m.kind, features=m.features, classes=m.classes, hidden=m.hidden,
+                     batch_size=m.batch_size, learning_rate=m.learning_rate)
+
+
+def build_towers(scenario: Scenario) -> Graph:
+    """Build the graph of synchronous training with one tower per device.
+
+    The problem: one model, N devices. Each step every device should compute gradients on its
+    own batch, and the variables should move once, by the average of those gradients. The tower
+    loop in ``cifar10_multi_gpu_train`` does not *run* anything; it *builds* N copies of the
+    model's ops, each pinned to a device, all sharing one set of variables.
+
+    State created:
+
+    * the model's variables: on ``/cpu:0`` (``parameter_server``), or one mirrored copy per
+      device named ``tower_<i>/...`` (``allreduce``);
+    * per tower ``i`` on ``/gpu:i``: ``tower_i/read_variables``, ``tower_i/dequeue``,
+      ``tower_i/loss`` (forward), ``tower_i/gradients`` (backward);
+    * ``parameter_server``: ``average_gradients`` and ``apply_gradients`` on ``/cpu:0``;
+      ``allreduce``: one collective ``allreduce_gradients`` on all devices, then
+      ``tower_i/apply_gradients`` on each.
+
+    The protocol of one step (one ``sess.run(train_op)`` by one client):
+
+    For every tower, independently and in parallel:
+
+    1. Read the variables (a transfer from ``/cpu:0`` in ``parameter_server`` mode).
+    2. Dequeue its own batch.
+    3. Run forward (the loss) and backward (the gradients) on its device.
+    4. Send the gradients on: to ``/cpu:0``, or into the all-reduce.
+
+    Then, once:
+
+    5. The sync point: ``average_gradients`` (or ``allreduce_gradients``) needs the gradients of
+       every tower, so it starts only when the last tower's have arrived. Nothing in the
+       function blocks; its inputs do.
+    6. Apply the averaged gradients: the variables' version moves by one.
+
+    Usage::
+
+        scenario = load_scenario("examples/four_towers.toml")
+        graph = build_towers(scenario)
+        sync_points(graph)          # ['average_gradients']
+    """
+    spec = model_spec(scenario)
+    link = Link(scenario.cluster.link.bytes_per_second, scenario.cluster.link.latency)
+    graph = Graph(name=scenario.name, link=link)
+    if scenario.cluster.host_cores is not None:
+        graph.host_cores["localhost"] = scenario.cluster.host_cores
+    graph.add_device(Device(PARAMETER_DEVICE, kind="cpu"))
+    for tower, speed in enumerate(scenario.cluster.speeds):
+        graph.add_device(Device(tower_device(tower), kind="gpu", speed=speed))
+    mirrored = scenario.training.aggregation == "allreduce"
+    shapes = parameter_shapes(spec)
+    param_bytes = sum(math.prod(s) for s in shapes.values()) * BYTES_PER_ELEMENT
+    for tower in range(scenario.towers):
+        _add_tower(graph, scenario, spec, tower, shapes, mirrored, param_bytes)
+    if mirrored:
+        _add_allreduce(graph, scenario, param_bytes)
+    else:
+        _add_parameter_server(graph, scenario, shapes, param_bytes)
+    validate(graph)
+    return graph
+
+
+def _variables(graph: Graph, shapes: dict[str, tuple[int, ...]], device: str,
+               prefix: str) -> tuple[str, ...]:
+    names = []
+    for name, shape in shapes.items():
+        full = prefix + name
+        if full not in graph.variables:
+            graph.add_variable(Variable(full, device, shape,
+                                        math.prod(shape) * BYTES_PER_ELEMENT))
+        names.append(full)
+    return tuple(names)
+
+
+def _add_tower(graph: Graph, scenario: Scenario, spec: ModelSpec, tower: int,
+               shapes: dict[str, tuple[int, ...]], mirrored: bool, param_bytes: int) -> None:
+    scope, device = f"tower_{tower}", tower_device(tower)
+    costs, compute = scenario.costs, scenario.compute
+    variables_device = device if mirrored else PARAMETER_DEVICE
+    variables = _variables(graph, shapes, variables_device, f"{scope}/" if mirrored else "")
+    draw = dict(distribution=compute.distribution, group=f"{scope}/compute",
+                shift=compute.shift, sigma=compute.sigma)
+    graph.add_op(Op(f"{scope}/read_variables", "read", variables_device,
+                    Cost(costs.get("read", 0.0)), tower=tower, reads=variables))
+    graph.add_op(Op(f"{scope}/dequeue", "dequeue", device, Cost(costs.get("dequeue", 0.0)),
+                    tower=tower))
+    graph.add_op(Op(f"{scope}/loss", "forward", device,
+                    Cost(compute.mean, fraction=compute.forward_fraction, **draw), tower=tower))
+    graph.add_op(Op(f"{scope}/gradients", "backward", device,
+                    Cost(compute.mean, fraction=1 - compute.forward_fraction, **draw),
+                    tower=tower))
+    batch_bytes = spec.batch_size * spec.features * BYTES_PER_ELEMENT
+    activation_bytes = spec.batch_size * sum(spec.widths[1:]) * BYTES_PER_ELEMENT
+    graph.add_tensor(Tensor(f"{scope}/read_variables", f"{scope}/loss", param_bytes))
+    graph.add_tensor(Tensor(f"{scope}/dequeue", f"{scope}/loss", batch_bytes))
+    graph.add_tensor(Tensor(f"{scope}/loss", f"{scope}/gradients", activation_bytes))
+
+
+def _add_parameter_server(graph: Graph, scenario: Scenario,
+                          shapes: dict[str, tuple[int, ...]], param_bytes: int) -> None:
+    costs = scenario.costs
+    graph.add_op(Op("average_gradients", "aggregate", PARAMETER_DEVICE,
+                    Cost(costs.get("aggregate", 0.0))))
+    graph.add_op(Op("apply_gradients", "apply", PARAMETER_DEVICE,
+                    Cost(costs.get("apply", 0.0)), writes=tuple(shapes)))
+    for tower in range(scenario.towers):
+        graph.add_tensor(Tensor(f"tower_{tower}/gradients", "average_gradients", param_bytes))
+    graph.add_tensor(Tensor("average_gradients", "apply_gradients", param_bytes))
+    graph.add_client(Client("main", fetches=("apply_gradients",)))
+
+
+def _add_allreduce(graph: Graph, scenario: Scenario, param_bytes: int) -> None:
+    costs = scenario.costs
+    devices = tuple(tower_device(t) for t in range(scenario.towers))
+    graph.add_op(Op("allreduce_gradients", "allreduce", devices[0],
+                    Cost(costs.get("allreduce", 0.0)), participants=devices,
+                    nbytes=param_bytes))
+    fetches = []
+    for tower, device in enumerate(devices):
+        scope = f"tower_{tower}"
+        writes = tuple(v for v in graph.variables if v.startswith(f"{scope}/"))
+        graph.add_op(Op(f"{scope}/apply_gradients", "apply", device,
+                        Cost(costs.get("apply", 0.0)), tower=tower, writes=writes))
+        graph.add_tensor(Tensor(f"{scope}/gradients", "allreduce_gradients", param_bytes))
+        graph.add_tensor(Tensor("allreduce_gradients", f"{scope}/apply_gradients", param_bytes))
+        fetches.append(f"{scope}/apply_gradients")
+    graph.add_client(Client("main", fetches=tuple(fetches)))

@@ -1,0 +1,185 @@
+"""Read a scenario file (TOML), check it against the schema, and build a :class:`Scenario`.
+
+Every problem becomes one :class:`~simsync.errors.ScenarioError` whose message names the file,
+the key and what is allowed, e.g.::
+
+    four.toml: [cluster] speeds: expected 4 entries (one per device), got 3
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from simsync.errors import ScenarioError
+from simsync.scenario.model import (
+    ClusterConfig,
+    ComputeConfig,
+    LinkConfig,
+    ModelConfig,
+    RunConfig,
+    Scenario,
+    TrainingConfig,
+)
+from simsync.scenario.schema import REQUIRED, TABLES, Field, fields_of
+
+__all__ = ["load_scenario", "scenario_from_dict"]
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate the scenario file at ``path``.
+
+    Raises :class:`ScenarioError` for a missing file, a TOML syntax error or a schema violation.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(f"{path}: no such scenario file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"{path}: cannot read: {exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{path}: TOML syntax error: {exc}") from None
+    return scenario_from_dict(data, source=str(path))
+
+
+def scenario_from_dict(data: dict[str, Any], source: str = "<dict>") -> Scenario:
+    """Validate a parsed scenario (as TOML gives it) and build a :class:`Scenario`.
+
+    Examples
+    --------
+    >>> s = scenario_from_dict({"name": "x", "cluster": {"devices": 2}, "compute": {"mean": 0.01}})
+    >>> s.cluster.speeds
+    (1.0, 1.0)
+    >>> scenario_from_dict({"name": "x", "cluster": {"devices": 2, "speed": [1]}})
+    Traceback (most recent call last):
+    ...
+    simsync.errors.ScenarioError: <dict>: [cluster] unknown key 'speed' (did you mean 'speeds'?); allowed keys: devices, speeds, host_cores, link
+    """
+    values = {table: _read_table(data, table, source) for table in TABLES}
+    return _build(values, source)
+
+
+def _subtables(table: str) -> list[str]:
+    prefix = f"{table}." if table else ""
+    return [t[len(prefix):] for t in TABLES if t.startswith(prefix) and t != table
+            and "." not in t[len(prefix):]]
+
+
+def _lookup(data: dict[str, Any], table: str, source: str) -> dict[str, Any]:
+    node: Any = data
+    for part in table.split(".") if table else []:
+        node = node.get(part, {})
+        if not isinstance(node, dict):
+            raise ScenarioError(f"{source}: [{table}] must be a table, got {_type_name(node)}")
+    return node
+
+
+def _read_table(data: dict[str, Any], table: str, source: str) -> dict[str, Any]:
+    node = _lookup(data, table, source)
+    fields = fields_of(table)
+    subtables = _subtables(table)
+    allowed = [*fields, *subtables]
+    for key in node:
+        if key not in allowed:
+            where = f"[{table}] " if table else ""
+            hint = difflib.get_close_matches(key, allowed, n=1)
+            did_you_mean = f" (did you mean '{hint[0]}'?)" if hint else ""
+            raise ScenarioError(
+                f"{source}: {where}unknown key '{key}'{did_you_mean}; "
+                f"allowed keys: {', '.join(allowed)}"
+            )
+    return {key: _read_value(node, spec, source) for key, spec in fields.items()}
+
+
+def _read_value(node: dict[str, Any], spec: Field, source: str) -> Any:
+    if spec.key not in node:
+        if spec.default is REQUIRED:
+            raise ScenarioError(f"{source}: {spec.path} is required ({spec.allowed})")
+        return spec.default
+    value = _coerce(node[spec.key], spec, source)
+    problem = spec.check(value) if spec.check is not None and value is not None else None
+    if problem:
+        raise ScenarioError(
+            f"{source}: {spec.path}: {problem} (got {node[spec.key]!r}; allowed: {spec.allowed})"
+        )
+    return value
+
+
+def _coerce(raw: Any, spec: Field, source: str) -> Any:
+    def wrong() -> ScenarioError:
+        return ScenarioError(
+            f"{source}: {spec.path}: expected {spec.allowed}, got {_type_name(raw)} {raw!r}"
+        )
+
+    if spec.kind == "str":
+        if not isinstance(raw, str):
+            raise wrong()
+        return raw
+    if spec.kind in ("int", "float"):
+        return _number(raw, spec.kind, wrong)
+    if not isinstance(raw, list):
+        raise wrong()
+    item_kind = "int" if spec.kind == "ints" else "float"
+    return tuple(_number(item, item_kind, wrong) for item in raw)
+
+
+def _number(raw: Any, kind: str, wrong: Any) -> float | int:
+    if isinstance(raw, bool):
+        raise wrong()
+    if kind == "int":
+        if not isinstance(raw, int):
+            raise wrong()
+        return raw
+    if isinstance(raw, str) and raw.strip().lower() in ("inf", "infinity"):
+        return math.inf
+    if not isinstance(raw, int | float) or math.isnan(raw):
+        raise wrong()
+    return float(raw)
+
+
+def _type_name(value: Any) -> str:
+    names = {str: "a string", bool: "a boolean", int: "an integer", float: "a number",
+             list: "a list", dict: "a table"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _build(v: dict[str, dict[str, Any]], source: str) -> Scenario:
+    cluster = v["cluster"]
+    devices = cluster["devices"]
+    speeds = cluster["speeds"] or (1.0,) * devices
+    if len(speeds) != devices:
+        raise ScenarioError(
+            f"{source}: [cluster] speeds: expected {devices} entries (one per device), "
+            f"got {len(speeds)}"
+        )
+    compute = v["compute"]
+    if compute["distribution"] == "shifted_exponential" and compute["shift"] >= compute["mean"]:
+        raise ScenarioError(
+            f"{source}: [compute] shift: must be less than mean ({compute['mean']}) for "
+            f"shifted_exponential, got {compute['shift']}"
+        )
+    model = v["model"]
+    if model["kind"] == "mlp" and not model["hidden"]:
+        raise ScenarioError(f"{source}: [model] hidden: mlp needs at least one hidden layer")
+    return Scenario(
+        name=v[""]["name"],
+        description=v[""]["description"],
+        source=source,
+        run=RunConfig(**v["run"]),
+        cluster=ClusterConfig(
+            devices=devices,
+            speeds=tuple(speeds),
+            host_cores=cluster["host_cores"],
+            link=LinkConfig(**v["cluster.link"]),
+        ),
+        compute=ComputeConfig(**compute),
+        costs=dict(v["costs"]),
+        model=ModelConfig(**{**model, "hidden": tuple(model["hidden"])}),
+        training=TrainingConfig(**v["training"]),
+    )

@@ -1,0 +1,106 @@
+"""The validated scenario: plain frozen dataclasses, one per table of the file."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+__all__ = [
+    "ClusterConfig",
+    "ComputeConfig",
+    "LinkConfig",
+    "ModelConfig",
+    "RunConfig",
+    "Scenario",
+    "TrainingConfig",
+]
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    steps: int = 100
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class LinkConfig:
+    bandwidth_gbps: float = float("inf")
+    latency_us: float = 0.0
+
+    @property
+    def bytes_per_second(self) -> float:
+        return self.bandwidth_gbps * 1e9 / 8
+
+    @property
+    def latency(self) -> float:
+        """Latency in seconds."""
+        return self.latency_us * 1e-6
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    devices: int = 1
+    speeds: tuple[float, ...] = (1.0,)
+    host_cores: int | None = None
+    link: LinkConfig = field(default_factory=LinkConfig)
+
+
+@dataclass(frozen=True)
+class ComputeConfig:
+    distribution: str = "constant"
+    mean: float = 0.01
+    shift: float = 0.0
+    sigma: float = 0.5
+    forward_fraction: float = 1 / 3
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    kind: str = "softmax"
+    features: int = 32
+    classes: int = 10
+    hidden: tuple[int, ...] = (64,)
+    batch_size: int = 32
+    learning_rate: float = 0.1
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    mode: str = "sync"
+    aggregation: str = "parameter_server"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A whole scenario. Build one from a file with :func:`simsync.scenario.load_scenario`,
+    or directly in Python.
+
+    Examples
+    --------
+    >>> s = Scenario(name="two", cluster=ClusterConfig(devices=2, speeds=(1.0, 0.5)))
+    >>> s.towers, s.with_run(steps=3).run.steps
+    (2, 3)
+    """
+
+    name: str
+    description: str = ""
+    source: str = "<python>"
+    run: RunConfig = field(default_factory=RunConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    compute: ComputeConfig = field(default_factory=ComputeConfig)
+    costs: dict[str, float] = field(default_factory=dict)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    training: TrainingConfig = field(default_factory=TrainingConfig)
+
+    @property
+    def towers(self) -> int:
+        return self.cluster.devices
+
+    def with_run(self, steps: int | None = None, seed: int | None = None) -> Scenario:
+        """A copy with ``[run]`` values overridden (``None`` keeps the file's value)."""
+        run = dataclasses.replace(
+            self.run,
+            steps=self.run.steps if steps is None else steps,
+            seed=self.run.seed if seed is None else seed,
+        )
+        return dataclasses.replace(self, run=run)

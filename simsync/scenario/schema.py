@@ -1,0 +1,163 @@
+"""The scenario schema: every key a scenario file may hold, its type, default and meaning.
+
+This table is the single source of truth: the loader validates against it, ``docs/scenarios.md``
+documents it (a test checks that every key here is documented there), and error messages quote
+its ``allowed`` text.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "COST_KINDS",
+    "DISTRIBUTIONS",
+    "FIELDS",
+    "REQUIRED",
+    "TABLES",
+    "Field",
+    "fields_of",
+]
+
+#: Marks a field without a default.
+REQUIRED: Any = object()
+
+DISTRIBUTIONS = ("constant", "exponential", "shifted_exponential", "lognormal")
+MODEL_KINDS = ("linear", "softmax", "mlp")
+MODES = ("sync",)
+AGGREGATIONS = ("parameter_server", "allreduce")
+#: Op kinds whose fixed cost a ``[costs]`` table may set (seconds, at speed 1).
+COST_KINDS = ("read", "dequeue", "aggregate", "apply", "allreduce")
+
+
+@dataclass(frozen=True)
+class Field:
+    """One key of a scenario table.
+
+    ``kind`` is one of ``int``, ``float``, ``str``, ``floats`` (list of numbers) and ``ints``
+    (list of integers). ``check`` returns an error text, or ``None`` when the value is allowed.
+    """
+
+    table: str
+    key: str
+    kind: str
+    default: Any
+    allowed: str
+    doc: str
+    check: Callable[[Any], str | None] | None = None
+
+    @property
+    def path(self) -> str:
+        return f"[{self.table}] {self.key}" if self.table else self.key
+
+
+def _positive(value: Any) -> str | None:
+    return None if value > 0 else "must be greater than 0"
+
+
+def _non_negative(value: Any) -> str | None:
+    return None if value >= 0 else "must not be negative"
+
+
+def _finite_non_negative(value: Any) -> str | None:
+    if math.isinf(value):
+        return "must be finite"
+    return _non_negative(value)
+
+
+def _all_positive(values: Any) -> str | None:
+    return None if all(v > 0 for v in values) else "every entry must be greater than 0"
+
+
+def _fraction(value: Any) -> str | None:
+    return None if 0 < value < 1 else "must be strictly between 0 and 1"
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        return None if value in choices else f"unknown value {value!r}"
+
+    return check
+
+
+def _choices(choices: tuple[str, ...]) -> str:
+    return "one of " + ", ".join(f'"{c}"' for c in choices)
+
+
+FIELDS: tuple[Field, ...] = (
+    Field("", "name", "str", REQUIRED, "a string", "Short name shown in reports and traces."),
+    Field("", "description", "str", "", "a string", "One line saying what the scenario shows."),
+    Field("run", "steps", "int", 100, "an integer >= 1",
+          "Training steps to simulate (each step is one `sess.run(train_op)`).", _positive),
+    Field("run", "seed", "int", 0, "an integer >= 0",
+          "Seed for compute-time draws, initial parameters and synthetic data. "
+          "Same seed, same result, bit for bit.", _non_negative),
+    Field("cluster", "devices", "int", REQUIRED, "an integer >= 1",
+          "Accelerators (`/gpu:0` ...); one tower runs on each.", _positive),
+    Field("cluster", "speeds", "floats", None, "a list of numbers > 0, one per device",
+          "Relative speed of each device (0.5 = half as fast). Default: all 1.", _all_positive),
+    Field("cluster", "host_cores", "int", None, "an integer >= 1",
+          "CPU cores that the devices' compute shares, as when TensorFlow splits one CPU into "
+          "logical devices. Leave out for real accelerators (no sharing).", _positive),
+    Field("cluster.link", "bandwidth_gbps", "float", math.inf, 'a number > 0, or "inf"',
+          "Bandwidth of every device's port, in gigabits per second. A transfer holds the "
+          "sender's outgoing and the receiver's incoming port.", _positive),
+    Field("cluster.link", "latency_us", "float", 0.0, "a number >= 0",
+          "Latency of one transfer, in microseconds (does not hold the ports).",
+          _finite_non_negative),
+    Field("compute", "distribution", "str", "constant", _choices(DISTRIBUTIONS),
+          "How one tower's forward+backward time is drawn each step.", _one_of(DISTRIBUTIONS)),
+    Field("compute", "mean", "float", REQUIRED, "a number of seconds > 0",
+          "Mean forward+backward time of one tower at speed 1.", _positive),
+    Field("compute", "shift", "float", 0.0, "a number of seconds >= 0 and < mean",
+          "shifted_exponential only: the fixed part; the rest is exponential with mean "
+          "`mean - shift`.", _finite_non_negative),
+    Field("compute", "sigma", "float", 0.5, "a number > 0",
+          "lognormal only: standard deviation of the underlying normal.", _positive),
+    Field("compute", "forward_fraction", "float", 1 / 3, "a number strictly between 0 and 1",
+          "Share of the drawn time spent in the forward op; the backward op takes the rest.",
+          _fraction),
+    *(
+        Field("costs", kind, "float", 0.0, "a number of seconds >= 0",
+              f"Fixed time of every `{kind}` op at speed 1.", _finite_non_negative)
+        for kind in COST_KINDS
+    ),
+    Field("model", "kind", "str", "softmax", _choices(MODEL_KINDS),
+          "The model every tower trains: linear regression, softmax regression, or an MLP.",
+          _one_of(MODEL_KINDS)),
+    Field("model", "features", "int", 32, "an integer >= 1", "Input features.", _positive),
+    Field("model", "classes", "int", 10, "an integer >= 2",
+          "Classes (softmax, mlp) or outputs (linear).",
+          lambda v: None if v >= 2 else "must be at least 2"),
+    Field("model", "hidden", "ints", [64], "a list of integers >= 1",
+          "mlp only: widths of the hidden layers (ReLU).", _all_positive),
+    Field("model", "batch_size", "int", 32, "an integer >= 1",
+          "Examples per tower per step.", _positive),
+    Field("model", "learning_rate", "float", 0.1, "a number > 0",
+          "Plain SGD step size.", _positive),
+    Field("training", "mode", "str", "sync", _choices(MODES),
+          "sync: in-graph replicated towers, one client (the cifar10_multi_gpu_train pattern).",
+          _one_of(MODES)),
+    Field("training", "aggregation", "str", "parameter_server", _choices(AGGREGATIONS),
+          "parameter_server: gradients gather at the variables' device; allreduce: ring "
+          "all-reduce among the towers, variables mirrored on every device.",
+          _one_of(AGGREGATIONS)),
+)
+
+#: Tables in the order they are documented; "" is the top level.
+TABLES: tuple[str, ...] = ("", "run", "cluster", "cluster.link", "compute", "costs", "model",
+                           "training")
+
+
+def fields_of(table: str) -> dict[str, Field]:
+    """The fields of one table, by key.
+
+    Examples
+    --------
+    >>> sorted(fields_of("run"))
+    ['seed', 'steps']
+    """
+    return {f.key: f for f in FIELDS if f.table == table}
