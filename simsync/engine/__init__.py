@@ -1,0 +1,10 @@
+"""The discrete-event engine (SimPy): runs a graph's clients and emits a Trace.
+
+The only package that imports SimPy.
+"""
+
+from simsync.engine.environment import CountingEnvironment
+from simsync.engine.executor import Engine
+from simsync.engine.simulate import Simulation, simulate, summary
+
+__all__ = ["CountingEnvironment", "Engine", "Simulation", "simulate", "summary"]

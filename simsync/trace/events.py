@@ -1,0 +1,94 @@
+"""The Trace: what happened, op by op. Both executors emit it; everything after them reads it.
+
+Times are seconds from the start of the run. A trace holds:
+
+- one :class:`OpRecord` per op execution: when its inputs had all arrived (``ready``), when it
+  got its device(s) (``start``) and when it finished (``end``), and when each input arrived;
+- one :class:`TransferRecord` per tensor that crossed devices;
+- one :class:`VariableAccess` per variable read or write, with the version seen or made;
+- one :class:`StepRecord` per ``sess.run`` of a client.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["OpRecord", "StepRecord", "Trace", "TransferRecord", "VariableAccess"]
+
+
+@dataclass(frozen=True, slots=True)
+class OpRecord:
+    op: str
+    kind: str
+    devices: tuple[str, ...]
+    client: str
+    step: int
+    ready: float
+    start: float
+    end: float
+    arrivals: tuple[tuple[str, float], ...] = ()
+    loss: float | None = None
+
+    @property
+    def queued(self) -> float:
+        """Seconds between being ready and getting the device: contention, not dependencies."""
+        return self.start - self.ready
+
+
+@dataclass(frozen=True, slots=True)
+class TransferRecord:
+    src: str
+    dst: str
+    src_device: str
+    dst_device: str
+    nbytes: int
+    client: str
+    step: int
+    start: float
+    end: float
+    arrival: float
+
+
+@dataclass(frozen=True, slots=True)
+class VariableAccess:
+    variable: str
+    op: str
+    client: str
+    step: int
+    time: float
+    version: int
+    write: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    client: str
+    step: int
+    start: float
+    end: float
+    loss: float | None = None
+
+    @property
+    def duration(self) -> float:
+        return self.end - self.start
+
+
+@dataclass
+class Trace:
+    """Everything one run produced. ``source`` says which executor made it."""
+
+    source: str = "simulator"
+    ops: list[OpRecord] = field(default_factory=list)
+    transfers: list[TransferRecord] = field(default_factory=list)
+    accesses: list[VariableAccess] = field(default_factory=list)
+    steps: list[StepRecord] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
+    events: int = 0
+
+    @property
+    def makespan(self) -> float:
+        """Seconds from the first op's start to the last op's end."""
+        if not self.steps:
+            return 0.0
+        return max(s.end for s in self.steps) - min(s.start for s in self.steps)

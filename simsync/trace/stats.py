@@ -1,0 +1,85 @@
+"""Numbers read off a trace: step times, throughput, and who waited for whom at sync points."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from simsync.ir import Graph, tower_dependencies
+from simsync.trace.events import Trace
+
+__all__ = ["SyncWait", "step_time_stats", "sync_waits"]
+
+
+def step_time_stats(trace: Trace) -> dict[str, float]:
+    """Mean, median and 95th percentile of the step times, in seconds.
+
+    >>> from simsync.trace.events import StepRecord
+    >>> t = Trace(steps=[StepRecord("main", i, i * 0.1, i * 0.1 + 0.05) for i in range(4)])
+    >>> {k: round(v, 3) for k, v in step_time_stats(t).items()}
+    {'mean': 0.05, 'p50': 0.05, 'p95': 0.05}
+    """
+    durations = np.array([s.duration for s in trace.steps])
+    if durations.size == 0:
+        return {"mean": 0.0, "p50": 0.0, "p95": 0.0}
+    return {
+        "mean": float(durations.mean()),
+        "p50": float(np.percentile(durations, 50)),
+        "p95": float(np.percentile(durations, 95)),
+    }
+
+
+@dataclass(frozen=True)
+class SyncWait:
+    """At one sync point: mean seconds each tower's input sat waiting for the last one, and how
+    often each tower was the last (the one everybody waited for)."""
+
+    sync_point: str
+    mean_wait: dict[str, float]
+    last: dict[str, int]
+    executions: int
+
+    @property
+    def slowest(self) -> str:
+        """The tower most often last."""
+        return max(self.last, key=lambda t: self.last[t])
+
+
+def _label(towers: frozenset[int]) -> str:
+    return "+".join(f"tower_{t}" for t in sorted(towers)) or "shared"
+
+
+def sync_waits(graph: Graph, trace: Trace, points: list[str]) -> list[SyncWait]:
+    """For every sync point: for each tower, the mean time its input arrived before the op
+    could start (it waited for the others); and which tower's input arrived last.
+
+    An input that arrived at time ``t`` at an op ready at ``r`` waited ``r - t``: the op is
+    ready exactly when its last input arrives.
+    """
+    towers = tower_dependencies(graph)
+    result = []
+    for point in points:
+        total: dict[str, float] = defaultdict(float)
+        last: dict[str, int] = defaultdict(int)
+        runs = [r for r in trace.ops if r.op == point]
+        for record in runs:
+            latest = max(record.arrivals, key=lambda a: a[1])
+            for src, arrived in record.arrivals:
+                total[_label(towers[src])] += record.ready - arrived
+            last[_label(towers[latest[0]])] += 1
+        count = max(len(runs), 1)
+        labels = sorted(total, key=_tower_order)
+        result.append(SyncWait(
+            sync_point=point,
+            mean_wait={label: total[label] / count for label in labels},
+            last={label: last.get(label, 0) for label in labels},
+            executions=len(runs),
+        ))
+    return result
+
+
+def _tower_order(label: str) -> tuple[int, str]:
+    head = label.split("+")[0]
+    return (int(head.removeprefix("tower_")), label) if head.startswith("tower_") else (-1, label)
