@@ -1,0 +1,223 @@
+"""The ``simsync`` command line.
+
+Heavy modules (numpy, networkx, SimPy, rich, matplotlib) are imported inside the commands, so
+``simsync --help`` answers at once. TensorFlow is never imported by these commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main"]
+
+DESCRIPTION = """\
+Simulate TensorFlow's data-parallel execution model: ops placed on devices, tensors between
+them, and client loops running sess.run. Sync points, waiting and stragglers follow from the
+graph; small models carry real numbers.
+"""
+
+EPILOG = """\
+examples:
+  simsync simulate examples/four_towers.toml             summary and timeline
+  simsync simulate examples/four_towers.toml --json      one JSON object
+  simsync simulate examples/four_towers.toml --trace out.json   open in ui.perfetto.dev
+  simsync graph examples/four_towers.toml                towers as lanes, sync points marked
+  simsync graph examples/four_towers.toml --format png -o graph.png
+
+Scenario files are TOML; every key is documented in docs/scenarios.md.
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="simsync", description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"simsync {_version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_simulate(commands)
+    _add_graph(commands)
+    return parser
+
+
+def _version() -> str:
+    from simsync import __version__
+
+    return __version__
+
+
+def _add_simulate(commands: Any) -> None:
+    p = commands.add_parser(
+        "simulate", help="run a scenario in the simulator and report step time, waits, loss",
+        description="Run a scenario in the discrete-event simulator. Prints a summary (step "
+        "time, throughput, who waited for whom at each sync point, loss) and a timeline of "
+        "the first steps; or one JSON object with --json.")
+    p.add_argument("file", type=Path, help="scenario file (TOML)")
+    p.add_argument("--steps", type=_positive_int, help="override [run] steps")
+    p.add_argument("--seed", type=_non_negative_int, help="override [run] seed")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    p.add_argument("--trace", type=Path, metavar="OUT.json",
+                   help="write a Chrome trace (open it in https://ui.perfetto.dev)")
+    p.add_argument("--timeline-steps", type=_non_negative_int, default=2, metavar="K",
+                   help="steps shown in the terminal timeline (0 hides it; default 2)")
+    p.add_argument("--no-numerics", action="store_true",
+                   help="skip the model's real numbers (faster; no loss is reported)")
+    p.set_defaults(run=_simulate)
+
+
+def _add_graph(commands: Any) -> None:
+    p = commands.add_parser(
+        "graph", help="show the dataflow graph a scenario builds",
+        description="Show the dataflow graph a scenario builds: in the terminal with towers as "
+        "lanes and sync points marked, as Graphviz DOT, or as a PNG (matplotlib; no system "
+        "binaries needed).")
+    p.add_argument("file", type=Path, help="scenario file (TOML)")
+    p.add_argument("--format", choices=("text", "dot", "png"), default="text",
+                   help="text (default), dot or png")
+    p.add_argument("-o", "--output", type=Path, metavar="OUT",
+                   help="write to OUT (required for png; dot prints to stdout without it)")
+    p.add_argument("--towers", type=_positive_int, default=4, metavar="K",
+                   help="lanes shown before eliding the rest (text, png; default 4)")
+    p.set_defaults(run=_graph)
+
+
+def _positive_int(text: str) -> int:
+    value = _int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = _int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
+    return value
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+# -- commands ---------------------------------------------------------------------------
+def _simulate(args: argparse.Namespace) -> int:
+    from simsync.engine import simulate, summary
+    from simsync.scenario import load_scenario
+
+    scenario = load_scenario(args.file).with_run(steps=args.steps, seed=args.seed)
+    with _progress(scenario.run.steps, quiet=args.json) as on_step:
+        sim = simulate(scenario, numerics=not args.no_numerics, on_step=on_step)
+    result = summary(sim)
+    if args.trace:
+        from simsync.viz import write_chrome_trace
+
+        write_chrome_trace(args.trace, [("simulated", sim.trace)])
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    from rich.console import Console
+
+    from simsync.viz import SummaryView, Timeline
+
+    console = Console()
+    console.print(SummaryView(result))
+    if args.timeline_steps:
+        console.print(Timeline(sim.trace, steps=args.timeline_steps))
+    if args.trace:
+        console.print(f"Chrome trace written to {args.trace} (open it in ui.perfetto.dev)")
+    return 0
+
+
+def _graph(args: argparse.Namespace) -> int:
+    from simsync.patterns import build
+    from simsync.scenario import load_scenario
+
+    graph = build(load_scenario(args.file))
+    if args.format == "png":
+        if args.output is None:
+            raise _UsageError("--format png needs -o OUT.png")
+        from simsync.viz import write_png
+
+        write_png(graph, args.output)
+        print(f"wrote {args.output}")
+    elif args.format == "dot":
+        from simsync.viz import to_dot
+
+        text = to_dot(graph)
+        _write_or_print(text, args.output)
+    else:
+        from rich.console import Console
+
+        from simsync.viz import GraphView
+
+        view = GraphView(graph, max_towers=args.towers)
+        if args.output is None:
+            Console().print(view)
+            return 0
+        with args.output.open("w", encoding="utf-8") as out:
+            Console(file=out, width=120).print(view)
+        print(f"wrote {args.output}")
+    return 0
+
+
+def _write_or_print(text: str, output: Path | None) -> None:
+    if output is None:
+        sys.stdout.write(text)
+        return
+    output.write_text(text, encoding="utf-8")
+    print(f"wrote {output}")
+
+
+class _UsageError(Exception):
+    """A combination of options that cannot work; reported like a scenario error."""
+
+
+class _progress:
+    """A progress bar on stderr for long simulations; a no-op callback otherwise."""
+
+    def __init__(self, total: int, quiet: bool) -> None:
+        self.total, self.quiet = total, quiet
+        self.bar: Any = None
+
+    def __enter__(self) -> Callable[[Any], None] | None:
+        if self.quiet or self.total < 200 or not sys.stderr.isatty():
+            return None
+        from rich.console import Console
+        from rich.progress import Progress
+
+        self.bar = Progress(console=Console(stderr=True), transient=True)
+        self.bar.start()
+        task = self.bar.add_task("simulating", total=self.total)
+        return lambda _record: self.bar.advance(task)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+# -- entry point ------------------------------------------------------------------------
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status (2 for a user error)."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    from simsync.errors import SimsyncError
+
+    try:
+        status: int = args.run(args)
+    except (SimsyncError, _UsageError, OSError) as error:
+        print(f"simsync: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("simsync: interrupted", file=sys.stderr)
+        return 130
+    return status

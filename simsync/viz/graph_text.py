@@ -1,0 +1,185 @@
+"""The dataflow graph in the terminal, with towers as lanes.
+
+One column per tower (``tower_0``, ``tower_1``, ...) and one for the shared ops (those of no
+tower: ``average_gradients`` on ``/cpu:0``, a collective ``allreduce_gradients``); one row per
+topological generation, so everything in a row could run at the same time. A sync point is
+marked ``◆`` with the towers it waits for. Lanes that do not fit the console are summarised in
+an elision column.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+
+from rich import box
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.table import Table
+from rich.text import Text
+
+from simsync.ir import Graph, Op, generations, sync_points, tower_dependencies
+from simsync.viz.timeline import KINDS, kind_style, wrap_items
+
+__all__ = ["GraphView", "format_devices", "short_name", "tower_range"]
+
+SYNC_MARK = "◆"
+_GEN_WIDTH = 6  # "gen" column: three characters, padding and a border
+_ELISION_WIDTH = 16
+
+
+def short_name(op: Op) -> str:
+    """The op's name without its ``tower_<i>/`` scope.
+
+    >>> short_name(Op("tower_3/loss", "forward", "/gpu:3", tower=3))
+    'loss'
+    >>> short_name(Op("average_gradients", "aggregate", "/cpu:0"))
+    'average_gradients'
+    """
+    if op.tower is not None and op.name.startswith(f"tower_{op.tower}/"):
+        return op.name.removeprefix(f"tower_{op.tower}/")
+    return op.name
+
+
+def format_devices(devices: Iterable[str]) -> str:
+    """Devices in short form: a run of numbered devices of one kind becomes a range.
+
+    >>> format_devices(["/gpu:0", "/gpu:1", "/gpu:2"]), format_devices(["/cpu:0"])
+    ('/gpu:0-2', '/cpu:0')
+    >>> format_devices(["/gpu:0", "/gpu:2"])
+    '/gpu:0,/gpu:2'
+    """
+    names = list(devices)
+    parts = [re.match(r"^(.*?)(\d+)$", d) for d in names]
+    if len(names) > 1 and all(parts):
+        heads = {p.group(1) for p in parts if p}
+        numbers = [int(p.group(2)) for p in parts if p]
+        if len(heads) == 1 and numbers == list(range(numbers[0], numbers[0] + len(numbers))):
+            return f"{heads.pop()}{numbers[0]}-{numbers[-1]}"
+    return ",".join(names)
+
+
+def tower_range(towers: Iterable[int]) -> str:
+    """Towers in short form: ``tower_0..3`` for a contiguous run, else a list.
+
+    >>> tower_range([0, 1, 2, 3]), tower_range([1, 4]), tower_range([2])
+    ('tower_0..3', 'tower_1, tower_4', 'tower_2')
+    """
+    ordered = sorted(towers)
+    if len(ordered) > 2 and ordered == list(range(ordered[0], ordered[-1] + 1)):
+        return f"tower_{ordered[0]}..{ordered[-1]}"
+    return ", ".join(f"tower_{t}" for t in ordered)
+
+
+class GraphView:
+    """A rich renderable of ``graph``: towers as lanes, topological generations as rows.
+
+    Shows at most ``max_towers`` tower lanes, fewer if the console is too narrow, and an
+    elision column counting the ops of the towers left out. Sync points are marked ``◆`` with
+    the towers they wait for; a legend explains the marker.
+
+    Examples
+    --------
+    >>> from simsync.patterns import tiny_example
+    >>> console = Console(width=80, color_system=None, record=True)
+    >>> console.print(GraphView(tiny_example()))
+    >>> text = console.export_text()
+    >>> "tower_0" in text and "tower_1" in text and "SYNC POINT" in text
+    True
+    """
+
+    def __init__(self, graph: Graph, max_towers: int = 4) -> None:
+        self.graph, self.max_towers = graph, max(max_towers, 1)
+        self.rows = generations(graph)
+        self.sync_points = set(sync_points(graph))
+        self.depends = tower_dependencies(graph) if self.sync_points else {}
+        self.towers = graph.towers
+        self.cells: list[dict[int | None, list[Op]]] = []
+        for row in self.rows:
+            lanes: dict[int | None, list[Op]] = defaultdict(list)
+            for name in row:
+                op = graph.op(name)
+                lanes[op.tower].append(op)
+            self.cells.append(lanes)
+
+    def _lines(self, op: Op) -> list[tuple[str, str]]:
+        """The lines of one op's entry: name (kind colour), device, and the sync note."""
+        style = kind_style(op.kind).color
+        if op.name not in self.sync_points:
+            return [(short_name(op), style), (f"  {format_devices(op.devices)}", "dim")]
+        towers = tower_range(self.depends[op.name])
+        return [(f"{SYNC_MARK} {short_name(op)}", "bold red"),
+                (f"  {format_devices(op.devices)}", "dim"),
+                ("  SYNC POINT:", "bold red"), (f"  waits for {towers}", "red")]
+
+    def _cell(self, ops: list[Op]) -> Text:
+        text = Text()
+        for i, op in enumerate(ops):
+            for j, (line, style) in enumerate(self._lines(op)):
+                if i or j:
+                    text.append("\n")
+                text.append(line, style=style)
+        return text
+
+    def _lane_width(self, lane: int | None) -> int:
+        """Characters the lane needs: its longest line, padding and a border."""
+        longest = max((len(line) for cells in self.cells for op in cells.get(lane, [])
+                       for line, _ in self._lines(op)), default=0)
+        return max(longest, len(f"tower_{lane}"), 6) + 3
+
+    def _fit(self, width: int) -> list[int]:
+        """The towers whose lanes fit into ``width`` beside the shared lane (at least one)."""
+        used = _GEN_WIDTH + 1
+        if any(None in cells for cells in self.cells):
+            used += self._lane_width(None)
+        shown: list[int] = []
+        for tower in self.towers[: self.max_towers]:
+            spare = _ELISION_WIDTH if len(shown) + 1 < len(self.towers) else 0
+            lane = self._lane_width(tower)
+            if shown and used + lane + spare > width:
+                break
+            shown.append(tower)
+            used += lane
+        return shown
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        shown = self._fit(options.max_width)
+        hidden = [t for t in self.towers if t not in set(shown)]
+        yield self._table(shown, hidden)
+        yield from self._legend(options.max_width)
+
+    def _table(self, shown: list[int], hidden: list[int]) -> Table:
+        g = self.graph
+        table = Table(
+            title=(f"Graph {g.name!r}: {len(g)} ops, {len(g.devices)} devices, "
+                   f"{len(self.towers)} towers — rows are topological generations"),
+            box=box.SQUARE, show_lines=True, padding=(0, 1))
+        table.add_column("gen", justify="right", style="dim")
+        for tower in shown:
+            table.add_column(f"tower_{tower}", no_wrap=True)
+        if hidden:
+            table.add_column(f"… {len(hidden)} more towers", style="dim")
+        has_shared = any(None in cells for cells in self.cells)
+        if has_shared:
+            table.add_column("shared", no_wrap=True)
+        hidden_set = set(hidden)
+        for number, cells in enumerate(self.cells):
+            row: list[Text | str] = [str(number)]
+            row += [self._cell(cells.get(t, [])) for t in shown]
+            if hidden:
+                count = sum(len(cells.get(t, [])) for t in hidden_set)
+                row.append(f"+{count} ops" if count else "")
+            if has_shared:
+                row.append(self._cell(cells.get(None, [])))
+            table.add_row(*row)
+        return table
+
+    def _legend(self, width: int) -> Iterable[Text]:
+        kinds = {op.kind for op in self.graph.ops()}
+        items = [(k, kind_style(k).color) for k in KINDS if k in kinds]
+        items += [(k, kind_style(k).color) for k in sorted(kinds - set(KINDS))]
+        yield from wrap_items([("names coloured by kind:", "")] + items, width)
+        if self.sync_points:
+            yield Text(f"{SYNC_MARK} SYNC POINT: an op whose inputs come from more than one "
+                       "tower; it cannot start until the last tower's input has arrived.",
+                       style="red")

@@ -1,0 +1,308 @@
+"""A terminal Gantt chart of a trace: one row per device, time to the right.
+
+Each op execution is a run of its kind's letter (``F`` forward, ``B`` backward, ...) in its
+kind's colour, so the chart reads the same with or without colour. Idle time is ``·``; the
+time a device spent waiting at a sync point for the other towers is ``-``; a ``◆`` in the
+``sync`` row marks where each sync point started. Ops that took no time are drawn as their
+lowercase letter where the lane is otherwise idle.
+
+The palette (:data:`KINDS`) and the device order (:func:`device_sort_key`) are shared by the
+other renderers of this package.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from typing import NamedTuple
+
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.text import Text
+
+from simsync.trace import OpRecord, Trace
+
+__all__ = ["KINDS", "Timeline", "KindStyle", "device_sort_key", "kind_style"]
+
+
+class KindStyle(NamedTuple):
+    """How one op kind is drawn: a letter for the terminal, a rich colour and a hex colour."""
+
+    letter: str
+    color: str
+    hex: str
+
+
+#: The op kinds simsync knows, in legend order.
+KINDS: dict[str, KindStyle] = {
+    "read": KindStyle("R", "cyan", "#17becf"),
+    "dequeue": KindStyle("D", "yellow", "#bcbd22"),
+    "forward": KindStyle("F", "blue", "#1f77b4"),
+    "backward": KindStyle("B", "magenta", "#9467bd"),
+    "aggregate": KindStyle("A", "green", "#2ca02c"),
+    "apply": KindStyle("U", "bright_green", "#98df8a"),
+    "allreduce": KindStyle("=", "red", "#d62728"),
+    "enqueue": KindStyle("E", "yellow", "#e7ba52"),
+    "accumulate": KindStyle("C", "green", "#637939"),
+}
+
+IDLE, WAIT, SYNC_MARK = "·", "-", "◆"
+
+
+def kind_style(kind: str) -> KindStyle:
+    """The style of ``kind``; unknown kinds get their initial in white.
+
+    >>> kind_style("forward").letter, kind_style("shuffle").letter
+    ('F', 'S')
+    """
+    return KINDS.get(kind) or KindStyle((kind[:1] or "?").upper(), "white", "#7f7f7f")
+
+
+def device_sort_key(device: str) -> tuple[int, str, int, str]:
+    """Sort key for device names: CPUs, then GPUs, then the rest; numbers in numeric order.
+
+    >>> sorted(["/gpu:10", "/gpu:2", "/cpu:0", "/tpu:0"], key=device_sort_key)
+    ['/cpu:0', '/gpu:2', '/gpu:10', '/tpu:0']
+    """
+    match = re.match(r"^(.*?)(\d+)$", device)
+    head, number = (match.group(1), int(match.group(2))) if match else (device, -1)
+    lowered = head.lower()
+    rank = 0 if "cpu" in lowered else 1 if "gpu" in lowered else 2
+    return rank, head, number, device
+
+
+def _scope(name: str) -> str | None:
+    head, slash, _ = name.partition("/")
+    return head if slash else None
+
+
+def infer_sync_points(records: Iterable[OpRecord]) -> set[str]:
+    """Ops whose inputs came from more than one scope (``tower_0/...``, ``tower_1/...``).
+
+    A trace does not carry the graph; this reads the meeting points off the arrivals.
+
+    >>> r = OpRecord("avg", "aggregate", ("/cpu:0",), "main", 0, 1.0, 1.0, 1.0,
+    ...              arrivals=(("tower_0/gradients", 0.5), ("tower_1/gradients", 1.0)))
+    >>> infer_sync_points([r])
+    {'avg'}
+    """
+    found = set()
+    for record in records:
+        scopes = {_scope(src) for src, _ in record.arrivals} - {None}
+        if len(scopes) > 1:
+            found.add(record.op)
+    return found
+
+
+class _Grid:
+    """Per device and column: how many seconds each kind (or waiting) covered, and instants."""
+
+    def __init__(self, devices: Sequence[str], t0: float, dt: float, columns: int) -> None:
+        self.t0, self.dt, self.columns = t0, dt, columns
+        self.cover: dict[str, list[dict[str, float]]] = {
+            d: [defaultdict(float) for _ in range(columns)] for d in devices
+        }
+        self.instants: dict[str, dict[int, str]] = {d: {} for d in devices}
+        self.drew_instant = False
+
+    def column(self, time: float) -> int:
+        return min(max(int((time - self.t0) / self.dt), 0), self.columns - 1)
+
+    def paint(self, device: str, key: str, start: float, end: float) -> None:
+        """Add the interval ``[start, end)`` to ``key``'s coverage of ``device``'s columns."""
+        cells = self.cover.get(device)
+        if cells is None:
+            return
+        if end <= start:
+            self.instants[device].setdefault(self.column(start), key)
+            return
+        for col in range(self.column(start), self.column(end) + 1):
+            left = self.t0 + col * self.dt
+            overlap = min(end, left + self.dt) - max(start, left)
+            if overlap > 0:
+                cells[col][key] += overlap
+
+    def row(self, device: str) -> Text:
+        """The device's lane: each column shows whatever covered most of it."""
+        text = Text()
+        for col, cover in enumerate(self.cover[device]):
+            busy = sum(v for k, v in cover.items() if k != WAIT)
+            idle = max(self.dt - busy, 0.0)
+            wait = min(cover.get(WAIT, 0.0), idle)
+            choices = {k: v for k, v in cover.items() if k != WAIT}
+            choices[WAIT], choices[IDLE] = wait, idle - wait
+            best = max(choices, key=lambda k: choices[k])
+            if best == IDLE and col in self.instants[device]:
+                style = kind_style(self.instants[device][col])
+                self.drew_instant = True
+                text.append(style.letter.lower(), style=style.color)
+            elif best == IDLE:
+                text.append(IDLE, style="dim")
+            elif best == WAIT:
+                text.append(WAIT, style="red")
+            else:
+                style = kind_style(best)
+                text.append(style.letter, style=f"bold {style.color}")
+        return text
+
+
+def _nice_step(raw: float) -> float:
+    """The smallest of 1, 2, 5 times a power of ten that is at least ``raw``."""
+    power = 10 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+
+
+def time_axis(t0: float, span: float, columns: int) -> tuple[Text, Text]:
+    """Two lines: ticks (``┬``) and their labels in milliseconds, at a 1-2-5 spacing.
+
+    >>> ticks, labels = time_axis(0.0, 0.02, 40)
+    >>> labels.plain
+    '0         5         10        15'
+    """
+    tick_ms = _nice_step(max(span * 1e3 / max(columns // 10, 1), 1e-9))
+    ticks, labels = ["─"] * columns, [" "] * columns
+    first = math.ceil(t0 * 1e3 / tick_ms - 1e-9)
+    end_of_last = -1
+    value = first * tick_ms
+    while value <= (t0 + span) * 1e3 + 1e-9:
+        col = int(round((value / 1e3 - t0) / span * columns))
+        label = f"{value:.6g}"
+        if col < columns:
+            ticks[col] = "┬"
+            if col > end_of_last and col + len(label) <= columns:
+                labels[col:col + len(label)] = label
+                end_of_last = col + len(label)
+        first += 1
+        value = first * tick_ms
+    return Text("".join(ticks), style="dim"), Text("".join(labels).rstrip())
+
+
+class Timeline:
+    """A rich renderable Gantt chart of the first ``steps`` steps of ``trace``.
+
+    One row per device (``device_order`` or CPUs then GPUs in numeric order), time scaled to
+    the console width, a ``sync`` row marking where sync points started, a millisecond axis
+    and a legend. ``sync_points`` names the meeting ops; by default they are inferred from the
+    arrivals (inputs from more than one ``tower_<i>/`` scope). It never divides by zero: an
+    empty window or one made only of instant ops is drawn over a nominal 1 ms.
+
+    Examples
+    --------
+    >>> from simsync.trace import StepRecord
+    >>> t = Trace(ops=[OpRecord("f", "forward", ("/gpu:0",), "main", 0, 0.0, 0.0, 0.01),
+    ...                OpRecord("b", "backward", ("/gpu:0",), "main", 0, 0.01, 0.01, 0.03)],
+    ...           steps=[StepRecord("main", 0, 0.0, 0.04)])
+    >>> Console(width=40, color_system=None).print(Timeline(t))
+    Timeline: step 0, 40 ms (simulator)
+    step   ├step 0
+    /gpu:0 FFFFFFFBBBBBBBBBBBBBBBBB·······
+           ┬───────┬───────┬───────┬──────
+    ms     0       10      20      30
+    F forward  B backward  · idle
+    """
+
+    def __init__(self, trace: Trace, steps: int = 2, device_order: Sequence[str] | None = None,
+                 *, sync_points: Iterable[str] | None = None) -> None:
+        self.trace, self.steps = trace, steps
+        self.records = [r for r in trace.ops if r.step < steps]
+        self.device_order = list(device_order) if device_order is not None else sorted(
+            {d for r in self.records for d in r.devices}, key=device_sort_key)
+        self.sync_points = (set(sync_points) if sync_points is not None
+                            else infer_sync_points(self.records))
+
+    def window(self) -> tuple[float, float]:
+        """``(t0, span)`` in seconds: from the first step's start to the last one's end."""
+        runs = [(s.start, s.end) for s in self.trace.steps if s.step < self.steps]
+        runs += [(r.start, r.end) for r in self.records]
+        if not runs:
+            return 0.0, 1e-3
+        t0 = min(start for start, _ in runs)
+        span = max(end for _, end in runs) - t0
+        return t0, span if span > 0 else 1e-3
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        label_width = max([len(d) for d in self.device_order] + [4]) + 1
+        columns = max(options.max_width - label_width, 10)
+        t0, span = self.window()
+        grid = _Grid(self.device_order, t0, span / columns, columns)
+        self._paint(grid)
+        yield Text(self._title(span), style="bold")
+        yield Text("step".ljust(label_width)) + self._step_row(grid)
+        if self.sync_points:
+            yield Text("sync".ljust(label_width)) + self._sync_row(grid)
+        for device in self.device_order:
+            yield Text(device.ljust(label_width)) + grid.row(device)
+        ticks, labels = time_axis(t0, span, columns)
+        yield Text(" " * label_width) + ticks
+        yield Text("ms".ljust(label_width)) + labels
+        yield from self._legend(grid, options.max_width)
+
+    def _title(self, span: float) -> str:
+        shown = sorted({s.step for s in self.trace.steps if s.step < self.steps}
+                       | {r.step for r in self.records})
+        which = (f"step {shown[0]}" if len(shown) == 1
+                 else f"steps {shown[0]}–{shown[-1]}" if shown else "no steps")
+        return f"Timeline: {which}, {span * 1e3:.3g} ms ({self.trace.source})"
+
+    def _paint(self, grid: _Grid) -> None:
+        for record in self.records:
+            for device in record.devices:
+                grid.paint(device, record.kind, record.start, record.end)
+        by_key = {(r.client, r.step, r.op): r for r in self.records}
+        for record in self.records:
+            if record.op not in self.sync_points:
+                continue
+            for src, _ in record.arrivals:
+                source = by_key.get((record.client, record.step, src))
+                if source is None:
+                    continue
+                for device in source.devices:
+                    grid.paint(device, WAIT, source.end, record.start)
+
+    def _step_row(self, grid: _Grid) -> Text:
+        cells = [" "] * grid.columns
+        for step in sorted(self.trace.steps, key=lambda s: s.start):
+            if step.step >= self.steps:
+                continue
+            col = grid.column(step.start)
+            label = f"├step {step.step}"
+            cells[col:col + len(label)] = label[: grid.columns - col]
+        return Text("".join(cells).rstrip(), style="dim")
+
+    def _sync_row(self, grid: _Grid) -> Text:
+        cells = [" "] * grid.columns
+        for record in self.records:
+            if record.op in self.sync_points:
+                cells[grid.column(record.start)] = SYNC_MARK
+        return Text("".join(cells).rstrip(), style="bold red")
+
+    def _legend(self, grid: _Grid, width: int) -> Iterator[Text]:
+        kinds = {r.kind for r in self.records}
+        items = [(f"{kind_style(k).letter} {k}", kind_style(k).color)
+                 for k in [k for k in KINDS if k in kinds] + sorted(kinds - set(KINDS))]
+        items.append((f"{IDLE} idle", "dim"))
+        if self.sync_points:
+            items.append((f"{WAIT} waiting at a sync point", "red"))
+            items.append((f"{SYNC_MARK} sync point starts", "bold red"))
+        if grid.drew_instant:
+            items.append(("lowercase: op that took no time", ""))
+        yield from wrap_items(items, width)
+
+
+def wrap_items(items: Sequence[tuple[str, str]], width: int) -> Iterator[Text]:
+    """Lines of styled ``(text, style)`` items two spaces apart, never splitting an item.
+
+    >>> [line.plain for line in wrap_items([("F forward", ""), ("B backward", "")], 12)]
+    ['F forward', 'B backward']
+    """
+    line = Text()
+    for label, style in items:
+        if line.plain and len(line.plain) + 2 + len(label) > width:
+            yield line
+            line = Text()
+        if line.plain:
+            line.append("  ")
+        line.append(label, style=style)
+    if line.plain:
+        yield line

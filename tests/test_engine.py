@@ -1,0 +1,203 @@
+"""The engine: exact step times by hand, order-statistics theory, seeds, versions and numerics."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simsync.engine import Engine, simulate, summary
+from simsync.ir import critical_path
+from simsync.numerics import backward, forward, init_params, make_batch
+from simsync.patterns import build_towers, model_spec
+from simsync.scenario import (
+    ClusterConfig,
+    ComputeConfig,
+    LinkConfig,
+    Scenario,
+    TrainingConfig,
+)
+
+
+def scenario(n: int = 4, *, speeds=None, mean=0.01, distribution="constant", steps=5, seed=0,
+             aggregation="parameter_server", link=None, costs=None, host_cores=None,
+             **compute) -> Scenario:
+    return Scenario(
+        name="t",
+        cluster=ClusterConfig(devices=n, speeds=tuple(speeds or (1.0,) * n),
+                              host_cores=host_cores, link=link or LinkConfig()),
+        compute=ComputeConfig(distribution=distribution, mean=mean, **compute),
+        costs=costs or {},
+        training=TrainingConfig(aggregation=aggregation),
+    ).with_run(steps=steps, seed=seed)
+
+
+def step_times(s: Scenario, numerics: bool = False) -> np.ndarray:
+    return np.array([r.duration for r in simulate(s, numerics=numerics).trace.steps])
+
+
+def harmonic(n: int) -> float:
+    return sum(1 / k for k in range(1, n + 1))
+
+
+# -- constant costs: exact step times ---------------------------------------------------------
+def test_straggler_sets_the_step_time() -> None:
+    times = step_times(scenario(4, speeds=(1, 1, 1, 0.5)))
+    assert times == pytest.approx([0.02] * 5, abs=1e-15)
+
+
+def test_parameter_server_step_by_hand() -> None:
+    # softmax 32x10: 330 parameters, 1320 bytes; bandwidth chosen so one transfer takes 1 ms.
+    t, latency, c, a, p = 0.001, 100e-6, 0.01, 0.002, 0.003
+    link = LinkConfig(bandwidth_gbps=1320 * 8 / t / 1e9, latency_us=latency * 1e6)
+    s = scenario(2, link=link, costs={"aggregate": a, "apply": p}, mean=c)
+    # Reads leave /cpu:0 one after the other (its out-port): arrivals at T+L and 2T+L.
+    # Gradients queue at /cpu:0's in-port: the second arrives at 3T+2L+c; then aggregate, apply.
+    expected = 3 * t + 2 * latency + c + a + p
+    assert step_times(s) == pytest.approx([expected] * 5, rel=1e-12)
+
+
+def test_allreduce_step_by_hand() -> None:
+    n, c = 4, 0.01
+    link = LinkConfig(bandwidth_gbps=1320 * 8 / 0.004 / 1e9, latency_us=50)  # 4 ms for it all
+    s = scenario(n, link=link, aggregation="allreduce", mean=c, costs={"apply": 0.001})
+    ring = 2 * (n - 1) * (50e-6 + 0.004 / n)
+    assert step_times(s) == pytest.approx([c + ring + 0.001] * 5, rel=1e-12)
+
+
+def test_logical_devices_share_host_cores() -> None:
+    # four towers on two cores: two rounds of compute per step
+    times = step_times(scenario(4, host_cores=2, mean=0.01))
+    assert times == pytest.approx([0.02] * 5)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from([0.25, 0.5, 1.0, 2.0]), min_size=1, max_size=6),
+       st.sampled_from([0.0, 0.001]), st.sampled_from([0.0, 0.002]))
+def test_constant_step_equals_slowest_tower_plus_tail(speeds, a, p) -> None:
+    s = scenario(len(speeds), speeds=speeds, costs={"aggregate": a, "apply": p})
+    graph = build_towers(s)
+    expected = 0.01 / min(speeds) + a + p
+    assert step_times(s) == pytest.approx([expected] * 5)
+    assert critical_path(graph)[1] == pytest.approx(expected)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 5), st.sampled_from(["constant", "exponential"]),
+       st.sampled_from([math.inf, 0.01]), st.sampled_from(["parameter_server", "allreduce"]),
+       st.integers(0, 3))
+def test_no_device_runs_two_ops_at_once(n, distribution, gbps, aggregation, seed) -> None:
+    s = scenario(n, distribution=distribution, link=LinkConfig(gbps, 3.0),
+                 aggregation=aggregation, seed=seed, costs={"read": 1e-4, "apply": 1e-4})
+    trace = simulate(s, numerics=False).trace
+    lanes = defaultdict(list)
+    for record in trace.ops:
+        for device in record.devices:
+            lanes[device].append((record.start, record.end))
+    for intervals in lanes.values():
+        intervals.sort()
+        for (_, end), (start, _) in zip(intervals, intervals[1:], strict=False):
+            assert start >= end - 1e-15
+    # steps never overlap either: one client runs one sess.run at a time
+    for before, after in zip(trace.steps, trace.steps[1:], strict=False):
+        assert after.start >= before.end
+    # a step is never shorter than the critical path
+    path_seconds = critical_path(build_towers(s))[1]
+    if distribution == "constant":
+        assert min(r.duration for r in trace.steps) >= path_seconds * (1 - 1e-12)
+
+
+# -- random costs: order statistics ----------------------------------------------------------
+@pytest.mark.parametrize("n", [1, 4, 8])
+def test_exponential_step_is_expected_maximum(n: int) -> None:
+    times = step_times(scenario(n, distribution="exponential", mean=1.0, steps=4000, seed=7))
+    assert times.mean() == pytest.approx(harmonic(n), rel=0.03)
+
+
+def test_shifted_exponential_expected_maximum() -> None:
+    s = scenario(6, distribution="shifted_exponential", mean=1.0, shift=0.4, steps=4000, seed=3)
+    assert step_times(s).mean() == pytest.approx(0.4 + 0.6 * harmonic(6), rel=0.02)
+
+
+def test_heterogeneous_expected_maximum_by_integration() -> None:
+    speeds = (1.0, 1.0, 0.5)
+    times = step_times(scenario(3, speeds=speeds, distribution="exponential", mean=1.0,
+                                steps=4000, seed=11))
+    # E[max] = integral of 1 - prod_i F_i(t), with F_i the CDF of Exp(mean 1/speed_i)
+    t = np.linspace(0, 60, 200_001)
+    cdf = np.prod([1 - np.exp(-t * s) for s in speeds], axis=0)
+    expected = np.trapezoid(1 - cdf, t)
+    assert times.mean() == pytest.approx(expected, rel=0.03)
+
+
+def test_lognormal_mean_is_the_configured_mean() -> None:
+    times = step_times(scenario(1, distribution="lognormal", mean=0.01, sigma=0.5, steps=4000))
+    assert times.mean() == pytest.approx(0.01, rel=0.03)
+
+
+# -- seeds -----------------------------------------------------------------------------------
+def without_wall(result: dict) -> dict:
+    return {k: v for k, v in result.items() if k != "wall_seconds"}
+
+
+def test_same_seed_same_summary_different_seed_different_draws() -> None:
+    s = scenario(4, distribution="exponential", steps=30, seed=5)
+    first, again = summary(simulate(s)), summary(simulate(s))
+    assert without_wall(first) == without_wall(again)
+    other = summary(simulate(s.with_run(seed=6)))
+    assert other["step_time"] != first["step_time"]
+    assert other["loss"] != first["loss"]
+
+
+# -- versions and numerics -------------------------------------------------------------------
+def test_sync_reads_see_the_previous_steps_write() -> None:
+    trace = simulate(scenario(3, steps=4), numerics=False).trace
+    for access in trace.accesses:
+        if access.write:
+            assert access.version == access.step + 1
+        else:
+            assert access.version == access.step  # staleness 0: version at apply - read - 1
+
+
+def reference_sgd(s: Scenario) -> dict[str, np.ndarray]:
+    """Synchronous SGD written directly: average every tower's gradient, apply once."""
+    spec = model_spec(s)
+    params = init_params(spec, s.run.seed)
+    for step in range(s.run.steps):
+        grads = []
+        for tower in range(s.towers):
+            batch = make_batch(spec, s.run.seed, (0, step, tower))
+            _, activations = forward(spec, params, batch)
+            grads.append(backward(spec, params, batch, activations))
+        for name in params:
+            params[name] = params[name] - spec.learning_rate * np.mean(
+                [g[name] for g in grads], axis=0)
+    return params
+
+
+@pytest.mark.parametrize("aggregation", ["parameter_server", "allreduce"])
+@pytest.mark.parametrize("kind", ["linear", "softmax", "mlp"])
+def test_numerics_equal_plain_synchronous_sgd(aggregation: str, kind: str) -> None:
+    s = scenario(3, distribution="exponential", steps=6, aggregation=aggregation)
+    s = Scenario(**{**s.__dict__, "model": s.model.__class__(kind=kind, features=5, classes=3,
+                                                             hidden=(4,))})
+    trace = simulate(s).trace
+    expected = reference_sgd(s)
+    for variable, value in trace.params.items():
+        name = variable.split("/", 1)[1] if variable.startswith("tower_") else variable
+        np.testing.assert_allclose(value, expected[name], rtol=0, atol=1e-13)
+
+
+def test_loss_goes_down() -> None:
+    losses = [r.loss for r in simulate(scenario(4, steps=150)).trace.steps]
+    assert np.mean(losses[-20:]) < 0.8 * np.mean(losses[:5])
+
+
+def test_events_are_counted() -> None:
+    engine = Engine(build_towers(scenario(2)), steps=3)
+    trace = engine.run()
+    assert trace.events == engine.env.events > 3 * len(build_towers(scenario(2)))

@@ -1,0 +1,173 @@
+"""The IR: building, validation errors, and the analyses (generations, sync points, paths)."""
+
+from __future__ import annotations
+
+import networkx as nx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simsync.errors import GraphError
+from simsync.ir import (
+    Client,
+    Cost,
+    Device,
+    Graph,
+    Link,
+    Op,
+    Tensor,
+    Variable,
+    critical_path,
+    generations,
+    run_order,
+    sync_points,
+    validate,
+)
+from simsync.patterns import build_towers
+from simsync.scenario import ClusterConfig, ComputeConfig, Scenario, TrainingConfig
+
+
+def towers(n: int, aggregation: str = "parameter_server", **cluster) -> Scenario:
+    return Scenario(
+        name="t",
+        cluster=ClusterConfig(devices=n, speeds=cluster.pop("speeds", (1.0,) * n), **cluster),
+        compute=ComputeConfig(mean=0.01),
+        training=TrainingConfig(aggregation=aggregation),
+    )
+
+
+def two_op_graph() -> Graph:
+    g = Graph()
+    g.add_device(Device("/gpu:0"))
+    g.add_op(Op("a", "forward", "/gpu:0"))
+    g.add_op(Op("b", "backward", "/gpu:0"))
+    g.add_tensor(Tensor("a", "b"))
+    g.add_client(Client("main", ("b",)))
+    return g
+
+
+def test_cycle_is_named() -> None:
+    g = two_op_graph()
+    g.add_tensor(Tensor("b", "a"))
+    with pytest.raises(GraphError, match=r"cycle: (a -> b -> a|b -> a -> b)"):
+        validate(g)
+
+
+def test_dangling_input_is_named() -> None:
+    g = two_op_graph()
+    with pytest.raises(GraphError, match="dangling input, no op named 'ghost'"):
+        g.add_tensor(Tensor("ghost", "b"))
+
+
+def test_unknown_device_lists_known_devices() -> None:
+    g = two_op_graph()
+    g.add_op(Op("c", "apply", "/cpu:0"))
+    with pytest.raises(GraphError, match="unknown device '/cpu:0'; devices: /gpu:0"):
+        validate(g)
+
+
+def test_unknown_variable_and_fetch() -> None:
+    g = two_op_graph()
+    g.add_op(Op("c", "apply", "/gpu:0", writes=("w",)))
+    with pytest.raises(GraphError, match="unknown variable 'w'"):
+        validate(g)
+    g.add_variable(Variable("w", "/gpu:0"))
+    g.add_client(Client("other", ("nope",)))
+    with pytest.raises(GraphError, match="fetches unknown op 'nope'"):
+        validate(g)
+
+
+def test_no_client() -> None:
+    g = Graph()
+    with pytest.raises(GraphError, match="no client"):
+        validate(g)
+
+
+def test_duplicate_op() -> None:
+    g = two_op_graph()
+    with pytest.raises(GraphError, match="defined twice"):
+        g.add_op(Op("a", "forward", "/gpu:0"))
+
+
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_parameter_server_structure(n: int) -> None:
+    g = build_towers(towers(n))
+    assert sync_points(g) == (["average_gradients"] if n > 1 else [])
+    assert g.towers == list(range(n))
+    assert sorted(g.nx.predecessors("average_gradients")) == [
+        f"tower_{i}/gradients" for i in range(n)]
+    assert all(v.device == "/cpu:0" for v in g.variables.values())
+    assert g.clients[0].fetches == ("apply_gradients",)
+    assert len(run_order(g, g.clients[0].fetches)) == len(g)
+
+
+def test_allreduce_structure() -> None:
+    g = build_towers(towers(3, "allreduce"))
+    assert sync_points(g) == ["allreduce_gradients"]
+    collective = g.op("allreduce_gradients")
+    assert collective.devices == ("/gpu:0", "/gpu:1", "/gpu:2")
+    # every tower has its own mirrored copy of every variable, on its own device
+    assert {v.device for v in g.variables.values()} == {"/gpu:0", "/gpu:1", "/gpu:2"}
+    assert all(g.op(f"tower_{i}/apply_gradients").writes for i in range(3))
+
+
+def test_generations_respect_dependencies() -> None:
+    g = build_towers(towers(3))
+    level = {op: i for i, gen in enumerate(generations(g)) for op in gen}
+    for src, dst in g.nx.edges:
+        assert level[src] < level[dst]
+    assert generations(g)[-1] == ["apply_gradients"]
+
+
+def test_critical_path_by_hand() -> None:
+    scenario = Scenario(
+        name="t",
+        cluster=ClusterConfig(devices=2, speeds=(1.0, 0.25)),
+        compute=ComputeConfig(mean=0.01),
+        costs={"aggregate": 0.001, "apply": 0.002},
+    )
+    path, seconds = critical_path(build_towers(scenario))
+    assert path[-3:] == ["tower_1/gradients", "average_gradients", "apply_gradients"]
+    assert seconds == pytest.approx(0.01 / 0.25 + 0.001 + 0.002)
+
+
+def test_critical_path_counts_transfers() -> None:
+    g = Graph(link=Link(bytes_per_second=1000.0, latency=0.5))
+    for d in ("/cpu:0", "/gpu:0"):
+        g.add_device(Device(d))
+    g.add_op(Op("read", "read", "/cpu:0", Cost(1.0)))
+    g.add_op(Op("loss", "forward", "/gpu:0", Cost(2.0)))
+    g.add_tensor(Tensor("read", "loss", nbytes=3000))
+    assert critical_path(g) == (["read", "loss"], pytest.approx(1.0 + 3.0 + 0.5 + 2.0))
+
+
+@st.composite
+def tower_dags(draw):
+    """Random DAGs of tower chains joined at random shared ops."""
+    n = draw(st.integers(1, 5))
+    g = Graph()
+    g.add_device(Device("/cpu:0"))
+    heads = []
+    for t in range(n):
+        g.add_device(Device(f"/gpu:{t}"))
+        length = draw(st.integers(1, 3))
+        for k in range(length):
+            g.add_op(Op(f"tower_{t}/op{k}", "forward", f"/gpu:{t}", tower=t))
+            if k:
+                g.add_tensor(Tensor(f"tower_{t}/op{k - 1}", f"tower_{t}/op{k}"))
+        heads.append(f"tower_{t}/op{length - 1}")
+    joins = draw(st.lists(st.sets(st.integers(0, n - 1), min_size=1), min_size=1, max_size=4))
+    for j, members in enumerate(joins):
+        g.add_op(Op(f"join{j}", "aggregate", "/cpu:0"))
+        for t in sorted(members):
+            g.add_tensor(Tensor(heads[t], f"join{j}"))
+    return g, joins
+
+
+@settings(max_examples=60)
+@given(tower_dags())
+def test_sync_points_are_joins_of_several_towers(case) -> None:
+    g, joins = case
+    expected = [f"join{j}" for j, members in enumerate(joins) if len(members) > 1]
+    assert sorted(sync_points(g)) == sorted(expected)
+    assert nx.is_directed_acyclic_graph(g.nx)
