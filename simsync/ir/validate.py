@@ -34,9 +34,9 @@ def validate(graph: Graph) -> None:
                 raise GraphError(
                     f"op '{op.name}' is placed on unknown device '{device}'; devices: {known}"
                 )
-        for variable in (*op.reads, *op.writes):
-            if variable not in graph.variables:
-                raise GraphError(f"op '{op.name}' uses unknown variable '{variable}'")
+        for used in (*op.reads, *op.writes):
+            if used not in graph.variables:
+                raise GraphError(f"op '{op.name}' uses unknown variable '{used}'")
     for variable in graph.variables.values():
         if variable.device not in graph.devices:
             raise GraphError(

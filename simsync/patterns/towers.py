@@ -107,17 +107,19 @@ def _add_tower(graph: Graph, scenario: Scenario, spec: ModelSpec, tower: int,
     costs, compute = scenario.costs, scenario.compute
     variables_device = device if mirrored else PARAMETER_DEVICE
     variables = _variables(graph, shapes, variables_device, f"{scope}/" if mirrored else "")
-    draw = dict(distribution=compute.distribution, group=f"{scope}/compute",
-                shift=compute.shift, sigma=compute.sigma)
+    def compute_cost(fraction: float) -> Cost:
+        # forward and backward share one draw of the tower's compute time per step
+        return Cost(compute.mean, compute.distribution, group=f"{scope}/compute",
+                    fraction=fraction, shift=compute.shift, sigma=compute.sigma)
+
     graph.add_op(Op(f"{scope}/read_variables", "read", variables_device,
                     Cost(costs.get("read", 0.0)), tower=tower, reads=variables))
     graph.add_op(Op(f"{scope}/dequeue", "dequeue", device, Cost(costs.get("dequeue", 0.0)),
                     tower=tower))
     graph.add_op(Op(f"{scope}/loss", "forward", device,
-                    Cost(compute.mean, fraction=compute.forward_fraction, **draw), tower=tower))
+                    compute_cost(compute.forward_fraction), tower=tower))
     graph.add_op(Op(f"{scope}/gradients", "backward", device,
-                    Cost(compute.mean, fraction=1 - compute.forward_fraction, **draw),
-                    tower=tower))
+                    compute_cost(1 - compute.forward_fraction), tower=tower))
     batch_bytes = spec.batch_size * spec.features * BYTES_PER_ELEMENT
     activation_bytes = spec.batch_size * sum(spec.widths[1:]) * BYTES_PER_ELEMENT
     graph.add_tensor(Tensor(f"{scope}/read_variables", f"{scope}/loss", param_bytes))

@@ -49,17 +49,19 @@ def load_scenario(path: str | Path) -> Scenario:
 
 
 def scenario_from_dict(data: dict[str, Any], source: str = "<dict>") -> Scenario:
-    """Validate a parsed scenario (as TOML gives it) and build a :class:`Scenario`.
+    r"""Validate a parsed scenario (as TOML gives it) and build a :class:`Scenario`.
 
     Examples
     --------
     >>> s = scenario_from_dict({"name": "x", "cluster": {"devices": 2}, "compute": {"mean": 0.01}})
     >>> s.cluster.speeds
     (1.0, 1.0)
-    >>> scenario_from_dict({"name": "x", "cluster": {"devices": 2, "speed": [1]}})
-    Traceback (most recent call last):
-    ...
-    simsync.errors.ScenarioError: <dict>: [cluster] unknown key 'speed' (did you mean 'speeds'?); allowed keys: devices, speeds, host_cores, link
+    >>> try:
+    ...     scenario_from_dict({"name": "x", "cluster": {"devices": 2, "speed": [1]}})
+    ... except ScenarioError as error:
+    ...     print(*str(error).split("; "), sep="\n")
+    <dict>: [cluster] unknown key 'speed' (did you mean 'speeds'?)
+    allowed keys: devices, speeds, host_cores, link
     """
     values = {table: _read_table(data, table, source) for table in TABLES}
     return _build(values, source)

@@ -1,0 +1,119 @@
+"""The command line, run as a user runs it: exit codes, JSON, files written, clean errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from simsync.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+FOUR = str(ROOT / "examples" / "four_towers.toml")
+REQUIRED_KEYS = {"scenario", "mode", "towers", "steps", "step_time", "throughput", "sync_points",
+                 "wait", "loss", "final_loss", "events", "wall_seconds"}
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "simsync", *args], capture_output=True,
+                          text=True, timeout=120, cwd=ROOT)
+
+
+def test_help_lists_commands_and_examples() -> None:
+    result = run("--help")
+    assert result.returncode == 0
+    for word in ("simulate", "graph", "examples:", "docs/scenarios.md"):
+        assert word in result.stdout
+
+
+def test_simulate_json_has_the_documented_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", FOUR, "--json", "--steps", "7"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result.keys() >= REQUIRED_KEYS
+    assert result["steps"] == 7 and len(result["loss"]) == 7
+    assert set(result["step_time"]) == {"mean", "p50", "p95"}
+    assert result["sync_points"] == ["average_gradients"]
+    # the straggler (/gpu:3 at half speed) is the tower everyone waits for
+    waits = result["wait"]["average_gradients"]
+    assert waits["tower_3"] < min(waits["tower_0"], waits["tower_1"], waits["tower_2"])
+    assert result["waited_for"]["average_gradients"]["tower_3"] == 7
+
+
+def test_simulate_json_is_reproducible() -> None:
+    first = json.loads(run("simulate", FOUR, "--json", "--steps", "5").stdout)
+    again = json.loads(run("simulate", FOUR, "--json", "--steps", "5").stdout)
+    first.pop("wall_seconds"), again.pop("wall_seconds")
+    assert first == again
+
+
+def test_simulate_writes_a_chrome_trace(tmp_path: Path) -> None:
+    out = tmp_path / "trace.json"
+    result = run("simulate", FOUR, "--steps", "3", "--trace", str(out))
+    assert result.returncode == 0, result.stderr
+    events = json.loads(out.read_text())["traceEvents"]
+    assert any(e.get("name") == "average_gradients" and e["ph"] == "X" for e in events)
+    assert "Chrome trace written" in result.stdout
+
+
+def test_simulate_prints_summary_and_timeline() -> None:
+    result = run("simulate", FOUR, "--steps", "3")
+    assert result.returncode == 0, result.stderr
+    assert "average_gradients" in result.stdout
+    assert "/gpu:3" in result.stdout  # a timeline lane per device
+
+
+@pytest.mark.parametrize("fmt", ["dot", "png", "text"])
+def test_graph_formats(tmp_path: Path, fmt: str) -> None:
+    out = tmp_path / f"graph.{fmt}"
+    result = run("graph", FOUR, "--format", fmt, "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    data = out.read_bytes()
+    if fmt == "png":
+        assert data.startswith(b"\x89PNG")
+    else:
+        assert b"average_gradients" in data
+
+
+def test_graph_png_needs_output() -> None:
+    result = run("graph", FOUR, "--format", "png")
+    assert result.returncode == 2
+    assert result.stderr.strip() == "simsync: error: --format png needs -o OUT.png"
+
+
+def test_bad_scenario_is_one_line_no_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "x"\n[cluster]\ndevices = 2\nspeeds = [1]\n[compute]\nmean = 0.01\n')
+    result = run("simulate", str(bad))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip() == (
+        f"simsync: error: {bad}: [cluster] speeds: expected 2 entries (one per device), got 1")
+
+
+def test_bad_option_is_a_usage_error() -> None:
+    result = run("simulate", FOUR, "--steps", "0")
+    assert result.returncode == 2
+    assert "must be at least 1" in result.stderr
+
+
+def test_tensorflow_is_never_imported() -> None:
+    code = ("import sys; from simsync.cli import main; "
+            f"main(['simulate', {FOUR!r}, '--json', '--steps', '2']); "
+            "assert 'tensorflow' not in sys.modules, 'tensorflow imported'; "
+            "assert 'matplotlib' not in sys.modules, 'matplotlib imported'")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+
+
+def test_help_does_not_import_the_heavy_modules() -> None:
+    code = ("import sys; from simsync.cli import main\n"
+            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "heavy = {'numpy', 'networkx', 'simpy', 'rich', 'tensorflow'} & set(sys.modules)\n"
+            "assert not heavy, heavy")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr

@@ -1,0 +1,36 @@
+"""Numbers read off traces: step-time statistics and who waited for whom."""
+
+from __future__ import annotations
+
+import pytest
+
+from simsync.engine import simulate
+from simsync.ir import sync_points
+from simsync.scenario import ClusterConfig, ComputeConfig, Scenario
+from simsync.trace import StepRecord, Trace, step_time_stats, sync_waits
+
+
+def test_waits_by_hand() -> None:
+    # towers at speeds 1, 1, 0.5: gradients arrive at 10, 10 and 20 ms; the fast ones wait 10 ms
+    s = Scenario("t", cluster=ClusterConfig(3, (1.0, 1.0, 0.5)),
+                 compute=ComputeConfig(mean=0.01)).with_run(steps=4)
+    sim = simulate(s, numerics=False)
+    (wait,) = sync_waits(sim.graph, sim.trace, sync_points(sim.graph))
+    assert wait.sync_point == "average_gradients" and wait.executions == 4
+    assert wait.mean_wait == pytest.approx({"tower_0": 0.01, "tower_1": 0.01, "tower_2": 0.0})
+    assert wait.last == {"tower_0": 0, "tower_1": 0, "tower_2": 4}
+    assert wait.slowest == "tower_2"
+
+
+def test_step_time_percentiles() -> None:
+    trace = Trace(steps=[StepRecord("main", i, float(i), i + (i + 1) / 100) for i in range(100)])
+    stats = step_time_stats(trace)
+    assert stats["mean"] == pytest.approx(0.505)
+    assert stats["p50"] == pytest.approx(0.505)
+    assert stats["p95"] == pytest.approx(0.9505)
+    assert trace.makespan == pytest.approx(99 + 1.0)
+
+
+def test_empty_trace_has_zero_stats() -> None:
+    assert step_time_stats(Trace()) == {"mean": 0.0, "p50": 0.0, "p95": 0.0}
+    assert Trace().makespan == 0.0
