@@ -129,7 +129,8 @@ def _simulate(args: argparse.Namespace) -> int:
     console = Console()
     console.print(SummaryView(result))
     if args.timeline_steps:
-        console.print(Timeline(sim.trace, steps=args.timeline_steps))
+        console.print(Timeline(sim.trace, steps=args.timeline_steps,
+                               sync_points=sim.sync_points))
     if args.trace:
         console.print(f"Chrome trace written to {args.trace} (open it in ui.perfetto.dev)")
     return 0

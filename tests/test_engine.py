@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import defaultdict
 
@@ -100,7 +101,7 @@ def test_no_device_runs_two_ops_at_once(n, distribution, gbps, aggregation, seed
             lanes[device].append((record.start, record.end))
     for intervals in lanes.values():
         intervals.sort()
-        for (_, end), (start, _) in zip(intervals, intervals[1:], strict=False):
+        for (_, end), (start, _) in itertools.pairwise(intervals):
             assert start >= end - 1e-15
     # steps never overlap either: one client runs one sess.run at a time
     for before, after in zip(trace.steps, trace.steps[1:], strict=False):

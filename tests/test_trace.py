@@ -34,3 +34,12 @@ def test_step_time_percentiles() -> None:
 def test_empty_trace_has_zero_stats() -> None:
     assert step_time_stats(Trace()) == {"mean": 0.0, "p50": 0.0, "p95": 0.0}
     assert Trace().makespan == 0.0
+
+
+def test_ties_count_every_tower_that_came_last() -> None:
+    s = Scenario("t", cluster=ClusterConfig(3, (1.0, 1.0, 1.0)),
+                 compute=ComputeConfig(mean=0.01)).with_run(steps=2)
+    sim = simulate(s, numerics=False)
+    (wait,) = sync_waits(sim.graph, sim.trace, sync_points(sim.graph))
+    assert wait.mean_wait == {"tower_0": 0.0, "tower_1": 0.0, "tower_2": 0.0}
+    assert wait.last == {"tower_0": 2, "tower_1": 2, "tower_2": 2}

@@ -8,6 +8,7 @@ the TensorFlow backend can build the same variables.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,7 +52,7 @@ def parameter_shapes(spec: ModelSpec) -> dict[str, tuple[int, ...]]:
     """
     widths = spec.widths
     shapes: dict[str, tuple[int, ...]] = {}
-    for layer, (fan_in, fan_out) in enumerate(zip(widths, widths[1:], strict=False)):
+    for layer, (fan_in, fan_out) in enumerate(itertools.pairwise(widths)):
         shapes[f"layer_{layer}/kernel"] = (fan_in, fan_out)
         shapes[f"layer_{layer}/bias"] = (fan_out,)
     return shapes

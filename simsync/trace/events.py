@@ -4,7 +4,8 @@ Times are seconds from the start of the run. A trace holds:
 
 - one :class:`OpRecord` per op execution: when its inputs had all arrived (``ready``), when it
   got its device(s) (``start``) and when it finished (``end``), and when each input arrived;
-- one :class:`TransferRecord` per tensor that crossed devices;
+- one :class:`TransferRecord` per tensor that crossed devices and took time (a free link,
+  infinite bandwidth and no latency, records none);
 - one :class:`VariableAccess` per variable read or write, with the version seen or made;
 - one :class:`StepRecord` per ``sess.run`` of a client.
 """
@@ -88,7 +89,7 @@ class Trace:
 
     @property
     def makespan(self) -> float:
-        """Seconds from the first op's start to the last op's end."""
+        """Seconds from the first step's start to the last step's end."""
         if not self.steps:
             return 0.0
         return max(s.end for s in self.steps) - min(s.start for s in self.steps)

@@ -34,7 +34,7 @@ def step_time_stats(trace: Trace) -> dict[str, float]:
 @dataclass(frozen=True)
 class SyncWait:
     """At one sync point: mean seconds each tower's input sat waiting for the last one, and how
-    often each tower was the last (the one everybody waited for)."""
+    often each tower was the last (the one everybody waited for; on a tie, all the last ones)."""
 
     sync_point: str
     mean_wait: dict[str, float]
@@ -65,10 +65,10 @@ def sync_waits(graph: Graph, trace: Trace, points: list[str]) -> list[SyncWait]:
         last: dict[str, int] = defaultdict(int)
         runs = [r for r in trace.ops if r.op == point]
         for record in runs:
-            latest = max(record.arrivals, key=lambda a: a[1])
             for src, arrived in record.arrivals:
                 total[_label(towers[src])] += record.ready - arrived
-            last[_label(towers[latest[0]])] += 1
+                if arrived == record.ready:  # ties: every input that came last counts
+                    last[_label(towers[src])] += 1
         count = max(len(runs), 1)
         labels = sorted(total, key=_tower_order)
         result.append(SyncWait(

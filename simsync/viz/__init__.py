@@ -1,0 +1,28 @@
+"""Renderings of graphs and traces: terminal views (rich), DOT and PNG pictures, Chrome traces.
+
+Terminal renderables follow rich's protocol (``__rich_console__``): print them with a
+``rich.console.Console``. matplotlib is imported only when a PNG is drawn; SimPy and TensorFlow
+never are, so the views read any :class:`~simsync.trace.Trace`, simulated or measured.
+"""
+
+from simsync.viz.chrome import chrome_trace, overlaps, write_chrome_trace
+from simsync.viz.dot import to_dot
+from simsync.viz.graph_text import GraphView
+from simsync.viz.png import write_png
+from simsync.viz.report import SummaryView
+from simsync.viz.timeline import KINDS, KindStyle, Timeline, device_sort_key, kind_style
+
+__all__ = [
+    "KINDS",
+    "GraphView",
+    "KindStyle",
+    "SummaryView",
+    "Timeline",
+    "chrome_trace",
+    "device_sort_key",
+    "kind_style",
+    "overlaps",
+    "to_dot",
+    "write_chrome_trace",
+    "write_png",
+]

@@ -25,7 +25,6 @@ __all__ = ["GraphView", "format_devices", "short_name", "tower_range"]
 
 SYNC_MARK = "◆"
 _GEN_WIDTH = 6  # "gen" column: three characters, padding and a border
-_ELISION_WIDTH = 16
 
 
 def short_name(op: Op) -> str:
@@ -66,9 +65,15 @@ def tower_range(towers: Iterable[int]) -> str:
     ('tower_0..3', 'tower_1, tower_4', 'tower_2')
     """
     ordered = sorted(towers)
-    if len(ordered) > 2 and ordered == list(range(ordered[0], ordered[-1] + 1)):
+    if len(ordered) > 1 and ordered == list(range(ordered[0], ordered[-1] + 1)):
         return f"tower_{ordered[0]}..{ordered[-1]}"
     return ", ".join(f"tower_{t}" for t in ordered)
+
+
+def _elision_width(towers: int) -> int:
+    """Characters the elision column needs: ``… N more`` (``towers`` wraps below), ops count,
+    padding and a border."""
+    return max(len(f"… {towers} more"), len(f"+{2 * towers} ops")) + 3
 
 
 class GraphView:
@@ -80,12 +85,39 @@ class GraphView:
 
     Examples
     --------
+    >>> import io
     >>> from simsync.patterns import tiny_example
-    >>> console = Console(width=80, color_system=None, record=True)
-    >>> console.print(GraphView(tiny_example()))
-    >>> text = console.export_text()
-    >>> "tower_0" in text and "tower_1" in text and "SYNC POINT" in text
-    True
+    >>> out = io.StringIO()
+    >>> Console(file=out, width=64, color_system=None).print(GraphView(tiny_example()))
+    >>> print("\\n".join(line.rstrip() for line in out.getvalue().splitlines()))
+               Graph 'tiny': 10 ops, 3 devices, 2 towers
+    ┌─────┬────────────────┬────────────────┬─────────────────────┐
+    │ gen │ tower_0        │ tower_1        │ shared              │
+    ├─────┼────────────────┼────────────────┼─────────────────────┤
+    │   0 │ read_variables │ read_variables │                     │
+    │     │   /cpu:0       │   /cpu:0       │                     │
+    │     │ dequeue        │ dequeue        │                     │
+    │     │   /gpu:0       │   /gpu:1       │                     │
+    ├─────┼────────────────┼────────────────┼─────────────────────┤
+    │   1 │ loss           │ loss           │                     │
+    │     │   /gpu:0       │   /gpu:1       │                     │
+    ├─────┼────────────────┼────────────────┼─────────────────────┤
+    │   2 │ gradients      │ gradients      │                     │
+    │     │   /gpu:0       │   /gpu:1       │                     │
+    ├─────┼────────────────┼────────────────┼─────────────────────┤
+    │   3 │                │                │ ◆ average_gradients │
+    │     │                │                │   /cpu:0            │
+    │     │                │                │   SYNC POINT: waits │
+    │     │                │                │   for tower_0..1    │
+    ├─────┼────────────────┼────────────────┼─────────────────────┤
+    │   4 │                │                │ apply_gradients     │
+    │     │                │                │   /cpu:0            │
+    └─────┴────────────────┴────────────────┴─────────────────────┘
+      rows: topological generations; a row's ops may run at once
+    names coloured by kind:  read  dequeue  forward  backward
+    aggregate  apply
+    ◆ SYNC POINT: an op whose inputs come from more than one tower;
+    it cannot start until the last tower's input has arrived.
     """
 
     def __init__(self, graph: Graph, max_towers: int = 4) -> None:
@@ -110,7 +142,7 @@ class GraphView:
         towers = tower_range(self.depends[op.name])
         return [(f"{SYNC_MARK} {short_name(op)}", "bold red"),
                 (f"  {format_devices(op.devices)}", "dim"),
-                ("  SYNC POINT:", "bold red"), (f"  waits for {towers}", "red")]
+                ("  SYNC POINT: waits", "bold red"), (f"  for {towers}", "red")]
 
     def _cell(self, ops: list[Op]) -> Text:
         text = Text()
@@ -134,7 +166,7 @@ class GraphView:
             used += self._lane_width(None)
         shown: list[int] = []
         for tower in self.towers[: self.max_towers]:
-            spare = _ELISION_WIDTH if len(shown) + 1 < len(self.towers) else 0
+            spare = _elision_width(len(self.towers)) if len(shown) + 1 < len(self.towers) else 0
             lane = self._lane_width(tower)
             if shown and used + lane + spare > width:
                 break
@@ -152,13 +184,15 @@ class GraphView:
         g = self.graph
         table = Table(
             title=(f"Graph {g.name!r}: {len(g)} ops, {len(g.devices)} devices, "
-                   f"{len(self.towers)} towers — rows are topological generations"),
+                   f"{len(self.towers)} towers"),
+            caption="rows: topological generations; a row's ops may run at once",
             box=box.SQUARE, show_lines=True, padding=(0, 1))
         table.add_column("gen", justify="right", style="dim")
         for tower in shown:
             table.add_column(f"tower_{tower}", no_wrap=True)
         if hidden:
-            table.add_column(f"… {len(hidden)} more towers", style="dim")
+            table.add_column(f"… {len(hidden)} more towers", style="dim",
+                             min_width=_elision_width(len(self.towers)) - 3)
         has_shared = any(None in cells for cells in self.cells)
         if has_shared:
             table.add_column("shared", no_wrap=True)
@@ -178,7 +212,7 @@ class GraphView:
         kinds = {op.kind for op in self.graph.ops()}
         items = [(k, kind_style(k).color) for k in KINDS if k in kinds]
         items += [(k, kind_style(k).color) for k in sorted(kinds - set(KINDS))]
-        yield from wrap_items([("names coloured by kind:", "")] + items, width)
+        yield from wrap_items([("names coloured by kind:", ""), *items], width)
         if self.sync_points:
             yield Text(f"{SYNC_MARK} SYNC POINT: an op whose inputs come from more than one "
                        "tower; it cannot start until the last tower's input has arrived.",

@@ -21,9 +21,9 @@ from typing import NamedTuple
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
-from simsync.trace import OpRecord, Trace
+from simsync.trace import Trace
 
-__all__ = ["KINDS", "Timeline", "KindStyle", "device_sort_key", "kind_style"]
+__all__ = ["KINDS", "KindStyle", "Timeline", "device_sort_key", "kind_style"]
 
 
 class KindStyle(NamedTuple):
@@ -70,29 +70,6 @@ def device_sort_key(device: str) -> tuple[int, str, int, str]:
     lowered = head.lower()
     rank = 0 if "cpu" in lowered else 1 if "gpu" in lowered else 2
     return rank, head, number, device
-
-
-def _scope(name: str) -> str | None:
-    head, slash, _ = name.partition("/")
-    return head if slash else None
-
-
-def infer_sync_points(records: Iterable[OpRecord]) -> set[str]:
-    """Ops whose inputs came from more than one scope (``tower_0/...``, ``tower_1/...``).
-
-    A trace does not carry the graph; this reads the meeting points off the arrivals.
-
-    >>> r = OpRecord("avg", "aggregate", ("/cpu:0",), "main", 0, 1.0, 1.0, 1.0,
-    ...              arrivals=(("tower_0/gradients", 0.5), ("tower_1/gradients", 1.0)))
-    >>> infer_sync_points([r])
-    {'avg'}
-    """
-    found = set()
-    for record in records:
-        scopes = {_scope(src) for src, _ in record.arrivals} - {None}
-        if len(scopes) > 1:
-            found.add(record.op)
-    return found
 
 
 class _Grid:
@@ -160,13 +137,13 @@ def time_axis(t0: float, span: float, columns: int) -> tuple[Text, Text]:
     >>> labels.plain
     '0         5         10        15'
     """
-    tick_ms = _nice_step(max(span * 1e3 / max(columns // 10, 1), 1e-9))
+    tick_ms = _nice_step(max(span * 1e3 / max(columns // 8, 1), 1e-9))
     ticks, labels = ["─"] * columns, [" "] * columns
     first = math.ceil(t0 * 1e3 / tick_ms - 1e-9)
     end_of_last = -1
     value = first * tick_ms
     while value <= (t0 + span) * 1e3 + 1e-9:
-        col = int(round((value / 1e3 - t0) / span * columns))
+        col = round((value / 1e3 - t0) / span * columns)
         label = f"{value:.6g}"
         if col < columns:
             ticks[col] = "┬"
@@ -183,22 +160,22 @@ class Timeline:
 
     One row per device (``device_order`` or CPUs then GPUs in numeric order), time scaled to
     the console width, a ``sync`` row marking where sync points started, a millisecond axis
-    and a legend. ``sync_points`` names the meeting ops; by default they are inferred from the
-    arrivals (inputs from more than one ``tower_<i>/`` scope). It never divides by zero: an
+    and a legend. ``sync_points`` names the meeting ops (``simsync.ir.sync_points`` of the
+    graph); without them no waits or sync marks are drawn. It never divides by zero: an
     empty window or one made only of instant ops is drawn over a nominal 1 ms.
 
     Examples
     --------
-    >>> from simsync.trace import StepRecord
+    >>> from simsync.trace import OpRecord, StepRecord
     >>> t = Trace(ops=[OpRecord("f", "forward", ("/gpu:0",), "main", 0, 0.0, 0.0, 0.01),
     ...                OpRecord("b", "backward", ("/gpu:0",), "main", 0, 0.01, 0.01, 0.03)],
     ...           steps=[StepRecord("main", 0, 0.0, 0.04)])
     >>> Console(width=40, color_system=None).print(Timeline(t))
     Timeline: step 0, 40 ms (simulator)
     step   ├step 0
-    /gpu:0 FFFFFFFBBBBBBBBBBBBBBBBB·······
-           ┬───────┬───────┬───────┬──────
-    ms     0       10      20      30
+    /gpu:0 FFFFFFFFBBBBBBBBBBBBBBBBB········
+           ┬───────┬───────┬────────┬───────
+    ms     0       10      20       30
     F forward  B backward  · idle
     """
 
@@ -208,8 +185,7 @@ class Timeline:
         self.records = [r for r in trace.ops if r.step < steps]
         self.device_order = list(device_order) if device_order is not None else sorted(
             {d for r in self.records for d in r.devices}, key=device_sort_key)
-        self.sync_points = (set(sync_points) if sync_points is not None
-                            else infer_sync_points(self.records))
+        self.sync_points = set(sync_points or ())
 
     def window(self) -> tuple[float, float]:
         """``(t0, span)`` in seconds: from the first step's start to the last one's end."""

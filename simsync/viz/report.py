@@ -1,0 +1,132 @@
+"""The summary of a simulation (the dict of ``simsync simulate --json``) for the terminal.
+
+A header naming the scenario and its shape, a table of the measured numbers, the critical path,
+and for every sync point who waited for whom: each tower's mean wait and how often it was the
+last to arrive. The straggler (most often last) is highlighted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from rich import box
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.table import Table
+from rich.text import Text
+
+__all__ = ["SummaryView"]
+
+
+def _ms(seconds: float | None) -> str:
+    return "–" if seconds is None else f"{seconds * 1e3:.3f}"
+
+
+class SummaryView:
+    """A rich renderable of ``summary`` (see :func:`simsync.engine.summary`).
+
+    Missing keys are shown as ``–``, so a partial summary (or one read back from JSON) renders.
+    At most ``max_towers`` towers are listed per sync point, the stragglers always among them.
+    The straggler is the tower most often last; when no tower waited at all (every input
+    arrived at once) nobody is marked, as "last" is then only the order of a tie.
+
+    Examples
+    --------
+    >>> s = {"scenario": "two", "mode": "sync", "aggregation": "parameter_server",
+    ...      "towers": 2, "steps": 3, "step_time": {"mean": 0.02, "p50": 0.02, "p95": 0.02},
+    ...      "wait": {"average_gradients": {"tower_0": 0.01, "tower_1": 0.0}},
+    ...      "waited_for": {"average_gradients": {"tower_0": 0, "tower_1": 3}}}
+    >>> import io
+    >>> out = io.StringIO()
+    >>> Console(file=out, width=80, color_system=None).print(SummaryView(s).sync_table())
+    >>> print("\\n".join(line.rstrip() for line in out.getvalue().splitlines()))
+                         Sync points: who waited for whom
+    ┌───────────────────┬─────────┬────────────────┬────────────┬─────────────┐
+    │ sync point        │ tower   │ mean wait (ms) │ times last │             │
+    ├───────────────────┼─────────┼────────────────┼────────────┼─────────────┤
+    │ average_gradients │ tower_0 │         10.000 │        0/3 │             │
+    │                   │ tower_1 │          0.000 │        3/3 │ ◀ straggler │
+    └───────────────────┴─────────┴────────────────┴────────────┴─────────────┘
+    """
+
+    def __init__(self, summary: Mapping[str, Any], max_towers: int = 16) -> None:
+        self.summary, self.max_towers = summary, max(max_towers, 1)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.header()
+        yield self.numbers_table()
+        path = self.summary.get("critical_path") or {}
+        if path.get("ops"):
+            yield Text(f"critical path ({_ms(path.get('seconds'))} ms): "
+                       + " → ".join(path["ops"]), style="dim")
+        if self.summary.get("wait"):
+            yield self.sync_table()
+
+    def header(self) -> Text:
+        """Two lines: the scenario (and its file), then mode, aggregation, towers, steps, seed."""
+        s = self.summary
+        text = Text()
+        text.append(f"Scenario {s.get('scenario', '?')}", style="bold")
+        if s.get("source"):
+            text.append(f" ({s['source']})", style="dim")
+        parts = [f"mode {s.get('mode', '–')}", f"aggregation {s.get('aggregation', '–')}",
+                 f"{s.get('towers', '–')} towers", f"{s.get('steps', '–')} steps"]
+        if "seed" in s:
+            parts.append(f"seed {s['seed']}")
+        text.append("\n" + " · ".join(parts))
+        return text
+
+    def numbers_table(self) -> Table:
+        """Step time (mean, p50, p95 in ms), throughput, final loss, events and wall time."""
+        s = self.summary
+        stats = s.get("step_time") or {}
+        table = Table(title="Step time and throughput", box=box.SIMPLE_HEAD, show_edge=False)
+        table.add_column("measure")
+        table.add_column("value", justify="right")
+        for key in ("mean", "p50", "p95"):
+            table.add_row(f"step time {key} (ms)", _ms(stats.get(key)))
+        throughput = s.get("throughput")
+        table.add_row("throughput (samples/s)",
+                      "–" if throughput is None else f"{throughput:,.0f}")
+        loss = s.get("final_loss")
+        table.add_row("final loss", "–" if loss is None else f"{loss:.4f}")
+        table.add_row("events", "–" if s.get("events") is None else f"{s['events']:,}")
+        table.add_row("wall time (s)",
+                      "–" if s.get("wall_seconds") is None else f"{s['wall_seconds']:.3f}")
+        return table
+
+    def sync_table(self) -> Table:
+        """Per sync point and tower: mean wait (ms) and how often it was last."""
+        table = Table(title="Sync points: who waited for whom", box=box.SQUARE)
+        table.add_column("sync point", no_wrap=True)
+        table.add_column("tower", no_wrap=True)
+        table.add_column("mean wait (ms)", justify="right")
+        table.add_column("times last", justify="right")
+        table.add_column("")
+        waited_for = self.summary.get("waited_for") or {}
+        for point, waits in self.summary["wait"].items():
+            for i, row in enumerate(self._rows(waits, waited_for.get(point) or {})):
+                table.add_row(point if i == 0 else "", *row[:-1], style=row[-1],
+                              end_section=False)
+            table.add_section()
+        return table
+
+    def _rows(self, waits: Mapping[str, float],
+              last: Mapping[str, int]) -> Iterator[tuple[str, str, str, str, str]]:
+        """``(tower, wait, times last, note, style)``: stragglers highlighted, long lists cut."""
+        runs = sum(last.values())
+        most = max(last.values(), default=0)
+        # Nobody waited: the inputs arrived together and "last" is only the tie-break.
+        anyone_waited = max(waits.values(), default=0.0) > 0
+        stragglers = {t for t, n in last.items() if anyone_waited and most > 0 and n == most}
+        towers = list(waits)
+        shown = towers[: self.max_towers]
+        shown += [t for t in towers[self.max_towers:] if t in stragglers]
+        for tower in shown:
+            count = last.get(tower, 0)
+            if tower in stragglers:
+                yield tower, _ms(waits[tower]), f"{count}/{runs}", "◀ straggler", "bold red"
+            else:
+                yield tower, _ms(waits[tower]), f"{count}/{runs}", "", ""
+        if len(towers) > len(shown):
+            yield "…", "", "", f"+{len(towers) - len(shown)} towers", "dim"

@@ -1,0 +1,397 @@
+"""Renderings: terminal views compared as text, DOT structure, PNG files, Chrome traces."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.console import Console
+
+from simsync.engine import Simulation, simulate, summary
+from simsync.ir import Client, Cost, Device, Graph, Op, Tensor, crosses_devices, sync_points
+from simsync.patterns import build
+from simsync.scenario import ClusterConfig, ComputeConfig, LinkConfig, Scenario, TrainingConfig
+from simsync.trace import OpRecord, StepRecord, Trace
+from simsync.viz import (
+    GraphView,
+    SummaryView,
+    Timeline,
+    chrome_trace,
+    overlaps,
+    to_dot,
+    write_chrome_trace,
+    write_png,
+)
+
+WIDTH = 80
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def render(renderable: Any, width: int = WIDTH) -> str:
+    out = io.StringIO()
+    Console(file=out, width=width, color_system=None).print(renderable)
+    return out.getvalue()
+
+
+def scenario(speeds: tuple[float, ...], aggregation: str = "parameter_server",
+             distribution: str = "constant", bandwidth_gbps: float = float("inf"),
+             latency_us: float = 0.0, steps: int = 3, **costs: float) -> Scenario:
+    return Scenario(
+        "viz", cluster=ClusterConfig(len(speeds), speeds, link=LinkConfig(bandwidth_gbps,
+                                                                          latency_us)),
+        compute=ComputeConfig(mean=0.01, distribution=distribution),
+        training=TrainingConfig(aggregation=aggregation), costs=dict(costs),
+    ).with_run(steps=steps)
+
+
+def run(speeds: tuple[float, ...], **kwargs: Any) -> Simulation:
+    return simulate(scenario(speeds, **kwargs), numerics=False)
+
+
+def graph_of(towers: int, aggregation: str = "parameter_server") -> Graph:
+    return build(scenario((1.0,) * towers, aggregation))
+
+
+def line_with(text: str, needle: str) -> str:
+    return next(line for line in text.splitlines() if needle in line)
+
+
+def bar(text: str, device: str) -> str:
+    """The chart part of a device's row of a Timeline rendering."""
+    return line_with(text, device + " ").split(" ", 1)[1].strip()
+
+
+# ## GraphView ---------------------------------------------------------------------------
+
+def test_graph_view_has_one_lane_per_tower_and_the_sync_point_in_the_shared_lane() -> None:
+    text = render(GraphView(graph_of(2)))
+    header = line_with(text, "gen")
+    assert re.search(r"gen\s+│ tower_0\s+│ tower_1\s+│ shared", header)
+    shared_column = header.index("shared")
+    sync_line = line_with(text, "◆ average_gradients")
+    assert sync_line.index("◆") == shared_column
+    # The sync point's row: generation 3, nothing in the tower lanes.
+    cells = [cell.strip() for cell in sync_line.split("│")[1:-1]]
+    assert cells == ["3", "", "", "◆ average_gradients"]
+    assert "SYNC POINT: waits" in text and "for tower_0..1" in text
+    assert "◆ SYNC POINT: an op whose inputs come from more than one" in text
+    # One row per topological generation: read/dequeue, loss, gradients, average, apply.
+    assert [line.split("│")[1].strip() for line in text.splitlines()
+            if re.match(r"│\s+\d+ │", line)] == ["0", "1", "2", "3", "4"]
+
+
+def test_graph_view_drops_the_tower_scope_and_shows_devices() -> None:
+    text = render(GraphView(graph_of(2)))
+    assert "tower_0/loss" not in text
+    loss_row = line_with(text, "loss")
+    assert loss_row.count("loss") == 2
+    device_row = text.splitlines()[text.splitlines().index(loss_row) + 1]
+    assert "/gpu:0" in device_row and "/gpu:1" in device_row
+    read_device_row = text.splitlines()[text.splitlines().index(
+        line_with(text, "read_variables")) + 1]
+    assert read_device_row.count("/cpu:0") == 2  # parameter server: variables on the CPU
+
+
+def test_graph_view_allreduce_is_shared_on_all_gpus_and_apply_is_per_tower() -> None:
+    text = render(GraphView(graph_of(2, "allreduce")))
+    assert "◆ allreduce_gradients" in text and "/gpu:0-1" in text
+    assert line_with(text, "apply_gradients").count("apply_gradients") == 2
+
+
+def test_graph_view_elides_towers_that_do_not_fit() -> None:
+    text = render(GraphView(graph_of(1024)))
+    assert all(len(line) <= WIDTH for line in text.splitlines())
+    header = line_with(text, "gen")
+    assert "tower_0" in header and "tower_1023" not in text
+    assert "… 1022 more" in text or "… 1023 more" in text
+    assert "for tower_0..1023" in text
+    assert "+1022 ops" in text or "+1023 ops" in text
+
+
+def test_graph_view_respects_max_towers() -> None:
+    text = render(GraphView(graph_of(4), max_towers=1), width=200)
+    header = line_with(text, "gen")
+    assert "tower_0" in header and "tower_1" not in header
+    assert "… 3 more towers" in header
+    wide = render(GraphView(graph_of(4)), width=200)
+    assert all(f"tower_{t}" in line_with(wide, "gen") for t in range(4))
+
+
+# ## Timeline ----------------------------------------------------------------------------
+
+def test_timeline_has_one_row_per_device_cpu_first_then_gpus_in_numeric_order() -> None:
+    sim = run((1.0,) * 12, steps=1)
+    text = render(Timeline(sim.trace, sync_points=sim.sync_points, steps=1))
+    rows = [line.split()[0] for line in text.splitlines() if line.startswith("/")]
+    assert rows == ["/cpu:0"] + [f"/gpu:{i}" for i in range(12)]
+    assert all(len(line) <= WIDTH for line in text.splitlines())
+
+
+def test_timeline_straggler_bar_is_twice_as_long() -> None:
+    sim = run((1.0, 0.5), steps=2)
+    text = render(Timeline(sim.trace, sync_points=sim.sync_points, steps=2))
+    fast, slow = bar(text, "/gpu:0"), bar(text, "/gpu:1")
+    busy = [sum(c in "FB" for c in row) for row in (fast, slow)]
+    assert 1.8 <= busy[1] / busy[0] <= 2.2
+    # The fast tower waits at the sync point for about as long as it computed.
+    assert 0.8 <= fast.count("-") / busy[0] <= 1.2
+    assert "-" not in slow
+    assert line_with(text, "sync ").count("◆") == 2  # one sync point per step
+    assert "steps 0–1" in text
+
+
+def test_timeline_axis_is_in_milliseconds() -> None:
+    sim = run((1.0, 0.5), steps=2)  # two steps of 20 ms
+    text = render(Timeline(sim.trace, sync_points=sim.sync_points, steps=2))
+    labels = next(line for line in text.splitlines() if line.startswith("ms ")).split()
+    assert labels[0] == "ms" and labels[1] == "0"
+    assert {"10", "20", "30"} <= set(labels)
+    assert "40 ms" in text.splitlines()[0]
+
+
+def test_timeline_shows_only_the_first_steps() -> None:
+    sim = run((1.0, 1.0), steps=5)
+    two = render(Timeline(sim.trace, sync_points=sim.sync_points, steps=2))
+    assert "├step 1" in two and "step 2" not in two
+    four = render(Timeline(sim.trace, sync_points=sim.sync_points, steps=4))
+    assert line_with(four, "sync ").count("◆") == 4
+
+
+def test_timeline_with_one_device() -> None:
+    trace = Trace(ops=[OpRecord("f", "forward", ("/gpu:0",), "main", 0, 0.0, 0.0, 0.01),
+                       OpRecord("b", "backward", ("/gpu:0",), "main", 0, 0.01, 0.01, 0.03)],
+                  steps=[StepRecord("main", 0, 0.0, 0.03)])
+    text = render(Timeline(trace))
+    assert [line.split()[0] for line in text.splitlines() if line.startswith("/")] == ["/gpu:0"]
+    row = bar(text, "/gpu:0")
+    assert set(row) == {"F", "B"} and 1.8 <= row.count("B") / row.count("F") <= 2.2
+    assert "sync" not in text  # no sync points, no sync row
+
+
+def test_timeline_with_zero_duration_ops_does_not_divide_by_zero() -> None:
+    sim = simulate(Scenario("zero", cluster=ClusterConfig(2, (1.0, 1.0)),
+                            compute=ComputeConfig(mean=0.0)).with_run(steps=2))
+    assert sim.trace.makespan == 0
+    text = render(Timeline(sim.trace, sync_points=sim.sync_points))
+    assert "lowercase: op that took no time" in text
+    assert bar(text, "/cpu:0")[0] in "ra"  # an instant drawn in lower case
+    empty = render(Timeline(Trace()))
+    assert "no steps" in empty
+
+
+def test_timeline_respects_device_order() -> None:
+    sim = run((1.0, 1.0), steps=1)
+    text = render(Timeline(sim.trace, sync_points=sim.sync_points, steps=1,
+                           device_order=["/gpu:1", "/gpu:0"]))
+    assert [line.split()[0] for line in text.splitlines()
+            if line.startswith("/")] == ["/gpu:1", "/gpu:0"]
+
+
+@pytest.mark.parametrize("width", [40, 80, 132])
+def test_timeline_fits_the_console(width: int) -> None:
+    sim = run((1.0, 0.5, 1.0), aggregation="allreduce", steps=2)
+    text = render(Timeline(sim.trace, sync_points=sim.sync_points), width=width)
+    assert all(len(line) <= width for line in text.splitlines())
+    assert "= allreduce" in text
+
+
+# ## DOT ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("aggregation", ["parameter_server", "allreduce"])
+def test_dot_structure(aggregation: str) -> None:
+    graph = build(scenario((1.0, 1.0, 0.5), aggregation))
+    dot = to_dot(graph)
+    assert dot.startswith('digraph "viz" {') and dot.rstrip().endswith("}")
+    assert dot.count("{") == dot.count("}")
+    assert dot.count('"') % 2 == 0
+    placed = {op.device for op in graph.ops() if len(op.devices) == 1}
+    assert len(re.findall(r"subgraph cluster_\d+ \{", dot)) == len(placed)
+    assert {f'label="{d}"' for d in placed} <= set(re.findall(r'label="/[^"]+"', dot))
+    edges = set(re.findall(r'^\s*"([^"]+)" -> "([^"]+)"', dot, flags=re.MULTILINE))
+    assert edges == set(graph.nx.edges)
+    assert dot.count("doubleoctagon") == len(sync_points(graph)) == 1
+    crossing = [t for _, _, t in graph.nx.edges(data="tensor") if crosses_devices(graph, t)]
+    assert len(re.findall(r'-> "[^"]+" \[label="[\d.]+ [KMG]?B"', dot)) == len(crossing)
+
+
+def test_dot_quotes_awkward_names() -> None:
+    graph = Graph(name='my "graph"')
+    graph.add_device(Device("/gpu:0"))
+    graph.add_op(Op('a"b', "forward", "/gpu:0", Cost(0.1)))
+    graph.add_op(Op("c\\d", "backward", "/gpu:0", Cost(0.1)))
+    graph.add_tensor(Tensor('a"b', "c\\d", nbytes=4))
+    graph.add_client(Client("main", ("c\\d",)))
+    dot = to_dot(graph)
+    assert 'digraph "my \\"graph\\"" {' in dot
+    assert '"a\\"b" -> "c\\\\d";' in dot
+
+
+# ## PNG ---------------------------------------------------------------------------------
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == PNG_SIGNATURE and data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+@pytest.mark.parametrize("towers", [1, 2, 8])
+def test_png_is_a_real_picture(tmp_path: Path, towers: int) -> None:
+    path = tmp_path / "graph.png"
+    write_png(graph_of(towers), path)
+    width, height = png_size(path)
+    assert path.stat().st_size > 20_000
+    assert width >= 800 and height >= 300
+
+
+def test_png_draws_a_few_lanes_of_many_towers(tmp_path: Path) -> None:
+    eight, many = tmp_path / "eight.png", tmp_path / "many.png"
+    write_png(graph_of(8), eight)
+    write_png(graph_of(64), many)
+    # Both draw eight tower lanes; the many-tower picture only adds a line of note.
+    assert png_size(many)[0] == png_size(eight)[0]
+    assert 0 < png_size(many)[1] - png_size(eight)[1] < 60
+
+
+def test_importing_viz_imports_neither_matplotlib_nor_simpy() -> None:
+    code = ("import sys, simsync.viz; "
+            "print(sorted(m for m in ('matplotlib', 'simpy', 'tensorflow') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# ## Chrome trace --------------------------------------------------------------------------
+
+def lane_names(doc: dict[str, Any]) -> dict[tuple[int, int], str]:
+    return {(e["pid"], e["tid"]): e["args"]["name"] for e in doc["traceEvents"]
+            if e["ph"] == "M" and e["name"] == "thread_name"}
+
+
+def complete(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [e for e in doc["traceEvents"] if e["ph"] == "X"]
+
+
+def test_chrome_trace_processes_threads_and_events() -> None:
+    sim = run((1.0, 0.5), bandwidth_gbps=1.0, latency_us=10, steps=2)
+    doc = json.loads(json.dumps(chrome_trace([("simulated", sim.trace),
+                                              ("tensorflow", sim.trace)])))
+    assert doc["displayTimeUnit"] == "ms"
+    processes = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"]
+                 if e["ph"] == "M" and e["name"] == "process_name"}
+    assert processes == {1: "simulated", 2: "tensorflow"}
+    lanes = lane_names(doc)
+    assert sorted(name for (pid, _), name in lanes.items() if pid == 1) == sorted(
+        ["/cpu:0", "/gpu:0", "/gpu:1", "send /cpu:0", "send /gpu:0", "send /gpu:1",
+         "client main"])
+    events = complete(doc)
+    assert all((e["pid"], e["tid"]) in lanes for e in events)
+    per_process = [e for e in events if e["pid"] == 1]
+    ops = [e for e in per_process if e["cat"] not in ("transfer", "step")]
+    assert len(ops) == len(sim.trace.ops)
+    transfers = [e for e in per_process if e["cat"] == "transfer"]
+    assert len(transfers) == len(sim.trace.transfers) > 0
+    assert all(lanes[1, e["tid"]].startswith("send ") for e in transfers)
+    assert all(e["args"]["arrival"] >= e["ts"] + e["dur"] for e in transfers)
+    steps = [e for e in per_process if e["cat"] == "step"]
+    assert [e["name"] for e in steps] == ["step 0", "step 1"]
+    assert all(lanes[1, e["tid"]] == "client main" for e in steps)
+
+
+def test_chrome_trace_times_are_microseconds_with_op_args() -> None:
+    sim = run((1.0, 0.5), steps=1)
+    doc = chrome_trace([("simulated", sim.trace)])
+    lanes = lane_names(doc)
+    slow = next(e for e in complete(doc) if e["name"] == "tower_1/gradients")
+    assert lanes[1, slow["tid"]] == "/gpu:1"
+    assert slow["dur"] == pytest.approx(0.01 * 2 / 3 / 0.5 * 1e6, abs=0.01)
+    assert slow["args"]["step"] == 0 and slow["args"]["kind"] == "backward"
+    assert slow["args"]["ready"] == slow["ts"] and slow["args"]["queued"] == 0
+
+
+def test_chrome_trace_puts_a_collective_on_every_device_lane() -> None:
+    sim = run((1.0, 1.0, 1.0), aggregation="allreduce", steps=2)
+    doc = chrome_trace([("simulated", sim.trace)])
+    lanes = lane_names(doc)
+    collective = [e for e in complete(doc) if e["name"] == "allreduce_gradients"]
+    assert sorted(lanes[1, e["tid"]] for e in collective) == sorted(
+        ["/gpu:0", "/gpu:1", "/gpu:2"] * 2)
+
+
+def test_write_chrome_trace(tmp_path: Path) -> None:
+    sim = run((1.0, 0.5), steps=2)
+    path = tmp_path / "trace.json"
+    write_chrome_trace(path, [("simulated", sim.trace)])
+    assert json.loads(path.read_text()) == chrome_trace([("simulated", sim.trace)])
+
+
+def test_overlaps_finds_an_overlap() -> None:
+    sim = run((1.0, 0.5), steps=2)
+    events = complete(chrome_trace([("simulated", sim.trace)]))
+    assert overlaps(events) == []
+    forward = next(e for e in events if e["name"] == "tower_0/loss")
+    moved = dict(forward, ts=forward["ts"] + forward["dur"] / 2)
+    found = overlaps([*events, moved])
+    assert found and all(moved in pair for pair in found)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    speeds=st.lists(st.sampled_from([0.25, 0.5, 1.0, 2.0]), min_size=1, max_size=6),
+    distribution=st.sampled_from(["constant", "exponential"]),
+    bandwidth_gbps=st.sampled_from([float("inf"), 0.05, 10.0]),
+    latency_us=st.sampled_from([0.0, 25.0]),
+    aggregation=st.sampled_from(["parameter_server", "allreduce"]),
+    seed=st.integers(0, 1000),
+)
+def test_chrome_trace_never_overlaps_on_a_lane(
+        speeds: list[float], distribution: str, bandwidth_gbps: float, latency_us: float,
+        aggregation: str, seed: int) -> None:
+    sim = simulate(scenario(tuple(speeds), aggregation, distribution, bandwidth_gbps,
+                            latency_us, steps=4, read=0.0005, aggregate=0.001)
+                   .with_run(seed=seed), numerics=False)
+    doc = chrome_trace([("simulated", sim.trace), ("again", sim.trace)])
+    assert overlaps(doc["traceEvents"]) == []
+    assert len(complete(doc)) == 2 * (sum(len(r.devices) for r in sim.trace.ops)
+                                      + len(sim.trace.transfers) + len(sim.trace.steps))
+
+
+# ## SummaryView ---------------------------------------------------------------------------
+
+def test_summary_view_shows_numbers_and_who_waited_for_whom() -> None:
+    sim = simulate(scenario((1.0, 0.5), steps=3))
+    text = render(SummaryView(summary(sim)))
+    assert "Scenario viz" in text
+    assert "mode sync · aggregation parameter_server · 2 towers · 3 steps" in text
+    assert re.search(r"step time mean \(ms\)\s+20\.000", text)
+    assert re.search(r"step time p95 \(ms\)\s+20\.000", text)
+    assert "throughput (samples/s)" in text and "final loss" in text
+    assert "Sync points: who waited for whom" in text
+    fast, slow = line_with(text, "tower_0 "), line_with(text, "tower_1 ")
+    assert "average_gradients" in fast and "10.000" in fast and "0/3" in fast
+    assert "0.000" in slow and "3/3" in slow and "straggler" in slow
+    assert "straggler" not in fast
+
+
+def test_summary_view_marks_no_straggler_when_nobody_waited() -> None:
+    text = render(SummaryView(summary(simulate(scenario((1.0, 1.0), steps=2)))))
+    assert "Sync points: who waited for whom" in text and "straggler" not in text
+
+
+def test_summary_view_renders_a_summary_read_back_from_json() -> None:
+    data = json.loads(json.dumps(summary(simulate(scenario((1.0,) * 39 + (0.5,), "allreduce",
+                                                           steps=2)))))
+    text = render(SummaryView(data, max_towers=5))
+    assert "allreduce_gradients" in text
+    assert "◀ straggler" in line_with(text, "│ tower_39")
+    assert "straggler" not in line_with(text, "│ tower_4")
+    assert re.search(r"│ …\s+│.*│ \+34 towers\s+│", text)
