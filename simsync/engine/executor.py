@@ -13,21 +13,35 @@ Rules, as TensorFlow's executor follows them:
 5. ``read`` ops record the version of each variable they read; ``apply`` ops bump it.
 
 Nothing else synchronizes: sync points, waiting and contention all follow from these rules.
+
+Ops and transfers are chains of SimPy callbacks (request -> grant -> timeout -> release), not
+processes: the same behaviour with a third fewer events. Only clients are processes.
 """
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
 import simpy
+from simpy.resources.resource import Request
 
 from simsync.engine.draws import draw_step
 from simsync.engine.environment import CountingEnvironment
 from simsync.engine.kernels import Numerics
 from simsync.errors import SimulationError
-from simsync.ir import Cost, Graph, Op, crosses_devices, ring_allreduce_time, run_order, validate
+from simsync.ir import (
+    Cost,
+    Graph,
+    Op,
+    Tensor,
+    crosses_devices,
+    ring_allreduce_time,
+    run_order,
+    validate,
+)
 from simsync.numerics import ModelSpec
 from simsync.trace import OpRecord, StepRecord, Trace, TransferRecord, VariableAccess
 
@@ -37,16 +51,33 @@ StepCallback = Callable[[StepRecord], None]
 
 
 @dataclass
+class _Output:
+    """A tensor leaving a node: where to, and what travelling costs."""
+
+    dst: int
+    seconds: float = 0.0                       # holding the ports
+    latency: float = 0.0
+    out_port: simpy.Resource | None = None
+    in_port: simpy.Resource | None = None
+
+    @property
+    def free(self) -> bool:
+        return self.seconds <= 0 and self.latency <= 0
+
+
+@dataclass
 class _Node:
-    """One op of a client's run, precomputed once."""
+    """One op of a client's run, with everything the hot path needs precomputed."""
 
     op: Op
     index: int
+    devices: list[simpy.Resource]              # in sorted device order: no deadlock
+    pool: simpy.Resource | None                # the host's cores, when shared
+    fixed: float                               # seconds at speed 1, when the cost is not drawn
+    speed: float
+    ring: float                                # all-reduce communication seconds
     inputs: list[int] = field(default_factory=list)
-    outputs: list[tuple[int, int, bool]] = field(default_factory=list)  # (dst, bytes, travels)
-    fixed: float = 0.0        # seconds, when the cost is not drawn
-    speed: float = 1.0
-    ring: float = 0.0         # all-reduce communication seconds
+    outputs: list[_Output] = field(default_factory=list)
 
 
 @dataclass
@@ -74,6 +105,90 @@ class _Run:
         self.remaining = len(plan.nodes)
         self.losses: list[float] = []
         self.done = env.event()
+
+
+class _Execution:
+    """One op running: take its devices one by one, then a core, run, release, hand on."""
+
+    __slots__ = ("core", "duration", "engine", "node", "ready", "requests", "run", "start")
+
+    def __init__(self, engine: Engine, run: _Run, node: _Node) -> None:
+        self.engine, self.run, self.node = engine, run, node
+        self.ready = self.start = engine.env.now
+        self.requests: list[Request] = []
+        self.core: Request | None = None
+        self.duration = engine.duration(run, node)
+        self._acquire(None)
+
+    def _acquire(self, _event: simpy.Event | None) -> None:
+        devices = self.node.devices
+        if len(self.requests) < len(devices):
+            request = devices[len(self.requests)].request()
+            self.requests.append(request)
+            request.callbacks.append(self._acquire)
+        elif self.node.pool is not None and self.duration > 0:
+            self.core = self.node.pool.request()
+            self.core.callbacks.append(self._begin)
+        else:
+            self._begin(None)
+
+    def _begin(self, _event: simpy.Event | None) -> None:
+        engine = self.engine
+        self.start = engine.env.now
+        engine.record_reads(self.run, self.node.op, self.start)
+        if self.duration > 0:
+            engine.env.timeout(self.duration).callbacks.append(self._finish)
+        else:
+            self._finish(None)
+
+    def _finish(self, _event: simpy.Event | None) -> None:
+        node = self.node
+        if self.core is not None and node.pool is not None:
+            node.pool.release(self.core)
+        for device, request in zip(node.devices, self.requests, strict=True):
+            device.release(request)
+        self.engine.finished(self)
+
+
+class _Transfer:
+    """One tensor travelling: out-port, then in-port, hold both, release, then the latency."""
+
+    __slots__ = ("engine", "in_request", "node", "out_request", "output", "run", "start")
+
+    def __init__(self, engine: Engine, run: _Run, node: _Node, output: _Output) -> None:
+        self.engine, self.run, self.node, self.output = engine, run, node, output
+        self.start = engine.env.now
+        if output.seconds > 0 and output.out_port is not None:
+            self.out_request = output.out_port.request()
+            self.out_request.callbacks.append(self._got_out_port)
+        else:
+            self._sent(None)
+
+    def _got_out_port(self, _event: simpy.Event) -> None:
+        assert self.output.in_port is not None
+        self.in_request = self.output.in_port.request()
+        self.in_request.callbacks.append(self._got_in_port)
+
+    def _got_in_port(self, _event: simpy.Event) -> None:
+        self.start = self.engine.env.now
+        self.engine.env.timeout(self.output.seconds).callbacks.append(self._release)
+
+    def _release(self, event: simpy.Event) -> None:
+        output = self.output
+        assert output.in_port is not None and output.out_port is not None
+        output.in_port.release(self.in_request)
+        output.out_port.release(self.out_request)
+        self._sent(event)
+
+    def _sent(self, _event: simpy.Event | None) -> None:
+        end = self.engine.env.now
+        if self.output.seconds <= 0:
+            self.start = end
+        if self.output.latency > 0:
+            timeout = self.engine.env.timeout(self.output.latency)
+            timeout.callbacks.append(lambda _e: self.engine.transferred(self, end))
+        else:
+            self.engine.transferred(self, end)
 
 
 class Engine:
@@ -115,25 +230,43 @@ class Engine:
                 groups[node.op.cost.group] = node.op.cost
             # Inputs in the order the graph declares them (tower order): sums are reproducible.
             node.inputs = [index[tensor.src] for tensor in graph.inputs(node.op.name)]
-            for tensor in graph.outputs(node.op.name):
-                if tensor.dst in index:
-                    travels = crosses_devices(graph, tensor)
-                    node.outputs.append((index[tensor.dst], tensor.nbytes, travels))
+            node.outputs = [self._output(index[tensor.dst], tensor)
+                            for tensor in graph.outputs(node.op.name) if tensor.dst in index]
         roots = [n.index for n in nodes if not n.inputs]
         return _Plan(client, name, steps, nodes, roots, groups)
 
     def _node(self, op: Op, index: int) -> _Node:
-        speed = min(self.graph.devices[d].speed for d in op.devices)
+        graph = self.graph
         ring = 0.0
         if op.kind == "allreduce":
-            ring = ring_allreduce_time(len(op.devices), op.nbytes, self.graph.link)
-        return _Node(op, index, fixed=op.cost.mean * op.cost.fraction, speed=speed, ring=ring)
+            ring = ring_allreduce_time(len(op.devices), op.nbytes, graph.link)
+        return _Node(
+            op, index,
+            devices=[self.devices[d] for d in sorted(op.devices)],
+            pool=self.cores.get(graph.devices[op.device].host),
+            fixed=op.cost.mean * op.cost.fraction,
+            speed=min(graph.devices[d].speed for d in op.devices),
+            ring=ring)
+
+    def _output(self, dst: int, tensor: Tensor) -> _Output:
+        if not crosses_devices(self.graph, tensor):
+            return _Output(dst)
+        link = self.graph.link
+        src, target = self.graph.op(tensor.src), self.graph.op(tensor.dst)
+        return _Output(dst, link.transfer_time(tensor.nbytes), link.latency,
+                       self.out_ports[src.device], self.in_ports[target.device])
 
     # -- running --------------------------------------------------------------------------
     def run(self) -> Trace:
         """Simulate until every client has finished; raise if something can never run."""
         finished = [self.env.process(self._client(plan)) for plan in self.plans]
-        self.env.run()
+        collecting = gc.isenabled()
+        gc.disable()  # a run makes no reference cycles; the collector would only cost time
+        try:
+            self.env.run()
+        finally:
+            if collecting:
+                gc.enable()
         stuck = [p.name for p, f in zip(self.plans, finished, strict=True) if not f.triggered]
         if stuck:
             raise SimulationError(
@@ -151,7 +284,7 @@ class Engine:
             run = _Run(env, plan, step, draws)
             start = env.now
             for root in plan.roots:
-                env.process(self._execute(run, plan.nodes[root]))
+                _Execution(self, run, plan.nodes[root])
             yield run.done
             loss = sum(run.losses) / len(run.losses) if run.losses else None
             record = StepRecord(plan.name, step, start, env.now, loss)
@@ -159,40 +292,43 @@ class Engine:
             if self.on_step is not None:
                 self.on_step(record)
 
-    def _duration(self, run: _Run, node: _Node) -> float:
+    def duration(self, run: _Run, node: _Node) -> float:
+        """Seconds ``node`` holds its device(s) in this run."""
         cost = node.op.cost
         base = run.draws[cost.group] * cost.fraction if cost.group is not None else node.fixed
         return base / node.speed + node.ring
 
-    def _execute(self, run: _Run, node: _Node) -> Generator[simpy.Event, Any, None]:
-        env, op = self.env, node.op
-        ready = env.now
-        requests = [self.devices[d].request() for d in sorted(op.devices)]
-        for request in requests:
-            yield request
-        duration = self._duration(run, node)
-        core = None
-        pool = self.cores.get(self.graph.devices[op.device].host)
-        if pool is not None and duration > 0:
-            core = pool.request()
-            yield core
-        start = env.now
-        self._record_reads(run, op, start)
-        if duration > 0:
-            yield env.timeout(duration)
-        if core is not None:
-            pool.release(core)  # type: ignore[union-attr]
-        for d, request in zip(sorted(op.devices), requests, strict=True):
-            self.devices[d].release(request)
+    def finished(self, execution: _Execution) -> None:
+        """An op has run: compute its value, record it, send its outputs on."""
+        run, node, now = execution.run, execution.node, self.env.now
+        op = node.op
         value = self._compute(run, node)
-        self._record_writes(run, op, env.now)
+        self._record_writes(run, op, now)
         loss = value[0] if op.kind == "forward" and value is not None else None
         if loss is not None:
             run.losses.append(loss)
         self.trace.ops.append(OpRecord(
-            op.name, op.kind, op.devices, run.plan.name, run.step, ready, start, env.now,
-            tuple(run.arrivals[node.index]), loss))
-        self._complete(run, node, value)
+            op.name, op.kind, op.devices, run.plan.name, run.step, execution.ready,
+            execution.start, now, tuple(run.arrivals[node.index]), loss))
+        run.values[node.index] = value
+        for output in node.outputs:
+            if output.free:
+                self._arrive(run, node, output.dst)
+            else:
+                _Transfer(self, run, node, output)
+        run.remaining -= 1
+        if run.remaining == 0:
+            run.done.succeed()
+
+    def transferred(self, transfer: _Transfer, end: float) -> None:
+        """A tensor has arrived at its consumer's device."""
+        run, node, output = transfer.run, transfer.node, transfer.output
+        target = run.plan.nodes[output.dst].op
+        self.trace.transfers.append(TransferRecord(
+            node.op.name, target.name, node.op.device, target.device,
+            self.graph.tensor(node.op.name, target.name).nbytes, run.plan.name, run.step,
+            transfer.start, end, self.env.now))
+        self._arrive(run, node, output.dst)
 
     def _compute(self, run: _Run, node: _Node) -> Any:
         if self.numerics is None:
@@ -201,7 +337,7 @@ class Engine:
         inputs = [(nodes[i].op, run.values[i]) for i in node.inputs]
         return self.numerics.compute(node.op, inputs, run.plan.client, run.step)
 
-    def _record_reads(self, run: _Run, op: Op, time: float) -> None:
+    def record_reads(self, run: _Run, op: Op, time: float) -> None:
         for variable in op.reads:
             self.trace.accesses.append(VariableAccess(
                 variable, op.name, run.plan.name, run.step, time, self.versions[variable], False))
@@ -212,42 +348,8 @@ class Engine:
             self.trace.accesses.append(VariableAccess(
                 variable, op.name, run.plan.name, run.step, time, self.versions[variable], True))
 
-    def _complete(self, run: _Run, node: _Node, value: Any) -> None:
-        run.values[node.index] = value
-        link = self.graph.link
-        for dst, nbytes, travels in node.outputs:
-            if travels and (link.latency > 0 or link.transfer_time(nbytes) > 0):
-                self.env.process(self._transfer(run, node, dst, nbytes))
-            else:
-                self._arrive(run, node, dst)
-        run.remaining -= 1
-        if run.remaining == 0:
-            run.done.succeed()
-
-    def _transfer(self, run: _Run, node: _Node, dst: int,
-                  nbytes: int) -> Generator[simpy.Event, Any, None]:
-        env, link = self.env, self.graph.link
-        target = run.plan.nodes[dst].op
-        src_device, dst_device = node.op.device, target.device
-        seconds = link.transfer_time(nbytes)
-        start = end = env.now
-        if seconds > 0:
-            with self.out_ports[src_device].request() as out_port:
-                yield out_port
-                with self.in_ports[dst_device].request() as in_port:
-                    yield in_port
-                    start = env.now
-                    yield env.timeout(seconds)
-                    end = env.now
-        if link.latency > 0:
-            yield env.timeout(link.latency)
-        self.trace.transfers.append(TransferRecord(
-            node.op.name, target.name, src_device, dst_device, nbytes, run.plan.name, run.step,
-            start, end, env.now))
-        self._arrive(run, node, dst)
-
     def _arrive(self, run: _Run, node: _Node, dst: int) -> None:
         run.arrivals[dst].append((node.op.name, self.env.now))
         run.pending[dst] -= 1
         if run.pending[dst] == 0:
-            self.env.process(self._execute(run, run.plan.nodes[dst]))
+            _Execution(self, run, run.plan.nodes[dst])

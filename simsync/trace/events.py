@@ -1,6 +1,7 @@
 """The Trace: what happened, op by op. Both executors emit it; everything after them reads it.
 
-Times are seconds from the start of the run. A trace holds:
+Times are seconds from the start of the run. Records are named tuples: cheap to make by the
+hundred thousand, immutable, and compared by value. A trace holds:
 
 - one :class:`OpRecord` per op execution: when its inputs had all arrived (``ready``), when it
   got its device(s) (``start``) and when it finished (``end``), and when each input arrived;
@@ -13,13 +14,12 @@ Times are seconds from the start of the run. A trace holds:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["OpRecord", "StepRecord", "Trace", "TransferRecord", "VariableAccess"]
 
 
-@dataclass(frozen=True, slots=True)
-class OpRecord:
+class OpRecord(NamedTuple):
     op: str
     kind: str
     devices: tuple[str, ...]
@@ -37,8 +37,7 @@ class OpRecord:
         return self.start - self.ready
 
 
-@dataclass(frozen=True, slots=True)
-class TransferRecord:
+class TransferRecord(NamedTuple):
     src: str
     dst: str
     src_device: str
@@ -51,8 +50,7 @@ class TransferRecord:
     arrival: float
 
 
-@dataclass(frozen=True, slots=True)
-class VariableAccess:
+class VariableAccess(NamedTuple):
     variable: str
     op: str
     client: str
@@ -62,8 +60,7 @@ class VariableAccess:
     write: bool
 
 
-@dataclass(frozen=True, slots=True)
-class StepRecord:
+class StepRecord(NamedTuple):
     client: str
     step: int
     start: float
