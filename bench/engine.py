@@ -38,7 +38,7 @@ import simpy
 
 from simsync.engine import CountingEnvironment, Engine
 from simsync.ir import Graph
-from simsync.patterns import build_towers, model_spec
+from simsync.patterns import build_towers
 from simsync.scenario import ClusterConfig, ComputeConfig, LinkConfig, Scenario
 
 # -- the workload -------------------------------------------------------------------------------
@@ -204,7 +204,7 @@ def parameter_bytes(graph: Graph) -> int:
 def run_ours(workload: Workload, numerics: bool = False) -> Measurement:
     """Build the tower graph, then time ``Engine.run`` alone (planning is not counted)."""
     scenario = workload.scenario()
-    model = model_spec(scenario) if numerics else None
+    model = scenario.model if numerics else None
     engine = Engine(build_towers(scenario), steps=workload.steps, model=model)
     with GcTimer() as collector:
         started = time.perf_counter()

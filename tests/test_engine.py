@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from simsync.engine import Engine, simulate, summary
 from simsync.ir import critical_path
 from simsync.numerics import backward, forward, init_params, make_batch
-from simsync.patterns import build_towers, model_spec
+from simsync.patterns import build_towers
 from simsync.scenario import (
     ClusterConfig,
     ComputeConfig,
@@ -166,7 +166,7 @@ def test_sync_reads_see_the_previous_steps_write() -> None:
 
 def reference_sgd(s: Scenario) -> dict[str, np.ndarray]:
     """Synchronous SGD written directly: average every tower's gradient, apply once."""
-    spec = model_spec(s)
+    spec = s.model
     params = init_params(spec, s.run.seed)
     for step in range(s.run.steps):
         grads = []

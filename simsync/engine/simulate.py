@@ -8,7 +8,7 @@ from typing import Any
 
 from simsync.engine.executor import Engine, StepCallback
 from simsync.ir import Graph, critical_path, sync_points
-from simsync.patterns import build, model_spec
+from simsync.patterns import build
 from simsync.scenario import Scenario
 from simsync.trace import Trace, step_time_stats, sync_waits
 
@@ -42,7 +42,7 @@ def simulate(scenario: Scenario, *, numerics: bool = True,
     """
     graph = build(scenario)
     engine = Engine(graph, steps=scenario.run.steps, seed=scenario.run.seed,
-                    model=model_spec(scenario) if numerics else None, on_step=on_step)
+                    model=scenario.model if numerics else None, on_step=on_step)
     started = time.perf_counter()
     trace = engine.run()
     return Simulation(scenario, graph, trace, time.perf_counter() - started)

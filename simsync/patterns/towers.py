@@ -8,7 +8,7 @@ from simsync.ir import Client, Cost, Device, Graph, Link, Op, Tensor, Variable, 
 from simsync.numerics import ModelSpec, parameter_shapes
 from simsync.scenario import Scenario
 
-__all__ = ["BYTES_PER_ELEMENT", "PARAMETER_DEVICE", "build_towers", "model_spec", "tower_device"]
+__all__ = ["BYTES_PER_ELEMENT", "PARAMETER_DEVICE", "build_towers", "tower_device"]
 
 #: Where variables live and gradients are averaged (``with tf.device('/cpu:0')`` in the seed).
 PARAMETER_DEVICE = "/cpu:0"
@@ -19,13 +19,6 @@ BYTES_PER_ELEMENT = 4
 def tower_device(tower: int) -> str:
     """The device of one tower: ``/gpu:<tower>``."""
     return f"/gpu:{tower}"
-
-
-def model_spec(scenario: Scenario) -> ModelSpec:
-    """The numerics' view of ``[model]``."""
-    m = scenario.model
-    return ModelSpec(kind=m.kind, features=m.features, classes=m.classes, hidden=m.hidden,
-                     batch_size=m.batch_size, learning_rate=m.learning_rate)
 
 
 def build_towers(scenario: Scenario) -> Graph:
@@ -68,7 +61,7 @@ def build_towers(scenario: Scenario) -> Graph:
         graph = build_towers(scenario)
         sync_points(graph)          # ['average_gradients']
     """
-    spec = model_spec(scenario)
+    spec = scenario.model
     link = Link(scenario.cluster.link.bytes_per_second, scenario.cluster.link.latency)
     graph = Graph(name=scenario.name, link=link)
     if scenario.cluster.host_cores is not None:

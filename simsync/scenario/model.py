@@ -5,6 +5,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from simsync.numerics import ModelSpec
+
+#: The ``[model]`` table is the numerics' own description of the model.
+ModelConfig = ModelSpec
+
 __all__ = [
     "ClusterConfig",
     "ComputeConfig",
@@ -52,16 +57,6 @@ class ComputeConfig:
     shift: float = 0.0
     sigma: float = 0.5
     forward_fraction: float = 1 / 3
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    kind: str = "softmax"
-    features: int = 32
-    classes: int = 10
-    hidden: tuple[int, ...] = (64,)
-    batch_size: int = 32
-    learning_rate: float = 0.1
 
 
 @dataclass(frozen=True)
