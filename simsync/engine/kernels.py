@@ -15,18 +15,9 @@ import numpy as np
 
 from simsync.ir import Graph, Op
 from simsync.numerics import ModelSpec, backward, forward, init_params, make_batch
+from simsync.patterns import parameter_name
 
-__all__ = ["Numerics", "parameter_name"]
-
-
-def parameter_name(variable: str) -> str:
-    """The model parameter a variable holds: mirrored copies drop their ``tower_<i>/`` scope.
-
-    >>> parameter_name("tower_3/layer_0/kernel"), parameter_name("layer_0/bias")
-    ('layer_0/kernel', 'layer_0/bias')
-    """
-    head, _, rest = variable.partition("/")
-    return rest if head.startswith("tower_") and rest else variable
+__all__ = ["Numerics"]
 
 
 class Numerics:

@@ -9,11 +9,12 @@ from simsync.ir import Graph
 from simsync.patterns.towers import (
     PARAMETER_DEVICE,
     build_towers,
+    parameter_name,
     tower_device,
 )
 from simsync.scenario import ClusterConfig, ComputeConfig, Scenario
 
-__all__ = ["PARAMETER_DEVICE", "build", "build_towers", "tiny_example",
+__all__ = ["PARAMETER_DEVICE", "build", "build_towers", "parameter_name", "tiny_example",
            "tower_device"]
 
 _BUILDERS = {"sync": build_towers}

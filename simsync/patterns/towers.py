@@ -8,7 +8,13 @@ from simsync.ir import Client, Cost, Device, Graph, Link, Op, Tensor, Variable, 
 from simsync.numerics import ModelSpec, parameter_shapes
 from simsync.scenario import Scenario
 
-__all__ = ["BYTES_PER_ELEMENT", "PARAMETER_DEVICE", "build_towers", "tower_device"]
+__all__ = [
+    "BYTES_PER_ELEMENT",
+    "PARAMETER_DEVICE",
+    "build_towers",
+    "parameter_name",
+    "tower_device",
+]
 
 #: Where variables live and gradients are averaged (``with tf.device('/cpu:0')`` in the seed).
 PARAMETER_DEVICE = "/cpu:0"
@@ -19,6 +25,16 @@ BYTES_PER_ELEMENT = 4
 def tower_device(tower: int) -> str:
     """The device of one tower: ``/gpu:<tower>``."""
     return f"/gpu:{tower}"
+
+
+def parameter_name(variable: str) -> str:
+    """The model parameter a variable holds: mirrored copies drop their ``tower_<i>/`` scope.
+
+    >>> parameter_name("tower_3/layer_0/kernel"), parameter_name("layer_0/bias")
+    ('layer_0/kernel', 'layer_0/bias')
+    """
+    head, _, rest = variable.partition("/")
+    return rest if head.startswith("tower_") and rest else variable
 
 
 def build_towers(scenario: Scenario) -> Graph:

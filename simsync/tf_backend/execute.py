@@ -1,0 +1,133 @@
+"""Run a scenario's graph in TensorFlow, step by step, and record what happened as a Trace.
+
+The client does what the seeds' training loops do: ``sess.run(train_op)`` once per step, with
+the step's batches and work sizes fed in. The first ``warmup`` steps are run untraced (they
+still train: the simulator runs them too); the others run with ``FULL_TRACE``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from simsync.engine.draws import draw_step
+from simsync.ir import Cost, Graph
+from simsync.numerics import make_batch
+from simsync.patterns import build, tower_device
+from simsync.scenario import Scenario
+from simsync.tf_backend.lower import Lowered, lower
+from simsync.tf_backend.runtime import (
+    DevicePlan,
+    load_tensorflow,
+    plan_devices,
+    session_config,
+)
+from simsync.tf_backend.tracing import NodeCensus, op_records
+from simsync.tf_backend.work import measure_seconds_per_row, rows_for
+from simsync.trace import StepRecord, Trace, VariableAccess
+
+__all__ = ["TensorFlowRun", "run_on_tensorflow"]
+
+
+@dataclass
+class TensorFlowRun:
+    """What a TensorFlow run produced: its trace (traced steps only), every step's loss, the
+    final parameters, and how the run was set up."""
+
+    trace: Trace
+    losses: list[float]
+    params: dict[str, np.ndarray]
+    devices: DevicePlan
+    tensorflow: str
+    seconds_per_row: float
+    warmup: int
+    census: NodeCensus = field(default_factory=NodeCensus)
+
+
+def run_on_tensorflow(scenario: Scenario, *, warmup: int = 2) -> TensorFlowRun:
+    """Run ``warmup + [run] steps`` steps of ``scenario`` in TensorFlow; trace all but the
+    first ``warmup``."""
+    tf = load_tensorflow()
+    graph = build(scenario)
+    plan = plan_devices(list(graph.devices), scenario.towers)
+    lowered = lower(graph, scenario.model, scenario.run.seed, plan)
+    config = session_config(plan)
+    seconds_per_row = measure_seconds_per_row(tf, config, plan.mapping[tower_device(0)])
+    client = _Client(tf, scenario, graph, lowered, seconds_per_row)
+    with tf.compat.v1.Session(graph=lowered.graph, config=config) as session:
+        session.run(lowered.init)
+        for step in range(warmup + scenario.run.steps):
+            client.step(session, step, traced=step >= warmup)
+        params = session.run(lowered.variables)
+    client.trace.params = params
+    return TensorFlowRun(client.trace, client.losses, params, plan, tf.__version__,
+                         seconds_per_row, warmup, client.census)
+
+
+class _Client:
+    """The training loop: feeds, one ``sess.run`` per step, and the trace it leaves."""
+
+    def __init__(self, tf: Any, scenario: Scenario, graph: Graph, lowered: Lowered,
+                 seconds_per_row: float) -> None:
+        self.tf, self.scenario, self.graph, self.lowered = tf, scenario, graph, lowered
+        self.seconds_per_row = seconds_per_row
+        self.groups: dict[str, Cost] = {
+            op.cost.group: op.cost for op in graph.ops() if op.cost.group is not None}
+        self.trace = Trace(source="tensorflow")
+        self.census = NodeCensus()
+        self.losses: list[float] = []
+        self.base: float | None = None
+
+    def feeds(self, step: int) -> dict[Any, Any]:
+        """The step's batches (the simulator's own) and work sizes (its own draws)."""
+        spec, seed = self.scenario.model, self.scenario.run.seed
+        feeds: dict[Any, Any] = {}
+        for tower, (x, y) in self.lowered.batches.items():
+            batch = make_batch(spec, seed, (0, step, tower))
+            feeds[x], feeds[y] = batch.x, batch.y
+        draws = draw_step(seed, 0, step, self.groups)
+        for name, rows in self.lowered.work_rows.items():
+            op = self.graph.op(name)
+            speed = self.graph.devices[op.device].speed
+            assert op.cost.group is not None
+            seconds = draws[op.cost.group] * op.cost.fraction / speed
+            feeds[rows] = rows_for(seconds, self.seconds_per_row)
+        return feeds
+
+    def step(self, session: Any, step: int, traced: bool) -> None:
+        tf, lowered = self.tf, self.lowered
+        fetches = {"train": lowered.fetches, "losses": lowered.losses,
+                   "reads": lowered.read_versions, "writes": lowered.write_versions}
+        options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+        metadata = tf.compat.v1.RunMetadata()
+        feeds = self.feeds(step)
+        started = time.time()
+        out = session.run(fetches, feeds, options=options if traced else None,
+                          run_metadata=metadata if traced else None)
+        ended = time.time()
+        loss = float(np.mean([out["losses"][t] for t in sorted(out["losses"])]))
+        self.losses.append(loss)
+        if traced:
+            self._record(step, started, ended, loss, metadata, out)
+
+    def _record(self, step: int, started: float, ended: float, loss: float, metadata: Any,
+                out: dict[str, Any]) -> None:
+        if self.base is None:
+            self.base = started
+        base = self.base
+        tower_losses = {f"tower_{t}/loss": float(v) for t, v in out["losses"].items()}
+        records = op_records(metadata.step_stats, self.graph, step, base, self.census,
+                             tower_losses)
+        self.trace.ops.extend(records)
+        self.trace.steps.append(StepRecord("main", step, started - base, ended - base, loss))
+        when = {r.op: r for r in records}
+        for kind, write in (("reads", False), ("writes", True)):
+            for op_name, versions in out[kind].items():
+                record = when.get(op_name)
+                time_at = (record.end if write else record.start) if record else 0.0
+                for variable, version in versions.items():
+                    self.trace.accesses.append(VariableAccess(
+                        variable, op_name, "main", step, time_at, int(version), write))

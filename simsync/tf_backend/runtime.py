@@ -1,0 +1,125 @@
+"""Starting TensorFlow: the lazy import, the devices, and the session configuration.
+
+TensorFlow is imported here and only here, on first use, so nothing else in simsync pays its
+import time (about five seconds). Devices:
+
+- with at least as many GPUs as towers, ``/gpu:i`` is the real ``/device:GPU:i``;
+- otherwise the CPU is split into logical devices: ``/cpu:0`` (variables) is ``CPU:0`` and
+  ``/gpu:i`` is ``CPU:i+1``. They share the host's cores; the session runs one op per core at a
+  time (``inter_op_parallelism_threads`` = cores, ``intra_op_parallelism_threads`` = 1), the
+  contention the simulator models with ``[cluster] host_cores``.
+
+The session turns off TensorFlow's graph rewriter (grappler), so every op of the graph runs as
+built and maps back to its IR op by name scope.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from simsync.errors import SimsyncError
+
+__all__ = ["BackendError", "DevicePlan", "load_tensorflow", "plan_devices", "session_config"]
+
+_tf: ModuleType | None = None
+#: Logical CPU devices created in this process (TensorFlow fixes them once it has started).
+_LOGICAL: dict[str, int] = {}
+MIN_LOGICAL_DEVICES = 9  # /cpu:0 and 8 towers: one configuration serves every small scenario
+
+
+class BackendError(SimsyncError):
+    """TensorFlow is missing, fails to start, or cannot run this scenario."""
+
+
+def load_tensorflow() -> ModuleType:
+    """Import TensorFlow in graph mode, quietly, or raise :class:`BackendError` saying why."""
+    global _tf
+    if _tf is not None:
+        return _tf
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        import tensorflow as tf
+    except ImportError as error:
+        raise BackendError(
+            f"TensorFlow is not installed ({error}); install it with: pip install tensorflow"
+        ) from None
+    except Exception as error:  # a broken install raises anything
+        raise BackendError(f"TensorFlow failed to start: {error}") from None
+    tf.get_logger().setLevel("ERROR")
+    tf.compat.v1.disable_eager_execution()
+    _tf = tf
+    return tf
+
+
+@dataclass(frozen=True)
+class DevicePlan:
+    """Where each IR device runs in TensorFlow."""
+
+    mapping: dict[str, str]
+    kind: str                    # "gpu" or "logical-cpu"
+    host_cores: int | None       # cores the devices share (logical CPUs), None for GPUs
+    cpu_devices: int             # CPU devices the session must create
+
+    def describe(self) -> str:
+        """One line for reports: ``4 logical CPU devices on 2 cores``."""
+        if self.kind == "gpu":
+            return f"{len(self.mapping) - 1} GPU(s) + /cpu:0"
+        return f"{len(self.mapping)} logical CPU devices on {self.host_cores} core(s)"
+
+
+def plan_devices(devices: list[str], towers: int) -> DevicePlan:
+    """Map IR devices (``/cpu:0``, ``/gpu:0`` ...) to TensorFlow devices.
+
+    Raises :class:`BackendError` when TensorFlow has already started with fewer logical
+    devices than the scenario needs.
+    """
+    tf = load_tensorflow()
+    gpus = tf.config.list_physical_devices("GPU")
+    if len(gpus) >= towers:
+        mapping = {d: d.replace("/gpu:", "/device:GPU:").replace("/cpu:", "/device:CPU:")
+                   for d in devices}
+        return DevicePlan(mapping, "gpu", None, 1)
+    needed = towers + 1
+    available = _ensure_logical_cpus(tf, max(needed, MIN_LOGICAL_DEVICES))
+    if available < needed:
+        raise BackendError(
+            f"{towers} towers need {needed} logical CPU devices, but TensorFlow already started "
+            f"in this process with {available}; run the scenario in a new process"
+        )
+    mapping = {}
+    for device in devices:
+        kind, _, index = device.strip("/").partition(":")
+        number = 0 if kind == "cpu" else int(index) + 1
+        mapping[device] = f"/device:CPU:{number}"
+    return DevicePlan(mapping, "logical-cpu", os.cpu_count() or 1, available)
+
+
+def _ensure_logical_cpus(tf: Any, count: int) -> int:
+    if "cpu" in _LOGICAL:
+        return _LOGICAL["cpu"]
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    # If TensorFlow was initialised already this raises; sessions still create their
+    # ``device_count`` CPU devices, which is what simsync's sessions use.
+    with contextlib.suppress(RuntimeError):
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)])
+    _LOGICAL["cpu"] = count
+    return count
+
+
+def session_config(plan: DevicePlan) -> Any:
+    """The ``ConfigProto`` every simsync session uses."""
+    tf = load_tensorflow()
+    cores = plan.host_cores or os.cpu_count() or 1
+    config = tf.compat.v1.ConfigProto(
+        device_count={"CPU": plan.cpu_devices},
+        inter_op_parallelism_threads=cores,
+        intra_op_parallelism_threads=1,
+        allow_soft_placement=False,
+    )
+    config.graph_options.rewrite_options.disable_meta_optimizer = True
+    return config

@@ -1,0 +1,62 @@
+"""The scenario's compute time, made real: a matrix product sized per step.
+
+A tower's forward and backward ops run the model for real (they compute the loss and the
+gradients the cross-check compares), but a small model takes microseconds, while the scenario
+says ``[compute] mean = 0.010``. So each of those ops also multiplies a ``rows x 256`` matrix by a
+``256 x 256`` one, with ``rows`` fed every step:
+
+    rows = draw(tower, step) * fraction / speed / seconds_per_row
+
+``draw`` is the simulator's own seeded draw for that tower and step, so a random straggler in the
+simulation is the same straggler in TensorFlow; a device at speed 0.5 multiplies twice as many
+rows: it is really slower, doing proportionally more real work. ``seconds_per_row`` is measured
+on this machine when a run starts (:func:`measure_seconds_per_row`).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+__all__ = ["WORK_WIDTH", "measure_seconds_per_row", "rows_for", "work_op"]
+
+WORK_WIDTH = 256
+
+
+def work_op(tf: Any, rows: Any, width: int = WORK_WIDTH) -> Any:
+    """A scalar that costs ``rows`` matrix-vector products of size ``width`` to compute."""
+    scale = tf.constant(1e-3, tf.float32)
+    x = tf.fill(tf.stack([rows, width]), scale, name="work_rows")
+    w = tf.fill([width, width], scale, name="work_weights")
+    return tf.reduce_sum(tf.matmul(x, w), name="work")
+
+
+def rows_for(seconds: float, seconds_per_row: float) -> int:
+    """Rows of work that take ``seconds`` (0 for no time).
+
+    >>> rows_for(0.01, 2e-6), rows_for(0.0, 2e-6)
+    (5000, 0)
+    """
+    return max(0, round(seconds / seconds_per_row))
+
+
+def measure_seconds_per_row(tf: Any, config: Any, device: str, repeats: int = 7) -> float:
+    """Seconds one row of work takes on ``device`` here: the slope between a small and a large
+    product (so the fixed cost of running an op is not counted), median of ``repeats``."""
+    small, large = 1024, 8192
+    graph = tf.Graph()
+    with graph.as_default(), tf.device(device):
+        rows = tf.compat.v1.placeholder(tf.int32, [])
+        total = work_op(tf, rows)
+    with tf.compat.v1.Session(graph=graph, config=config) as session:
+        session.run(total, {rows: large})  # warm-up
+        slopes = []
+        for _ in range(repeats):
+            times = []
+            for count in (small, large):
+                started = time.perf_counter()
+                session.run(total, {rows: count})
+                times.append(time.perf_counter() - started)
+            slopes.append((times[1] - times[0]) / (large - small))
+    return max(statistics.median(slopes), 1e-9)
