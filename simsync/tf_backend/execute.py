@@ -45,6 +45,7 @@ class TensorFlowRun:
     seconds_per_row: float
     warmup: int
     census: NodeCensus = field(default_factory=NodeCensus)
+    work_rows: dict[str, list[int]] = field(default_factory=dict)   # IR op -> rows per step
 
 
 def run_on_tensorflow(scenario: Scenario, *, warmup: int = 2) -> TensorFlowRun:
@@ -64,7 +65,7 @@ def run_on_tensorflow(scenario: Scenario, *, warmup: int = 2) -> TensorFlowRun:
         params = session.run(lowered.variables)
     client.trace.params = params
     return TensorFlowRun(client.trace, client.losses, params, plan, tf.__version__,
-                         seconds_per_row, warmup, client.census)
+                         seconds_per_row, warmup, client.census, client.work_rows)
 
 
 class _Client:
@@ -79,6 +80,7 @@ class _Client:
         self.trace = Trace(source="tensorflow")
         self.census = NodeCensus()
         self.losses: list[float] = []
+        self.work_rows: dict[str, list[int]] = {name: [] for name in lowered.work_rows}
         self.base: float | None = None
 
     def feeds(self, step: int) -> dict[Any, Any]:
@@ -95,6 +97,7 @@ class _Client:
             assert op.cost.group is not None
             seconds = draws[op.cost.group] * op.cost.fraction / speed
             feeds[rows] = rows_for(seconds, self.seconds_per_row)
+            self.work_rows[name].append(feeds[rows])
         return feeds
 
     def step(self, session: Any, step: int, traced: bool) -> None:

@@ -1,0 +1,121 @@
+"""The TensorFlow backend, run for real on logical CPU devices."""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+import sys
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+from simsync.engine import simulate
+from simsync.patterns import build
+from simsync.scenario import (
+    ClusterConfig,
+    ComputeConfig,
+    ModelConfig,
+    Scenario,
+    TrainingConfig,
+)
+
+pytestmark = pytest.mark.tf
+
+SCENARIOS = {
+    "ps-straggler-softmax": Scenario(
+        "ps", cluster=ClusterConfig(4, (1.0, 1.0, 1.0, 0.5)), compute=ComputeConfig(mean=0.002),
+        model=ModelConfig(kind="softmax", features=8, classes=4, batch_size=16)),
+    "allreduce-exponential-mlp": Scenario(
+        "ar", cluster=ClusterConfig(3, (1.0, 1.0, 1.0)),
+        compute=ComputeConfig(distribution="exponential", mean=0.002),
+        model=ModelConfig(kind="mlp", features=6, classes=3, hidden=(5, 4), batch_size=8),
+        training=TrainingConfig(aggregation="allreduce"), costs={"apply": 0.0}),
+    "ps-linear": Scenario(
+        "lin", cluster=ClusterConfig(2, (1.0, 1.0)), compute=ComputeConfig(mean=0.001),
+        model=ModelConfig(kind="linear", features=5, classes=2, batch_size=4,
+                          learning_rate=0.05)),
+}
+WARMUP, STEPS = 2, 3
+
+
+@functools.cache
+def run_case(name: str):
+    """Run a scenario on TensorFlow once per test session, and simulate it."""
+    from simsync.tf_backend import run_on_tensorflow
+
+    scenario = SCENARIOS[name].with_run(steps=STEPS, seed=3)
+    real = run_on_tensorflow(scenario, warmup=WARMUP)
+    simulated = simulate(scenario.with_run(steps=WARMUP + STEPS))
+    return scenario, real, simulated
+
+
+@pytest.fixture(params=sorted(SCENARIOS))
+def case(request):
+    return run_case(request.param)
+
+
+def test_parameters_and_losses_match_the_simulator(case) -> None:
+    _, real, simulated = case
+    assert set(real.params) == set(simulated.trace.params)
+    for name, value in real.params.items():
+        np.testing.assert_allclose(value, simulated.trace.params[name], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(real.losses, [s.loss for s in simulated.trace.steps],
+                               rtol=1e-12)
+
+
+def test_every_tensorflow_node_maps_to_an_ir_op_or_known_infrastructure(case) -> None:
+    scenario, real, _ = case
+    graph = build(scenario)
+    assert not real.census.unmapped, real.census.unmapped
+    assert real.census.mapped > 0
+    ran = defaultdict(set)
+    for record in real.trace.ops:
+        ran[record.step].add(record.op)
+    assert sorted(ran) == list(range(WARMUP, WARMUP + STEPS))
+    assert all(ops == set(graph.nx.nodes) for ops in ran.values())
+
+
+def test_real_trace_respects_every_dependency(case) -> None:
+    scenario, real, _ = case
+    graph = build(scenario)
+    for step in range(WARMUP, WARMUP + STEPS):
+        spans = {r.op: r for r in real.trace.ops if r.step == step}
+        for src, dst in graph.nx.edges:
+            assert spans[dst].start >= spans[src].end, (step, src, dst)
+        run = next(s for s in real.trace.steps if s.step == step)
+        assert all(run.start <= r.start and r.end <= run.end for r in spans.values())
+
+
+def test_versions_count_steps(case) -> None:
+    _, real, _ = case
+    assert real.trace.accesses
+    for access in real.trace.accesses:
+        assert access.version == (access.step + 1 if access.write else access.step)
+
+
+def test_a_slow_device_does_proportionally_more_work() -> None:
+    _, real, _ = run_case("ps-straggler-softmax")
+    fast, slow = real.work_rows["tower_0/gradients"], real.work_rows["tower_3/gradients"]
+    assert all(s == pytest.approx(2 * f, abs=1) for f, s in zip(fast, slow, strict=True))
+    assert real.devices.kind == "logical-cpu"
+    assert real.devices.mapping["/gpu:3"] == "/device:CPU:4"
+
+
+def test_too_many_towers_for_a_started_tensorflow_is_explained() -> None:
+    code = """
+from simsync.scenario import Scenario, ClusterConfig, ComputeConfig
+from simsync.tf_backend import run_on_tensorflow, BackendError
+small = Scenario("s", cluster=ClusterConfig(2, (1.0, 1.0)), compute=ComputeConfig(mean=0.001))
+run_on_tensorflow(small.with_run(steps=1), warmup=0)
+big = Scenario("b", cluster=ClusterConfig(12, (1.0,) * 12), compute=ComputeConfig(mean=0.001))
+try:
+    run_on_tensorflow(big.with_run(steps=1), warmup=0)
+except BackendError as error:
+    print(error)
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert ("12 towers need 13 logical CPU devices, but TensorFlow already started in this "
+            "process with 9; run the scenario in a new process") in result.stdout
