@@ -127,10 +127,12 @@ class _Builder:
 
     # -- one method per op kind, as in simsync.engine.kernels ---------------------------------
     def _read(self, op: Op, inputs: list[tuple[Op, Any]]) -> dict[str, Any]:
-        values = {parameter_name(v): self.lowered.variables[v].read_value() for v in op.reads}
-        self.lowered.read_versions[op.name] = {
-            v: self.versions[v].read_value() for v in op.reads}
-        return values
+        versions = {v: self.versions[v].read_value() for v in op.reads}
+        self.lowered.read_versions[op.name] = versions
+        # values after versions: the gate then covers both, and a value is never older than
+        # the version recorded with it
+        with self.tf.control_dependencies(list(versions.values())):
+            return {parameter_name(v): self.lowered.variables[v].read_value() for v in op.reads}
 
     def _dequeue(self, op: Op, inputs: list[tuple[Op, Any]]) -> tuple[Any, Any]:
         tf, spec, tower = self.tf, self.spec, op.tower or 0
