@@ -202,3 +202,12 @@ def test_events_are_counted() -> None:
     engine = Engine(build_towers(scenario(2)), steps=3)
     trace = engine.run()
     assert trace.events == engine.env.events > 3 * len(build_towers(scenario(2)))
+
+
+def test_overheads_by_hand() -> None:
+    # per step: sess.run overhead, then the straggler's 20 ms plus a fixed 1 ms on each of its
+    # forward and backward ops (not slowed by its speed)
+    s = scenario(2, speeds=(1.0, 0.5), overhead=0.001, costs={"session_run": 0.004})
+    times = step_times(s)
+    assert times == pytest.approx([0.004 + 0.02 + 2 * 0.001] * 5)
+    assert critical_path(build_towers(s))[1] == pytest.approx(0.02 + 2 * 0.001)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from simsync.errors import ScenarioError
 from simsync.scenario import load_scenario, scenario_from_dict
-from simsync.scenario.schema import FIELDS, TABLES
+from simsync.scenario.schema import FIELDS, TABLES, reference_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.toml"))
@@ -103,11 +103,12 @@ def test_missing_file_is_a_scenario_error(tmp_path: Path) -> None:
 
 def test_every_key_is_documented() -> None:
     doc = (ROOT / "docs" / "scenarios.md").read_text()
+    assert reference_markdown() in doc, "regenerate the reference: see reference_markdown()"
     for table in TABLES:
         if table:
-            assert f"[{table}]" in doc, table
+            assert f"### [{table}]" in doc, table
     for field in FIELDS:
-        assert f"`{field.key}`" in doc, field.path
+        assert f"| `{field.key}` |" in doc, field.path
 
 
 valid_dicts = st.fixed_dictionaries({

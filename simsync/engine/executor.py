@@ -2,8 +2,9 @@
 
 Rules, as TensorFlow's executor follows them:
 
-1. A client runs ``sess.run(fetches)``: the fetches and their ancestors execute; the call
-   returns when all of them have finished. A client's runs are strictly one after another.
+1. A client runs ``sess.run(fetches)``: after the client's fixed overhead, the fetches and their
+   ancestors execute; the call returns when all of them have finished. A client's runs are
+   strictly one after another.
 2. An op becomes *ready* when every input tensor has arrived; it then waits for its device (one
    op at a time per device) and, if the host's cores are shared, for a core.
 3. It runs for its cost divided by its device's speed (collectives: at the slowest
@@ -33,6 +34,7 @@ from simsync.engine.environment import CountingEnvironment
 from simsync.engine.kernels import Numerics
 from simsync.errors import SimulationError
 from simsync.ir import (
+    Client,
     Cost,
     Graph,
     Op,
@@ -85,6 +87,7 @@ class _Plan:
     client: int
     name: str
     steps: int
+    overhead: float
     nodes: list[_Node]
     roots: list[int]
     groups: dict[str, Cost]
@@ -215,13 +218,12 @@ class Engine:
         self.cores = {h: simpy.Resource(self.env, n) for h, n in graph.host_cores.items()}
         self.versions = dict.fromkeys(graph.variables, 0)
         self.numerics = Numerics(graph, model, seed) if model is not None else None
-        self.plans = [self._plan(i, c.name, c.fetches, c.steps or steps)
-                      for i, c in enumerate(graph.clients)]
+        self.plans = [self._plan(i, c, c.steps or steps) for i, c in enumerate(graph.clients)]
 
     # -- planning -------------------------------------------------------------------------
-    def _plan(self, client: int, name: str, fetches: tuple[str, ...], steps: int) -> _Plan:
+    def _plan(self, index_of_client: int, client: Client, steps: int) -> _Plan:
         graph = self.graph
-        order = run_order(graph, fetches)
+        order = run_order(graph, client.fetches)
         index = {op_name: i for i, op_name in enumerate(order)}
         nodes = [self._node(graph.op(op_name), i) for i, op_name in enumerate(order)]
         groups: dict[str, Cost] = {}
@@ -233,7 +235,7 @@ class Engine:
             node.outputs = [self._output(index[tensor.dst], tensor)
                             for tensor in graph.outputs(node.op.name) if tensor.dst in index]
         roots = [n.index for n in nodes if not n.inputs]
-        return _Plan(client, name, steps, nodes, roots, groups)
+        return _Plan(index_of_client, client.name, steps, client.overhead, nodes, roots, groups)
 
     def _node(self, op: Op, index: int) -> _Node:
         graph = self.graph
@@ -283,6 +285,8 @@ class Engine:
             draws = draw_step(self.seed, plan.client, step, plan.groups) if plan.groups else {}
             run = _Run(env, plan, step, draws)
             start = env.now
+            if plan.overhead > 0:
+                yield env.timeout(plan.overhead)  # sess.run's own time before the first op
             for root in plan.roots:
                 _Execution(self, run, plan.nodes[root])
             yield run.done
@@ -296,7 +300,7 @@ class Engine:
         """Seconds ``node`` holds its device(s) in this run."""
         cost = node.op.cost
         base = run.draws[cost.group] * cost.fraction if cost.group is not None else node.fixed
-        return base / node.speed + node.ring
+        return base / node.speed + cost.overhead + node.ring
 
     def finished(self, execution: _Execution) -> None:
         """An op has run: compute its value, record it, send its outputs on."""

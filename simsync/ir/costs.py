@@ -56,9 +56,9 @@ def crosses_devices(graph: Graph, tensor: Tensor) -> bool:
 
 def expected_duration(graph: Graph, op: Op) -> float:
     """Expected seconds ``op`` occupies its device(s): its cost at the slowest participant's
-    speed, plus the ring time for a collective."""
+    speed, plus its fixed overhead, plus the ring time for a collective."""
     speed = min(graph.devices[d].speed for d in op.devices)
-    seconds = op.cost.expected / speed
+    seconds = op.cost.expected / speed + op.cost.overhead
     if op.kind == "allreduce":
         seconds += ring_allreduce_time(len(op.devices), op.nbytes, graph.link)
     return seconds

@@ -57,7 +57,8 @@ class Cost:
 
     A fixed cost is ``Cost(seconds)``. A random one names a ``group`` drawn once per step from
     ``distribution`` with mean ``mean``; each op of the group takes ``fraction`` of the draw, so a
-    tower's forward and backward share one draw of its compute time.
+    tower's forward and backward share one draw of its compute time. ``overhead`` is added to
+    every execution and not divided by the device's speed (a framework's fixed cost per op).
     """
 
     mean: float = 0.0
@@ -66,10 +67,11 @@ class Cost:
     fraction: float = 1.0
     shift: float = 0.0
     sigma: float = 0.5
+    overhead: float = 0.0
 
     @property
     def expected(self) -> float:
-        """Expected seconds at speed 1 (``fraction`` of the group's mean)."""
+        """Expected seconds at speed 1 (``fraction`` of the group's mean), without overhead."""
         return self.mean * self.fraction
 
 
@@ -121,11 +123,16 @@ class Tensor:
 
 @dataclass(frozen=True)
 class Client:
-    """A loop running ``sess.run(fetches)`` ``steps`` times (``None``: the scenario's steps)."""
+    """A loop running ``sess.run(fetches)`` ``steps`` times (``None``: the scenario's steps).
+
+    ``overhead`` is what each ``sess.run`` spends outside the ops (feeding, starting the
+    executor, fetching), charged before the step's first op.
+    """
 
     name: str
     fetches: tuple[str, ...]
     steps: int | None = None
+    overhead: float = 0.0
 
 
 class Graph:

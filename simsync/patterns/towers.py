@@ -119,7 +119,8 @@ def _add_tower(graph: Graph, scenario: Scenario, spec: ModelSpec, tower: int,
     def compute_cost(fraction: float) -> Cost:
         # forward and backward share one draw of the tower's compute time per step
         return Cost(compute.mean, compute.distribution, group=f"{scope}/compute",
-                    fraction=fraction, shift=compute.shift, sigma=compute.sigma)
+                    fraction=fraction, shift=compute.shift, sigma=compute.sigma,
+                    overhead=compute.overhead)
 
     graph.add_op(Op(f"{scope}/read_variables", "read", variables_device,
                     Cost(costs.get("read", 0.0)), tower=tower, reads=variables))
@@ -146,7 +147,8 @@ def _add_parameter_server(graph: Graph, scenario: Scenario,
     for tower in range(scenario.towers):
         graph.add_tensor(Tensor(f"tower_{tower}/gradients", "average_gradients", param_bytes))
     graph.add_tensor(Tensor("average_gradients", "apply_gradients", param_bytes))
-    graph.add_client(Client("main", fetches=("apply_gradients",)))
+    graph.add_client(Client("main", fetches=("apply_gradients",),
+                            overhead=costs.get("session_run", 0.0)))
 
 
 def _add_allreduce(graph: Graph, scenario: Scenario, param_bytes: int) -> None:
@@ -164,4 +166,5 @@ def _add_allreduce(graph: Graph, scenario: Scenario, param_bytes: int) -> None:
         graph.add_tensor(Tensor(f"{scope}/gradients", "allreduce_gradients", param_bytes))
         graph.add_tensor(Tensor("allreduce_gradients", f"{scope}/apply_gradients", param_bytes))
         fetches.append(f"{scope}/apply_gradients")
-    graph.add_client(Client("main", fetches=tuple(fetches)))
+    graph.add_client(Client("main", fetches=tuple(fetches),
+                            overhead=costs.get("session_run", 0.0)))

@@ -57,6 +57,7 @@ class ComputeConfig:
     shift: float = 0.0
     sigma: float = 0.5
     forward_fraction: float = 1 / 3
+    overhead: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -120,11 +120,17 @@ FIELDS: tuple[Field, ...] = (
     Field("compute", "forward_fraction", "float", 1 / 3, "a number strictly between 0 and 1",
           "Share of the drawn time spent in the forward op; the backward op takes the rest.",
           _fraction),
+    Field("compute", "overhead", "float", 0.0, "a number of seconds >= 0",
+          "Fixed time added to every forward and backward op, not divided by the device's speed "
+          "(a framework's cost per op; `simsync calibrate` measures it).", _finite_non_negative),
     *(
         Field("costs", kind, "float", 0.0, "a number of seconds >= 0",
               f"Fixed time of every `{kind}` op at speed 1.", _finite_non_negative)
         for kind in COST_KINDS
     ),
+    Field("costs", "session_run", "float", 0.0, "a number of seconds >= 0",
+          "Time each `sess.run` spends outside the ops (feeding, starting, fetching), before "
+          "the step's first op.", _finite_non_negative),
     Field("model", "kind", "str", "softmax", _choices(MODEL_KINDS),
           "The model every tower trains: linear regression, softmax regression, or an MLP.",
           _one_of(MODEL_KINDS)),
@@ -161,3 +167,31 @@ def fields_of(table: str) -> dict[str, Field]:
     ['seed', 'steps']
     """
     return {f.key: f for f in FIELDS if f.table == table}
+
+
+def reference_markdown() -> str:
+    """The reference section of ``docs/scenarios.md``: one table per scenario table.
+
+    A test checks that the docs hold exactly this text; regenerate it with
+    ``python -c "from simsync.scenario.schema import reference_markdown as r; print(r())"``.
+    """
+    lines: list[str] = []
+    for table in TABLES:
+        fields = [f for f in FIELDS if f.table == table]
+        lines += [f"### {'[' + table + ']' if table else 'Top level'}", "",
+                  "| key | allowed | default | meaning |", "|---|---|---|---|"]
+        lines += [f"| `{f.key}` | {f.allowed} | {_shown(f.default)} | {f.doc} |" for f in fields]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _shown(default: Any) -> str:
+    if default is REQUIRED:
+        return "required"
+    if default is None:
+        return "none"
+    if isinstance(default, str):
+        return f'"{default}"'
+    if isinstance(default, float):
+        return '"inf"' if math.isinf(default) else f"{default:.4g}"
+    return str(default)
