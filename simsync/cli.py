@@ -28,6 +28,9 @@ examples:
   simsync simulate examples/four_towers.toml --trace out.json   open in ui.perfetto.dev
   simsync graph examples/four_towers.toml                towers as lanes, sync points marked
   simsync graph examples/four_towers.toml --format png -o graph.png
+  simsync crosscheck examples/four_towers.toml           run it on TensorFlow too, compare
+  simsync calibrate examples/four_towers.toml -o here.json   measure this machine's costs
+  simsync crosscheck examples/four_towers.toml --costs here.json
 
 Scenario files are TOML; every key is documented in docs/scenarios.md.
 """
@@ -41,6 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_simulate(commands)
     _add_graph(commands)
+    _add_crosscheck(commands)
+    _add_calibrate(commands)
     return parser
 
 
@@ -66,7 +71,44 @@ def _add_simulate(commands: Any) -> None:
                    help="steps shown in the terminal timeline (0 hides it; default 2)")
     p.add_argument("--no-numerics", action="store_true",
                    help="skip the model's real numbers (faster; no loss is reported)")
+    p.add_argument("--costs", type=Path, metavar="PROFILE.json",
+                   help="use the costs measured by `simsync calibrate` instead of the file's")
     p.set_defaults(run=_simulate)
+
+
+def _add_crosscheck(commands: Any) -> None:
+    p = commands.add_parser(
+        "crosscheck", help="run a scenario on TensorFlow and in the simulator, and compare",
+        description="Run the scenario's graph on TensorFlow (real GPUs if there are enough, else "
+        "logical CPU devices) and in the simulator, then compare: every happens-before relation "
+        "of the graph on the real trace, the parameters and losses (numpy vs TensorFlow), and "
+        "the predicted vs measured step and op times. Exits 1 if structure or values disagree.")
+    p.add_argument("file", type=Path, help="scenario file (TOML)")
+    p.add_argument("--costs", type=Path, metavar="PROFILE.json",
+                   help="predict with a calibration profile (`simsync calibrate`)")
+    p.add_argument("--steps", type=_positive_int, default=20,
+                   help="traced steps (default 20; each is a full TensorFlow trace)")
+    p.add_argument("--warmup", type=_non_negative_int, default=2,
+                   help="untraced steps first (default 2); both engines run them")
+    p.add_argument("--seed", type=_non_negative_int, help="override [run] seed")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--trace", type=Path, metavar="OUT.json",
+                   help="write the simulated and the real timeline side by side (Perfetto)")
+    p.set_defaults(run=_crosscheck)
+
+
+def _add_calibrate(commands: Any) -> None:
+    p = commands.add_parser(
+        "calibrate", help="measure this machine's op costs for a scenario's model",
+        description="Run a one-tower version of the scenario on TensorFlow and measure what "
+        "each kind of op costs here, the framework's overhead per op and per sess.run, copies "
+        "between devices, and the cores the devices share. `simulate --costs` and "
+        "`crosscheck --costs` use the profile to predict other configurations.")
+    p.add_argument("file", type=Path, help="scenario file (TOML)")
+    p.add_argument("-o", "--output", type=Path, required=True, metavar="PROFILE.json",
+                   help="where to write the profile")
+    p.add_argument("--steps", type=_positive_int, default=20, help="traced steps (default 20)")
+    p.set_defaults(run=_calibrate)
 
 
 def _add_graph(commands: Any) -> None:
@@ -109,6 +151,10 @@ def _simulate(args: argparse.Namespace) -> int:
     from simsync.scenario import load_scenario
 
     scenario = load_scenario(args.file).with_run(steps=args.steps, seed=args.seed)
+    if args.costs:
+        from simsync.scenario.profile import apply_profile, load_profile
+
+        scenario = apply_profile(scenario, load_profile(args.costs))
     with _progress(scenario.run.steps, quiet=args.json) as on_step:
         sim = simulate(scenario, numerics=not args.no_numerics, on_step=on_step)
     result = summary(sim)
@@ -130,6 +176,55 @@ def _simulate(args: argparse.Namespace) -> int:
                                sync_points=sim.sync_points))
     if args.trace:
         console.print(f"Chrome trace written to {args.trace} (open it in ui.perfetto.dev)")
+    return 0
+
+
+def _crosscheck(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from simsync.scenario import load_scenario
+    from simsync.scenario.profile import load_profile
+
+    scenario = load_scenario(args.file).with_run(steps=args.steps, seed=args.seed)
+    profile = load_profile(args.costs) if args.costs else None
+    console = Console(stderr=True)
+    with console.status("Starting TensorFlow and running the graph on it..."):
+        from simsync.crosscheck import crosscheck
+
+        result = crosscheck(scenario, profile=profile, warmup=args.warmup)
+    report = result.report
+    if args.trace:
+        from simsync.viz import write_chrome_trace
+
+        write_chrome_trace(args.trace, [("simulated", result.simulation.trace),
+                                        ("tensorflow", result.real.trace)])
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        from simsync.viz import CrossCheckView
+
+        Console().print(CrossCheckView(report))
+        if args.trace:
+            print(f"Chrome trace written to {args.trace} (open it in ui.perfetto.dev)")
+    agree = report["structure"]["ok"] and report["values"]["ok"]
+    return 0 if agree else 1
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from simsync.scenario import load_scenario
+
+    scenario = load_scenario(args.file)
+    with Console(stderr=True).status("Calibrating on a one-tower run of TensorFlow..."):
+        from simsync.tf_backend.calibrate import calibrate
+
+        profile = calibrate(scenario, steps=args.steps).to_json()
+    args.output.write_text(json.dumps(profile, indent=2) + "\n", encoding="utf-8")
+    from simsync.viz import ProfileView
+
+    Console().print(ProfileView(profile))
+    print(f"wrote {args.output}")
     return 0
 
 

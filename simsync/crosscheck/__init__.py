@@ -1,0 +1,5 @@
+"""Compare the simulator's prediction with what TensorFlow did on the same graph."""
+
+from simsync.crosscheck.compare import CrossCheck, crosscheck, happens_before
+
+__all__ = ["CrossCheck", "crosscheck", "happens_before"]

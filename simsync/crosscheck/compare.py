@@ -1,0 +1,138 @@
+"""Cross-check: run a scenario in the simulator and in TensorFlow, and compare the two traces.
+
+1. **Structure.** Every happens-before relation the IR implies, checked on the real trace: for
+   every tensor ``a -> b`` and every traced step, ``b`` starts only after ``a`` has ended (so
+   each sync point starts only after all its inputs ended).
+2. **Values.** The parameters and the loss after every step, numpy against TensorFlow.
+3. **Timing.** The predicted mean step time and per-kind op durations against the measured ones,
+   as a relative error. The prediction uses a calibration profile when given one; otherwise the
+   scenario's own costs, with the host's cores when TensorFlow runs on logical CPU devices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from simsync.engine import Simulation, simulate
+from simsync.ir import Graph
+from simsync.scenario import Scenario
+from simsync.scenario.profile import Profile, apply_profile
+from simsync.tf_backend import TensorFlowRun, run_on_tensorflow
+from simsync.trace import Trace
+
+__all__ = ["CrossCheck", "crosscheck", "happens_before"]
+
+#: Parameters computed in float64 by numpy and by TensorFlow agree to about 1e-15; a real
+#: mismatch (a missed update, another batch) is many orders larger.
+VALUE_TOLERANCE = 1e-9
+
+
+@dataclass
+class CrossCheck:
+    """Both runs and the report comparing them."""
+
+    scenario: Scenario
+    predicted_scenario: Scenario
+    simulation: Simulation
+    real: TensorFlowRun
+    report: dict[str, Any]
+
+
+def crosscheck(scenario: Scenario, *, profile: Profile | None = None,
+               warmup: int = 2) -> CrossCheck:
+    """Run ``warmup + [run] steps`` steps on TensorFlow and in the simulator and compare them."""
+    real = run_on_tensorflow(scenario, warmup=warmup)
+    predicted = _predicted_scenario(scenario, profile, real)
+    simulation = simulate(predicted.with_run(steps=warmup + scenario.run.steps))
+    traced = {s.step for s in real.trace.steps}
+    report = {
+        "scenario": scenario.name,
+        "steps": scenario.run.steps,
+        "warmup": warmup,
+        "devices": real.devices.describe(),
+        "tensorflow": real.tensorflow,
+        "costs": "calibration profile" if profile else "scenario",
+        "structure": _structure(simulation.graph, real.trace),
+        "values": _values(simulation, real),
+        "timing": _timing(simulation.trace, real.trace, traced),
+        "unmapped_tensorflow_ops": dict(real.census.unmapped),
+    }
+    return CrossCheck(scenario, predicted, simulation, real, report)
+
+
+def _predicted_scenario(scenario: Scenario, profile: Profile | None,
+                        real: TensorFlowRun) -> Scenario:
+    if profile is not None:
+        return apply_profile(scenario, profile)
+    if real.devices.host_cores is None:
+        return scenario
+    cluster = dataclasses.replace(scenario.cluster, host_cores=real.devices.host_cores)
+    return dataclasses.replace(scenario, cluster=cluster)
+
+
+def happens_before(graph: Graph, trace: Trace) -> tuple[int, list[dict[str, Any]]]:
+    """Check every IR edge in every step of ``trace``: how many were checked, and violations."""
+    spans = {(r.op, r.step): r for r in trace.ops}
+    checked, violations = 0, []
+    for step in sorted({r.step for r in trace.ops}):
+        for src, dst in graph.nx.edges:
+            before, after = spans.get((src, step)), spans.get((dst, step))
+            if before is None or after is None:
+                continue
+            checked += 1
+            if after.start < before.end:
+                violations.append({"step": step, "before": src, "after": dst,
+                                   "overlap_seconds": before.end - after.start})
+    return checked, violations
+
+
+def _structure(graph: Graph, trace: Trace) -> dict[str, Any]:
+    checked, violations = happens_before(graph, trace)
+    return {"checked": checked, "violations": violations, "ok": not violations}
+
+
+def _values(simulation: Simulation, real: TensorFlowRun) -> dict[str, Any]:
+    simulated = simulation.trace.params
+    abs_diff = max(float(np.max(np.abs(simulated[n] - v))) for n, v in real.params.items())
+    rel_diff = max(float(np.max(np.abs(simulated[n] - v) / np.maximum(np.abs(v), 1e-300)))
+                   for n, v in real.params.items())
+    losses = np.array([s.loss for s in simulation.trace.steps], dtype=float)
+    loss_diff = float(np.max(np.abs(losses - np.array(real.losses))))
+    return {"max_abs_diff": abs_diff, "max_rel_diff": rel_diff, "loss_max_abs_diff": loss_diff,
+            "tolerance": VALUE_TOLERANCE,
+            "ok": abs_diff <= VALUE_TOLERANCE and loss_diff <= VALUE_TOLERANCE}
+
+
+def _timing(simulated: Trace, real: Trace, traced: set[int]) -> dict[str, Any]:
+    predicted = float(np.mean([s.duration for s in simulated.steps if s.step in traced]))
+    measured = float(np.mean([s.duration for s in real.steps]))
+    kinds = {}
+    for kind, (p, m) in _kind_durations(simulated, real, traced).items():
+        kinds[kind] = {"predicted": p, "measured": m, "error": _error(p, m)}
+    return {"predicted_step_time": predicted, "measured_step_time": measured,
+            "error": _error(predicted, measured), "ops": kinds}
+
+
+def _kind_durations(simulated: Trace, real: Trace,
+                    traced: set[int]) -> dict[str, tuple[float, float]]:
+    sums: dict[str, list[list[float]]] = defaultdict(lambda: [[], []])
+    for side, trace in enumerate((simulated, real)):
+        for record in trace.ops:
+            if record.step in traced:
+                sums[record.kind][side].append(record.end - record.start)
+    return {kind: (float(np.mean(p)), float(np.mean(m)))
+            for kind, (p, m) in sorted(sums.items()) if p and m}
+
+
+def _error(predicted: float, measured: float) -> float | None:
+    """Relative error of the prediction (+ too slow, - too fast); None when nothing was measured.
+
+    >>> _error(1.05, 1.0), _error(0.0, 0.0)
+    (0.050000000000000044, None)
+    """
+    return (predicted - measured) / measured if measured > 0 else None

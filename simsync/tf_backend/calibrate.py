@@ -1,0 +1,109 @@
+"""Calibration: measure what ops cost here, on a configuration that is not the one predicted.
+
+``calibrate(scenario)`` runs a *one-tower* version of the scenario in TensorFlow (same model,
+same aggregation, same compute distribution) and reads off its real trace:
+
+1. fixed-cost op kinds (read, dequeue, aggregate, apply, allreduce): the median duration;
+2. forward and backward: a straight line ``duration = overhead + scale * nominal`` fitted by least
+   squares, where ``nominal`` is the time the op's work was sized for;
+3. ``session_run``: the median time a step spends outside its first and last op;
+4. ``latency_us``: the median gap between an op's end and the start of a consumer on another
+   device;
+5. ``host_cores``: the cores the session lets ops share (its inter-op threads).
+
+A profile measured on one tower then predicts two, four, eight, with stragglers or without:
+the cross-check tells how well.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections import defaultdict
+
+import numpy as np
+
+from simsync.ir import Graph
+from simsync.patterns import build
+from simsync.scenario import Scenario
+from simsync.scenario.profile import Profile
+from simsync.scenario.schema import COST_KINDS
+from simsync.tf_backend.execute import TensorFlowRun, run_on_tensorflow
+from simsync.trace import OpRecord
+
+__all__ = ["calibrate", "one_tower"]
+
+
+def one_tower(scenario: Scenario) -> Scenario:
+    """The calibration configuration: the scenario on a single device at speed 1."""
+    cluster = dataclasses.replace(scenario.cluster, devices=1, speeds=(1.0,))
+    return dataclasses.replace(scenario, cluster=cluster, name=f"{scenario.name} (1 tower)")
+
+
+def calibrate(scenario: Scenario, *, steps: int = 20, warmup: int = 3) -> Profile:
+    """Measure a :class:`Profile` for ``scenario``'s model on this machine."""
+    probe = one_tower(scenario).with_run(steps=steps)
+    run = run_on_tensorflow(probe, warmup=warmup)
+    graph = build(probe)
+    records = run.trace.ops
+    scale, overhead = _fit_compute(records, run)
+    return Profile(
+        costs=_fixed_costs(records),
+        compute_scale=scale,
+        compute_overhead=overhead,
+        session_run=_session_time(run),
+        latency_us=_latency(graph, records) * 1e6,
+        host_cores=run.devices.host_cores,
+        devices=run.devices.kind,
+        tensorflow=run.tensorflow,
+        calibrated_on={"scenario": scenario.name, "source": scenario.source, "towers": 1,
+                       "steps": steps, "warmup": warmup,
+                       "seconds_per_row": run.seconds_per_row},
+    )
+
+
+def _fixed_costs(records: list[OpRecord]) -> dict[str, float]:
+    durations: dict[str, list[float]] = defaultdict(list)
+    for record in records:
+        if record.kind in COST_KINDS:
+            durations[record.kind].append(record.end - record.start)
+    return {kind: statistics.median(values) for kind, values in sorted(durations.items())}
+
+
+def _fit_compute(records: list[OpRecord], run: TensorFlowRun) -> tuple[float, float]:
+    """Least-squares line through (nominal seconds, measured seconds) of the compute ops."""
+    nominal, measured = [], []
+    for record in records:
+        if record.kind in ("forward", "backward"):
+            rows = run.work_rows[record.op][record.step]
+            nominal.append(rows * run.seconds_per_row)
+            measured.append(record.end - record.start)
+    x, y = np.array(nominal), np.array(measured)
+    if np.ptp(x) > 0:
+        scale, overhead = np.polyfit(x, y, 1)
+        if overhead >= 0 and scale > 0:
+            return float(scale), float(overhead)
+    overhead = 0.0 if x.mean() > 0 else float(np.median(y))
+    scale = float(np.median(y / x)) if x.mean() > 0 else 1.0
+    return scale, overhead
+
+
+def _session_time(run: TensorFlowRun) -> float:
+    outside = []
+    for step in run.trace.steps:
+        ops = [r for r in run.trace.ops if r.step == step.step]
+        first, last = min(r.start for r in ops), max(r.end for r in ops)
+        outside.append(step.duration - (last - first))
+    return max(statistics.median(outside), 0.0)
+
+
+def _latency(graph: Graph, records: list[OpRecord]) -> float:
+    spans = {(r.op, r.step): r for r in records}
+    gaps = []
+    for src, dst in graph.nx.edges:
+        if graph.op(src).device == graph.op(dst).device:
+            continue
+        for (name, step), record in spans.items():
+            if name == dst and (src, step) in spans:
+                gaps.append(record.start - spans[src, step].end)
+    return max(statistics.median(gaps), 0.0) if gaps else 0.0

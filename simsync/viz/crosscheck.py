@@ -1,0 +1,107 @@
+"""The cross-check report in the terminal: structure, values, timing, and what a mismatch means."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.table import Table
+from rich.text import Text
+
+__all__ = ["CrossCheckView", "ProfileView"]
+
+WHY_TIMING_DIFFERS = (
+    "Timing is a prediction, not a replay: TensorFlow's scheduler may run ready ops in another "
+    "order than the simulator, every real op has a framework cost, and other programs on the "
+    "machine take cores. `simsync calibrate` measures this machine's costs; pass the profile "
+    "with --costs."
+)
+
+
+def _mark(ok: bool) -> Text:
+    return Text("✓ agree", style="bold green") if ok else Text("✗ DISAGREE", style="bold red")
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3f}"
+
+
+def _percent(error: float | None) -> str:
+    return "n/a" if error is None else f"{error * 100:+.1f} %"
+
+
+class CrossCheckView:
+    """A rich renderable of the report dict of :func:`simsync.crosscheck.crosscheck`."""
+
+    def __init__(self, report: Mapping[str, Any]) -> None:
+        self.report = report
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        r = self.report
+        yield Text.assemble(("Cross-check ", "bold"), (r["scenario"], "bold cyan"),
+                            f": {r['steps']} traced steps after {r['warmup']} warm-up, "
+                            f"TensorFlow {r['tensorflow']} on {r['devices']}")
+        yield self._checks()
+        yield self._timing()
+        error = r["timing"]["error"]
+        if error is not None and abs(error) > 0.05:
+            yield Text(f"The predicted step time is off by {_percent(error)}. "
+                       + WHY_TIMING_DIFFERS, style="yellow")
+        for violation in r["structure"]["violations"][:10]:
+            yield Text(f"  step {violation['step']}: {violation['after']} started "
+                       f"{violation['overlap_seconds'] * 1e6:.0f} us before "
+                       f"{violation['before']} ended", style="red")
+        if r["unmapped_tensorflow_ops"]:
+            names = ", ".join(sorted(r["unmapped_tensorflow_ops"])[:8])
+            yield Text(f"TensorFlow ops that map to no IR op: {names}", style="yellow")
+
+    def _checks(self) -> Table:
+        r = self.report
+        table = Table(title="Does TensorFlow do what the graph says?", title_justify="left")
+        table.add_column("check")
+        table.add_column("result")
+        table.add_column("detail")
+        structure, values = r["structure"], r["values"]
+        table.add_row("structure", _mark(structure["ok"]),
+                      f"{structure['checked']} happens-before relations checked, "
+                      f"{len(structure['violations'])} violated")
+        table.add_row("values", _mark(values["ok"]),
+                      f"parameters differ by at most {values['max_abs_diff']:.2e}, losses by "
+                      f"{values['loss_max_abs_diff']:.2e} (tolerance {values['tolerance']:.0e})")
+        return table
+
+    def _timing(self) -> Table:
+        timing = self.report["timing"]
+        table = Table(title=f"Timing, predicted from the {self.report['costs']} costs",
+                      title_justify="left")
+        for column in ("", "predicted (ms)", "measured (ms)", "error"):
+            table.add_column(column, justify="right" if column else "left")
+        table.add_row(Text("step time", style="bold"), _ms(timing["predicted_step_time"]),
+                      _ms(timing["measured_step_time"]), _percent(timing["error"]))
+        for kind, row in timing["ops"].items():
+            table.add_row(f"  {kind} op", _ms(row["predicted"]), _ms(row["measured"]),
+                          _percent(row["error"]))
+        return table
+
+
+class ProfileView:
+    """A calibration profile as a table."""
+
+    def __init__(self, profile: Mapping[str, Any]) -> None:
+        self.profile = profile
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        p = self.profile
+        table = Table(title=f"Calibration on {p['devices']} (TensorFlow {p['tensorflow']})",
+                      title_justify="left")
+        table.add_column("what")
+        table.add_column("measured", justify="right")
+        for kind, seconds in p["costs"].items():
+            table.add_row(f"{kind} op", f"{seconds * 1e6:.0f} us")
+        table.add_row("compute: duration = overhead + scale x nominal",
+                      f"{p['compute_overhead'] * 1e6:.0f} us + {p['compute_scale']:.3f} x")
+        table.add_row("sess.run outside the ops", f"{p['session_run'] * 1e6:.0f} us")
+        table.add_row("copy between devices", f"{p['latency_us']:.0f} us")
+        table.add_row("host cores shared by the devices", str(p["host_cores"]))
+        yield table
