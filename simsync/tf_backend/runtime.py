@@ -10,7 +10,8 @@ import time (about five seconds). Devices:
   contention the simulator models with ``[cluster] host_cores``.
 
 The session turns off TensorFlow's graph rewriter (grappler), so every op of the graph runs as
-built and maps back to its IR op by name scope.
+built and maps back to its IR op by name scope, and oneDNN kernels (``TF_ENABLE_ONEDNN_OPTS=0``),
+whose own thread pools would not respect one op per core.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ def load_tensorflow() -> ModuleType:
     if _tf is not None:
         return _tf
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # oneDNN kernels bring thread pools of their own; TensorFlow's plain kernels honour
+    # intra_op_parallelism_threads = 1, which the one-op-per-core model relies on.
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
     try:
         import tensorflow as tf
     except ImportError as error:
