@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -151,6 +152,7 @@ def _simulate(args: argparse.Namespace) -> int:
     from simsync.scenario import load_scenario
 
     scenario = load_scenario(args.file).with_run(steps=args.steps, seed=args.seed)
+    _check_writable(args.trace)
     if args.costs:
         from simsync.scenario.profile import apply_profile, load_profile
 
@@ -163,7 +165,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
         write_chrome_trace(args.trace, [("simulated", sim.trace)])
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(result, indent=2, allow_nan=False))
         return 0
     from rich.console import Console
 
@@ -187,6 +189,7 @@ def _crosscheck(args: argparse.Namespace) -> int:
 
     scenario = load_scenario(args.file).with_run(steps=args.steps, seed=args.seed)
     profile = load_profile(args.costs) if args.costs else None
+    _check_writable(args.trace)
     console = Console(stderr=True)
     with console.status("Starting TensorFlow and running the graph on it..."):
         from simsync.crosscheck import crosscheck
@@ -199,7 +202,7 @@ def _crosscheck(args: argparse.Namespace) -> int:
         write_chrome_trace(args.trace, [("simulated", result.simulation.trace),
                                         ("tensorflow", result.real.trace)])
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(report, indent=2, allow_nan=False))
     else:
         from simsync.viz import CrossCheckView
 
@@ -216,6 +219,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     from simsync.scenario import load_scenario
 
     scenario = load_scenario(args.file)
+    _check_writable(args.output)
     with Console(stderr=True).status("Calibrating on a one-tower run of TensorFlow..."):
         from simsync.tf_backend.calibrate import calibrate
 
@@ -233,9 +237,13 @@ def _graph(args: argparse.Namespace) -> int:
     from simsync.scenario import load_scenario
 
     graph = build(load_scenario(args.file))
+    _check_writable(args.output)
     if args.format == "png":
         if args.output is None:
             raise _UsageError("--format png needs -o OUT.png")
+        if args.output.suffix.lower() != ".png":
+            raise _UsageError(f"--format png writes PNG files: name the output *.png, "
+                              f"not {args.output.name}")
         from simsync.viz import write_png
 
         write_png(graph, args.output)
@@ -258,6 +266,17 @@ def _graph(args: argparse.Namespace) -> int:
             Console(file=out, width=120).print(view)
         print(f"wrote {args.output}")
     return 0
+
+
+def _check_writable(path: Path | None) -> None:
+    """Fail before the work, not after it, when an output file cannot be written."""
+    if path is None:
+        return
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise _UsageError(f"cannot write {path}: no folder {folder}")
+    if path.is_dir() or not os.access(folder, os.W_OK):
+        raise _UsageError(f"cannot write {path}")
 
 
 def _write_or_print(text: str, output: Path | None) -> None:
@@ -301,8 +320,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        parser.print_help()
-        return 0
+        parser.print_help(sys.stderr)
+        return 2
     from simsync.errors import SimsyncError
 
     try:

@@ -8,11 +8,13 @@ simulated order of events decides the numbers, as it does in TensorFlow.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from simsync.errors import SimulationError
 from simsync.ir import Graph, Op
 from simsync.numerics import ModelSpec, backward, forward, init_params, make_batch
 from simsync.patterns import parameter_name
@@ -34,7 +36,10 @@ class Numerics:
     def compute(self, op: Op, inputs: Sequence[tuple[Op, Any]], client: int, step: int) -> Any:
         """The value ``op`` outputs, given its inputs' values in a fixed order."""
         kernel = getattr(self, f"_{op.kind}", None)
-        return kernel(op, inputs, client, step) if kernel else None
+        if kernel is None:
+            return None
+        with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
+            return kernel(op, inputs, client, step)
 
     def params(self) -> dict[str, np.ndarray]:
         """A copy of every variable's current value."""
@@ -51,6 +56,10 @@ class Numerics:
         by_kind = {src.kind: value for src, value in inputs}
         params, batch = by_kind["read"], by_kind["dequeue"]
         loss, activations = forward(self.spec, params, batch)
+        if not math.isfinite(loss):
+            raise SimulationError(
+                f"the loss diverged at step {step} on {op.name} (it is {loss}); "
+                f"lower [model] learning_rate (now {self.spec.learning_rate})")
         return loss, params, batch, activations
 
     def _backward(self, op: Op, inputs: Sequence[tuple[Op, Any]], client: int,

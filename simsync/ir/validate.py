@@ -42,10 +42,9 @@ def validate(graph: Graph) -> None:
             raise GraphError(
                 f"variable '{variable.name}' lives on unknown device '{variable.device}'"
             )
-    try:
+    cycle = None
+    if not nx.is_directed_acyclic_graph(graph.nx):  # linear; find_cycle only to name one
         cycle = nx.find_cycle(graph.nx)
-    except nx.NetworkXNoCycle:
-        cycle = None
     if cycle:
         path = " -> ".join([*(edge[0] for edge in cycle), cycle[0][0]])
         raise GraphError(f"the graph has a cycle: {path}")

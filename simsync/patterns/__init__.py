@@ -13,6 +13,7 @@ from simsync.patterns.towers import (
     tower_device,
 )
 from simsync.scenario import ClusterConfig, ComputeConfig, Scenario
+from simsync.scenario.load import check_scenario
 
 __all__ = ["PARAMETER_DEVICE", "build", "build_towers", "parameter_name", "tiny_example",
            "tower_device"]
@@ -21,7 +22,9 @@ _BUILDERS = {"sync": build_towers}
 
 
 def build(scenario: Scenario) -> Graph:
-    """The graph for ``scenario``'s ``[training] mode``."""
+    """The graph for ``scenario``'s ``[training] mode`` (checked against the schema first,
+    so a scenario built in Python meets the same rules as a file)."""
+    check_scenario(scenario)
     try:
         builder = _BUILDERS[scenario.training.mode]
     except KeyError:

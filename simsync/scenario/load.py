@@ -8,6 +8,7 @@ the key and what is allowed, e.g.::
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 import tomllib
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from simsync.errors import ScenarioError
+from simsync.numerics import parameter_shapes
 from simsync.scenario.model import (
     ClusterConfig,
     ComputeConfig,
@@ -26,7 +28,10 @@ from simsync.scenario.model import (
 )
 from simsync.scenario.schema import REQUIRED, TABLES, Field, fields_of
 
-__all__ = ["load_scenario", "scenario_from_dict"]
+__all__ = ["MAX_PARAMETERS", "check_scenario", "load_scenario", "scenario_from_dict"]
+
+#: Models beyond this many parameters are not "small models with real numbers".
+MAX_PARAMETERS = 10_000_000
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -65,6 +70,30 @@ def scenario_from_dict(data: dict[str, Any], source: str = "<dict>") -> Scenario
     """
     values = {table: _read_table(data, table, source) for table in TABLES}
     return _build(values, source)
+
+
+def check_scenario(scenario: Scenario) -> Scenario:
+    """Validate a scenario built in Python against the schema, as a file would be.
+
+    >>> from simsync.scenario import ClusterConfig, ComputeConfig
+    >>> try:
+    ...     check_scenario(Scenario("s", compute=ComputeConfig(mean=-1.0)))
+    ... except ScenarioError as error:
+    ...     print(error)
+    <python>: [compute] mean: must be greater than 0 (got -1.0; allowed: a number of seconds > 0)
+    """
+    data = {
+        "name": scenario.name, "description": scenario.description,
+        "run": dataclasses.asdict(scenario.run),
+        "cluster": {k: v for k, v in dataclasses.asdict(scenario.cluster).items()
+                    if v is not None},
+        "compute": dataclasses.asdict(scenario.compute),
+        "costs": dict(scenario.costs),
+        "model": dataclasses.asdict(scenario.model),
+        "training": dataclasses.asdict(scenario.training),
+    }
+    scenario_from_dict(data, source=scenario.source)
+    return scenario
 
 
 def _subtables(table: str) -> list[str]:
@@ -124,23 +153,24 @@ def _coerce(raw: Any, spec: Field, source: str) -> Any:
             raise wrong()
         return raw
     if spec.kind in ("int", "float"):
-        return _number(raw, spec.kind, wrong)
-    if not isinstance(raw, list):
+        return _number(raw, spec, wrong)
+    if not isinstance(raw, list | tuple):
         raise wrong()
-    item_kind = "int" if spec.kind == "ints" else "float"
-    return tuple(_number(item, item_kind, wrong) for item in raw)
+    return tuple(_number(item, spec, wrong) for item in raw)
 
 
-def _number(raw: Any, kind: str, wrong: Any) -> float | int:
+def _number(raw: Any, spec: Field, wrong: Any) -> float | int:
     if isinstance(raw, bool):
         raise wrong()
-    if kind == "int":
+    if spec.kind in ("int", "ints"):
         if not isinstance(raw, int):
             raise wrong()
         return raw
     if isinstance(raw, str) and raw.strip().lower() in ("inf", "infinity"):
-        return math.inf
+        raw = math.inf
     if not isinstance(raw, int | float) or math.isnan(raw):
+        raise wrong()
+    if math.isinf(raw) and not spec.infinite_ok:
         raise wrong()
     return float(raw)
 
@@ -154,7 +184,7 @@ def _type_name(value: Any) -> str:
 def _build(v: dict[str, dict[str, Any]], source: str) -> Scenario:
     cluster = v["cluster"]
     devices = cluster["devices"]
-    speeds = cluster["speeds"] or (1.0,) * devices
+    speeds = cluster["speeds"] if cluster["speeds"] is not None else (1.0,) * devices
     if len(speeds) != devices:
         raise ScenarioError(
             f"{source}: [cluster] speeds: expected {devices} entries (one per device), "
@@ -169,6 +199,12 @@ def _build(v: dict[str, dict[str, Any]], source: str) -> Scenario:
     model = v["model"]
     if model["kind"] == "mlp" and not model["hidden"]:
         raise ScenarioError(f"{source}: [model] hidden: mlp needs at least one hidden layer")
+    spec = ModelConfig(**{**model, "hidden": tuple(model["hidden"])})
+    parameters = sum(math.prod(shape) for shape in parameter_shapes(spec).values())
+    if parameters > MAX_PARAMETERS:
+        raise ScenarioError(
+            f"{source}: [model]: {parameters:,} parameters; the simulator computes real numbers "
+            f"for small models only (at most {MAX_PARAMETERS:,})")
     return Scenario(
         name=v[""]["name"],
         description=v[""]["description"],
@@ -182,6 +218,6 @@ def _build(v: dict[str, dict[str, Any]], source: str) -> Scenario:
         ),
         compute=ComputeConfig(**compute),
         costs=dict(v["costs"]),
-        model=ModelConfig(**{**model, "hidden": tuple(model["hidden"])}),
+        model=spec,
         training=TrainingConfig(**v["training"]),
     )

@@ -44,10 +44,16 @@ class LinkConfig:
 
 @dataclass(frozen=True)
 class ClusterConfig:
+    """Devices, their speeds (default: all 1), shared host cores, and the link."""
+
     devices: int = 1
-    speeds: tuple[float, ...] = (1.0,)
+    speeds: tuple[float, ...] = ()
     host_cores: int | None = None
     link: LinkConfig = field(default_factory=LinkConfig)
+
+    def __post_init__(self) -> None:
+        if not self.speeds:  # in Python, leaving speeds out means all 1
+            object.__setattr__(self, "speeds", (1.0,) * self.devices)
 
 
 @dataclass(frozen=True)

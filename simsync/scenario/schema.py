@@ -48,6 +48,7 @@ class Field:
     allowed: str
     doc: str
     check: Callable[[Any], str | None] | None = None
+    infinite_ok: bool = False
 
     @property
     def path(self) -> str:
@@ -70,6 +71,11 @@ def _finite_non_negative(value: Any) -> str | None:
 
 def _all_positive(values: Any) -> str | None:
     return None if all(v > 0 for v in values) else "every entry must be greater than 0"
+
+
+def _sigma(value: Any) -> str | None:
+    # beyond about 4 the lognormal's mean rests on draws too rare to ever be sampled
+    return None if 0 < value <= 4 else "must be greater than 0 and at most 4"
 
 
 def _fraction(value: Any) -> str | None:
@@ -95,8 +101,9 @@ FIELDS: tuple[Field, ...] = (
     Field("run", "seed", "int", 0, "an integer >= 0",
           "Seed for compute-time draws, initial parameters and synthetic data. "
           "Same seed, same result, bit for bit.", _non_negative),
-    Field("cluster", "devices", "int", REQUIRED, "an integer >= 1",
-          "Accelerators (`/gpu:0` ...); one tower runs on each.", _positive),
+    Field("cluster", "devices", "int", REQUIRED, "an integer from 1 to 65536",
+          "Accelerators (`/gpu:0` ...); one tower runs on each.",
+          lambda v: None if 1 <= v <= 65536 else "must be from 1 to 65536"),
     Field("cluster", "speeds", "floats", None, "a list of numbers > 0, one per device",
           "Relative speed of each device (0.5 = half as fast). Default: all 1.", _all_positive),
     Field("cluster", "host_cores", "int", None, "an integer >= 1",
@@ -104,7 +111,7 @@ FIELDS: tuple[Field, ...] = (
           "logical devices. Leave out for real accelerators (no sharing).", _positive),
     Field("cluster.link", "bandwidth_gbps", "float", math.inf, 'a number > 0, or "inf"',
           "Bandwidth of every device's port, in gigabits per second. A transfer holds the "
-          "sender's outgoing and the receiver's incoming port.", _positive),
+          "sender's outgoing and the receiver's incoming port.", _positive, infinite_ok=True),
     Field("cluster.link", "latency_us", "float", 0.0, "a number >= 0",
           "Latency of one transfer, in microseconds (does not hold the ports).",
           _finite_non_negative),
@@ -115,8 +122,8 @@ FIELDS: tuple[Field, ...] = (
     Field("compute", "shift", "float", 0.0, "a number of seconds >= 0 and < mean",
           "shifted_exponential only: the fixed part; the rest is exponential with mean "
           "`mean - shift`.", _finite_non_negative),
-    Field("compute", "sigma", "float", 0.5, "a number > 0",
-          "lognormal only: standard deviation of the underlying normal.", _positive),
+    Field("compute", "sigma", "float", 0.5, "a number > 0 and <= 4",
+          "lognormal only: standard deviation of the underlying normal.", _sigma),
     Field("compute", "forward_fraction", "float", 1 / 3, "a number strictly between 0 and 1",
           "Share of the drawn time spent in the forward op; the backward op takes the rest.",
           _fraction),

@@ -108,9 +108,13 @@ def chrome_trace(traces: list[tuple[str, Trace]]) -> dict[str, Any]:
 
 
 def write_chrome_trace(path: str | os.PathLike[str], traces: list[tuple[str, Trace]]) -> None:
-    """Write :func:`chrome_trace` of ``traces`` to ``path`` as JSON (open it in Perfetto)."""
-    with open(path, "w", encoding="utf-8") as file:
-        json.dump(chrome_trace(traces), file)
+    """Write :func:`chrome_trace` of ``traces`` to ``path`` as strict JSON (open it in
+    Perfetto). The file appears whole or not at all."""
+    text = json.dumps(chrome_trace(traces), allow_nan=False)
+    partial = f"{os.fspath(path)}.partial"
+    with open(partial, "w", encoding="utf-8") as file:
+        file.write(text)
+    os.replace(partial, path)
 
 
 def overlaps(events: list[Event]) -> list[tuple[Event, Event]]:
