@@ -157,7 +157,7 @@ def _simulate(args: argparse.Namespace) -> int:
         from simsync.scenario.profile import apply_profile, load_profile
 
         scenario = apply_profile(scenario, load_profile(args.costs))
-    with _progress(scenario.run.steps, quiet=args.json) as on_step:
+    with _progress(scenario.run.steps, scenario.towers) as on_step:
         sim = simulate(scenario, numerics=not args.no_numerics, on_step=on_step)
     result = summary(sim)
     if args.trace:
@@ -177,7 +177,8 @@ def _simulate(args: argparse.Namespace) -> int:
         console.print(Timeline(sim.trace, steps=args.timeline_steps,
                                sync_points=sim.sync_points))
     if args.trace:
-        console.print(f"Chrome trace written to {args.trace} (open it in ui.perfetto.dev)")
+        console.print(f"Chrome trace written to {args.trace} (open it in ui.perfetto.dev)",
+                      markup=False)
     return 0
 
 
@@ -292,14 +293,16 @@ class _UsageError(Exception):
 
 
 class _progress:
-    """A progress bar on stderr for long simulations; a no-op callback otherwise."""
+    """A progress bar on stderr (so also with --json) for long simulations: many steps, or
+    many tower-steps; nothing when stderr is not a terminal."""
 
-    def __init__(self, total: int, quiet: bool) -> None:
-        self.total, self.quiet = total, quiet
+    def __init__(self, steps: int, towers: int) -> None:
+        self.total, self.towers = steps, towers
         self.bar: Any = None
 
     def __enter__(self) -> Callable[[Any], None] | None:
-        if self.quiet or self.total < 200 or not sys.stderr.isatty():
+        long_run = self.total >= 200 or self.total * self.towers >= 5_000
+        if not long_run or not sys.stderr.isatty():
             return None
         from rich.console import Console
         from rich.progress import Progress

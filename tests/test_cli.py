@@ -117,3 +117,20 @@ def test_help_does_not_import_the_heavy_modules() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 0, result.stderr
+
+
+def test_names_are_text_not_markup(tmp_path: Path) -> None:
+    odd = tmp_path / "odd.toml"
+    odd.write_text(Path(FOUR).read_text().replace('name = "four-towers"',
+                                                  'name = "[/x] cost $\\\\foo{x}$"'))
+    for args in (["graph", str(odd)], ["graph", str(odd), "--format", "png", "-o",
+                                       str(tmp_path / "g.png")], ["simulate", str(odd)]):
+        result = run(*args, "--steps", "2") if args[0] == "simulate" else run(*args)
+        assert result.returncode == 0, result.stderr
+    assert "[/x] cost" in run("graph", str(odd)).stdout
+
+
+def test_unwritable_output_fails_before_the_work(tmp_path: Path) -> None:
+    result = run("simulate", FOUR, "--trace", str(tmp_path / "missing" / "t.json"))
+    assert result.returncode == 2
+    assert "cannot write" in result.stderr and "no folder" in result.stderr

@@ -198,10 +198,6 @@ def test_loss_goes_down() -> None:
     assert np.mean(losses[-20:]) < 0.8 * np.mean(losses[:5])
 
 
-def test_events_are_counted() -> None:
-    engine = Engine(build_towers(scenario(2)), steps=3)
-    trace = engine.run()
-    assert trace.events == engine.env.events > 3 * len(build_towers(scenario(2)))
 
 
 def test_overheads_by_hand() -> None:
@@ -211,3 +207,29 @@ def test_overheads_by_hand() -> None:
     times = step_times(s)
     assert times == pytest.approx([0.004 + 0.02 + 2 * 0.001] * 5)
     assert critical_path(build_towers(s))[1] == pytest.approx(0.02 + 2 * 0.001)
+
+
+def test_adding_towers_keeps_the_draws_of_existing_towers() -> None:
+    def compute_times(n: int) -> dict[str, float]:
+        trace = simulate(scenario(n, distribution="exponential", steps=1, seed=4),
+                         numerics=False).trace
+        return {r.op: r.end - r.start for r in trace.ops if r.kind == "backward"}
+
+    few, many = compute_times(3), compute_times(12)
+    assert all(many[op] == few[op] for op in few)
+
+
+def test_a_diverging_loss_is_explained() -> None:
+    from simsync.errors import SimulationError
+
+    s = scenario(2, steps=60)
+    s = Scenario(**{**s.__dict__, "model": s.model.__class__(kind="linear", learning_rate=1e4)})
+    with pytest.raises(SimulationError, match=r"the loss diverged at step \d+ on tower_\d/loss"):
+        simulate(s)
+
+
+def test_events_per_step_are_constant() -> None:
+    # every step of a constant scenario processes the same events: counting is per event
+    counts = [Engine(build_towers(scenario(3)), steps=n).run().events for n in (1, 2, 5)]
+    per_step = counts[1] - counts[0]
+    assert per_step > 0 and counts[2] - counts[1] == 3 * per_step

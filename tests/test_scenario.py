@@ -151,3 +151,32 @@ def test_wrong_types_always_name_the_key(field, value) -> None:
     with pytest.raises(ScenarioError) as info:
         scenario_from_dict(data, source="f.toml")
     assert str(info.value).startswith(f"f.toml: {field.path}")
+
+
+@pytest.mark.parametrize(("table", "key"), [("compute", "mean"), ("model", "learning_rate"),
+                                            ("costs", "apply"), ("link", "latency_us")])
+def test_infinity_is_only_for_bandwidth(table: str, key: str) -> None:
+    data = {"name": "t", "cluster": {"devices": 2, "link": {"bandwidth_gbps": "inf"}},
+            "compute": {"mean": 0.01}}
+    node = data["cluster"]["link"] if table == "link" else data.setdefault(table, {})
+    node[key] = math.inf
+    with pytest.raises(ScenarioError, match=rf"{key}: expected"):
+        scenario_from_dict(data)
+    node[key] = 1.0
+    assert math.isinf(scenario_from_dict(data).cluster.link.bandwidth_gbps)
+
+
+def test_empty_speeds_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ScenarioError, match="speeds: expected 2 entries"):
+        load_scenario(write(tmp_path, GOOD.replace("devices = 2", "devices = 2\nspeeds = []")))
+
+
+def test_python_scenarios_meet_the_file_rules() -> None:
+    from simsync.patterns import build
+    from simsync.scenario import ClusterConfig, ComputeConfig, Scenario
+
+    assert ClusterConfig(devices=3).speeds == (1.0, 1.0, 1.0)
+    with pytest.raises(ScenarioError, match=r"<python>: \[costs\] unknown key 'aply'"):
+        build(Scenario("s", compute=ComputeConfig(mean=0.01), costs={"aply": 1.0}))
+    with pytest.raises(ScenarioError, match=r"\[compute\] sigma: must be greater than 0 and"):
+        build(Scenario("s", compute=ComputeConfig(mean=0.01, sigma=40.0)))

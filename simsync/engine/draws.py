@@ -1,13 +1,16 @@
 """Seeded draws of compute times.
 
 Each (client, step) has its own generator, seeded from ``(seed, client, step)``, and draws its
-groups in sorted order: the draws do not depend on the order in which events happen, and the
-same seed gives the same draws bit for bit.
+groups in natural order (``tower_2`` before ``tower_10``): the draws do not depend on the order
+in which events happen, the same seed gives the same draws bit for bit, and adding towers does
+not change the draws of the existing ones.
 """
 
 from __future__ import annotations
 
 import math
+import re
+from typing import Any
 
 import numpy as np
 
@@ -48,4 +51,13 @@ def draw_step(seed: int, client: int, step: int, groups: dict[str, Cost]) -> dic
     False
     """
     rng = np.random.default_rng([seed, 0, client, step])
-    return {group: draw(rng, groups[group]) for group in sorted(groups)}
+    return {group: draw(rng, groups[group]) for group in sorted(groups, key=natural_key)}
+
+
+def natural_key(name: str) -> list[Any]:
+    """Sort key putting numbers in numeric order.
+
+    >>> sorted(["tower_10/c", "tower_2/c"], key=natural_key)
+    ['tower_2/c', 'tower_10/c']
+    """
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]

@@ -11,7 +11,8 @@ Rules, as TensorFlow's executor follows them:
    participant's speed, plus the ring all-reduce time).
 4. A tensor to another device is a transfer: it holds the sender's out-port and the receiver's
    in-port for ``bytes / bandwidth``, then arrives one latency later.
-5. ``read`` ops record the version of each variable they read; ``apply`` ops bump it.
+5. An op that reads variables records their versions and takes their values when it starts;
+   one that writes them bumps the versions and changes the values when it ends.
 
 Nothing else synchronizes: sync points, waiting and contention all follow from these rules.
 
@@ -113,13 +114,15 @@ class _Run:
 class _Execution:
     """One op running: take its devices one by one, then a core, run, release, hand on."""
 
-    __slots__ = ("core", "duration", "engine", "node", "ready", "requests", "run", "start")
+    __slots__ = ("core", "duration", "engine", "node", "ready", "requests", "run", "start",
+                 "value")
 
     def __init__(self, engine: Engine, run: _Run, node: _Node) -> None:
         self.engine, self.run, self.node = engine, run, node
         self.ready = self.start = engine.env.now
         self.requests: list[Request] = []
         self.core: Request | None = None
+        self.value: Any = None
         self.duration = engine.duration(run, node)
         self._acquire(None)
 
@@ -138,7 +141,9 @@ class _Execution:
     def _begin(self, _event: simpy.Event | None) -> None:
         engine = self.engine
         self.start = engine.env.now
-        engine.record_reads(self.run, self.node.op, self.start)
+        if self.node.op.reads:  # a read sees the variables as they are when it starts
+            engine.record_reads(self.run, self.node.op, self.start)
+            self.value = engine.compute(self.run, self.node)
         if self.duration > 0:
             engine.env.timeout(self.duration).callbacks.append(self._finish)
         else:
@@ -306,7 +311,7 @@ class Engine:
         """An op has run: compute its value, record it, send its outputs on."""
         run, node, now = execution.run, execution.node, self.env.now
         op = node.op
-        value = self._compute(run, node)
+        value = execution.value if op.reads else self.compute(run, node)
         self._record_writes(run, op, now)
         loss = value[0] if op.kind == "forward" and value is not None else None
         if loss is not None:
@@ -334,7 +339,8 @@ class Engine:
             transfer.start, end, self.env.now))
         self._arrive(run, node, output.dst)
 
-    def _compute(self, run: _Run, node: _Node) -> Any:
+    def compute(self, run: _Run, node: _Node) -> Any:
+        """The op's value from its inputs' values (None without numerics)."""
         if self.numerics is None:
             return None
         nodes = run.plan.nodes

@@ -39,8 +39,12 @@ def run_order(graph: Graph, fetches: tuple[str, ...]) -> list[str]:
     ['tower_0/read_variables', 'tower_0/dequeue', 'tower_0/loss', 'tower_0/gradients']
     """
     needed: set[str] = set(fetches)
-    for fetch in fetches:
-        needed |= nx.ancestors(graph.nx, fetch)
+    frontier = list(fetches)
+    while frontier:  # one walk up from all fetches at once: linear in the graph's size
+        for parent in graph.nx.predecessors(frontier.pop()):
+            if parent not in needed:
+                needed.add(parent)
+                frontier.append(parent)
     return [name for name in nx.topological_sort(graph.nx) if name in needed]
 
 
@@ -64,6 +68,9 @@ def tower_dependencies(graph: Graph) -> dict[str, frozenset[int]]:
 def sync_points(graph: Graph) -> list[str]:
     """Ops where towers meet: the inputs come from more than one tower and no single input
     already carries them all. The op cannot start before the last of them arrives.
+
+    An op whose inputs are a meeting of towers and a later op of one of those towers is not
+    reported: one of its inputs already carries every tower (the patterns build no such op).
 
     ``average_gradients`` is one because its inputs are every tower's gradients; the
     ``apply_gradients`` after it is not, as its one input already waited.

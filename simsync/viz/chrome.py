@@ -68,7 +68,7 @@ def _process(pid: int, label: str, trace: Trace) -> list[Event]:
                    _metadata("thread_sort_index", pid, tid, tid)]
     for r in trace.ops:
         args = {"step": r.step, "kind": r.kind, "client": r.client, "ready": _us(r.ready),
-                "queued": (_ns(r.start) - _ns(r.ready)) / 1000}
+                "queued": _us(r.queued)}
         if len(r.devices) > 1:
             args["devices"] = list(r.devices)
         if r.loss is not None:

@@ -15,15 +15,15 @@ from collections.abc import Iterable
 
 from rich import box
 from rich.console import Console, ConsoleOptions, RenderResult
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from simsync.ir import Graph, Op, generations, sync_points, tower_dependencies
-from simsync.viz.timeline import KINDS, kind_style, wrap_items
+from simsync.viz.timeline import KINDS, SYNC_MARK, kind_style, wrap_items
 
 __all__ = ["GraphView", "format_devices", "short_name", "tower_range"]
 
-SYNC_MARK = "◆"
 _GEN_WIDTH = 6  # "gen" column: three characters, padding and a border
 
 
@@ -183,8 +183,8 @@ class GraphView:
     def _table(self, shown: list[int], hidden: list[int]) -> Table:
         g = self.graph
         table = Table(
-            title=(f"Graph {g.name!r}: {len(g)} ops, {len(g.devices)} devices, "
-                   f"{len(self.towers)} towers"),
+            title=escape(f"Graph {g.name!r}: {len(g)} ops, {len(g.devices)} devices, "
+                         f"{len(self.towers)} towers"),
             caption="rows: topological generations; a row's ops may run at once",
             box=box.SQUARE, show_lines=True, padding=(0, 1))
         table.add_column("gen", justify="right", style="dim")

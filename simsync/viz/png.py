@@ -163,6 +163,14 @@ def write_png(graph: Graph, path: str | os.PathLike[str], max_lanes: int = 8) ->
     >>> open(path, "rb").read(8) == b"\\x89PNG\\r\\n\\x1a\\n"
     True
     """
+    import matplotlib
+
+    # names are text, not TeX: a "$" in a scenario's name must not start a formula
+    with matplotlib.rc_context({"text.parse_math": False}):
+        _draw(graph, path, max_lanes)
+
+
+def _draw(graph: Graph, path: str | os.PathLike[str], max_lanes: int) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

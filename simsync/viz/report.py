@@ -57,8 +57,9 @@ class SummaryView:
         yield self.numbers_table()
         path = self.summary.get("critical_path") or {}
         if path.get("ops"):
-            yield Text(f"critical path ({_ms(path.get('seconds'))} ms): "
-                       + " → ".join(path["ops"]), style="dim")
+            yield Text(f"critical path at mean costs, without contention "
+                       f"({_ms(path.get('seconds'))} ms): " + " → ".join(path["ops"]),
+                       style="dim")
         if self.summary.get("wait"):
             yield self.sync_table()
 
@@ -114,10 +115,12 @@ class SummaryView:
     def _rows(self, waits: Mapping[str, float],
               last: Mapping[str, int]) -> Iterator[tuple[str, str, str, str, str]]:
         """``(tower, wait, times last, note, style)``: stragglers highlighted, long lists cut."""
-        runs = sum(last.values())
+        runs = self.summary.get("steps") or sum(last.values())  # one execution per step
         most = max(last.values(), default=0)
-        # Nobody waited: the inputs arrived together and "last" is only the tie-break.
-        anyone_waited = max(waits.values(), default=0.0) > 0
+        # A straggler makes the others wait noticeably (1 % of a step); below that, "last" is
+        # a tie-break of equal towers (e.g. first come at a port).
+        step = (self.summary.get("step_time") or {}).get("mean") or 0.0
+        anyone_waited = max(waits.values(), default=0.0) > 0.01 * step
         stragglers = {t for t, n in last.items() if anyone_waited and most > 0 and n == most}
         towers = list(waits)
         shown = towers[: self.max_towers]

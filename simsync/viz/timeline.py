@@ -180,12 +180,26 @@ class Timeline:
     """
 
     def __init__(self, trace: Trace, steps: int = 2, device_order: Sequence[str] | None = None,
-                 *, sync_points: Iterable[str] | None = None) -> None:
+                 *, sync_points: Iterable[str] | None = None, max_devices: int = 16) -> None:
         self.trace, self.steps = trace, steps
         self.records = [r for r in trace.ops if r.step < steps]
-        self.device_order = list(device_order) if device_order is not None else sorted(
+        order = list(device_order) if device_order is not None else sorted(
             {d for r in self.records for d in r.devices}, key=device_sort_key)
+        self.device_order = self._shown(order, max(max_devices, 2))
+        self.hidden = len(order) - len(self.device_order)
         self.sync_points = set(sync_points or ())
+
+    def _shown(self, order: list[str], limit: int) -> list[str]:
+        """The first devices, and always the two busiest (the stragglers), up to ``limit``."""
+        if len(order) <= limit:
+            return order
+        busy: dict[str, float] = {}
+        for record in self.records:
+            for device in record.devices:
+                busy[device] = busy.get(device, 0.0) + record.end - record.start
+        busiest = sorted(order, key=lambda d: -busy.get(d, 0.0))[:2]
+        first = [d for d in order if d not in busiest][: limit - len(busiest)]
+        return [d for d in order if d in first or d in busiest]
 
     def window(self) -> tuple[float, float]:
         """``(t0, span)`` in seconds: from the first step's start to the last one's end."""
@@ -209,6 +223,9 @@ class Timeline:
             yield Text("sync".ljust(label_width)) + self._sync_row(grid)
         for device in self.device_order:
             yield Text(device.ljust(label_width)) + grid.row(device)
+        if self.hidden:
+            yield Text(f"… {self.hidden} more devices not shown (the two busiest always are)",
+                       style="dim")
         ticks, labels = time_axis(t0, span, columns)
         yield Text(" " * label_width) + ticks
         yield Text("ms".ljust(label_width)) + labels
@@ -229,12 +246,13 @@ class Timeline:
         for record in self.records:
             if record.op not in self.sync_points:
                 continue
-            for src, _ in record.arrivals:
+            for src, arrived in record.arrivals:
                 source = by_key.get((record.client, record.step, src))
                 if source is None:
                     continue
+                # from the input's arrival (after any transfer) until the sync point starts
                 for device in source.devices:
-                    grid.paint(device, WAIT, source.end, record.start)
+                    grid.paint(device, WAIT, arrived, record.start)
 
     def _step_row(self, grid: _Grid) -> Text:
         cells = [" "] * grid.columns
