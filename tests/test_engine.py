@@ -233,3 +233,15 @@ def test_events_per_step_are_constant() -> None:
     counts = [Engine(build_towers(scenario(3)), steps=n).run().events for n in (1, 2, 5)]
     per_step = counts[1] - counts[0]
     assert per_step > 0 and counts[2] - counts[1] == 3 * per_step
+
+
+def test_busy_cores_slow_each_other_by_the_efficiency() -> None:
+    # two towers on two cores at efficiency 0.8: the second op to start (both busy) takes
+    # 1/0.8 as long; the first started alone. Forward 1/3 and backward 2/3 of 10 ms each.
+    s = scenario(2, host_cores=2, mean=0.01)
+    s = Scenario(**{**s.__dict__, "cluster": s.cluster.__class__(
+        devices=2, host_cores=2, core_efficiency=0.8)})
+    trace = simulate(s, numerics=False).trace
+    first = [r for r in trace.ops if r.step == 0 and r.kind in ("forward", "backward")]
+    durations = sorted(round(r.end - r.start, 9) for r in first)
+    assert durations[0] == pytest.approx(0.01 / 3) and durations[-1] == pytest.approx(0.025 / 3)

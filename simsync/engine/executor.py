@@ -6,7 +6,8 @@ Rules, as TensorFlow's executor follows them:
    ancestors execute; the call returns when all of them have finished. A client's runs are
    strictly one after another.
 2. An op becomes *ready* when every input tensor has arrived; it then waits for its device (one
-   op at a time per device) and, if the host's cores are shared, for a core.
+   op at a time per device) and, if the host's cores are shared, for a core; busy cores slow
+   each other by the host's core efficiency.
 3. It runs for its cost divided by its device's speed (collectives: at the slowest
    participant's speed, plus the ring all-reduce time).
 4. A tensor to another device is a transfer: it holds the sender's out-port and the receiver's
@@ -76,6 +77,7 @@ class _Node:
     index: int
     devices: list[simpy.Resource]              # in sorted device order: no deadlock
     pool: simpy.Resource | None                # the host's cores, when shared
+    efficiency: float                          # a core's speed with all cores busy
     fixed: float                               # seconds at speed 1, when the cost is not drawn
     speed: float
     ring: float                                # all-reduce communication seconds
@@ -141,6 +143,11 @@ class _Execution:
     def _begin(self, _event: simpy.Event | None) -> None:
         engine = self.engine
         self.start = engine.env.now
+        pool = self.node.pool
+        if pool is not None and self.core is not None and pool.capacity > 1:
+            # cores slow each other down: the more are busy when the op starts, the slower
+            busy = (pool.count - 1) / (pool.capacity - 1)
+            self.duration *= 1 + busy * (1 / self.node.efficiency - 1)
         if self.node.op.reads:  # a read sees the variables as they are when it starts
             engine.record_reads(self.run, self.node.op, self.start)
             self.value = engine.compute(self.run, self.node)
@@ -251,6 +258,7 @@ class Engine:
             op, index,
             devices=[self.devices[d] for d in sorted(op.devices)],
             pool=self.cores.get(graph.devices[op.device].host),
+            efficiency=graph.core_efficiency.get(graph.devices[op.device].host, 1.0),
             fixed=op.cost.mean * op.cost.fraction,
             speed=min(graph.devices[d].speed for d in op.devices),
             ring=ring)

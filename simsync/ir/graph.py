@@ -158,6 +158,8 @@ class Graph:
         self.variables: dict[str, Variable] = {}
         self.clients: list[Client] = []
         self.host_cores: dict[str, int] = {}
+        #: per host: each core's speed when all its cores are busy, relative to one busy core
+        self.core_efficiency: dict[str, float] = {}
 
     # -- building -----------------------------------------------------------------------
     def add_device(self, device: Device) -> None:

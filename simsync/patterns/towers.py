@@ -82,6 +82,7 @@ def build_towers(scenario: Scenario) -> Graph:
     graph = Graph(name=scenario.name, link=link)
     if scenario.cluster.host_cores is not None:
         graph.host_cores["localhost"] = scenario.cluster.host_cores
+        graph.core_efficiency["localhost"] = scenario.cluster.core_efficiency
     graph.add_device(Device(PARAMETER_DEVICE, kind="cpu"))
     for tower, speed in enumerate(scenario.cluster.speeds):
         graph.add_device(Device(tower_device(tower), kind="gpu", speed=speed))

@@ -214,6 +214,7 @@ def _build(v: dict[str, dict[str, Any]], source: str) -> Scenario:
             devices=devices,
             speeds=tuple(speeds),
             host_cores=cluster["host_cores"],
+            core_efficiency=cluster["core_efficiency"],
             link=LinkConfig(**v["cluster.link"]),
         ),
         compute=ComputeConfig(**compute),

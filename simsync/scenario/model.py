@@ -49,6 +49,7 @@ class ClusterConfig:
     devices: int = 1
     speeds: tuple[float, ...] = ()
     host_cores: int | None = None
+    core_efficiency: float = 1.0
     link: LinkConfig = field(default_factory=LinkConfig)
 
     def __post_init__(self) -> None:

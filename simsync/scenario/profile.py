@@ -8,7 +8,7 @@ this machine's TensorFlow will do:
   seconds takes ``compute_overhead + compute_scale * t``;
 - ``session_run``: what each ``sess.run`` spends outside the ops;
 - ``latency_us``: the delay of a tensor between two devices; ``host_cores``: how many ops the
-  devices can run at once.
+  devices can run at once, and ``core_efficiency``: how fast each runs when all do.
 
 Applying a profile never changes what is computed, only how long it takes.
 """
@@ -39,6 +39,7 @@ class Profile:
     session_run: float
     latency_us: float
     host_cores: int | None
+    core_efficiency: float = 1.0
     devices: str = ""
     tensorflow: str = ""
     calibrated_on: dict[str, Any] = field(default_factory=dict)
@@ -97,7 +98,7 @@ def apply_profile(scenario: Scenario, profile: Profile) -> Scenario:
         scenario.compute, mean=scenario.compute.mean * profile.compute_scale,
         shift=scenario.compute.shift * profile.compute_scale, overhead=profile.compute_overhead)
     cluster = dataclasses.replace(
-        scenario.cluster, host_cores=profile.host_cores,
+        scenario.cluster, host_cores=profile.host_cores, core_efficiency=profile.core_efficiency,
         link=LinkConfig(bandwidth_gbps=math.inf, latency_us=profile.latency_us))
     costs = {**scenario.costs, **profile.costs, "session_run": profile.session_run}
     return dataclasses.replace(scenario, compute=compute, cluster=cluster, costs=costs)

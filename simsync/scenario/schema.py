@@ -109,6 +109,11 @@ FIELDS: tuple[Field, ...] = (
     Field("cluster", "host_cores", "int", None, "an integer >= 1",
           "CPU cores that the devices' compute shares, as when TensorFlow splits one CPU into "
           "logical devices. Leave out for real accelerators (no sharing).", _positive),
+    Field("cluster", "core_efficiency", "float", 1.0, "a number > 0 and <= 1",
+          "With `host_cores`: each core's speed when all of them are busy, relative to one busy "
+          "core (shared caches and memory, hyper-threads). An op that starts with k of n cores "
+          "busy takes longer by 1 + (k-1)/(n-1) x (1/efficiency - 1). `simsync calibrate` "
+          "measures it.", lambda v: None if 0 < v <= 1 else "must be greater than 0 and at most 1"),
     Field("cluster.link", "bandwidth_gbps", "float", math.inf, 'a number > 0, or "inf"',
           "Bandwidth of every device's port, in gigabits per second. A transfer holds the "
           "sender's outgoing and the receiver's incoming port.", _positive, infinite_ok=True),

@@ -9,7 +9,8 @@ same aggregation, same compute distribution) and reads off its real trace:
 3. ``session_run``: the median time a step spends outside its first and last op;
 4. ``latency_us``: the median gap between an op's end and the start of a consumer on another
    device;
-5. ``host_cores``: the cores the session lets ops share (its inter-op threads).
+5. ``host_cores``: the cores the session lets ops share (its inter-op threads), and
+   ``core_efficiency``: a microbenchmark times the work op alone and on every core at once.
 
 A profile measured on one tower then predicts two, four, eight, with stragglers or without:
 the cross-check tells how well.
@@ -29,6 +30,8 @@ from simsync.scenario import Scenario
 from simsync.scenario.profile import Profile
 from simsync.scenario.schema import COST_KINDS
 from simsync.tf_backend.execute import TensorFlowRun, run_on_tensorflow
+from simsync.tf_backend.runtime import load_tensorflow, session_config
+from simsync.tf_backend.work import measure_core_efficiency
 from simsync.trace import OpRecord
 
 __all__ = ["calibrate", "one_tower"]
@@ -45,6 +48,7 @@ def calibrate(scenario: Scenario, *, steps: int = 20, warmup: int = 3) -> Profil
     probe = one_tower(scenario).with_run(steps=steps)
     run = run_on_tensorflow(probe, warmup=warmup)
     graph = build(probe)
+    efficiency = _core_efficiency(run)
     records = run.trace.ops
     scale, overhead = _fit_compute(records, run)
     return Profile(
@@ -54,12 +58,22 @@ def calibrate(scenario: Scenario, *, steps: int = 20, warmup: int = 3) -> Profil
         session_run=_session_time(run),
         latency_us=_latency(graph, records) * 1e6,
         host_cores=run.devices.host_cores,
+        core_efficiency=efficiency,
         devices=run.devices.kind,
         tensorflow=run.tensorflow,
         calibrated_on={"scenario": scenario.name, "source": scenario.source, "towers": 1,
                        "steps": steps, "warmup": warmup,
                        "seconds_per_row": run.seconds_per_row},
     )
+
+
+def _core_efficiency(run: TensorFlowRun) -> float:
+    cores = run.devices.host_cores
+    if not cores or cores < 2:
+        return 1.0
+    tf = load_tensorflow()
+    devices = [f"/device:CPU:{i + 1}" for i in range(cores)]
+    return measure_core_efficiency(tf, session_config(run.devices), devices)
 
 
 def _fixed_costs(records: list[OpRecord]) -> dict[str, float]:

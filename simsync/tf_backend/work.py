@@ -19,7 +19,13 @@ import statistics
 import time
 from typing import Any
 
-__all__ = ["WORK_WIDTH", "measure_seconds_per_row", "rows_for", "work_op"]
+__all__ = [
+    "WORK_WIDTH",
+    "measure_core_efficiency",
+    "measure_seconds_per_row",
+    "rows_for",
+    "work_op",
+]
 
 WORK_WIDTH = 256
 
@@ -41,7 +47,7 @@ def rows_for(seconds: float, seconds_per_row: float) -> int:
     return max(0, round(seconds / seconds_per_row))
 
 
-def measure_seconds_per_row(tf: Any, config: Any, device: str, repeats: int = 7) -> float:
+def measure_seconds_per_row(tf: Any, config: Any, device: str, repeats: int = 9) -> float:
     """Seconds one row of work takes on ``device`` here: the slope between a small and a large
     product (so the fixed cost of running an op is not counted), median of ``repeats``."""
     small, large = 1024, 8192
@@ -53,10 +59,32 @@ def measure_seconds_per_row(tf: Any, config: Any, device: str, repeats: int = 7)
         session.run(total, {rows: large})  # warm-up
         slopes = []
         for _ in range(repeats):
-            times = []
-            for count in (small, large):
-                started = time.perf_counter()
-                session.run(total, {rows: count})
-                times.append(time.perf_counter() - started)
+            times = [_time(session, total, {rows: count}) for count in (small, large)]
             slopes.append((times[1] - times[0]) / (large - small))
     return max(statistics.median(slopes), 1e-9)
+
+
+def measure_core_efficiency(tf: Any, config: Any, devices: list[str], repeats: int = 15) -> float:
+    """How fast each core runs when ``len(devices)`` work ops run at once, relative to one op
+    alone (1.0 = no interference; less when they share caches, memory or hyper-threads)."""
+    graph = tf.Graph()
+    with graph.as_default():
+        rows = tf.compat.v1.placeholder(tf.int32, [])
+        outputs = []
+        for device in devices:
+            with tf.device(device):
+                outputs.append(work_op(tf, rows))
+    with tf.compat.v1.Session(graph=graph, config=config) as session:
+        session.run(outputs, {rows: 2048})  # warm-up
+        ratios = []
+        for _ in range(repeats):  # alternate, so a slow spell of the machine hits both
+            alone = _time(session, outputs[:1], {rows: 8192})
+            together = _time(session, outputs, {rows: 8192})
+            ratios.append(alone / together)
+    return min(1.0, statistics.median(ratios))
+
+
+def _time(session: Any, fetches: Any, feeds: dict[Any, Any]) -> float:
+    started = time.perf_counter()
+    session.run(fetches, feeds)
+    return time.perf_counter() - started

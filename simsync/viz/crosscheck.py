@@ -104,4 +104,5 @@ class ProfileView:
         table.add_row("sess.run outside the ops", f"{p['session_run'] * 1e6:.0f} us")
         table.add_row("copy between devices", f"{p['latency_us']:.0f} us")
         table.add_row("host cores shared by the devices", str(p["host_cores"]))
+        table.add_row("each core's speed when all are busy", f"{p.get('core_efficiency', 1):.2f}")
         yield table
