@@ -66,7 +66,7 @@ def scenario_from_dict(data: dict[str, Any], source: str = "<dict>") -> Scenario
     ... except ScenarioError as error:
     ...     print(*str(error).split("; "), sep="\n")
     <dict>: [cluster] unknown key 'speed' (did you mean 'speeds'?)
-    allowed keys: devices, speeds, host_cores, link
+    allowed keys: devices, speeds, host_cores, core_efficiency, link
     """
     values = {table: _read_table(data, table, source) for table in TABLES}
     return _build(values, source)
