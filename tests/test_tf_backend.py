@@ -6,6 +6,7 @@ import functools
 import subprocess
 import sys
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -37,6 +38,7 @@ SCENARIOS = {
                           learning_rate=0.05)),
 }
 WARMUP, STEPS = 2, 3
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @functools.cache
@@ -119,3 +121,33 @@ except BackendError as error:
     assert result.returncode == 0, result.stderr[-2000:]
     assert ("12 towers need 13 logical CPU devices, but TensorFlow already started in this "
             "process with 9; run the scenario in a new process") in result.stdout
+
+
+def test_an_op_kind_the_backend_cannot_lower_is_named() -> None:
+    from simsync.ir import Client, Cost, Device, Graph, Op
+    from simsync.tf_backend import BackendError
+    from simsync.tf_backend.lower import lower
+    from simsync.tf_backend.runtime import plan_devices
+
+    graph = Graph()
+    for device in ("/cpu:0", "/gpu:0"):
+        graph.add_device(Device(device))
+    graph.add_op(Op("tower_0/enqueue_token", "enqueue", "/gpu:0", Cost(0.001), tower=0))
+    graph.add_client(Client("main", ("tower_0/enqueue_token",)))
+    scenario = SCENARIOS["ps-linear"]
+    with pytest.raises(BackendError, match=r"cannot lower op 'tower_0/enqueue_token' yet: .* "
+                                           r"not 'enqueue'"):
+        lower(graph, scenario.model, 0, plan_devices(list(graph.devices), 1))
+
+
+def test_missing_tensorflow_is_explained() -> None:
+    # a Python where `import tensorflow` fails, as on a machine without it
+    code = ("import sys; sys.modules['tensorflow'] = None\n"
+            "from simsync.cli import main\n"
+            "raise SystemExit(main(['crosscheck', 'examples/four_towers.toml', '--steps', '1']))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120, cwd=ROOT)
+    assert result.returncode == 2
+    assert result.stderr.strip().endswith(
+        "install it with: pip install tensorflow")
+    assert "simsync: error: TensorFlow is not installed" in result.stderr

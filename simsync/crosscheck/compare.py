@@ -46,7 +46,8 @@ class CrossCheck:
 def crosscheck(scenario: Scenario, *, profile: Profile | None = None,
                warmup: int = 2) -> CrossCheck:
     """Run ``warmup + [run] steps`` steps on TensorFlow and in the simulator and compare them."""
-    real = run_on_tensorflow(scenario, warmup=warmup)
+    real = run_on_tensorflow(scenario, warmup=warmup,
+                             seconds_per_row=profile.seconds_per_row if profile else None)
     predicted = _predicted_scenario(scenario, profile, real)
     simulation = simulate(predicted.with_run(steps=warmup + scenario.run.steps))
     traced = {s.step for s in real.trace.steps}
@@ -109,13 +110,19 @@ def _values(simulation: Simulation, real: TensorFlowRun) -> dict[str, Any]:
 
 
 def _timing(simulated: Trace, real: Trace, traced: set[int]) -> dict[str, Any]:
-    predicted = float(np.mean([s.duration for s in simulated.steps if s.step in traced]))
-    measured = float(np.mean([s.duration for s in real.steps]))
+    """Mean step times and their error; also medians, which a machine's hiccups (a step
+    suddenly twice as slow) do not move."""
+    predicted = [s.duration for s in simulated.steps if s.step in traced]
+    measured = [s.duration for s in real.steps]
     kinds = {}
     for kind, (p, m) in _kind_durations(simulated, real, traced).items():
         kinds[kind] = {"predicted": p, "measured": m, "error": _error(p, m)}
-    return {"predicted_step_time": predicted, "measured_step_time": measured,
-            "error": _error(predicted, measured), "ops": kinds}
+    mean_p, mean_m = float(np.mean(predicted)), float(np.mean(measured))
+    median_p, median_m = float(np.median(predicted)), float(np.median(measured))
+    return {"predicted_step_time": mean_p, "measured_step_time": mean_m,
+            "error": _error(mean_p, mean_m),
+            "predicted_median_step_time": median_p, "measured_median_step_time": median_m,
+            "error_median": _error(median_p, median_m), "ops": kinds}
 
 
 def _kind_durations(simulated: Trace, real: Trace,

@@ -8,7 +8,9 @@ this machine's TensorFlow will do:
   seconds takes ``compute_overhead + compute_scale * t``;
 - ``session_run``: what each ``sess.run`` spends outside the ops;
 - ``latency_us``: the delay of a tensor between two devices; ``host_cores``: how many ops the
-  devices can run at once, and ``core_efficiency``: how fast each runs when all do.
+  devices can run at once, and ``core_efficiency``: how fast each runs when all do;
+- ``seconds_per_row``: how the TensorFlow backend sized its work when calibrating; a run
+  predicted from the profile sizes its work the same way, so ``compute_scale`` still holds.
 
 Applying a profile never changes what is computed, only how long it takes.
 """
@@ -40,6 +42,7 @@ class Profile:
     latency_us: float
     host_cores: int | None
     core_efficiency: float = 1.0
+    seconds_per_row: float | None = None
     devices: str = ""
     tensorflow: str = ""
     calibrated_on: dict[str, Any] = field(default_factory=dict)

@@ -48,15 +48,18 @@ class TensorFlowRun:
     work_rows: dict[str, list[int]] = field(default_factory=dict)   # IR op -> rows per step
 
 
-def run_on_tensorflow(scenario: Scenario, *, warmup: int = 2) -> TensorFlowRun:
+def run_on_tensorflow(scenario: Scenario, *, warmup: int = 2,
+                      seconds_per_row: float | None = None) -> TensorFlowRun:
     """Run ``warmup + [run] steps`` steps of ``scenario`` in TensorFlow; trace all but the
-    first ``warmup``."""
+    first ``warmup``. The work ops are sized with ``seconds_per_row`` (a calibration's), or
+    with this process's own measurement."""
     tf = load_tensorflow()
     graph = build(scenario)
     plan = plan_devices(list(graph.devices), scenario.towers)
     lowered = lower(graph, scenario.model, scenario.run.seed, plan)
     config = session_config(plan)
-    seconds_per_row = measure_seconds_per_row(tf, config, plan.mapping[tower_device(0)])
+    if seconds_per_row is None:
+        seconds_per_row = _measured_seconds_per_row(tf, config, plan.mapping[tower_device(0)])
     client = _Client(tf, scenario, graph, lowered, seconds_per_row)
     with tf.compat.v1.Session(graph=lowered.graph, config=config) as session:
         session.run(lowered.init)
@@ -66,6 +69,16 @@ def run_on_tensorflow(scenario: Scenario, *, warmup: int = 2) -> TensorFlowRun:
     client.trace.params = params
     return TensorFlowRun(client.trace, client.losses, params, plan, tf.__version__,
                          seconds_per_row, warmup, client.census, client.work_rows)
+
+
+_MEASURED: dict[str, float] = {}
+
+
+def _measured_seconds_per_row(tf: Any, config: Any, device: str) -> float:
+    """Measured once per process: every run of a process sizes its work alike."""
+    if "seconds" not in _MEASURED:
+        _MEASURED["seconds"] = measure_seconds_per_row(tf, config, device)
+    return _MEASURED["seconds"]
 
 
 class _Client:

@@ -37,10 +37,13 @@ from simsync.numerics import ModelSpec, init_params
 from simsync.patterns import parameter_name
 from simsync.tf_backend.model import model_loss
 from simsync.tf_backend.ring import ring_allreduce
-from simsync.tf_backend.runtime import DevicePlan, load_tensorflow
+from simsync.tf_backend.runtime import BackendError, DevicePlan, load_tensorflow
 from simsync.tf_backend.work import WORK_WIDTH, work_op
 
-__all__ = ["Lowered", "lower"]
+__all__ = ["LOWERED_KINDS", "Lowered", "lower"]
+
+#: The op kinds this backend turns into TensorFlow ops.
+LOWERED_KINDS = ("read", "dequeue", "forward", "backward", "aggregate", "allreduce", "apply")
 
 
 @dataclass
@@ -110,7 +113,11 @@ class _Builder:
         dependencies = [leaf for _, value in inputs for leaf in _leaves(tf, value)]
         with self.device(op.device), self.scope(op.name + "/"), \
                 tf.control_dependencies(dependencies):
-            kernel = getattr(self, f"_{op.kind}")
+            kernel = getattr(self, f"_{op.kind}", None)
+            if kernel is None:
+                raise BackendError(
+                    f"the TensorFlow backend cannot lower op '{op.name}' yet: it knows the op "
+                    f"kinds {', '.join(LOWERED_KINDS)}, not '{op.kind}'")
             self.outputs[op.name] = self.gate(kernel(op, inputs))
 
     def gate(self, value: Any) -> Any:

@@ -77,8 +77,11 @@ class CrossCheckView:
                       title_justify="left")
         for column in ("", "predicted (ms)", "measured (ms)", "error"):
             table.add_column(column, justify="right" if column else "left")
-        table.add_row(Text("step time", style="bold"), _ms(timing["predicted_step_time"]),
+        table.add_row(Text("step time, mean", style="bold"), _ms(timing["predicted_step_time"]),
                       _ms(timing["measured_step_time"]), _percent(timing["error"]))
+        table.add_row("step time, median", _ms(timing["predicted_median_step_time"]),
+                      _ms(timing["measured_median_step_time"]),
+                      _percent(timing["error_median"]))
         for kind, row in timing["ops"].items():
             table.add_row(f"  {kind} op", _ms(row["predicted"]), _ms(row["measured"]),
                           _percent(row["error"]))

@@ -1,0 +1,79 @@
+"""`simsync crosscheck` and `simsync calibrate` as a user runs them, on real TensorFlow."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.tf
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.toml"))
+REQUIRED = ["structure.checked", "structure.violations", "values.max_abs_diff", "values.ok",
+            "timing.predicted_step_time", "timing.measured_step_time", "timing.error",
+            "devices", "tensorflow"]
+
+
+def simsync(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "simsync", *args], capture_output=True,
+                          text=True, timeout=600, cwd=ROOT)
+
+
+def lookup(report: dict, dotted: str):
+    node = report
+    for part in dotted.split("."):
+        node = node[part]
+    return node
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_crosscheck_of_the_bundled_scenarios_agrees(example: Path) -> None:
+    result = simsync("crosscheck", str(example), "--json", "--steps", "3")
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    for key in REQUIRED:
+        lookup(report, key)
+    assert report["structure"]["checked"] > 0
+    assert report["structure"]["violations"] == []
+    assert report["values"]["ok"] and report["values"]["max_abs_diff"] < 1e-12
+    assert report["unmapped_tensorflow_ops"] == {}
+    assert "logical CPU devices" in report["devices"]
+
+
+def test_calibrate_then_predict_with_the_profile(tmp_path: Path) -> None:
+    profile, trace = tmp_path / "here.json", tmp_path / "both.json"
+    four = str(ROOT / "examples" / "four_towers.toml")
+    made = simsync("calibrate", four, "-o", str(profile), "--steps", "5")
+    assert made.returncode == 0, made.stderr[-3000:]
+    data = json.loads(profile.read_text())
+    assert data["simsync_profile"] == 1 and data["calibrated_on"]["towers"] == 1
+    assert data["host_cores"] >= 1 and 0 < data["core_efficiency"] <= 1
+    assert "Calibration on logical-cpu" in made.stdout
+
+    simulated = simsync("simulate", four, "--costs", str(profile), "--json", "--steps", "3")
+    assert simulated.returncode == 0, simulated.stderr
+    step = json.loads(simulated.stdout)["step_time"]["mean"]
+    assert step > 0.02  # the straggler's 20 ms plus the measured overheads
+
+    checked = simsync("crosscheck", four, "--costs", str(profile), "--steps", "3",
+                      "--trace", str(trace))
+    assert checked.returncode == 0, checked.stderr[-3000:]
+    assert "✓ agree" in checked.stdout and "calibration profile" in checked.stdout
+    events = json.loads(trace.read_text())["traceEvents"]
+    processes = {e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert processes == {"simulated", "tensorflow"}
+
+
+def test_a_bad_profile_is_one_clear_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"costs": {}}')
+    result = simsync("simulate", str(ROOT / "examples" / "four_towers.toml"), "--costs",
+                     str(bad))
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"simsync: error: {bad}: not a simsync profile (version 1); make one with "
+        "`simsync calibrate SCENARIO -o PROFILE.json`")
