@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from pathlib import Path
@@ -180,3 +181,17 @@ def test_python_scenarios_meet_the_file_rules() -> None:
         build(Scenario("s", compute=ComputeConfig(mean=0.01), costs={"aply": 1.0}))
     with pytest.raises(ScenarioError, match=r"\[compute\] sigma: must be greater than 0 and"):
         build(Scenario("s", compute=ComputeConfig(mean=0.01, sigma=40.0)))
+
+
+def test_file_defaults_equal_python_defaults() -> None:
+    """The schema (files) and the dataclasses (Python) declare defaults twice: keep them equal."""
+    from simsync.scenario import ClusterConfig, ComputeConfig, Scenario
+
+    from_file = scenario_from_dict({"name": "d", "cluster": {"devices": 3},
+                                    "compute": {"mean": 0.01}}, source="<python>")
+    from_python = Scenario("d", cluster=ClusterConfig(devices=3),
+                           compute=ComputeConfig(mean=0.01))
+    # a missing cost is 0: compare costs by value, the rest as they are
+    keys = [f.key for f in FIELDS if f.table == "costs"]
+    assert all(from_file.costs[k] == from_python.costs.get(k, 0.0) == 0.0 for k in keys)
+    assert from_file == dataclasses.replace(from_python, costs=from_file.costs)
