@@ -32,6 +32,8 @@ examples:
   simsync crosscheck examples/four_towers.toml           run it on TensorFlow too, compare
   simsync calibrate examples/four_towers.toml -o here.json   measure this machine's costs
   simsync crosscheck examples/four_towers.toml --costs here.json
+  simsync learn                                          interactive lessons: continue
+  simsync lessons list                                   the lessons and your progress
 
 Scenario files are TOML; every key is documented in docs/scenarios.md.
 """
@@ -47,7 +49,38 @@ def _parser() -> argparse.ArgumentParser:
     _add_graph(commands)
     _add_crosscheck(commands)
     _add_calibrate(commands)
+    _add_learn(commands)
+    _add_lessons(commands)
     return parser
+
+
+def _add_learn(commands: Any) -> None:
+    p = commands.add_parser(
+        "learn", help="interactive lessons: predict, simulate, verify on TensorFlow",
+        description="Interactive lessons in the terminal. Without N: the menu, continuing where "
+        "you stopped. Progress is saved after every step (q or Ctrl-C loses nothing).")
+    p.add_argument("lesson", nargs="?", type=_positive_int, metavar="N", help="lesson number")
+    answers = p.add_mutually_exclusive_group()
+    answers.add_argument("--answers", type=Path, metavar="FILE",
+                         help="answer from a TOML file ([answers] question-id = value); no "
+                         "keyboard needed")
+    answers.add_argument("--no-input", action="store_true",
+                         help="run end to end, showing and using the expected answers")
+    p.set_defaults(run=_learn)
+
+
+def _add_lessons(commands: Any) -> None:
+    p = commands.add_parser("lessons", help="list, reset or check the lessons",
+                            description="List the lessons with your progress, reset progress, "
+                            "or check every lesson (for instructors: docs/authoring.md).")
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions.add_parser("list", help="the lessons and your progress")
+    reset = actions.add_parser("reset", help="forget the progress of lesson N, or --all")
+    reset.add_argument("lesson", nargs="?", type=_positive_int, metavar="N")
+    reset.add_argument("--all", action="store_true", help="every lesson")
+    reset.add_argument("--yes", action="store_true", help="do not ask to confirm")
+    actions.add_parser("check", help="check every lesson: files, scenarios, answers")
+    p.set_defaults(run=_lessons)
 
 
 def _version() -> str:
@@ -231,6 +264,111 @@ def _calibrate(args: argparse.Namespace) -> int:
     Console().print(ProfileView(profile))
     print(f"wrote {args.output}")
     return 0
+
+
+def _learn(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from simsync.tutor.content import load_lessons
+    from simsync.tutor.progress import Progress
+    from simsync.tutor.runner import LessonRunner, Quit
+    from simsync.tutor.views import LessonsView
+
+    console, progress, lessons = Console(), Progress(), load_lessons()
+    if progress.warning:
+        console.print(f"[yellow]{progress.warning}[/]")
+    interactive = args.answers is None and not args.no_input
+    if args.lesson is None and not interactive:
+        raise _UsageError("say which lesson to run: simsync learn N --no-input")
+    lesson = _pick(args.lesson, lessons, progress, console) if interactive or args.lesson \
+        else None
+    if lesson is None:
+        console.print(LessonsView(lessons, progress))
+        return 0
+    answers = _read_answers(args.answers) if args.answers else None
+    start = progress.step(lesson.slug) if interactive and not progress.done(lesson.slug) else 0
+    runner = LessonRunner(lesson, progress, console, answers=answers, no_input=args.no_input)
+    try:
+        outcome = runner.run(start)
+    except (Quit, KeyboardInterrupt, EOFError):
+        console.print("\nStopped; your progress is saved. `simsync learn` continues here.")
+        return 0
+    console.print(f"[bold]Lesson {lesson.number} done: {outcome.right}/{outcome.asked} "
+                  f"answers right.[/] `simsync learn` for the next one.")
+    return 0 if interactive or outcome.right == outcome.asked else 1
+
+
+def _pick(number: int | None, lessons: list[Any], progress: Any, console: Any) -> Any:
+    from simsync.tutor.views import LessonsView, current_lesson
+
+    if number is not None:
+        found = [lesson for lesson in lessons if lesson.number == number]
+        if not found:
+            raise _UsageError(f"no lesson {number}; lessons: "
+                              f"{', '.join(str(lesson.number) for lesson in lessons)}")
+        return found[0]
+    console.print(LessonsView(lessons, progress))
+    current = current_lesson(lessons, progress)
+    default = str(current.number) if current else ""
+    choice = console.input(f"Lesson number [dim](Enter: {default or 'quit'}; q: quit)[/] ")
+    choice = choice.strip() or default
+    if choice in ("", "q"):
+        return None
+    if not choice.isdigit():
+        raise _UsageError(f"expected a lesson number, got {choice!r}")
+    return _pick(int(choice), lessons, progress, console)
+
+
+def _read_answers(path: Path) -> dict[str, Any]:
+    import tomllib
+
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise _UsageError(f"{path}: cannot read answers: {error}") from None
+    answers = data.get("answers")
+    if not isinstance(answers, dict):
+        raise _UsageError(f"{path}: expected an [answers] table of question-id = value")
+    return answers
+
+
+def _lessons(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from simsync.tutor.content import load_lessons
+    from simsync.tutor.progress import Progress
+    from simsync.tutor.views import LessonsView
+
+    console, lessons = Console(), load_lessons()
+    if args.action == "check":
+        return _check_lessons(console, lessons)
+    progress = Progress()
+    if args.action == "reset":
+        if args.all == (args.lesson is not None):
+            raise _UsageError("say which: simsync lessons reset N, or --all")
+        chosen = lessons if args.all else [_pick(args.lesson, lessons, progress, console)]
+        what = "all lessons" if args.all else f"lesson {args.lesson}"
+        if not args.yes and console.input(f"Forget your progress in {what}? [y/N] ") \
+                .strip().lower() not in ("y", "yes"):
+            console.print("Nothing changed.")
+            return 0
+        for lesson in chosen:
+            progress.reset(lesson.slug)
+        console.print(f"Progress in {what} forgotten.")
+    console.print(LessonsView(lessons, progress))
+    return 0
+
+
+def _check_lessons(console: Any, lessons: list[Any]) -> int:
+    from simsync.tutor.check import check_lesson
+
+    problems = [p for lesson in lessons for p in check_lesson(lesson)]
+    for problem in problems:
+        console.print(f"[red]✗[/] {problem}", markup=True, highlight=False)
+    count = sum(len(lesson.questions) for lesson in lessons)
+    console.print(f"{len(lessons)} lessons, {count} questions: "
+                  + ("all good" if not problems else f"{len(problems)} problem(s)"))
+    return 1 if problems else 0
 
 
 def _graph(args: argparse.Namespace) -> int:

@@ -1,0 +1,1 @@
+"""Interactive lessons in the terminal: predict, simulate, verify on TensorFlow."""

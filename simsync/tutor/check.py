@@ -1,0 +1,43 @@
+"""``simsync lessons check``: every lesson loads, its files exist, its scenarios run, and every
+answer evaluates to something the question can accept."""
+
+from __future__ import annotations
+
+from simsync.errors import SimsyncError
+from simsync.tutor.content import Lesson
+from simsync.tutor.questions import expected_answer
+
+__all__ = ["check_lesson"]
+
+
+def check_lesson(lesson: Lesson) -> list[str]:
+    """Problems found in ``lesson``, one line each (empty: all good)."""
+    from simsync.patterns import build
+    from simsync.scenario import load_scenario
+
+    problems: list[str] = []
+    ids = [q.get("id") for q in lesson.questions]
+    problems += [f"question id '{i}' is used twice" for i in set(ids) if ids.count(i) > 1]
+    for index, step in enumerate(lesson.steps, 1):
+        where = f"{lesson.slug} step {index} ({step.kind})"
+        try:
+            if step.kind in ("text", "code"):
+                step.read()
+            else:
+                path = lesson.scenario_path(step)
+                graph = build(load_scenario(path))
+                if step.kind == "question":
+                    _check_question(step, expected_answer(lesson, step), set(graph.nx))
+        except (SimsyncError, OSError, ValueError) as error:
+            problems.append(f"{where}: {error}")
+    return problems
+
+
+def _check_question(step: object, expected: object, ops: set[str]) -> None:
+    from simsync.tutor.content import LessonError, Step
+
+    assert isinstance(step, Step)
+    if step.get("type") == "op" and expected not in ops:
+        raise LessonError(f"answer {expected!r} is not an op of the scenario's graph")
+    if step.get("type") == "numeric" and step.get("tolerance", 0.05) <= 0:
+        raise LessonError("tolerance must be greater than 0")

@@ -1,0 +1,119 @@
+"""Expected answers come from the simulation: facts about a scenario, and expressions over them.
+
+A question's ``answer`` is an expression such as ``step_time.mean * 1000`` or ``slowest_tower``,
+evaluated over the facts of the question's scenario, so no expected answer is ever typed in by
+hand. The expression language is deliberately small: numbers, strings, ``+ - * /``, dotted
+names, ``[index]``, and a few functions.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import operator
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from simsync.errors import SimsyncError
+
+__all__ = ["ExpressionError", "evaluate", "scenario_facts"]
+
+
+class ExpressionError(SimsyncError):
+    """An answer expression that cannot be evaluated."""
+
+
+def harmonic(n: int) -> float:
+    """H_n = 1 + 1/2 + ... + 1/n: the expected maximum of n exponential draws of mean 1."""
+    return sum(1 / k for k in range(1, int(n) + 1))
+
+
+FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "harmonic": harmonic, "max": max, "min": min, "round": round, "len": len, "abs": abs}
+OPERATORS: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+    ast.Div: operator.truediv}
+
+
+@functools.cache
+def scenario_facts(path: Path) -> dict[str, Any]:
+    """Simulate the scenario at ``path`` and return every fact an answer may use."""
+    from simsync.engine import simulate, summary
+    from simsync.ir import generations
+    from simsync.scenario import load_scenario
+
+    scenario = load_scenario(path)
+    sim = simulate(scenario)
+    facts = summary(sim)
+    first = sim.sync_points[0] if sim.sync_points else ""
+    waits = facts["wait"].get(first, {})
+    last = facts["waited_for"].get(first, {})
+    layers = generations(sim.graph)
+    start = min((s.start for s in sim.trace.steps), default=0.0)
+    facts.update({
+        "compute_mean": scenario.compute.mean,
+        "speeds": list(scenario.cluster.speeds),
+        "slowest_speed": min(scenario.cluster.speeds),
+        "ops": len(sim.graph),
+        "generations": len(layers),
+        "widest_generation": max(len(layer) for layer in layers),
+        "ops_run_while_building": sum(1 for r in sim.trace.ops if r.start < start),
+        "first_sync_point": first,
+        "slowest_tower": max(last, key=lambda t: last[t]) if last else "",
+        "max_wait": max(waits.values(), default=0.0),
+        "expected_max": scenario.compute.mean * harmonic(scenario.towers),
+    })
+    return facts
+
+
+def evaluate(expression: str, facts: dict[str, Any]) -> Any:
+    """The value of ``expression`` over ``facts``.
+
+    >>> evaluate("step_time.mean * 1000", {"step_time": {"mean": 0.02}})
+    20.0
+    >>> evaluate("sync_points[0]", {"sync_points": ["average_gradients"]})
+    'average_gradients'
+    >>> evaluate("round(harmonic(towers), 3)", {"towers": 4})
+    2.083
+    >>> evaluate("__import__('os')", {})
+    Traceback (most recent call last):
+    ...
+    simsync.tutor.facts.ExpressionError: unknown function '__import__' in __import__('os')
+    """
+    try:
+        tree = ast.parse(expression, mode="eval")
+    except SyntaxError as error:
+        raise ExpressionError(f"not an expression: {expression!r} ({error.msg})") from None
+    return _value(tree.body, facts, expression)
+
+
+def _value(node: ast.AST, facts: dict[str, Any], text: str) -> Any:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float | str):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id not in facts:
+            raise ExpressionError(f"unknown fact '{node.id}' in {text}; facts: "
+                                  f"{', '.join(sorted(facts))}")
+        return facts[node.id]
+    if isinstance(node, ast.Attribute):
+        return _lookup(_value(node.value, facts, text), node.attr, text)
+    if isinstance(node, ast.Subscript):
+        return _lookup(_value(node.value, facts, text), _value(node.slice, facts, text), text)
+    if isinstance(node, ast.BinOp) and type(node.op) in OPERATORS:
+        left, right = _value(node.left, facts, text), _value(node.right, facts, text)
+        return OPERATORS[type(node.op)](left, right)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_value(node.operand, facts, text)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+        if node.func.id not in FUNCTIONS:
+            raise ExpressionError(f"unknown function '{node.func.id}' in {text}")
+        return FUNCTIONS[node.func.id](*(_value(a, facts, text) for a in node.args))
+    raise ExpressionError(f"not allowed in an answer: {ast.unparse(node)!r} in {text}")
+
+
+def _lookup(container: Any, key: Any, text: str) -> Any:
+    try:
+        return container[key]
+    except (KeyError, IndexError, TypeError):
+        raise ExpressionError(f"no '{key}' in {text}") from None

@@ -1,0 +1,170 @@
+"""Running a lesson: show each step, ask the questions, verify on TensorFlow, save progress.
+
+Interactive by default. ``answers`` (a mapping of question id to answer) or ``no_input`` (show
+and use the expected answers) run a lesson end to end without a keyboard, for CI, scripts and
+instructors. Progress is saved after every step; the learner can stop with ``q`` or Ctrl-C and
+continue later from the same step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.text import Text
+
+from simsync.tutor.content import Lesson, Step
+from simsync.tutor.progress import Progress
+from simsync.tutor.questions import MAX_TRIES, expected_answer, is_right, shown
+
+__all__ = ["LessonRunner", "Outcome", "Quit"]
+
+
+class Quit(Exception):
+    """The learner asked to stop; progress is already saved."""
+
+
+@dataclass
+class Outcome:
+    asked: int = 0
+    right: int = 0
+    finished: bool = False
+
+
+class LessonRunner:
+    def __init__(self, lesson: Lesson, progress: Progress, console: Console, *,
+                 ask: Callable[[str], str] | None = None,
+                 answers: Mapping[str, Any] | None = None, no_input: bool = False) -> None:
+        self.lesson, self.progress, self.console = lesson, progress, console
+        self.ask = ask or (lambda prompt: console.input(prompt))
+        self.answers, self.no_input = answers, no_input
+        self.interactive = answers is None and not no_input
+        self.outcome = Outcome()
+
+    def run(self, start: int = 0) -> Outcome:
+        """Show the steps from ``start`` on; save progress after each."""
+        steps = self.lesson.steps
+        for index in range(start, len(steps)):
+            step = steps[index]
+            self.console.rule(f"[bold]{self.lesson.number}. {self.lesson.title}[/] · "
+                              f"step {index + 1}/{len(steps)}")
+            getattr(self, f"_{step.kind}")(step)
+            last = index + 1 == len(steps)
+            self.progress.reached(self.lesson.slug, index + 1, done=last)
+            if self.interactive and not last and step.kind != "question":
+                self._pause()
+        self.outcome.finished = True
+        return self.outcome
+
+    def _pause(self) -> None:
+        if self.ask("[dim]Enter: next step · q: stop (progress is saved)[/] ").strip() == "q":
+            raise Quit
+
+    def _markdown(self, text: str | None) -> None:
+        if text:
+            self.console.print(Markdown(text))
+
+    # -- the kinds of step ------------------------------------------------------------
+    def _text(self, step: Step) -> None:
+        self._markdown(step.read())
+
+    def _code(self, step: Step) -> None:
+        code = Syntax(step.read(), "python", line_numbers=True, word_wrap=True)
+        self.console.print(Panel(code, title=step.get("title", ""), title_align="left"))
+        self._markdown(step.get("text"))
+
+    def _graph(self, step: Step) -> None:
+        from simsync.patterns import build
+        from simsync.scenario import load_scenario
+        from simsync.viz import GraphView
+
+        self._markdown(step.get("text"))
+        path = self.lesson.scenario_path(step)
+        self.console.print(GraphView(build(load_scenario(path))))
+        self._scenario_hint(path, "graph")
+
+    def _timeline(self, step: Step) -> None:
+        from simsync.engine import simulate, summary
+        from simsync.scenario import load_scenario
+        from simsync.viz import SummaryView, Timeline
+
+        self._markdown(step.get("text"))
+        path = self.lesson.scenario_path(step)
+        sim = simulate(load_scenario(path))
+        self.console.print(SummaryView(summary(sim)))
+        self.console.print(Timeline(sim.trace, steps=int(step.get("steps", 2)),
+                                    sync_points=sim.sync_points))
+        self._scenario_hint(path, "simulate")
+
+    def _scenario_hint(self, path: Any, command: str) -> None:
+        self.console.print(Text(f"Change the scenario and see for yourself: simsync {command} "
+                                f"{path}", style="dim"))
+
+    def _verify(self, step: Step) -> None:
+        from simsync.errors import SimsyncError
+        from simsync.scenario import load_scenario
+        from simsync.viz import CrossCheckView
+
+        self._markdown(step.get("text"))
+        scenario = load_scenario(self.lesson.scenario_path(step))
+        scenario = scenario.with_run(steps=min(scenario.run.steps, 10))
+        try:
+            with self.console.status("Running the same graph on TensorFlow..."):
+                from simsync.crosscheck import crosscheck
+
+                result = crosscheck(scenario, warmup=1)
+        except SimsyncError as error:
+            self.console.print(f"[yellow]The TensorFlow check could not run: {error}[/]")
+            return
+        self.console.print(CrossCheckView(result.report))
+
+    def _question(self, step: Step) -> None:
+        expected = expected_answer(self.lesson, step)
+        self._markdown(step.get("prompt"))
+        for number, choice in enumerate(step.get("choices", []), 1):
+            self.console.print(f"  {number}. {choice}")
+        if step.get("unit"):
+            self.console.print(Text(f"(answer in {step.get('unit')})", style="dim"))
+        right, tries, given = self._answer(step, expected)
+        self.outcome.asked += 1
+        self.outcome.right += right
+        if not right:
+            self.console.print(f"[bold]The answer is {shown(step, expected)}.[/]")
+        self._markdown(step.get("explain"))
+        self.progress.answered(self.lesson.slug, step.get("id"), given, right, tries)
+
+    def _answer(self, step: Step, expected: Any) -> tuple[bool, int, str]:
+        """Ask until right or out of tries; returns (right, tries, last answer)."""
+        hints = list(step.get("hints", []))
+        if not self.interactive:
+            given = (str(expected) if self.no_input
+                     else str((self.answers or {}).get(step.get("id"), "")))
+            if self.no_input:
+                self.console.print(f"expected answer: {shown(step, expected)}")
+            return self._judge(step, expected, given, hints), 1, given
+        tries, given = 0, ""
+        while tries < MAX_TRIES:
+            given = self.ask("Your answer ([dim]? hint · q stop[/]): ").strip()
+            if given == "q":
+                raise Quit
+            if given == "?":
+                self.console.print(hints.pop(0) if hints else "No more hints.")
+                continue
+            tries += 1
+            if self._judge(step, expected, given, hints):
+                return True, tries, given
+        return False, tries, given
+
+    def _judge(self, step: Step, expected: Any, given: str, hints: list[str]) -> bool:
+        if is_right(step, expected, given):
+            self.console.print("[bold green]✓ Right.[/]")
+            return True
+        self.console.print(f"[red]✗ Not quite[/] ({given or 'no answer'}).")
+        if hints and self.interactive:
+            self.console.print(Text("Hint: " + hints.pop(0), style="yellow"))
+        return False

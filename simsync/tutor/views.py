@@ -1,0 +1,50 @@
+"""The lesson menu: every lesson with the learner's progress in it."""
+
+from __future__ import annotations
+
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.table import Table
+from rich.text import Text
+
+from simsync.tutor.content import Lesson
+from simsync.tutor.progress import Progress
+
+__all__ = ["LessonsView", "current_lesson"]
+
+
+def current_lesson(lessons: list[Lesson], progress: Progress) -> Lesson | None:
+    """Where to continue: the first started and unfinished lesson, else the first unfinished."""
+    unfinished = [lesson for lesson in lessons if not progress.done(lesson.slug)]
+    started = [lesson for lesson in unfinished if progress.step(lesson.slug) > 0]
+    candidates = started or unfinished
+    return candidates[0] if candidates else None
+
+
+class LessonsView:
+    """``2/3 done`` and a table: number, title, status, what the lesson answers."""
+
+    def __init__(self, lessons: list[Lesson], progress: Progress) -> None:
+        self.lessons, self.progress = lessons, progress
+
+    def status(self, lesson: Lesson) -> Text:
+        if self.progress.done(lesson.slug):
+            return Text("✓ done", style="green")
+        step = self.progress.step(lesson.slug)
+        if step:
+            return Text(f"step {step + 1}/{len(lesson.steps)}", style="yellow")
+        return Text("not started", style="dim")
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        done = sum(self.progress.done(lesson.slug) for lesson in self.lessons)
+        table = Table(title=f"simsync lessons: {done}/{len(self.lessons)} done",
+                      title_justify="left")
+        table.add_column("#", justify="right")
+        table.add_column("lesson")
+        table.add_column("status")
+        table.add_column("answers")
+        current = current_lesson(self.lessons, self.progress)
+        for lesson in self.lessons:
+            marker = " ◀ continue here" if lesson is current else ""
+            table.add_row(str(lesson.number), Text(lesson.title + marker),
+                          self.status(lesson), Text(lesson.summary, style="dim"))
+        yield table

@@ -1,0 +1,158 @@
+"""The lesson runtime: content, answers, progress (save, resume, reset, corrupt), runner, CLI."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from simsync.tutor.content import LessonError, load_lesson, load_lessons
+from simsync.tutor.progress import Progress
+from simsync.tutor.questions import expected_answer
+from simsync.tutor.runner import LessonRunner, Quit
+from simsync.tutor.views import LessonsView
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures" / "lessons"
+
+
+def console() -> Console:
+    return Console(file=io.StringIO(), width=80, color_system=None)
+
+
+def text_of(c: Console) -> str:
+    assert isinstance(c.file, io.StringIO)
+    return c.file.getvalue()
+
+
+@pytest.fixture
+def tiny():
+    return load_lessons(FIXTURES)[0]
+
+
+@pytest.fixture
+def progress(tmp_path: Path) -> Progress:
+    return Progress(tmp_path / "progress.json")
+
+
+def scripted(*replies: str):
+    answers = iter(replies)
+    return lambda prompt: next(answers)
+
+
+def test_answers_come_from_the_simulation(tiny) -> None:
+    by_id = {q.get("id"): expected_answer(tiny, q) for q in tiny.questions}
+    assert by_id["step-time"] == pytest.approx(20.0, rel=1e-6)  # 10 ms at speed 0.5
+    assert by_id["who"] == "tower_1" and by_id["which-op"] == "average_gradients"
+
+
+def test_bad_lessons_name_the_file_and_key(tmp_path: Path) -> None:
+    folder = tmp_path / "01-bad"
+    folder.mkdir()
+    (folder / "lesson.toml").write_text('title = "x"\n[[steps]]\nkind = "quiz"\n')
+    with pytest.raises(LessonError, match=r"lesson.toml: step 1: kind 'quiz' is not one of"):
+        load_lesson(folder)
+    (folder / "lesson.toml").write_text('title = "x"\n[[steps]]\nkind = "text"\nfiel = "a"\n')
+    with pytest.raises(LessonError, match=r"step 1 \(text\): 'file' is required"):
+        load_lesson(folder)
+
+
+def test_non_interactive_answers_are_judged_and_saved(tiny, progress) -> None:
+    c = console()
+    outcome = LessonRunner(tiny, progress, c, answers={"step-time": 20, "who": "1",
+                                                       "which-op": "average_gradients"}).run()
+    assert (outcome.asked, outcome.right, outcome.finished) == (3, 2, True)
+    saved = json.loads(progress.path.read_text())["lessons"]["01-tiny"]
+    assert saved["done"] and saved["step"] == len(tiny.steps)
+    assert saved["answers"]["who"] == {"given": "1", "correct": False, "tries": 1}
+    assert "The answer is tower_1." in text_of(c)
+
+
+def test_hints_retries_and_reveal(tiny, progress) -> None:
+    c = console()
+    runner = LessonRunner(tiny, progress, c, ask=scripted(
+        "", "", "",               # continue after text, code, graph
+        "?", "5", "20",           # hint on request, wrong (hint follows), right
+        "tower_0", "tower_0", "tower_0",  # three wrong: the answer is revealed
+        "average_gradients", ""))
+    outcome = runner.run()
+    out = text_of(c)
+    assert "The slow tower sets the pace." in out and "Hint: 10 ms at half speed." in out
+    assert "The answer is tower_1." in out and outcome.right == 2
+
+
+def test_quitting_keeps_the_step_and_resuming_continues(tiny, progress) -> None:
+    runner = LessonRunner(tiny, progress, console(), ask=scripted("", "q"))
+    with pytest.raises(Quit):
+        runner.run()
+    again = Progress(progress.path)
+    assert again.step("01-tiny") == 2 and not again.done("01-tiny")
+    c = console()
+    LessonRunner(tiny, again, c, no_input=True).run(start=again.step("01-tiny"))
+    assert "step 3/7" in text_of(c) and "step 2/7" not in text_of(c)
+    assert again.done("01-tiny")
+
+
+def test_reset_forgets(tiny, progress) -> None:
+    progress.reached("01-tiny", 3)
+    progress.reset("01-tiny")
+    assert Progress(progress.path).step("01-tiny") == 0
+
+
+def test_a_corrupt_progress_file_is_set_aside(tmp_path: Path) -> None:
+    path = tmp_path / "progress.json"
+    path.write_text("{not json")
+    progress = Progress(path)
+    assert progress.lessons == {} and "could not be read" in (progress.warning or "")
+    assert [p.name.startswith("progress.json.corrupt-") for p in tmp_path.iterdir()] == [True]
+    progress.reached("01-tiny", 1)
+    assert Progress(path).step("01-tiny") == 1
+
+
+def test_menu_shows_progress(tiny, progress) -> None:
+    progress.reached("01-tiny", 2)
+    c = Console(file=io.StringIO(), width=100, color_system=None)
+    c.print(LessonsView([tiny], progress))
+    out = text_of(c)
+    assert "simsync lessons: 0/1 done" in out
+    assert "step 3/7" in out and "◀ continue here" in out
+
+
+def cli(*args: str, data: Path, lessons: Path = FIXTURES) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SIMSYNC_DATA_DIR": str(data), "SIMSYNC_LESSONS": str(lessons)}
+    return subprocess.run([sys.executable, "-m", "simsync", *args], capture_output=True,
+                          text=True, timeout=120, env=env, cwd=ROOT)
+
+
+def test_cli_learn_no_input_list_reset_check(tmp_path: Path) -> None:
+    ran = cli("learn", "1", "--no-input", data=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert "expected answer: 20 ms" in ran.stdout and "3/3 answers right" in ran.stdout
+    assert "1/1 done" in cli("lessons", "list", data=tmp_path).stdout
+    reset = cli("lessons", "reset", "--all", "--yes", data=tmp_path)
+    assert "0/1 done" in reset.stdout
+    checked = cli("lessons", "check", data=tmp_path)
+    assert checked.returncode == 0 and "1 lessons, 3 questions: all good" in checked.stdout
+
+
+def test_cli_answers_file_grades(tmp_path: Path) -> None:
+    answers = tmp_path / "answers.toml"
+    answers.write_text('[answers]\nstep-time = 19.5\nwho = "tower_1"\nwhich-op = "loss"\n')
+    ran = cli("learn", "1", "--answers", str(answers), data=tmp_path)
+    assert ran.returncode == 1 and "2/3 answers right" in ran.stdout
+
+
+def test_the_menu_does_not_start_the_simulator(tmp_path: Path) -> None:
+    code = ("import sys; from simsync.cli import main; main(['lessons', 'list']); "
+            "heavy = {'tensorflow', 'simpy', 'numpy', 'networkx'} & set(sys.modules); "
+            "assert not heavy, heavy")
+    env = {**os.environ, "SIMSYNC_DATA_DIR": str(tmp_path), "SIMSYNC_LESSONS": str(FIXTURES)}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60, env=env)
+    assert result.returncode == 0, result.stderr
