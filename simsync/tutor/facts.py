@@ -37,14 +37,15 @@ OPERATORS: dict[type, Callable[[Any, Any], Any]] = {
 
 
 @functools.cache
-def scenario_facts(path: Path) -> dict[str, Any]:
-    """Simulate the scenario at ``path`` and return every fact an answer may use."""
+def scenario_facts(path: Path, numerics: bool = False) -> dict[str, Any]:
+    """Simulate the scenario at ``path`` and return every fact an answer may use. The loss
+    facts (``loss``, ``final_loss``) need ``numerics``; timing facts do not, and are faster."""
     from simsync.engine import simulate, summary
     from simsync.ir import generations
     from simsync.scenario import load_scenario
 
     scenario = load_scenario(path)
-    sim = simulate(scenario)
+    sim = simulate(scenario, numerics=numerics)
     facts = summary(sim)
     first = sim.sync_points[0] if sim.sync_points else ""
     waits = facts["wait"].get(first, {})

@@ -15,7 +15,9 @@ MAX_TRIES = 3
 
 def expected_answer(lesson: Lesson, step: Step) -> Any:
     """The answer of a question step: its expression over its scenario's facts."""
-    value = evaluate(step.get("answer"), scenario_facts(lesson.scenario_path(step)))
+    expression = step.get("answer")
+    facts = scenario_facts(lesson.scenario_path(step), numerics="loss" in expression)
+    value = evaluate(expression, facts)
     kind = step.get("type")
     if kind == "numeric" and not isinstance(value, int | float):
         raise ExpressionError(f"{step.get('id')}: a numeric answer, but {value!r}")

@@ -135,7 +135,7 @@ class LessonRunner:
         self.outcome.right += right
         if not right:
             self.console.print(f"[bold]The answer is {shown(step, expected)}.[/]")
-        self._markdown(step.get("explain"))
+        self._markdown(step.get("explain", "").replace("{answer}", shown(step, expected)))
         self.progress.answered(self.lesson.slug, step.get("id"), given, right, tries)
 
     def _answer(self, step: Step, expected: Any) -> tuple[bool, int, str]:
