@@ -84,6 +84,7 @@ def test_hints_retries_and_reveal(tiny, progress) -> None:
     outcome = runner.run()
     out = text_of(c)
     assert "The slow tower sets the pace." in out and "Hint: 10 ms at half speed." in out
+    assert "No more hints." not in out
     assert "The answer is tower_1." in out and outcome.right == 2
 
 

@@ -153,7 +153,7 @@ class LessonRunner:
             if given == "q":
                 raise Quit
             if given == "?":
-                self.console.print(hints.pop(0) if hints else "No more hints.")
+                self._markdown(hints.pop(0) if hints else "No more hints.")
                 continue
             tries += 1
             if self._judge(step, expected, given, hints):
@@ -166,5 +166,5 @@ class LessonRunner:
             return True
         self.console.print(f"[red]✗ Not quite[/] ({given or 'no answer'}).")
         if hints and self.interactive:
-            self.console.print(Text("Hint: " + hints.pop(0), style="yellow"))
+            self._markdown("**Hint:** " + hints.pop(0))
         return False

@@ -41,7 +41,7 @@ class LessonsView:
         table.add_column("#", justify="right")
         table.add_column("lesson")
         table.add_column("status")
-        table.add_column("answers")
+        table.add_column("what it answers")
         current = current_lesson(self.lessons, self.progress)
         for lesson in self.lessons:
             marker = " ◀ continue here" if lesson is current else ""
