@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from simsync.errors import SimsyncError, UsageError
+
 __all__ = ["main"]
 
 DESCRIPTION = """\
@@ -267,108 +269,16 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _learn(args: argparse.Namespace) -> int:
-    from rich.console import Console
+    from simsync.tutor.commands import learn
 
-    from simsync.tutor.content import load_lessons
-    from simsync.tutor.progress import Progress
-    from simsync.tutor.runner import LessonRunner, Quit
-    from simsync.tutor.views import LessonsView
-
-    console, progress, lessons = Console(), Progress(), load_lessons()
-    if progress.warning:
-        console.print(f"[yellow]{progress.warning}[/]")
-    interactive = args.answers is None and not args.no_input
-    if args.lesson is None and not interactive:
-        raise _UsageError("say which lesson to run: simsync learn N --no-input")
-    lesson = _pick(args.lesson, lessons, progress, console) if interactive or args.lesson \
-        else None
-    if lesson is None:
-        console.print(LessonsView(lessons, progress))
-        return 0
-    answers = _read_answers(args.answers) if args.answers else None
-    start = progress.step(lesson.slug) if interactive and not progress.done(lesson.slug) else 0
-    runner = LessonRunner(lesson, progress, console, answers=answers, no_input=args.no_input)
-    try:
-        outcome = runner.run(start)
-    except (Quit, KeyboardInterrupt, EOFError):
-        console.print("\nStopped; your progress is saved. `simsync learn` continues here.")
-        return 0
-    console.print(f"[bold]Lesson {lesson.number} done: {outcome.right}/{outcome.asked} "
-                  f"answers right.[/] `simsync learn` for the next one.")
-    return 0 if interactive or outcome.right == outcome.asked else 1
-
-
-def _pick(number: int | None, lessons: list[Any], progress: Any, console: Any) -> Any:
-    from simsync.tutor.views import LessonsView, current_lesson
-
-    if number is not None:
-        found = [lesson for lesson in lessons if lesson.number == number]
-        if not found:
-            raise _UsageError(f"no lesson {number}; lessons: "
-                              f"{', '.join(str(lesson.number) for lesson in lessons)}")
-        return found[0]
-    console.print(LessonsView(lessons, progress))
-    current = current_lesson(lessons, progress)
-    default = str(current.number) if current else ""
-    choice = console.input(f"Lesson number [dim](Enter: {default or 'quit'}; q: quit)[/] ")
-    choice = choice.strip() or default
-    if choice in ("", "q"):
-        return None
-    if not choice.isdigit():
-        raise _UsageError(f"expected a lesson number, got {choice!r}")
-    return _pick(int(choice), lessons, progress, console)
-
-
-def _read_answers(path: Path) -> dict[str, Any]:
-    import tomllib
-
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as error:
-        raise _UsageError(f"{path}: cannot read answers: {error}") from None
-    answers = data.get("answers")
-    if not isinstance(answers, dict):
-        raise _UsageError(f"{path}: expected an [answers] table of question-id = value")
-    return answers
+    return learn(args.lesson, answers_file=args.answers, no_input=args.no_input)
 
 
 def _lessons(args: argparse.Namespace) -> int:
-    from rich.console import Console
+    from simsync.tutor.commands import lessons
 
-    from simsync.tutor.content import load_lessons
-    from simsync.tutor.progress import Progress
-    from simsync.tutor.views import LessonsView
-
-    console, lessons = Console(), load_lessons()
-    if args.action == "check":
-        return _check_lessons(console, lessons)
-    progress = Progress()
-    if args.action == "reset":
-        if args.all == (args.lesson is not None):
-            raise _UsageError("say which: simsync lessons reset N, or --all")
-        chosen = lessons if args.all else [_pick(args.lesson, lessons, progress, console)]
-        what = "all lessons" if args.all else f"lesson {args.lesson}"
-        if not args.yes and console.input(f"Forget your progress in {what}? [y/N] ") \
-                .strip().lower() not in ("y", "yes"):
-            console.print("Nothing changed.")
-            return 0
-        for lesson in chosen:
-            progress.reset(lesson.slug)
-        console.print(f"Progress in {what} forgotten.")
-    console.print(LessonsView(lessons, progress))
-    return 0
-
-
-def _check_lessons(console: Any, lessons: list[Any]) -> int:
-    from simsync.tutor.check import check_lesson
-
-    problems = [p for lesson in lessons for p in check_lesson(lesson)]
-    for problem in problems:
-        console.print(f"[red]✗[/] {problem}", markup=True, highlight=False)
-    count = sum(len(lesson.questions) for lesson in lessons)
-    console.print(f"{len(lessons)} lessons, {count} questions: "
-                  + ("all good" if not problems else f"{len(problems)} problem(s)"))
-    return 1 if problems else 0
+    return lessons(args.action, getattr(args, "lesson", None), every=getattr(args, "all", False),
+                   yes=getattr(args, "yes", False))
 
 
 def _graph(args: argparse.Namespace) -> int:
@@ -379,9 +289,9 @@ def _graph(args: argparse.Namespace) -> int:
     _check_writable(args.output)
     if args.format == "png":
         if args.output is None:
-            raise _UsageError("--format png needs -o OUT.png")
+            raise UsageError("--format png needs -o OUT.png")
         if args.output.suffix.lower() != ".png":
-            raise _UsageError(f"--format png writes PNG files: name the output *.png, "
+            raise UsageError(f"--format png writes PNG files: name the output *.png, "
                               f"not {args.output.name}")
         from simsync.viz import write_png
 
@@ -413,9 +323,9 @@ def _check_writable(path: Path | None) -> None:
         return
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
-        raise _UsageError(f"cannot write {path}: no folder {folder}")
+        raise UsageError(f"cannot write {path}: no folder {folder}")
     if path.is_dir() or not os.access(folder, os.W_OK):
-        raise _UsageError(f"cannot write {path}")
+        raise UsageError(f"cannot write {path}")
 
 
 def _write_or_print(text: str, output: Path | None) -> None:
@@ -424,10 +334,6 @@ def _write_or_print(text: str, output: Path | None) -> None:
         return
     output.write_text(text, encoding="utf-8")
     print(f"wrote {output}")
-
-
-class _UsageError(Exception):
-    """A combination of options that cannot work; reported like a scenario error."""
 
 
 class _progress:
@@ -463,11 +369,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
-    from simsync.errors import SimsyncError
-
     try:
         status: int = args.run(args)
-    except (SimsyncError, _UsageError, OSError) as error:
+    except (SimsyncError, OSError) as error:
         print(f"simsync: error: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -6,7 +6,7 @@ anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
-__all__ = ["GraphError", "ScenarioError", "SimsyncError", "SimulationError"]
+__all__ = ["GraphError", "ScenarioError", "SimsyncError", "SimulationError", "UsageError"]
 
 
 class SimsyncError(Exception):
@@ -26,3 +26,7 @@ class GraphError(SimsyncError):
 
 class SimulationError(SimsyncError):
     """A simulation that cannot go on, e.g. a deadlock: ops still waiting with nothing to run."""
+
+
+class UsageError(SimsyncError):
+    """A combination of command-line options or inputs that cannot work."""

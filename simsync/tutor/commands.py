@@ -1,0 +1,115 @@
+"""The lesson commands: ``simsync learn`` and ``simsync lessons``.
+
+Nothing here imports the simulator or TensorFlow: the menu shows at once, and a lesson loads
+them only when a step needs them.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from simsync.errors import UsageError
+from simsync.tutor.content import Lesson, load_lessons
+from simsync.tutor.progress import Progress
+from simsync.tutor.runner import LessonRunner, Quit
+from simsync.tutor.views import LessonsView, current_lesson
+
+__all__ = ["learn", "lessons"]
+
+
+def learn(number: int | None, *, answers_file: Path | None = None,
+          no_input: bool = False) -> int:
+    """``simsync learn [N]``: the menu, or lesson N; continue where the learner stopped."""
+    console, progress, lessons = Console(), Progress(), load_lessons()
+    if progress.warning:
+        console.print(f"[yellow]{progress.warning}[/]")
+    interactive = answers_file is None and not no_input
+    if number is None and not interactive:
+        raise UsageError("say which lesson to run: simsync learn N --no-input")
+    lesson = _pick(number, lessons, progress, console)
+    if lesson is None:
+        console.print(LessonsView(lessons, progress))
+        return 0
+    answers = _read_answers(answers_file) if answers_file else None
+    start = progress.step(lesson.slug) if interactive and not progress.done(lesson.slug) else 0
+    runner = LessonRunner(lesson, progress, console, answers=answers, no_input=no_input)
+    try:
+        outcome = runner.run(start)
+    except (Quit, KeyboardInterrupt, EOFError):
+        console.print("\nStopped; your progress is saved. `simsync learn` continues here.")
+        return 0
+    console.print(f"[bold]Lesson {lesson.number} done: {outcome.right}/{outcome.asked} "
+                  f"answers right.[/] `simsync learn` for the next one.")
+    return 0 if interactive or outcome.right == outcome.asked else 1
+
+
+def _pick(number: int | None, lessons: list[Lesson], progress: Progress,
+          console: Console) -> Lesson | None:
+    """Lesson ``number``, or the learner's choice from the menu (None: quit)."""
+    if number is not None:
+        found = [lesson for lesson in lessons if lesson.number == number]
+        if not found:
+            raise UsageError(f"no lesson {number}; lessons: "
+                              f"{', '.join(str(lesson.number) for lesson in lessons)}")
+        return found[0]
+    console.print(LessonsView(lessons, progress))
+    current = current_lesson(lessons, progress)
+    default = str(current.number) if current else ""
+    choice = console.input(f"Lesson number [dim](Enter: {default or 'quit'}; q: quit)[/] ")
+    choice = choice.strip() or default
+    if choice in ("", "q"):
+        return None
+    if not choice.isdigit():
+        raise UsageError(f"expected a lesson number, got {choice!r}")
+    return _pick(int(choice), lessons, progress, console)
+
+
+def _read_answers(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise UsageError(f"{path}: cannot read answers: {error}") from None
+    answers = data.get("answers")
+    if not isinstance(answers, dict):
+        raise UsageError(f"{path}: expected an [answers] table of question-id = value")
+    return answers
+
+
+def lessons(action: str, number: int | None = None, *, every: bool = False,
+            yes: bool = False) -> int:
+    """``simsync lessons list | reset N | reset --all | check``."""
+    console, found = Console(), load_lessons()
+    if action == "check":
+        return _check_lessons(console, found)
+    progress = Progress()
+    if action == "reset":
+        if every == (number is not None):
+            raise UsageError("say which: simsync lessons reset N, or --all")
+        chosen = found if every else [_pick(number, found, progress, console)]
+        what = "all lessons" if every else f"lesson {number}"
+        if not yes and console.input(f"Forget your progress in {what}? [y/N] ") \
+                .strip().lower() not in ("y", "yes"):
+            console.print("Nothing changed.")
+            return 0
+        for lesson in chosen:
+            if lesson is not None:
+                progress.reset(lesson.slug)
+        console.print(f"Progress in {what} forgotten.")
+    console.print(LessonsView(found, progress))
+    return 0
+
+
+def _check_lessons(console: Console, lessons: list[Lesson]) -> int:
+    from simsync.tutor.check import check_lesson
+
+    problems = [p for lesson in lessons for p in check_lesson(lesson)]
+    for problem in problems:
+        console.print(f"[red]✗[/] {problem}", markup=True, highlight=False)
+    count = sum(len(lesson.questions) for lesson in lessons)
+    console.print(f"{len(lessons)} lessons, {count} questions: "
+                  + ("all good" if not problems else f"{len(problems)} problem(s)"))
+    return 1 if problems else 0
