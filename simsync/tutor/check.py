@@ -3,8 +3,10 @@ answer evaluates to something the question can accept."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from simsync.errors import SimsyncError
-from simsync.tutor.content import Lesson
+from simsync.tutor.content import Lesson, LessonError, Step
 from simsync.tutor.questions import expected_answer
 
 __all__ = ["check_lesson"]
@@ -33,10 +35,7 @@ def check_lesson(lesson: Lesson) -> list[str]:
     return problems
 
 
-def _check_question(step: object, expected: object, ops: set[str]) -> None:
-    from simsync.tutor.content import LessonError, Step
-
-    assert isinstance(step, Step)
+def _check_question(step: Step, expected: Any, ops: set[str]) -> None:
     if step.get("type") == "op" and expected not in ops:
         raise LessonError(f"answer {expected!r} is not an op of the scenario's graph")
     if step.get("type") == "numeric" and step.get("tolerance", 0.05) <= 0:
