@@ -36,10 +36,10 @@ from typing import Any
 
 import simpy
 
-from simsync.engine import CountingEnvironment, Engine
+from simsync.engine import CountingEnvironment, Engine, simulate, summary
 from simsync.ir import Graph
 from simsync.patterns import build_towers
-from simsync.scenario import ClusterConfig, ComputeConfig, LinkConfig, Scenario
+from simsync.scenario import ClusterConfig, ComputeConfig, LinkConfig, Scenario, TrainingConfig
 
 # -- the workload -------------------------------------------------------------------------------
 
@@ -461,6 +461,29 @@ def report_memory(towers: int, steps: int) -> None:
     )
 
 
+def report_end_to_end(sizes: list[int], steps: int) -> None:
+    """Whole simulations as ``simsync simulate`` runs them (build, plan, run, summary), for
+    both aggregations: a step that grows faster than the graph shows here."""
+    print(f"\n3. End to end (build + plan + run + summary), {steps} steps, numerics off\n")
+    rows, per_tower = [], {}
+    for towers in sizes:
+        cells = [str(towers)]
+        for aggregation in ("parameter_server", "allreduce"):
+            scenario = dataclasses.replace(Workload(towers, steps).scenario(),
+                                           training=TrainingConfig(aggregation=aggregation))
+            started = time.perf_counter()
+            summary(simulate(scenario, numerics=False))
+            seconds = time.perf_counter() - started
+            per_tower[aggregation, towers] = seconds / towers
+            cells.append(f"{seconds:.2f}")
+        rows.append(cells)
+    print(table(["towers", "parameter server s", "all-reduce s"], rows))
+    low, high = sizes[0], sizes[-1]
+    for aggregation in ("parameter_server", "allreduce"):
+        growth = per_tower[aggregation, high] / per_tower[aggregation, low]
+        print(f"{aggregation}: seconds per tower at {high} / at {low} towers = {growth:.2f}")
+
+
 # -- main ---------------------------------------------------------------------------------------
 
 
@@ -497,6 +520,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     report_rates(rate_workload, runs)
     report_scaling(sizes, steps, rounds)
     report_memory(largest, steps)
+    report_end_to_end([16, 64, 256] if args.quick else [16, 64, 256, 1024], steps)
 
 
 if __name__ == "__main__":

@@ -161,7 +161,7 @@ def _add_allreduce(graph: Graph, scenario: Scenario, param_bytes: int) -> None:
     fetches = []
     for tower, device in enumerate(devices):
         scope = f"tower_{tower}"
-        writes = tuple(v for v in graph.variables if v.startswith(f"{scope}/"))
+        writes = graph.op(f"{scope}/read_variables").reads  # the tower's mirrored variables
         graph.add_op(Op(f"{scope}/apply_gradients", "apply", device,
                         Cost(costs.get("apply", 0.0)), tower=tower, writes=writes))
         graph.add_tensor(Tensor(f"{scope}/gradients", "allreduce_gradients", param_bytes))
