@@ -184,9 +184,8 @@ _positive_int, _non_negative_int = _at_least(1), _at_least(0)
 # -- commands ---------------------------------------------------------------------------
 def _simulate(args: argparse.Namespace) -> int:
     from simsync.engine import simulate, summary
-    from simsync.scenario import load_scenario
 
-    scenario = load_scenario(args.file).with_run(steps=args.steps, seed=args.seed)
+    scenario = _load(args.file).with_run(steps=args.steps, seed=args.seed)
     _check_writable(args.trace)
     if args.costs:
         from simsync.scenario.profile import apply_profile, load_profile
@@ -220,10 +219,9 @@ def _simulate(args: argparse.Namespace) -> int:
 def _crosscheck(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from simsync.scenario import load_scenario
     from simsync.scenario.profile import load_profile
 
-    scenario = load_scenario(args.file).with_run(steps=args.steps, seed=args.seed)
+    scenario = _load(args.file).with_run(steps=args.steps, seed=args.seed)
     profile = load_profile(args.costs) if args.costs else None
     _check_writable(args.trace)
     console = Console(stderr=True)
@@ -252,9 +250,8 @@ def _crosscheck(args: argparse.Namespace) -> int:
 def _calibrate(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from simsync.scenario import load_scenario
 
-    scenario = load_scenario(args.file)
+    scenario = _load(args.file)
     _check_writable(args.output)
     with Console(stderr=True).status("Calibrating on a one-tower run of TensorFlow..."):
         from simsync.tf_backend.calibrate import calibrate
@@ -283,9 +280,8 @@ def _lessons(args: argparse.Namespace) -> int:
 
 def _graph(args: argparse.Namespace) -> int:
     from simsync.patterns import build
-    from simsync.scenario import load_scenario
 
-    graph = build(load_scenario(args.file))
+    graph = build(_load(args.file))
     _check_writable(args.output)
     if args.format == "png":
         if args.output is None:
@@ -315,6 +311,16 @@ def _graph(args: argparse.Namespace) -> int:
             Console(file=out, width=120).print(view)
         print(f"wrote {args.output}")
     return 0
+
+
+def _load(path: Path) -> Any:
+    """Load a scenario; say on stderr which of its settings cannot take effect."""
+    from simsync.scenario import load_scenario
+
+    scenario = load_scenario(path)
+    for note in scenario.notes:
+        print(f"simsync: warning: {note}", file=sys.stderr)
+    return scenario
 
 
 def _check_writable(path: Path | None) -> None:

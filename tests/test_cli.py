@@ -134,3 +134,13 @@ def test_unwritable_output_fails_before_the_work(tmp_path: Path) -> None:
     result = run("simulate", FOUR, "--trace", str(tmp_path / "missing" / "t.json"))
     assert result.returncode == 2
     assert "cannot write" in result.stderr and "no folder" in result.stderr
+
+
+def test_ignored_settings_are_warned_on_stderr(tmp_path: Path) -> None:
+    odd = tmp_path / "odd.toml"
+    odd.write_text(Path(FOUR).read_text().replace('mean = 0.010', 'mean = 0.010\nsigma = 2.0'))
+    result = run("simulate", str(odd), "--json", "--steps", "2")
+    assert result.returncode == 0
+    assert result.stderr.strip() == (f"simsync: warning: {odd}: [compute] sigma is ignored: "
+                                     'used only with distribution = "lognormal"')
+    json.loads(result.stdout)  # stdout stays one clean JSON object

@@ -195,3 +195,16 @@ def test_file_defaults_equal_python_defaults() -> None:
     keys = [f.key for f in FIELDS if f.table == "costs"]
     assert all(from_file.costs[k] == from_python.costs.get(k, 0.0) == 0.0 for k in keys)
     assert from_file == dataclasses.replace(from_python, costs=from_file.costs)
+
+
+def test_settings_that_cannot_take_effect_are_noted(tmp_path: Path) -> None:
+    text = GOOD.replace("mean = 0.01", "mean = 0.01\nshift = 0.002\nsigma = 1.0") + (
+        '[model]\nkind = "softmax"\nhidden = [8]\n[costs]\nallreduce = 0.001\n')
+    notes = load_scenario(write(tmp_path, text)).notes
+    assert [n.split(": ", 1)[1] for n in notes] == [
+        '[compute] shift is ignored: used only with distribution = "shifted_exponential"',
+        '[compute] sigma is ignored: used only with distribution = "lognormal"',
+        '[model] hidden is ignored: used only with kind = "mlp"',
+        '[costs] allreduce is ignored: used only with aggregation = "allreduce"',
+    ]
+    assert load_scenario(write(tmp_path, GOOD)).notes == ()

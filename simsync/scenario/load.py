@@ -69,7 +69,27 @@ def scenario_from_dict(data: dict[str, Any], source: str = "<dict>") -> Scenario
     allowed keys: devices, speeds, host_cores, core_efficiency, link
     """
     values = {table: _read_table(data, table, source) for table in TABLES}
-    return _build(values, source)
+    return dataclasses.replace(_build(values, source), notes=_ignored(data, values, source))
+
+
+def _ignored(data: dict[str, Any], v: dict[str, dict[str, Any]], source: str) -> tuple[str, ...]:
+    """Keys the file sets that the rest of the scenario makes meaningless."""
+    given = {(table, key) for table in TABLES for key in _lookup(data, table, source)}
+    distribution, mode = v["compute"]["distribution"], v["training"]["aggregation"]
+    rules = [
+        (("compute", "shift"), distribution != "shifted_exponential",
+         'used only with distribution = "shifted_exponential"'),
+        (("compute", "sigma"), distribution != "lognormal",
+         'used only with distribution = "lognormal"'),
+        (("model", "hidden"), v["model"]["kind"] != "mlp", 'used only with kind = "mlp"'),
+        (("costs", "allreduce"), mode != "allreduce", 'used only with aggregation = "allreduce"'),
+        (("costs", "aggregate"), mode == "allreduce",
+         'not used with aggregation = "allreduce" (the all-reduce op averages)'),
+        (("cluster", "core_efficiency"), v["cluster"]["host_cores"] is None,
+         "used only with host_cores"),
+    ]
+    return tuple(f"{source}: [{table}] {key} is ignored: {why}"
+                 for (table, key), ignored, why in rules if ignored and (table, key) in given)
 
 
 def check_scenario(scenario: Scenario) -> Scenario:

@@ -88,6 +88,8 @@ class Scenario:
     name: str
     description: str = ""
     source: str = "<python>"
+    #: settings the file gives that cannot take effect (shown as warnings, never compared)
+    notes: tuple[str, ...] = field(default=(), compare=False)
     run: RunConfig = field(default_factory=RunConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     compute: ComputeConfig = field(default_factory=ComputeConfig)
