@@ -78,14 +78,15 @@ def test_hints_retries_and_reveal(tiny, progress) -> None:
     c = console()
     runner = LessonRunner(tiny, progress, c, ask=scripted(
         "", "", "",               # continue after text, code, graph
-        "?", "5", "20",           # hint on request, wrong (hint follows), right
-        "tower_0", "tower_0", "tower_0",  # three wrong: the answer is revealed
-        "average_gradients", ""))
+        "?", "", "ten", "5", "20 ms",  # hint; blank and unreadable (no try used); wrong; right
+        "[/red]", "a", "tower_0",      # three wrong (markup is text): the answer is revealed
+        "AVERAGE_GRADIENTS", ""))
     outcome = runner.run()
     out = text_of(c)
     assert "The slow tower sets the pace." in out and "Hint: 10 ms at half speed." in out
     assert "No more hints." not in out
     assert "The answer is tower_1." in out and outcome.right == 2
+    assert "Please type a number (in ms)" in out and "✗ Not quite ([/red])." in out
 
 
 def test_quitting_keeps_the_step_and_resuming_continues(tiny, progress) -> None:
@@ -135,6 +136,9 @@ def test_cli_learn_no_input_list_reset_check(tmp_path: Path) -> None:
     ran = cli("learn", "1", "--no-input", data=tmp_path)
     assert ran.returncode == 0, ran.stderr
     assert "expected answer: 20 ms" in ran.stdout and "3/3 answers right" in ran.stdout
+    # a run without a keyboard never touches the learner's own progress
+    assert "0/1 done" in cli("lessons", "list", data=tmp_path).stdout
+    Progress(tmp_path / "progress.json").reached("01-tiny", 7, done=True)
     assert "1/1 done" in cli("lessons", "list", data=tmp_path).stdout
     reset = cli("lessons", "reset", "--all", "--yes", data=tmp_path)
     assert "0/1 done" in reset.stdout
@@ -157,3 +161,19 @@ def test_the_menu_does_not_start_the_simulator(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=60, env=env)
     assert result.returncode == 0, result.stderr
+
+
+def test_a_closed_input_quits_cleanly(tmp_path: Path) -> None:
+    env = {**os.environ, "SIMSYNC_DATA_DIR": str(tmp_path), "SIMSYNC_LESSONS": str(FIXTURES)}
+    for args in (["learn"], ["learn", "1"], ["lessons", "reset", "1"]):
+        result = subprocess.run([sys.executable, "-m", "simsync", *args], capture_output=True,
+                                text=True, timeout=120, env=env, cwd=ROOT, stdin=subprocess.DEVNULL)
+        assert result.returncode == 0, result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_a_progress_file_of_the_wrong_shape_is_set_aside(tmp_path: Path) -> None:
+    (tmp_path / "progress.json").write_text('{"version": 1, "lessons": {"01-tiny": 5}}')
+    listed = cli("lessons", "list", data=tmp_path)
+    assert listed.returncode == 0 and "could not be read" in listed.stdout
+    assert "0/1 done" in listed.stdout

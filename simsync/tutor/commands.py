@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 
 from simsync.errors import UsageError
 from simsync.tutor.content import Lesson, load_lessons
@@ -24,10 +25,10 @@ __all__ = ["learn", "lessons"]
 def learn(number: int | None, *, answers_file: Path | None = None,
           no_input: bool = False) -> int:
     """``simsync learn [N]``: the menu, or lesson N; continue where the learner stopped."""
-    console, progress, lessons = Console(), Progress(), load_lessons()
-    if progress.warning:
-        console.print(f"[yellow]{progress.warning}[/]")
     interactive = answers_file is None and not no_input
+    console, lessons = Console(), load_lessons()
+    progress = Progress() if interactive else Progress.scratch()
+    _warn(console, progress)
     if number is None and not interactive:
         raise UsageError("say which lesson to run: simsync learn N --no-input")
     lesson = _pick(number, lessons, progress, console)
@@ -35,7 +36,8 @@ def learn(number: int | None, *, answers_file: Path | None = None,
         console.print(LessonsView(lessons, progress))
         return 0
     answers = _read_answers(answers_file) if answers_file else None
-    start = progress.step(lesson.slug) if interactive and not progress.done(lesson.slug) else 0
+    start = 0 if progress.done(lesson.slug) else min(progress.step(lesson.slug),
+                                                      len(lesson.steps) - 1)
     runner = LessonRunner(lesson, progress, console, answers=answers, no_input=no_input)
     try:
         outcome = runner.run(start)
@@ -59,7 +61,7 @@ def _pick(number: int | None, lessons: list[Lesson], progress: Progress,
     console.print(LessonsView(lessons, progress))
     current = current_lesson(lessons, progress)
     default = str(current.number) if current else ""
-    choice = console.input(f"Lesson number [dim](Enter: {default or 'quit'}; q: quit)[/] ")
+    choice = _ask(console, f"Lesson number [dim](Enter: {default or 'quit'}; q: quit)[/] ", "q")
     choice = choice.strip() or default
     if choice in ("", "q"):
         return None
@@ -86,12 +88,13 @@ def lessons(action: str, number: int | None = None, *, every: bool = False,
     if action == "check":
         return _check_lessons(console, found)
     progress = Progress()
+    _warn(console, progress)
     if action == "reset":
         if every == (number is not None):
             raise UsageError("say which: simsync lessons reset N, or --all")
         chosen = found if every else [_pick(number, found, progress, console)]
         what = "all lessons" if every else f"lesson {number}"
-        if not yes and console.input(f"Forget your progress in {what}? [y/N] ") \
+        if not yes and _ask(console, f"Forget your progress in {what}? [y/N] ", "n") \
                 .strip().lower() not in ("y", "yes"):
             console.print("Nothing changed.")
             return 0
@@ -113,3 +116,16 @@ def _check_lessons(console: Console, lessons: list[Lesson]) -> int:
     console.print(f"{len(lessons)} lessons, {count} questions: "
                   + ("all good" if not problems else f"{len(problems)} problem(s)"))
     return 1 if problems else 0
+
+
+def _warn(console: Console, progress: Progress) -> None:
+    if progress.warning:
+        console.print(Text(progress.warning, style="yellow"))
+
+
+def _ask(console: Console, prompt: str, on_end: str) -> str:
+    """Ask; a closed input (no terminal, end of file) answers ``on_end``."""
+    try:
+        return console.input(prompt)
+    except EOFError:
+        return on_end

@@ -31,16 +31,26 @@ def data_dir() -> Path:
 class Progress:
     """Progress per lesson: ``{"step": next step index, "done": bool, "answers": {...}}``."""
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, *, persist: bool = True) -> None:
         self.path = path or data_dir() / "progress.json"
+        self.persist = persist
         self.warning: str | None = None
-        self.lessons: dict[str, dict[str, Any]] = self._load()
+        self.lessons: dict[str, dict[str, Any]] = self._load() if persist else {}
+
+    @classmethod
+    def scratch(cls) -> Progress:
+        """Progress kept in memory only: ``--answers`` and ``--no-input`` runs must not touch
+        the learner's own."""
+        return cls(persist=False)
 
     def _load(self) -> dict[str, dict[str, Any]]:
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
-            if data.get("version") != VERSION or not isinstance(data.get("lessons"), dict):
+            if not isinstance(data, dict) or data.get("version") != VERSION \
+                    or not isinstance(data.get("lessons"), dict):
                 raise ValueError("not a simsync progress file")
+            for slug, entry in data["lessons"].items():
+                _check_entry(slug, entry)
             return data["lessons"]
         except FileNotFoundError:
             return {}
@@ -53,6 +63,8 @@ class Progress:
 
     def save(self) -> None:
         """Write the whole file atomically."""
+        if not self.persist:
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         partial = self.path.with_name(self.path.name + ".partial")
         with open(partial, "w", encoding="utf-8") as file:
@@ -87,3 +99,11 @@ class Progress:
 
     def step(self, slug: str) -> int:
         return int(self.lessons.get(slug, {}).get("step", 0))
+
+
+def _check_entry(slug: str, entry: Any) -> None:
+    """One lesson's entry, as :class:`Progress` writes it; ``ValueError`` otherwise."""
+    if not (isinstance(entry, dict) and isinstance(entry.get("step"), int)
+            and entry["step"] >= 0 and isinstance(entry.get("done"), bool)
+            and isinstance(entry.get("answers"), dict)):
+        raise ValueError(f"the entry of {slug} is not step/done/answers")

@@ -7,7 +7,7 @@ from typing import Any
 from simsync.tutor.content import Lesson, Step
 from simsync.tutor.facts import ExpressionError, evaluate, scenario_facts
 
-__all__ = ["MAX_TRIES", "expected_answer", "is_right", "shown"]
+__all__ = ["MAX_TRIES", "choice_label", "expected_answer", "is_right", "readable", "shown"]
 
 #: After this many wrong answers the answer is revealed.
 MAX_TRIES = 3
@@ -31,12 +31,12 @@ def is_right(step: Step, expected: Any, given: str) -> bool:
     """Whether ``given`` (as typed) is the expected answer.
 
     >>> from pathlib import Path
-    >>> number = Step("question", {"type": "numeric", "tolerance": 0.05}, Path("."))
-    >>> is_right(number, 20.0, "20.5"), is_right(number, 20.0, "22"), is_right(number, 20.0, "x")
-    (True, False, False)
-    >>> pick = Step("question", {"type": "choice", "choices": ["a", "b"]}, Path("."))
-    >>> is_right(pick, "b", "2"), is_right(pick, "b", "b"), is_right(pick, "b", "1")
-    (True, True, False)
+    >>> number = Step("question", {"type": "numeric", "unit": "ms"}, Path("."))
+    >>> [is_right(number, 20.0, given) for given in ("20.5", "20 ms", "20ms", "22")]
+    [True, True, True, False]
+    >>> pick = Step("question", {"type": "choice", "choices": ["tower_0", "tower_1"]}, Path("."))
+    >>> [is_right(pick, "tower_1", given) for given in ("b", "tower_1", "1")]
+    [True, True, False]
     >>> op = Step("question", {"type": "op"}, Path("."))
     >>> is_right(op, "average_gradients", " average_gradients ")
     True
@@ -46,20 +46,46 @@ def is_right(step: Step, expected: Any, given: str) -> bool:
     given = given.strip()
     kind = step.get("type")
     if kind == "numeric":
-        try:
-            number = float(given)
-        except ValueError:
+        number = _number(step, given)
+        if number is None:
             return False
         tolerance = float(step.get("tolerance", 0.05))
         return abs(number - expected) <= tolerance * abs(expected) + 1e-12
     if kind == "choice":
         choices = step.get("choices", [])
-        if given.isdigit() and 1 <= int(given) <= len(choices):
-            given = choices[int(given) - 1]
-        return bool(given == expected)
+        letters = {choice_label(i): choice for i, choice in enumerate(choices)}
+        return bool(letters.get(given.lower(), given) == expected)
     # an op: the full name, or the short one when it names a single op (no tower scope)
-    short = expected.rsplit("/", 1)[-1]
-    return given == expected or (given == short and not expected.startswith("tower_"))
+    given, short = given.lower(), expected.rsplit("/", 1)[-1].lower()
+    return given == expected.lower() or (given == short and not expected.startswith("tower_"))
+
+
+def choice_label(index: int) -> str:
+    """Choices are lettered (a, b, ...), so that "2" is never mistaken for "tower 2"."""
+    return chr(ord("a") + index)
+
+
+def _number(step: Step, given: str) -> float | None:
+    unit = str(step.get("unit", ""))
+    if unit and given.endswith(unit):
+        given = given[: -len(unit)].strip()
+    try:
+        return float(given)
+    except ValueError:
+        return None
+
+
+def readable(step: Step, given: str) -> bool:
+    """Whether ``given`` is an answer at all (a number, for a numeric question): a blank or
+    unreadable answer is asked again without using up a try.
+
+    >>> from pathlib import Path
+    >>> readable(Step("question", {"type": "numeric", "unit": "ms"}, Path(".")), "ten")
+    False
+    """
+    if not given.strip():
+        return False
+    return step.get("type") != "numeric" or _number(step, given.strip()) is not None
 
 
 def shown(step: Step, expected: Any) -> str:

@@ -20,7 +20,14 @@ from rich.text import Text
 
 from simsync.tutor.content import Lesson, Step
 from simsync.tutor.progress import Progress
-from simsync.tutor.questions import MAX_TRIES, expected_answer, is_right, shown
+from simsync.tutor.questions import (
+    MAX_TRIES,
+    choice_label,
+    expected_answer,
+    is_right,
+    readable,
+    shown,
+)
 
 __all__ = ["LessonRunner", "Outcome", "Quit"]
 
@@ -59,6 +66,10 @@ class LessonRunner:
             if self.interactive and not last and step.kind != "question":
                 self._pause()
         self.outcome.finished = True
+        answers = self.progress.of(self.lesson.slug)["answers"]
+        self.outcome.asked = len(self.lesson.questions)
+        self.outcome.right = sum(1 for q in self.lesson.questions
+                                 if answers.get(q.get("id"), {}).get("correct"))
         return self.outcome
 
     def _pause(self) -> None:
@@ -126,13 +137,11 @@ class LessonRunner:
     def _question(self, step: Step) -> None:
         expected = expected_answer(self.lesson, step)
         self._markdown(step.get("prompt"))
-        for number, choice in enumerate(step.get("choices", []), 1):
-            self.console.print(f"  {number}. {choice}")
+        for index, choice in enumerate(step.get("choices", [])):
+            self.console.print(Text(f"  {choice_label(index)}. {choice}"))
         if step.get("unit"):
             self.console.print(Text(f"(answer in {step.get('unit')})", style="dim"))
         right, tries, given = self._answer(step, expected)
-        self.outcome.asked += 1
-        self.outcome.right += right
         if not right:
             self.console.print(f"[bold]The answer is {shown(step, expected)}.[/]")
         self._markdown(step.get("explain", "").replace("{answer}", shown(step, expected)))
@@ -155,6 +164,11 @@ class LessonRunner:
             if given == "?":
                 self._markdown(hints.pop(0) if hints else "No more hints.")
                 continue
+            if not readable(step, given):
+                wanted = "a number" if step.get("type") == "numeric" else "an answer"
+                unit = f" (in {step.get('unit')})" if step.get("unit") else ""
+                self.console.print(Text(f"Please type {wanted}{unit}; ? for a hint."))
+                continue
             tries += 1
             if self._judge(step, expected, given, hints):
                 return True, tries, given
@@ -164,7 +178,8 @@ class LessonRunner:
         if is_right(step, expected, given):
             self.console.print("[bold green]✓ Right.[/]")
             return True
-        self.console.print(f"[red]✗ Not quite[/] ({given or 'no answer'}).")
+        self.console.print(Text.assemble(("✗ Not quite", "red"),
+                                         f" ({(given or 'no answer')[:60]})."))
         if hints and self.interactive:
             self._markdown("**Hint:** " + hints.pop(0))
         return False
