@@ -144,3 +144,23 @@ def test_ignored_settings_are_warned_on_stderr(tmp_path: Path) -> None:
     assert result.stderr.strip() == (f"simsync: warning: {odd}: [compute] sigma is ignored: "
                                      'used only with distribution = "lognormal"')
     json.loads(result.stdout)  # stdout stays one clean JSON object
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("costs", 5, "costs: expected a table of op kind -> seconds"),
+    ("seconds_per_row", 0, "seconds_per_row: expected a number from 1e-9 to 1, got 0"),
+    ("host_cores", 0, "host_cores: expected an integer >= 1, got 0"),
+    ("core_efficiency", 5, "core_efficiency: expected a number > 0 and <= 1, got 5"),
+    ("compute_scale", "fast", "compute_scale: expected a number >= 0, got 'fast'"),
+])
+def test_bad_profiles_are_one_clear_line(tmp_path: Path, field: str, value: object,
+                                         message: str) -> None:
+    profile = {"simsync_profile": 1, "costs": {"apply": 1e-4}, "compute_scale": 1.0,
+               "compute_overhead": 0.0, "session_run": 1e-3, "latency_us": 50.0,
+               "host_cores": 2, "core_efficiency": 0.9, "seconds_per_row": 2e-6}
+    profile[field] = value
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(profile))
+    result = run("simulate", FOUR, "--costs", str(path), "--steps", "2")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == f"simsync: error: {path}: {message}"

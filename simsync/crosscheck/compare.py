@@ -77,10 +77,14 @@ def _predicted_scenario(scenario: Scenario, profile: Profile | None,
 
 
 def happens_before(graph: Graph, trace: Trace) -> tuple[int, list[dict[str, Any]]]:
-    """Check every IR edge in every step of ``trace``: how many were checked, and violations."""
+    """Check every IR edge in every step of ``trace``: how many were checked, and violations.
+    An IR op absent from a traced step is a violation too (it did not run, or its TensorFlow
+    ops could not be mapped back to it)."""
     spans = {(r.op, r.step): r for r in trace.ops}
     checked, violations = 0, []
-    for step in sorted({r.step for r in trace.ops}):
+    for step in sorted(s.step for s in trace.steps):
+        missing = [op for op in graph.nx.nodes if (op, step) not in spans]
+        violations += [{"step": step, "missing": op} for op in missing]
         for src, dst in graph.nx.edges:
             before, after = spans.get((src, step)), spans.get((dst, step))
             if before is None or after is None:

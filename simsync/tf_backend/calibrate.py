@@ -72,7 +72,10 @@ def _core_efficiency(run: TensorFlowRun) -> float:
     if not cores or cores < 2:
         return 1.0
     tf = load_tensorflow()
-    devices = [f"/device:CPU:{i + 1}" for i in range(cores)]
+    usable = min(cores, run.devices.cpu_devices - 1)  # CPU:0 holds the variables
+    if usable < 2:
+        return 1.0
+    devices = [f"/device:CPU:{i + 1}" for i in range(usable)]
     return measure_core_efficiency(tf, session_config(run.devices), devices)
 
 

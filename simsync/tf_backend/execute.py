@@ -20,6 +20,7 @@ from simsync.patterns import build, tower_device
 from simsync.scenario import Scenario
 from simsync.tf_backend.lower import Lowered, lower
 from simsync.tf_backend.runtime import (
+    BackendError,
     DevicePlan,
     load_tensorflow,
     plan_devices,
@@ -121,8 +122,12 @@ class _Client:
         metadata = tf.compat.v1.RunMetadata()
         feeds = self.feeds(step)
         started = time.time()
-        out = session.run(fetches, feeds, options=options if traced else None,
-                          run_metadata=metadata if traced else None)
+        try:
+            out = session.run(fetches, feeds, options=options if traced else None,
+                              run_metadata=metadata if traced else None)
+        except (tf.errors.OpError, TypeError, ValueError) as error:
+            message = str(error).strip().splitlines()[0]
+            raise BackendError(f"TensorFlow failed at step {step}: {message}") from None
         ended = time.time()
         loss = float(np.mean([out["losses"][t] for t in sorted(out["losses"])]))
         self.losses.append(loss)

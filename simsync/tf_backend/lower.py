@@ -113,7 +113,7 @@ class _Builder:
         dependencies = [leaf for _, value in inputs for leaf in _leaves(tf, value)]
         with self.device(op.device), self.scope(op.name + "/"), \
                 tf.control_dependencies(dependencies):
-            kernel = getattr(self, f"_{op.kind}", None)
+            kernel = getattr(self, f"_{op.kind}") if op.kind in LOWERED_KINDS else None
             if kernel is None:
                 raise BackendError(
                     f"the TensorFlow backend cannot lower op '{op.name}' yet: it knows the op "

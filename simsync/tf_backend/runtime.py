@@ -41,7 +41,7 @@ def load_tensorflow() -> ModuleType:
     global _tf
     if _tf is not None:
         return _tf
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # its C++ errors about absent GPUs too
     # oneDNN kernels bring thread pools of their own; TensorFlow's plain kernels honour
     # intra_op_parallelism_threads = 1, which the one-op-per-core model relies on.
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")

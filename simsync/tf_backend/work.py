@@ -38,13 +38,25 @@ def work_op(tf: Any, rows: Any, width: int = WORK_WIDTH) -> Any:
     return tf.reduce_sum(tf.matmul(x, w), name="work")
 
 
+#: About 1 GB of work matrix: beyond it, a scenario's compute time is too long to make real.
+MAX_ROWS = 2**20
+
+
 def rows_for(seconds: float, seconds_per_row: float) -> int:
     """Rows of work that take ``seconds`` (0 for no time).
 
     >>> rows_for(0.01, 2e-6), rows_for(0.0, 2e-6)
     (5000, 0)
     """
-    return max(0, round(seconds / seconds_per_row))
+    rows = max(0, round(seconds / seconds_per_row))
+    if rows > MAX_ROWS:
+        from simsync.tf_backend.runtime import BackendError
+
+        raise BackendError(
+            f"a compute time of {seconds:.3g} s is too long for the TensorFlow backend to make "
+            f"real here (at most about {MAX_ROWS * seconds_per_row:.2g} s per op); use a "
+            "smaller [compute] mean for cross-checks")
+    return rows
 
 
 def measure_seconds_per_row(tf: Any, config: Any, device: str, repeats: int = 9) -> float:

@@ -49,6 +49,10 @@ class CrossCheckView:
             yield Text(f"The predicted step time is off by {_percent(error)}. "
                        + WHY_TIMING_DIFFERS, style="yellow")
         for violation in r["structure"]["violations"][:10]:
+            if "missing" in violation:
+                yield Text(f"  step {violation['step']}: {violation['missing']} does not appear "
+                           "in TensorFlow's trace", style="red")
+                continue
             yield Text(f"  step {violation['step']}: {violation['after']} started "
                        f"{violation['overlap_seconds'] * 1e6:.0f} us before "
                        f"{violation['before']} ended", style="red")
