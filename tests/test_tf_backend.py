@@ -48,7 +48,7 @@ def run_case(name: str):
 
     scenario = SCENARIOS[name].with_run(steps=STEPS, seed=3)
     real = run_on_tensorflow(scenario, warmup=WARMUP)
-    simulated = simulate(scenario.with_run(steps=WARMUP + STEPS))
+    simulated = simulate(scenario.with_run(steps=real.total_steps))
     return scenario, real, simulated
 
 
@@ -151,3 +151,12 @@ def test_missing_tensorflow_is_explained() -> None:
     assert result.stderr.strip().endswith(
         "install it with: pip install tensorflow")
     assert "simsync: error: TensorFlow is not installed" in result.stderr
+
+
+def test_step_times_come_from_untraced_steps() -> None:
+    _, real, _ = run_case("ps-linear")
+    traced = [s.step for s in real.trace.steps]
+    timed = [step for step, _ in real.timed]
+    assert traced == list(range(WARMUP, WARMUP + STEPS))
+    assert timed == list(range(WARMUP + STEPS, WARMUP + 2 * STEPS))
+    assert real.total_steps == WARMUP + 2 * STEPS and all(t > 0 for _, t in real.timed)

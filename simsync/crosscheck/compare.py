@@ -4,8 +4,9 @@
    every tensor ``a -> b`` and every traced step, ``b`` starts only after ``a`` has ended (so
    each sync point starts only after all its inputs ended).
 2. **Values.** The parameters and the loss after every step, numpy against TensorFlow.
-3. **Timing.** The predicted mean step time and per-kind op durations against the measured ones,
-   as a relative error. The prediction uses a calibration profile when given one; otherwise the
+3. **Timing.** The predicted mean step time against the measured one, over untraced steps (a
+   trace costs time of its own), and per-kind op durations from the traced steps, as relative
+   errors. The prediction uses a calibration profile when given one; otherwise the
    scenario's own costs, with the host's cores when TensorFlow runs on logical CPU devices.
 """
 
@@ -49,7 +50,7 @@ def crosscheck(scenario: Scenario, *, profile: Profile | None = None,
     real = run_on_tensorflow(scenario, warmup=warmup,
                              seconds_per_row=profile.seconds_per_row if profile else None)
     predicted = _predicted_scenario(scenario, profile, real)
-    simulation = simulate(predicted.with_run(steps=warmup + scenario.run.steps))
+    simulation = simulate(predicted.with_run(steps=real.total_steps))
     traced = {s.step for s in real.trace.steps}
     report = {
         "scenario": scenario.name,
@@ -60,7 +61,7 @@ def crosscheck(scenario: Scenario, *, profile: Profile | None = None,
         "costs": "calibration profile" if profile else "scenario",
         "structure": _structure(simulation.graph, real.trace),
         "values": _values(simulation, real),
-        "timing": _timing(simulation.trace, real.trace, traced),
+        "timing": _timing(simulation.trace, real, traced),
         "unmapped_tensorflow_ops": dict(real.census.unmapped),
     }
     return CrossCheck(scenario, predicted, simulation, real, report)
@@ -113,20 +114,23 @@ def _values(simulation: Simulation, real: TensorFlowRun) -> dict[str, Any]:
             "ok": abs_diff <= VALUE_TOLERANCE and loss_diff <= VALUE_TOLERANCE}
 
 
-def _timing(simulated: Trace, real: Trace, traced: set[int]) -> dict[str, Any]:
-    """Mean step times and their error; also medians, which a machine's hiccups (a step
-    suddenly twice as slow) do not move."""
-    predicted = [s.duration for s in simulated.steps if s.step in traced]
-    measured = [s.duration for s in real.steps]
+def _timing(simulated: Trace, real: TensorFlowRun, traced: set[int]) -> dict[str, Any]:
+    """Mean step times of the untraced timing steps and their error; also medians, which a
+    machine's hiccups (a step suddenly twice as slow) do not move. Op times come from the
+    traced steps (tracing included)."""
+    timed = dict(real.timed) or {s.step: s.duration for s in real.trace.steps}
+    predicted = [s.duration for s in simulated.steps if s.step in timed]
+    measured = list(timed.values())
     kinds = {}
-    for kind, (p, m) in _kind_durations(simulated, real, traced).items():
+    for kind, (p, m) in _kind_durations(simulated, real.trace, traced).items():
         kinds[kind] = {"predicted": p, "measured": m, "error": _error(p, m)}
     mean_p, mean_m = float(np.mean(predicted)), float(np.mean(measured))
     median_p, median_m = float(np.median(predicted)), float(np.median(measured))
     return {"predicted_step_time": mean_p, "measured_step_time": mean_m,
             "error": _error(mean_p, mean_m),
             "predicted_median_step_time": median_p, "measured_median_step_time": median_m,
-            "error_median": _error(median_p, median_m), "ops": kinds}
+            "error_median": _error(median_p, median_m), "timed_steps": len(measured),
+            "ops": kinds}
 
 
 def _kind_durations(simulated: Trace, real: Trace,

@@ -6,7 +6,8 @@ same aggregation, same compute distribution) and reads off its real trace:
 1. fixed-cost op kinds (read, dequeue, aggregate, apply, allreduce): the median duration;
 2. forward and backward: a straight line ``duration = overhead + scale * nominal`` fitted by least
    squares, where ``nominal`` is the time the op's work was sized for;
-3. ``session_run``: the median time a step spends outside its first and last op;
+3. ``session_run``: an untraced step's median wall time less the median span of a traced
+   step's ops;
 4. ``latency_us``: the median gap between an op's end and the start of a consumer on another
    device;
 5. ``host_cores``: the cores the session lets ops share (its inter-op threads), and
@@ -106,12 +107,14 @@ def _fit_compute(records: list[OpRecord], run: TensorFlowRun) -> tuple[float, fl
 
 
 def _session_time(run: TensorFlowRun) -> float:
-    outside = []
+    """An untraced step's wall time less the ops' span in a traced one: what ``sess.run``
+    costs beyond the ops, without the trace's own cost."""
+    spans = []
     for step in run.trace.steps:
         ops = [r for r in run.trace.ops if r.step == step.step]
-        first, last = min(r.start for r in ops), max(r.end for r in ops)
-        outside.append(step.duration - (last - first))
-    return max(statistics.median(outside), 0.0)
+        spans.append(max(r.end for r in ops) - min(r.start for r in ops))
+    untraced = [seconds for _, seconds in run.timed] or [s.duration for s in run.trace.steps]
+    return max(statistics.median(untraced) - statistics.median(spans), 0.0)
 
 
 def _latency(graph: Graph, records: list[OpRecord]) -> float:

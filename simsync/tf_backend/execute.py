@@ -1,8 +1,13 @@
 """Run a scenario's graph in TensorFlow, step by step, and record what happened as a Trace.
 
 The client does what the seeds' training loops do: ``sess.run(train_op)`` once per step, with
-the step's batches and work sizes fed in. The first ``warmup`` steps are run untraced (they
-still train: the simulator runs them too); the others run with ``FULL_TRACE``.
+the step's batches and work sizes fed in. Three phases, all of which train (the simulator runs
+them too):
+
+1. ``warmup`` steps, untraced;
+2. ``[run] steps`` steps with ``FULL_TRACE``: op by op, for the structure check and op times;
+3. ``timing_steps`` steps untraced, whose wall times are the measured step times: tracing has
+   a cost of its own (milliseconds per step here) that must not count as the graph's.
 """
 
 from __future__ import annotations
@@ -47,13 +52,19 @@ class TensorFlowRun:
     warmup: int
     census: NodeCensus = field(default_factory=NodeCensus)
     work_rows: dict[str, list[int]] = field(default_factory=dict)   # IR op -> rows per step
+    timed: list[tuple[int, float]] = field(default_factory=list)    # (step, seconds) untraced
+
+    @property
+    def total_steps(self) -> int:
+        return len(self.losses)
 
 
 def run_on_tensorflow(scenario: Scenario, *, warmup: int = 2,
-                      seconds_per_row: float | None = None) -> TensorFlowRun:
-    """Run ``warmup + [run] steps`` steps of ``scenario`` in TensorFlow; trace all but the
-    first ``warmup``. The work ops are sized with ``seconds_per_row`` (a calibration's), or
-    with this process's own measurement."""
+                      seconds_per_row: float | None = None,
+                      timing_steps: int | None = None) -> TensorFlowRun:
+    """Run ``warmup``, then ``[run] steps`` traced, then ``timing_steps`` (default: as many)
+    untraced steps of ``scenario``. The work ops are sized with ``seconds_per_row`` (a
+    calibration's), or with this process's own measurement."""
     tf = load_tensorflow()
     graph = build(scenario)
     plan = plan_devices(list(graph.devices), scenario.towers)
@@ -64,12 +75,16 @@ def run_on_tensorflow(scenario: Scenario, *, warmup: int = 2,
     client = _Client(tf, scenario, graph, lowered, seconds_per_row)
     with tf.compat.v1.Session(graph=lowered.graph, config=config) as session:
         session.run(lowered.init)
-        for step in range(warmup + scenario.run.steps):
-            client.step(session, step, traced=step >= warmup)
+        traced_end = warmup + scenario.run.steps
+        timing = scenario.run.steps if timing_steps is None else timing_steps
+        for step in range(traced_end + timing):
+            seconds = client.step(session, step, traced=warmup <= step < traced_end)
+            if step >= traced_end:
+                client.timed.append((step, seconds))
         params = session.run(lowered.variables)
     client.trace.params = params
     return TensorFlowRun(client.trace, client.losses, params, plan, tf.__version__,
-                         seconds_per_row, warmup, client.census, client.work_rows)
+                         seconds_per_row, warmup, client.census, client.work_rows, client.timed)
 
 
 _MEASURED: dict[str, float] = {}
@@ -95,6 +110,7 @@ class _Client:
         self.census = NodeCensus()
         self.losses: list[float] = []
         self.work_rows: dict[str, list[int]] = {name: [] for name in lowered.work_rows}
+        self.timed: list[tuple[int, float]] = []
         self.base: float | None = None
 
     def feeds(self, step: int) -> dict[Any, Any]:
@@ -114,7 +130,8 @@ class _Client:
             self.work_rows[name].append(feeds[rows])
         return feeds
 
-    def step(self, session: Any, step: int, traced: bool) -> None:
+    def step(self, session: Any, step: int, traced: bool) -> float:
+        """One ``sess.run``; returns its wall time in seconds."""
         tf, lowered = self.tf, self.lowered
         fetches = {"train": lowered.fetches, "losses": lowered.losses,
                    "reads": lowered.read_versions, "writes": lowered.write_versions}
@@ -133,6 +150,7 @@ class _Client:
         self.losses.append(loss)
         if traced:
             self._record(step, started, ended, loss, metadata, out)
+        return ended - started
 
     def _record(self, step: int, started: float, ended: float, loss: float, metadata: Any,
                 out: dict[str, Any]) -> None:
