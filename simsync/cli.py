@@ -123,7 +123,8 @@ def _add_crosscheck(commands: Any) -> None:
     p.add_argument("--costs", type=Path, metavar="PROFILE.json",
                    help="predict with a calibration profile (`simsync calibrate`)")
     p.add_argument("--steps", type=_positive_int, default=20,
-                   help="traced steps (default 20; each is a full TensorFlow trace)")
+                   help="traced steps (default 20), then as many untraced ones whose wall "
+                   "times are the measured step times")
     p.add_argument("--warmup", type=_non_negative_int, default=2,
                    help="untraced steps first (default 2); both engines run them")
     p.add_argument("--seed", type=_non_negative_int, help="override [run] seed")
