@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -24,8 +25,9 @@ class Simulation:
     trace: Trace
     wall_seconds: float
 
-    @property
+    @functools.cached_property
     def sync_points(self) -> list[str]:
+        """The graph's sync points, computed once (summary, views and lessons all ask)."""
         return sync_points(self.graph)
 
 
