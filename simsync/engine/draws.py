@@ -9,13 +9,11 @@ not change the draws of the existing ones.
 from __future__ import annotations
 
 import math
-import re
-from typing import Any
 
 import numpy as np
 
 from simsync.errors import SimulationError
-from simsync.ir import Cost
+from simsync.ir import Cost, natural_key
 
 __all__ = ["draw", "draw_step"]
 
@@ -52,12 +50,3 @@ def draw_step(seed: int, client: int, step: int, groups: dict[str, Cost]) -> dic
     """
     rng = np.random.default_rng([seed, 0, client, step])
     return {group: draw(rng, groups[group]) for group in sorted(groups, key=natural_key)}
-
-
-def natural_key(name: str) -> list[Any]:
-    """Sort key putting numbers in numeric order.
-
-    >>> sorted(["tower_10/c", "tower_2/c"], key=natural_key)
-    ['tower_2/c', 'tower_10/c']
-    """
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]

@@ -11,7 +11,17 @@ from simsync.ir.analysis import (
     tower_dependencies,
 )
 from simsync.ir.costs import crosses_devices, expected_duration, ring_allreduce_time
-from simsync.ir.graph import Client, Cost, Device, Graph, Link, Op, Tensor, Variable
+from simsync.ir.graph import (
+    Client,
+    Cost,
+    Device,
+    Graph,
+    Link,
+    Op,
+    Tensor,
+    Variable,
+    natural_key,
+)
 from simsync.ir.validate import validate
 
 __all__ = [
@@ -27,6 +37,7 @@ __all__ = [
     "crosses_devices",
     "expected_duration",
     "generations",
+    "natural_key",
     "ring_allreduce_time",
     "run_order",
     "sync_points",

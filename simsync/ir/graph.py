@@ -14,14 +14,16 @@ the :class:`Op` under ``"op"``, edges carry the :class:`Tensor` under ``"tensor"
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import networkx as nx
 
 from simsync.errors import GraphError
 
-__all__ = ["Client", "Cost", "Device", "Graph", "Link", "Op", "Tensor", "Variable"]
+__all__ = ["Client", "Cost", "Device", "Graph", "Link", "Op", "Tensor", "Variable", "natural_key"]
 
 
 @dataclass(frozen=True)
@@ -218,3 +220,12 @@ class Graph:
     def __repr__(self) -> str:
         return (f"Graph({self.name!r}, ops={len(self)}, tensors={self.nx.number_of_edges()}, "
                 f"devices={len(self.devices)}, clients={len(self.clients)})")
+
+
+def natural_key(name: str) -> list[Any]:
+    """Sort key for op, tower and device names: numbers in numeric order.
+
+    >>> sorted(["tower_10/c", "tower_2/c"], key=natural_key)
+    ['tower_2/c', 'tower_10/c']
+    """
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simsync.ir import Graph, tower_dependencies
+from simsync.ir import Graph, natural_key, tower_dependencies
 from simsync.trace.events import Trace
 
 __all__ = ["SyncWait", "step_time_stats", "sync_waits"]
@@ -70,7 +70,7 @@ def sync_waits(graph: Graph, trace: Trace, points: list[str]) -> list[SyncWait]:
                 if arrived == record.ready:  # ties: every input that came last counts
                     last[_label(towers[src])] += 1
         count = max(len(runs), 1)
-        labels = sorted(total, key=_tower_order)
+        labels = sorted(total, key=natural_key)
         result.append(SyncWait(
             sync_point=point,
             mean_wait={label: total[label] / count for label in labels},
@@ -79,7 +79,3 @@ def sync_waits(graph: Graph, trace: Trace, points: list[str]) -> list[SyncWait]:
         ))
     return result
 
-
-def _tower_order(label: str) -> tuple[int, str]:
-    head = label.split("+")[0]
-    return (int(head.removeprefix("tower_")), label) if head.startswith("tower_") else (-1, label)

@@ -13,14 +13,14 @@ other renderers of this package.
 from __future__ import annotations
 
 import math
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
+from simsync.ir import natural_key
 from simsync.trace import Trace
 
 __all__ = ["KINDS", "KindStyle", "Timeline", "device_sort_key", "kind_style"]
@@ -59,17 +59,15 @@ def kind_style(kind: str) -> KindStyle:
     return KINDS.get(kind) or KindStyle((kind[:1] or "?").upper(), "white", "#7f7f7f")
 
 
-def device_sort_key(device: str) -> tuple[int, str, int, str]:
+def device_sort_key(device: str) -> tuple[int, list[Any]]:
     """Sort key for device names: CPUs, then GPUs, then the rest; numbers in numeric order.
 
     >>> sorted(["/gpu:10", "/gpu:2", "/cpu:0", "/tpu:0"], key=device_sort_key)
     ['/cpu:0', '/gpu:2', '/gpu:10', '/tpu:0']
     """
-    match = re.match(r"^(.*?)(\d+)$", device)
-    head, number = (match.group(1), int(match.group(2))) if match else (device, -1)
-    lowered = head.lower()
+    lowered = device.lower()
     rank = 0 if "cpu" in lowered else 1 if "gpu" in lowered else 2
-    return rank, head, number, device
+    return rank, natural_key(device)
 
 
 class _Grid:
