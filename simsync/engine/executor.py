@@ -41,8 +41,9 @@ from simsync.ir import (
     Graph,
     Op,
     Tensor,
+    communication_time,
     crosses_devices,
-    ring_allreduce_time,
+    op_speed,
     run_order,
     validate,
 )
@@ -251,17 +252,14 @@ class Engine:
 
     def _node(self, op: Op, index: int) -> _Node:
         graph = self.graph
-        ring = 0.0
-        if op.kind == "allreduce":
-            ring = ring_allreduce_time(len(op.devices), op.nbytes, graph.link)
         return _Node(
             op, index,
             devices=[self.devices[d] for d in sorted(op.devices)],
             pool=self.cores.get(graph.devices[op.device].host),
             efficiency=graph.core_efficiency.get(graph.devices[op.device].host, 1.0),
             fixed=op.cost.mean * op.cost.fraction,
-            speed=min(graph.devices[d].speed for d in op.devices),
-            ring=ring)
+            speed=op_speed(graph, op),
+            ring=communication_time(graph, op))
 
     def _output(self, dst: int, tensor: Tensor) -> _Output:
         if not crosses_devices(self.graph, tensor):

@@ -10,7 +10,13 @@ from simsync.ir.analysis import (
     sync_points,
     tower_dependencies,
 )
-from simsync.ir.costs import crosses_devices, expected_duration, ring_allreduce_time
+from simsync.ir.costs import (
+    communication_time,
+    crosses_devices,
+    expected_duration,
+    op_speed,
+    ring_allreduce_time,
+)
 from simsync.ir.graph import (
     Client,
     Cost,
@@ -33,11 +39,13 @@ __all__ = [
     "Op",
     "Tensor",
     "Variable",
+    "communication_time",
     "critical_path",
     "crosses_devices",
     "expected_duration",
     "generations",
     "natural_key",
+    "op_speed",
     "ring_allreduce_time",
     "run_order",
     "sync_points",

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from simsync.ir.graph import Graph, Link, Op, Tensor
 
-__all__ = ["expected_duration", "ring_allreduce_time", "transfer_duration"]
+__all__ = [
+    "communication_time",
+    "expected_duration",
+    "op_speed",
+    "ring_allreduce_time",
+    "transfer_duration",
+]
 
 
 def ring_allreduce_time(participants: int, nbytes: int, link: Link) -> float:
@@ -54,11 +60,20 @@ def crosses_devices(graph: Graph, tensor: Tensor) -> bool:
     return src.device not in dst.devices and dst.device not in src.devices
 
 
+def op_speed(graph: Graph, op: Op) -> float:
+    """The speed ``op`` computes at: its slowest participant's."""
+    return min(graph.devices[d].speed for d in op.devices)
+
+
+def communication_time(graph: Graph, op: Op) -> float:
+    """Seconds a collective spends communicating (the ring); 0 for other ops."""
+    if op.kind != "allreduce":
+        return 0.0
+    return ring_allreduce_time(len(op.devices), op.nbytes, graph.link)
+
+
 def expected_duration(graph: Graph, op: Op) -> float:
     """Expected seconds ``op`` occupies its device(s): its cost at the slowest participant's
-    speed, plus its fixed overhead, plus the ring time for a collective."""
-    speed = min(graph.devices[d].speed for d in op.devices)
-    seconds = op.cost.expected / speed + op.cost.overhead
-    if op.kind == "allreduce":
-        seconds += ring_allreduce_time(len(op.devices), op.nbytes, graph.link)
-    return seconds
+    speed, plus its fixed overhead, plus the ring time for a collective. The engine charges the
+    same, with a drawn cost in place of the expected one."""
+    return op.cost.expected / op_speed(graph, op) + op.cost.overhead + communication_time(graph, op)
