@@ -205,6 +205,6 @@ def test_settings_that_cannot_take_effect_are_noted(tmp_path: Path) -> None:
         '[compute] shift is ignored: used only with distribution = "shifted_exponential"',
         '[compute] sigma is ignored: used only with distribution = "lognormal"',
         '[model] hidden is ignored: used only with kind = "mlp"',
-        '[costs] allreduce is ignored: used only with aggregation = "allreduce"',
+        '[costs] allreduce is ignored: used only with mode = "sync" and aggregation = "allreduce"',
     ]
     assert load_scenario(write(tmp_path, GOOD)).notes == ()

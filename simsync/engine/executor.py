@@ -5,15 +5,19 @@ Rules, as TensorFlow's executor follows them:
 1. A client runs ``sess.run(fetches)``: after the client's fixed overhead, the fetches and their
    ancestors execute; the call returns when all of them have finished. A client's runs are
    strictly one after another.
-2. An op becomes *ready* when every input tensor has arrived; it then waits for its device (one
-   op at a time per device) and, if the host's cores are shared, for a core; busy cores slow
-   each other by the host's core efficiency.
+2. An op becomes *ready* when every input tensor has arrived; it then waits for its locks, its
+   device (one op at a time per device, unless the device is concurrent) and, if the host's
+   cores are shared, for a core; busy cores slow each other by the host's core efficiency.
 3. It runs for its cost divided by its device's speed (collectives: at the slowest
    participant's speed, plus the ring all-reduce time).
 4. A tensor to another device is a transfer: it holds the sender's out-port and the receiver's
    in-port for ``bytes / bandwidth``, then arrives one latency later.
 5. An op that reads variables records their versions and takes their values when it starts;
-   one that writes them bumps the versions and changes the values when it ends.
+   one that writes them bumps the versions and changes the values when it ends, and leaves a
+   line in the ledger of updates (dropped instead, when staler than its ``max_staleness``).
+6. A client with a ``staleness_bound`` s starts its run k only once every bounded client has
+   finished k - s runs (stale-synchronous parallel). Clients with shared steps stop when
+   their common pool of runs is empty.
 
 Nothing else synchronizes: sync points, waiting and contention all follow from these rules.
 
@@ -24,6 +28,7 @@ processes: the same behaviour with a third fewer events. Only clients are proces
 from __future__ import annotations
 
 import gc
+import itertools
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,7 +53,7 @@ from simsync.ir import (
     validate,
 )
 from simsync.numerics import ModelSpec
-from simsync.trace import OpRecord, StepRecord, Trace, TransferRecord, VariableAccess
+from simsync.trace import OpRecord, StepRecord, Trace, TransferRecord, Update, VariableAccess
 
 __all__ = ["Engine"]
 
@@ -76,7 +81,7 @@ class _Node:
 
     op: Op
     index: int
-    devices: list[simpy.Resource]              # in sorted device order: no deadlock
+    devices: list[simpy.Resource]              # locks, then devices, sorted: no deadlock
     pool: simpy.Resource | None                # the host's cores, when shared
     efficiency: float                          # a core's speed with all cores busy
     fixed: float                               # seconds at speed 1, when the cost is not drawn
@@ -95,13 +100,15 @@ class _Plan:
     nodes: list[_Node]
     roots: list[int]
     groups: dict[str, Cost]
+    bound: int | None = None
+    shared: bool = False
 
 
 class _Run:
     """The state of one ``sess.run`` in flight."""
 
-    __slots__ = ("arrivals", "done", "draws", "losses", "pending", "plan", "remaining", "step",
-                 "values")
+    __slots__ = ("arrivals", "done", "draws", "losses", "pending", "plan", "read_versions",
+                 "remaining", "step", "values")
 
     def __init__(self, env: simpy.Environment, plan: _Plan, step: int,
                  draws: dict[str, float]) -> None:
@@ -111,6 +118,7 @@ class _Run:
         self.values: list[Any] = [None] * len(plan.nodes)
         self.remaining = len(plan.nodes)
         self.losses: list[float] = []
+        self.read_versions: dict[str, int] = {}
         self.done = env.event()
 
 
@@ -230,8 +238,14 @@ class Engine:
         self.in_ports = {d: simpy.Resource(self.env, 1) for d in graph.devices}
         self.cores = {h: simpy.Resource(self.env, n) for h, n in graph.host_cores.items()}
         self.versions = dict.fromkeys(graph.variables, 0)
+        self.locks = {name: simpy.Resource(self.env, 1)
+                      for op in graph.ops() for name in op.locks}
+        self.clocks = _Clocks(self.env, [c for c in graph.clients
+                                         if c.staleness_bound is not None])
         self.numerics = Numerics(graph, model, seed) if model is not None else None
         self.plans = [self._plan(i, c, c.steps or steps) for i, c in enumerate(graph.clients)]
+        self.pool = sum(p.steps for p, c in zip(self.plans, graph.clients, strict=True)
+                        if c.shared_steps)
 
     # -- planning -------------------------------------------------------------------------
     def _plan(self, index_of_client: int, client: Client, steps: int) -> _Plan:
@@ -248,13 +262,15 @@ class Engine:
             node.outputs = [self._output(index[tensor.dst], tensor)
                             for tensor in graph.outputs(node.op.name) if tensor.dst in index]
         roots = [n.index for n in nodes if not n.inputs]
-        return _Plan(index_of_client, client.name, steps, client.overhead, nodes, roots, groups)
+        return _Plan(index_of_client, client.name, steps, client.overhead, nodes, roots, groups,
+                     client.staleness_bound, client.shared_steps)
 
     def _node(self, op: Op, index: int) -> _Node:
         graph = self.graph
         return _Node(
             op, index,
-            devices=[self.devices[d] for d in sorted(op.devices)],
+            devices=[self.locks[name] for name in sorted(op.locks)]
+            + [self.devices[d] for d in sorted(op.devices) if not graph.devices[d].concurrent],
             pool=self.cores.get(graph.devices[op.device].host),
             efficiency=graph.core_efficiency.get(graph.devices[op.device].host, 1.0),
             fixed=op.cost.mean * op.cost.fraction,
@@ -282,7 +298,7 @@ class Engine:
                 gc.enable()
         stuck = [p.name for p, f in zip(self.plans, finished, strict=True) if not f.triggered]
         if stuck:
-            raise SimulationError(
+            raise SimulationError(self.clocks.explain(stuck) or
                 f"deadlock: client(s) {', '.join(stuck)} wait for ops that can never run"
             )
         self.trace.events = self.env.events
@@ -292,7 +308,15 @@ class Engine:
 
     def _client(self, plan: _Plan) -> Generator[simpy.Event, Any, None]:
         env = self.env
-        for step in range(plan.steps):
+        for step in itertools.count() if plan.shared else range(plan.steps):
+            if plan.bound is not None:  # stale-synchronous: wait for the slowest client
+                yield from self.clocks.wait(plan.name, step, step - plan.bound)
+            if plan.shared:  # one more run from the common pool, if any is left
+                if self.pool == 0:
+                    break
+                self.pool -= 1
+                if self.pool == 0:
+                    self.clocks.release()  # nobody need wait for a client that has stopped
             draws = draw_step(self.seed, plan.client, step, plan.groups) if plan.groups else {}
             run = _Run(env, plan, step, draws)
             start = env.now
@@ -304,6 +328,8 @@ class Engine:
             loss = sum(run.losses) / len(run.losses) if run.losses else None
             record = StepRecord(plan.name, step, start, env.now, loss)
             self.trace.steps.append(record)
+            if plan.bound is not None:
+                self.clocks.tick(plan.name)
             if self.on_step is not None:
                 self.on_step(record)
 
@@ -317,8 +343,11 @@ class Engine:
         """An op has run: compute its value, record it, send its outputs on."""
         run, node, now = execution.run, execution.node, self.env.now
         op = node.op
-        value = execution.value if op.reads else self.compute(run, node)
-        self._record_writes(run, op, now)
+        if op.writes and not self._update(run, op, now):
+            value = None  # dropped: too stale to apply
+        else:
+            value = execution.value if op.reads else self.compute(run, node)
+            self._record_writes(run, op, now)
         loss = value[0] if op.kind == "forward" and value is not None else None
         if loss is not None:
             run.losses.append(loss)
@@ -355,8 +384,19 @@ class Engine:
 
     def record_reads(self, run: _Run, op: Op, time: float) -> None:
         for variable in op.reads:
+            run.read_versions.setdefault(variable, self.versions[variable])
             self.trace.accesses.append(VariableAccess(
                 variable, op.name, run.plan.name, run.step, time, self.versions[variable], False))
+
+    def _update(self, run: _Run, op: Op, time: float) -> bool:
+        """Write the ledger line of an update about to land; False if it is dropped."""
+        variable = op.writes[0]
+        before = self.versions[variable]
+        read = run.read_versions.get(variable, before)
+        applied = op.max_staleness is None or before - read <= op.max_staleness
+        self.trace.updates.append(
+            Update(run.plan.name, run.step, op.name, read, before, applied, time))
+        return applied
 
     def _record_writes(self, run: _Run, op: Op, time: float) -> None:
         for variable in op.writes:
@@ -369,3 +409,62 @@ class Engine:
         run.pending[dst] -= 1
         if run.pending[dst] == 0:
             _Execution(self, run, run.plan.nodes[dst])
+
+
+class _Clocks:
+    """Stale-synchronous parallel: how many runs each bounded client has finished, and the
+    clients waiting for the slowest one to catch up."""
+
+    def __init__(self, env: simpy.Environment, clients: list[Client]) -> None:
+        self.env = env
+        self.finished = {c.name: 0 for c in clients}
+        self.at = {0: len(clients)} if clients else {}  # runs finished -> how many clients
+        self.slowest = 0
+        self.waiting: dict[int, list[simpy.Event]] = {}
+        self.blocked: dict[str, tuple[int, int]] = {}
+        self.released = False
+
+    def wait(self, client: str, step: int, needed: int) -> Generator[simpy.Event, Any, None]:
+        """Before ``client``'s run ``step``: until every bounded client has finished ``needed``
+        runs."""
+        if needed <= self.slowest or self.released:
+            return
+        self.blocked[client] = (step, needed)
+        event = self.env.event()
+        self.waiting.setdefault(needed, []).append(event)
+        yield event
+        del self.blocked[client]
+
+    def tick(self, client: str) -> None:
+        """``client`` has finished one more run: wake whoever the slowest's progress frees."""
+        runs = self.finished[client]
+        self.finished[client] = runs + 1
+        self.at[runs] -= 1
+        self.at[runs + 1] = self.at.get(runs + 1, 0) + 1
+        while self.at.get(self.slowest, 0) == 0:
+            del self.at[self.slowest]
+            self.slowest += 1
+            for event in self.waiting.pop(self.slowest, []):
+                event.succeed()
+
+    def release(self) -> None:
+        """Wake every waiting client, now and later (the runs are all handed out: they will
+        stop)."""
+        self.released = True
+        for events in self.waiting.values():
+            for event in events:
+                event.succeed()
+        self.waiting.clear()
+
+    def explain(self, stuck: list[str]) -> str | None:
+        """Why the blocked clients can never go on, or None if none waits for the bound."""
+        blocked = [c for c in stuck if c in self.blocked]
+        if not blocked:
+            return None
+        slowest = min(self.finished, key=lambda c: self.finished[c])
+        client = blocked[0]
+        step, needed = self.blocked[client]
+        return (f"deadlock: {client} can never start run {step}: with staleness_bound = "
+                f"{step - needed} every bounded client must first finish {needed} runs, but "
+                f"{slowest} stopped after {self.finished[slowest]}; give every client as many "
+                f"steps, or raise the bound")

@@ -11,7 +11,14 @@ from simsync.engine.executor import Engine, StepCallback
 from simsync.ir import Graph, critical_path, sync_points
 from simsync.patterns import build
 from simsync.scenario import Scenario
-from simsync.trace import Trace, step_time_stats, sync_waits
+from simsync.trace import (
+    Trace,
+    staleness_by_client,
+    staleness_stats,
+    step_time_stats,
+    sync_waits,
+    throughput,
+)
 
 __all__ = ["Simulation", "simulate", "summary"]
 
@@ -54,7 +61,8 @@ def summary(sim: Simulation) -> dict[str, Any]:
     """The JSON object of ``simsync simulate --json``: one key per measured quantity.
 
     Everything is a function of the scenario and its seed except ``wall_seconds``, the time the
-    simulation itself took.
+    simulation itself took. ``steps`` counts runs of all clients (in async mode, updates of all
+    workers); ``staleness`` describes the applied updates of the ledger.
     """
     scenario, trace = sim.scenario, sim.trace
     stats = step_time_stats(trace)
@@ -62,6 +70,12 @@ def summary(sim: Simulation) -> dict[str, Any]:
     waits = sync_waits(sim.graph, trace, sim.sync_points)
     losses = [s.loss for s in trace.steps]
     path, path_seconds = critical_path(sim.graph)
+    ledger = staleness_stats(trace)
+    updates_per_second = throughput(trace)
+    if scenario.training.mode == "async":  # each worker's update trains one batch
+        samples_per_second: float | None = updates_per_second * scenario.model.batch_size
+    else:
+        samples_per_second = samples / stats["mean"] if stats["mean"] > 0 else None
     return {
         "scenario": scenario.name,
         "source": scenario.source,
@@ -71,7 +85,12 @@ def summary(sim: Simulation) -> dict[str, Any]:
         "steps": len(trace.steps),
         "seed": scenario.run.seed,
         "step_time": stats,
-        "throughput": samples / stats["mean"] if stats["mean"] > 0 else None,
+        "throughput": samples_per_second,
+        "updates_per_second": updates_per_second,
+        "staleness": {k: ledger[k] for k in ("mean", "max", "histogram")},
+        "updates_applied": ledger["updates_applied"],
+        "updates_dropped": ledger["updates_dropped"],
+        "staleness_by_client": staleness_by_client(trace),
         "sync_points": sim.sync_points,
         "wait": {w.sync_point: w.mean_wait for w in waits},
         "waited_for": {w.sync_point: w.last for w in waits},

@@ -28,12 +28,17 @@ __all__ = ["Client", "Cost", "Device", "Graph", "Link", "Op", "Tensor", "Variabl
 
 @dataclass(frozen=True)
 class Device:
-    """A place that runs ops: ``/gpu:0``, ``/cpu:0``. ``speed`` divides compute costs."""
+    """A place that runs ops: ``/gpu:0``, ``/cpu:0``. ``speed`` divides compute costs.
+
+    A device runs one op at a time, unless it is ``concurrent``: a parameter device's CPU runs
+    many small ops at once on TensorFlow's inter-op threads (reads and applies of many workers).
+    """
 
     name: str
     kind: str = "gpu"
     speed: float = 1.0
     host: str = "localhost"
+    concurrent: bool = False
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,11 @@ class Op:
     (read, dequeue, forward, backward, aggregate, apply, allreduce, ...); ``tower`` is the tower
     it belongs to, or ``None`` for shared ops. A collective op lists all its ``participants``
     and runs on all of them at once; ``nbytes`` is what each participant contributes.
+
+    ``locks`` are mutexes the op holds while it runs (a critical section around a read or an
+    apply). An op that writes variables with ``max_staleness`` set drops its update, as
+    TensorFlow's ``DropStaleGradientOptimizer`` does, when more than that many updates were
+    applied since its client's run read them.
     """
 
     name: str
@@ -106,6 +116,8 @@ class Op:
     writes: tuple[str, ...] = ()
     participants: tuple[str, ...] = ()
     nbytes: int = 0
+    locks: tuple[str, ...] = ()
+    max_staleness: int | None = None
 
     @property
     def devices(self) -> tuple[str, ...]:
@@ -128,13 +140,19 @@ class Client:
     """A loop running ``sess.run(fetches)`` ``steps`` times (``None``: the scenario's steps).
 
     ``overhead`` is what each ``sess.run`` spends outside the ops (feeding, starting the
-    executor, fetching), charged before the step's first op.
+    executor, fetching), charged before the step's first op. Clients with a
+    ``staleness_bound`` s run stale-synchronously: one starts its run k only when every such
+    client has finished k - s runs. Clients with ``shared_steps`` take their runs from one
+    pool, ``steps`` per such client, like threads that stop when a global step counter reaches
+    its limit: a fast client makes more runs than a slow one.
     """
 
     name: str
     fetches: tuple[str, ...]
     steps: int | None = None
     overhead: float = 0.0
+    staleness_bound: int | None = None
+    shared_steps: bool = False
 
 
 class Graph:

@@ -6,6 +6,7 @@ steps, in the manner of TensorFlow's ``SyncReplicasOptimizer``.
 
 from simsync.errors import ScenarioError
 from simsync.ir import Graph
+from simsync.patterns.async_replicas import PARAMETERS_LOCK, build_async, worker_name
 from simsync.patterns.towers import (
     PARAMETER_DEVICE,
     build_towers,
@@ -15,10 +16,10 @@ from simsync.patterns.towers import (
 from simsync.scenario import ClusterConfig, ComputeConfig, Scenario
 from simsync.scenario.load import check_scenario
 
-__all__ = ["PARAMETER_DEVICE", "build", "build_towers", "parameter_name", "tiny_example",
-           "tower_device"]
+__all__ = ["PARAMETERS_LOCK", "PARAMETER_DEVICE", "build", "build_async", "build_towers",
+           "parameter_name", "tiny_example", "tower_device", "worker_name"]
 
-_BUILDERS = {"sync": build_towers}
+_BUILDERS = {"sync": build_towers, "async": build_async}
 
 
 def build(scenario: Scenario) -> Graph:

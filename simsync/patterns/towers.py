@@ -11,7 +11,10 @@ from simsync.scenario import Scenario
 __all__ = [
     "BYTES_PER_ELEMENT",
     "PARAMETER_DEVICE",
+    "add_variables",
     "build_towers",
+    "compute_cost",
+    "device_graph",
     "parameter_name",
     "tower_device",
 ]
@@ -78,14 +81,7 @@ def build_towers(scenario: Scenario) -> Graph:
         sync_points(graph)          # ['average_gradients']
     """
     spec = scenario.model
-    link = Link(scenario.cluster.link.bytes_per_second, scenario.cluster.link.latency)
-    graph = Graph(name=scenario.name, link=link)
-    if scenario.cluster.host_cores is not None:
-        graph.host_cores["localhost"] = scenario.cluster.host_cores
-        graph.core_efficiency["localhost"] = scenario.cluster.core_efficiency
-    graph.add_device(Device(PARAMETER_DEVICE, kind="cpu"))
-    for tower, speed in enumerate(scenario.cluster.speeds):
-        graph.add_device(Device(tower_device(tower), kind="gpu", speed=speed))
+    graph = device_graph(scenario)
     mirrored = scenario.training.aggregation == "allreduce"
     shapes = parameter_shapes(spec)
     param_bytes = sum(math.prod(s) for s in shapes.values()) * BYTES_PER_ELEMENT
@@ -99,8 +95,24 @@ def build_towers(scenario: Scenario) -> Graph:
     return graph
 
 
-def _variables(graph: Graph, shapes: dict[str, tuple[int, ...]], device: str,
-               prefix: str) -> tuple[str, ...]:
+def device_graph(scenario: Scenario, *, concurrent_parameters: bool = False) -> Graph:
+    """An empty graph with the scenario's link, host cores, ``/cpu:0`` and one ``/gpu:i`` per
+    device at its speed."""
+    cluster = scenario.cluster
+    graph = Graph(name=scenario.name,
+                  link=Link(cluster.link.bytes_per_second, cluster.link.latency))
+    if cluster.host_cores is not None:
+        graph.host_cores["localhost"] = cluster.host_cores
+        graph.core_efficiency["localhost"] = cluster.core_efficiency
+    graph.add_device(Device(PARAMETER_DEVICE, kind="cpu", concurrent=concurrent_parameters))
+    for tower, speed in enumerate(cluster.speeds):
+        graph.add_device(Device(tower_device(tower), kind="gpu", speed=speed))
+    return graph
+
+
+def add_variables(graph: Graph, shapes: dict[str, tuple[int, ...]], device: str,
+                  prefix: str) -> tuple[str, ...]:
+    """The model's variables on ``device``, named ``prefix + parameter`` (added once)."""
     names = []
     for name, shape in shapes.items():
         full = prefix + name
@@ -111,26 +123,30 @@ def _variables(graph: Graph, shapes: dict[str, tuple[int, ...]], device: str,
     return tuple(names)
 
 
+def compute_cost(scenario: Scenario, scope: str, fraction: float) -> Cost:
+    """``fraction`` of one draw of the scope's compute time: forward and backward share a draw
+    per step."""
+    compute = scenario.compute
+    return Cost(compute.mean, compute.distribution, group=f"{scope}/compute",
+                fraction=fraction, shift=compute.shift, sigma=compute.sigma,
+                overhead=compute.overhead)
+
+
 def _add_tower(graph: Graph, scenario: Scenario, spec: ModelSpec, tower: int,
                shapes: dict[str, tuple[int, ...]], mirrored: bool, param_bytes: int) -> None:
     scope, device = f"tower_{tower}", tower_device(tower)
     costs, compute = scenario.costs, scenario.compute
     variables_device = device if mirrored else PARAMETER_DEVICE
-    variables = _variables(graph, shapes, variables_device, f"{scope}/" if mirrored else "")
-    def compute_cost(fraction: float) -> Cost:
-        # forward and backward share one draw of the tower's compute time per step
-        return Cost(compute.mean, compute.distribution, group=f"{scope}/compute",
-                    fraction=fraction, shift=compute.shift, sigma=compute.sigma,
-                    overhead=compute.overhead)
+    variables = add_variables(graph, shapes, variables_device, f"{scope}/" if mirrored else "")
 
     graph.add_op(Op(f"{scope}/read_variables", "read", variables_device,
                     Cost(costs.get("read", 0.0)), tower=tower, reads=variables))
     graph.add_op(Op(f"{scope}/dequeue", "dequeue", device, Cost(costs.get("dequeue", 0.0)),
                     tower=tower))
     graph.add_op(Op(f"{scope}/loss", "forward", device,
-                    compute_cost(compute.forward_fraction), tower=tower))
+                    compute_cost(scenario, scope, compute.forward_fraction), tower=tower))
     graph.add_op(Op(f"{scope}/gradients", "backward", device,
-                    compute_cost(1 - compute.forward_fraction), tower=tower))
+                    compute_cost(scenario, scope, 1 - compute.forward_fraction), tower=tower))
     batch_bytes = spec.batch_size * spec.features * BYTES_PER_ELEMENT
     activation_bytes = spec.batch_size * sum(spec.widths[1:]) * BYTES_PER_ELEMENT
     graph.add_tensor(Tensor(f"{scope}/read_variables", f"{scope}/loss", param_bytes))

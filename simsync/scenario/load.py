@@ -76,15 +76,22 @@ def _ignored(data: dict[str, Any], v: dict[str, dict[str, Any]], source: str) ->
     """Keys the file sets that the rest of the scenario makes meaningless."""
     given = {(table, key) for table in TABLES for key in _lookup(data, table, source)}
     distribution, mode = v["compute"]["distribution"], v["training"]["aggregation"]
+    asynchronous = v["training"]["mode"] == "async"
     rules = [
         (("compute", "shift"), distribution != "shifted_exponential",
          'used only with distribution = "shifted_exponential"'),
         (("compute", "sigma"), distribution != "lognormal",
          'used only with distribution = "lognormal"'),
         (("model", "hidden"), v["model"]["kind"] != "mlp", 'used only with kind = "mlp"'),
-        (("costs", "allreduce"), mode != "allreduce", 'used only with aggregation = "allreduce"'),
-        (("costs", "aggregate"), mode == "allreduce",
-         'not used with aggregation = "allreduce" (the all-reduce op averages)'),
+        (("costs", "allreduce"), mode != "allreduce" or asynchronous,
+         'used only with mode = "sync" and aggregation = "allreduce"'),
+        (("costs", "aggregate"), mode == "allreduce" or asynchronous,
+         'not used with aggregation = "allreduce" (the all-reduce op averages) nor with '
+         'mode = "async" (each worker applies its own gradients)'),
+        (("training", "aggregation"), asynchronous,
+         'not used with mode = "async": each worker applies its own gradients'),
+        *((("training", key), not asynchronous, 'used only with mode = "async"')
+          for key in ("staleness_bound", "max_staleness", "apply")),
         (("cluster", "core_efficiency"), v["cluster"]["host_cores"] is None,
          "used only with host_cores"),
     ]
@@ -110,7 +117,8 @@ def check_scenario(scenario: Scenario) -> Scenario:
         "compute": dataclasses.asdict(scenario.compute),
         "costs": dict(scenario.costs),
         "model": dataclasses.asdict(scenario.model),
-        "training": dataclasses.asdict(scenario.training),
+        "training": {k: v for k, v in dataclasses.asdict(scenario.training).items()
+                     if v is not None},
     }
     scenario_from_dict(data, source=scenario.source)
     return scenario

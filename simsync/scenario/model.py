@@ -71,6 +71,9 @@ class ComputeConfig:
 class TrainingConfig:
     mode: str = "sync"
     aggregation: str = "parameter_server"
+    staleness_bound: int | None = None
+    max_staleness: int | None = None
+    apply: str = "locked"
 
 
 @dataclass(frozen=True)

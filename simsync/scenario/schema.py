@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "APPLY_MODES",
     "COST_KINDS",
     "DISTRIBUTIONS",
     "FIELDS",
+    "MODES",
     "REQUIRED",
     "TABLES",
     "Field",
@@ -27,7 +29,8 @@ REQUIRED: Any = object()
 
 DISTRIBUTIONS = ("constant", "exponential", "shifted_exponential", "lognormal")
 MODEL_KINDS = ("linear", "softmax", "mlp")
-MODES = ("sync",)
+MODES = ("sync", "async")
+APPLY_MODES = ("locked", "lock_free")
 AGGREGATIONS = ("parameter_server", "allreduce")
 #: Op kinds whose fixed cost a ``[costs]`` table may set (seconds, at speed 1).
 COST_KINDS = ("read", "dequeue", "aggregate", "apply", "allreduce")
@@ -157,12 +160,27 @@ FIELDS: tuple[Field, ...] = (
     Field("model", "learning_rate", "float", 0.1, "a number > 0",
           "Plain SGD step size.", _positive),
     Field("training", "mode", "str", "sync", _choices(MODES),
-          "sync: in-graph replicated towers, one client (the cifar10_multi_gpu_train pattern).",
+          "sync: in-graph replicated towers, one client (the cifar10_multi_gpu_train pattern). "
+          "async: one worker per device, each a client thread looping `sess.run(train_op)` on "
+          "shared variables with no coordination (asynchronous SGD); `[run] steps` is the "
+          "updates per worker.",
           _one_of(MODES)),
     Field("training", "aggregation", "str", "parameter_server", _choices(AGGREGATIONS),
           "parameter_server: gradients gather at the variables' device; allreduce: ring "
           "all-reduce among the towers, variables mirrored on every device.",
           _one_of(AGGREGATIONS)),
+    Field("training", "staleness_bound", "int", None, "an integer >= 0",
+          "async only: stale-synchronous parallel. A worker may start its update k only when "
+          "every worker has finished k - bound updates; 0 gives synchronous rounds. "
+          "Default: no bound.", _non_negative),
+    Field("training", "max_staleness", "int", None, "an integer >= 0",
+          "async only: drop a gradient whose staleness (updates applied since its read) is "
+          "above this, as TensorFlow's DropStaleGradientOptimizer does. Default: keep all.",
+          _non_negative),
+    Field("training", "apply", "str", "locked", _choices(APPLY_MODES),
+          "async only: locked: a worker's read and apply of the variables take turns under one "
+          "lock (a critical section), so each read sees one version; lock_free: they never wait "
+          "for each other (the seed's plain optimizer).", _one_of(APPLY_MODES)),
 )
 
 #: Tables in the order they are documented; "" is the top level.

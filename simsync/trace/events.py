@@ -8,7 +8,8 @@ hundred thousand, immutable, and compared by value. A trace holds:
 - one :class:`TransferRecord` per tensor that crossed devices and took time (a free link,
   infinite bandwidth and no latency, records none);
 - one :class:`VariableAccess` per variable read or write, with the version seen or made;
-- one :class:`StepRecord` per ``sess.run`` of a client.
+- one :class:`StepRecord` per ``sess.run`` of a client;
+- one :class:`Update` per execution of an op that writes variables: the ledger of updates.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-__all__ = ["OpRecord", "StepRecord", "Trace", "TransferRecord", "VariableAccess"]
+__all__ = ["OpRecord", "StepRecord", "Trace", "TransferRecord", "Update", "VariableAccess"]
 
 
 class OpRecord(NamedTuple):
@@ -72,6 +73,28 @@ class StepRecord(NamedTuple):
         return self.end - self.start
 
 
+class Update(NamedTuple):
+    """One update of the variables, as a ledger line.
+
+    ``read`` is the version the client's run read; ``before`` the version just before this
+    update landed (or was dropped). An applied update makes version ``before + 1``, so its
+    staleness, version at apply - version read - 1, is ``before - read``: how many other
+    updates landed between the read and this one.
+    """
+
+    client: str
+    step: int
+    op: str
+    read: int
+    before: int
+    applied: bool
+    time: float
+
+    @property
+    def staleness(self) -> int:
+        return self.before - self.read
+
+
 @dataclass
 class Trace:
     """Everything one run produced. ``source`` says which executor made it."""
@@ -81,6 +104,7 @@ class Trace:
     transfers: list[TransferRecord] = field(default_factory=list)
     accesses: list[VariableAccess] = field(default_factory=list)
     steps: list[StepRecord] = field(default_factory=list)
+    updates: list[Update] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)
     events: int = 0
 

@@ -62,6 +62,8 @@ class SummaryView:
                        style="dim")
         if self.summary.get("wait"):
             yield self.sync_table()
+        if self.summary.get("mode") == "async":
+            yield self.staleness_table()
 
     def header(self) -> Text:
         """Two lines: the scenario (and its file), then mode, aggregation, towers, steps, seed."""
@@ -70,30 +72,69 @@ class SummaryView:
         text.append(f"Scenario {s.get('scenario', '?')}", style="bold")
         if s.get("source"):
             text.append(f" ({s['source']})", style="dim")
-        parts = [f"mode {s.get('mode', '–')}", f"aggregation {s.get('aggregation', '–')}",
-                 f"{s.get('towers', '–')} towers", f"{s.get('steps', '–')} steps"]
+        if s.get("mode") == "async":
+            parts = ["mode async", f"{s.get('towers', '–')} workers",
+                     f"{s.get('steps', '–')} updates"]
+        else:
+            parts = [f"mode {s.get('mode', '–')}", f"aggregation {s.get('aggregation', '–')}",
+                     f"{s.get('towers', '–')} towers", f"{s.get('steps', '–')} steps"]
         if "seed" in s:
             parts.append(f"seed {s['seed']}")
         text.append("\n" + " · ".join(parts))
         return text
 
     def numbers_table(self) -> Table:
-        """Step time (mean, p50, p95 in ms), throughput, final loss, events and wall time."""
+        """Step time (mean, p50, p95 in ms), throughput, final loss, events and wall time; in
+        async mode the time of one worker's update, updates per second and the staleness."""
         s = self.summary
         stats = s.get("step_time") or {}
+        asynchronous = s.get("mode") == "async"
         table = Table(title="Step time and throughput", box=box.SIMPLE_HEAD, show_edge=False)
         table.add_column("measure")
         table.add_column("value", justify="right")
+        label = "update time" if asynchronous else "step time"
         for key in ("mean", "p50", "p95"):
-            table.add_row(f"step time {key} (ms)", _ms(stats.get(key)))
+            table.add_row(f"{label} {key} (ms)", _ms(stats.get(key)))
         throughput = s.get("throughput")
         table.add_row("throughput (samples/s)",
                       "–" if throughput is None else f"{throughput:,.0f}")
+        if asynchronous:
+            rate, staleness = s.get("updates_per_second"), s.get("staleness") or {}
+            table.add_row("updates per second", "–" if rate is None else f"{rate:,.1f}")
+            table.add_row("staleness mean / max",
+                          f"{staleness.get('mean', 0):.2f} / {staleness.get('max', '–')}")
+            table.add_row("updates applied / dropped",
+                          f"{s.get('updates_applied', '–')} / {s.get('updates_dropped', '–')}")
         loss = s.get("final_loss")
         table.add_row("final loss", "–" if loss is None else f"{loss:.4f}")
         table.add_row("events", "–" if s.get("events") is None else f"{s['events']:,}")
         table.add_row("wall time (s)",
                       "–" if s.get("wall_seconds") is None else f"{s['wall_seconds']:.3f}")
+        return table
+
+    def staleness_table(self) -> Table:
+        """Per worker: updates applied and dropped, mean and max staleness; the stalest
+        highlighted (a straggler's updates are the stalest)."""
+        rows = self.summary.get("staleness_by_client") or {}
+        table = Table(title="The ledger: staleness of each worker's updates", box=box.SQUARE)
+        for column in ("worker", "applied", "dropped", "mean staleness", "max"):
+            table.add_column(column, justify="left" if column == "worker" else "right")
+        table.add_column("")
+        means = [r["mean"] for r in rows.values()]
+        stalest = max(means, default=0.0)
+        # marked only when it stands out: half as stale again as the average worker
+        stands_out = stalest > 1.5 * (sum(means) / len(means)) if means else False
+        names = list(rows)
+        shown = names[: self.max_towers]
+        shown += [n for n in names[self.max_towers:] if rows[n]["mean"] == stalest]
+        for name in shown:
+            row = rows[name]
+            mark = stands_out and row["mean"] == stalest
+            table.add_row(name, str(row["applied"]), str(row["dropped"]), f"{row['mean']:.2f}",
+                          str(row["max"]), "◀ stalest" if mark else "",
+                          style="bold red" if mark else "")
+        if len(names) > len(shown):
+            table.add_row("…", "", "", "", "", f"+{len(names) - len(shown)} workers", style="dim")
         return table
 
     def sync_table(self) -> Table:

@@ -216,7 +216,9 @@ class Timeline:
         grid = _Grid(self.device_order, t0, span / columns, columns)
         self._paint(grid)
         yield Text(self._title(span), style="bold")
-        yield Text("step".ljust(label_width)) + self._step_row(grid)
+        clients = {s.client for s in self.trace.steps}
+        if len(clients) <= 1:  # with many clients, their steps overlap: the lanes tell
+            yield Text("step".ljust(label_width)) + self._step_row(grid)
         if self.sync_points:
             yield Text("sync".ljust(label_width)) + self._sync_row(grid)
         for device in self.device_order:
@@ -234,6 +236,9 @@ class Timeline:
                        | {r.step for r in self.records})
         which = (f"step {shown[0]}" if len(shown) == 1
                  else f"steps {shown[0]}–{shown[-1]}" if shown else "no steps")
+        clients = len({s.client for s in self.trace.steps})
+        if clients > 1:
+            which = f"{which.replace('step', 'run')} of each of {clients} clients"
         return f"Timeline: {which}, {span * 1e3:.3g} ms ({self.trace.source})"
 
     def _paint(self, grid: _Grid) -> None:
