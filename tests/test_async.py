@@ -12,7 +12,7 @@ import pytest
 
 from simsync.crosscheck.replay import replay
 from simsync.engine import Engine, simulate, summary
-from simsync.errors import ScenarioError, SimulationError, SimsyncError
+from simsync.errors import ScenarioError, SimsyncError, SimulationError
 from simsync.patterns import build_async
 from simsync.scenario import (
     ClusterConfig,
@@ -149,8 +149,8 @@ def test_a_bound_that_can_never_be_met_is_explained() -> None:
     graph = build_async(workers(2, staleness_bound=1))
     graph.clients = [dataclasses.replace(c, shared_steps=False, steps=2 if i == 0 else 10)
                      for i, c in enumerate(graph.clients)]
-    with pytest.raises(SimulationError, match="worker_1 can never start run 4.*worker_0 "
-                                              "stopped after 2"):
+    with pytest.raises(SimulationError, match=r"worker_1 can never start run 4.*worker_0 "
+                                              r"stopped after 2"):
         Engine(graph, steps=10).run()
 
 
