@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from simsync.engine import Simulation, simulate
-from simsync.ir import Graph
+from simsync.ir import Graph, run_order
 from simsync.scenario import Scenario
 from simsync.scenario.profile import Profile, apply_profile
 from simsync.tf_backend import TensorFlowRun, run_on_tensorflow
@@ -46,10 +47,15 @@ class CrossCheck:
 
 def crosscheck(scenario: Scenario, *, profile: Profile | None = None,
                warmup: int = 2) -> CrossCheck:
-    """Run ``warmup + [run] steps`` steps on TensorFlow and in the simulator and compare them."""
+    """Run ``warmup + [run] steps`` steps on TensorFlow and in the simulator and compare them.
+    Asynchronous scenarios get the checks of :mod:`simsync.crosscheck.asynchronous`."""
+    if scenario.training.mode == "async":
+        from simsync.crosscheck.asynchronous import crosscheck_async
+
+        return crosscheck_async(scenario, profile=profile, warmup=warmup)
     real = run_on_tensorflow(scenario, warmup=warmup,
                              seconds_per_row=profile.seconds_per_row if profile else None)
-    predicted = _predicted_scenario(scenario, profile, real)
+    predicted = predicted_scenario(scenario, profile, real)
     simulation = simulate(predicted.with_run(steps=real.total_steps))
     traced = {s.step for s in real.trace.steps}
     report = {
@@ -59,7 +65,7 @@ def crosscheck(scenario: Scenario, *, profile: Profile | None = None,
         "devices": real.devices.describe(),
         "tensorflow": real.tensorflow,
         "costs": "calibration profile" if profile else "scenario",
-        "structure": _structure(simulation.graph, real.trace),
+        "structure": structure(simulation.graph, real.trace),
         "values": _values(simulation, real),
         "timing": _timing(simulation.trace, real, traced),
         "unmapped_tensorflow_ops": dict(real.census.unmapped),
@@ -67,8 +73,10 @@ def crosscheck(scenario: Scenario, *, profile: Profile | None = None,
     return CrossCheck(scenario, predicted, simulation, real, report)
 
 
-def _predicted_scenario(scenario: Scenario, profile: Profile | None,
-                        real: TensorFlowRun) -> Scenario:
+def predicted_scenario(scenario: Scenario, profile: Profile | None,
+                       real: TensorFlowRun) -> Scenario:
+    """The scenario the prediction simulates: with the profile's costs, or with the host's
+    shared cores when TensorFlow ran on logical CPU devices."""
     if profile is not None:
         return apply_profile(scenario, profile)
     if real.devices.host_cores is None:
@@ -77,28 +85,34 @@ def _predicted_scenario(scenario: Scenario, profile: Profile | None,
     return dataclasses.replace(scenario, cluster=cluster)
 
 
-def happens_before(graph: Graph, trace: Trace) -> tuple[int, list[dict[str, Any]]]:
-    """Check every IR edge in every step of ``trace``: how many were checked, and violations.
-    An IR op absent from a traced step is a violation too (it did not run, or its TensorFlow
-    ops could not be mapped back to it)."""
-    spans = {(r.op, r.step): r for r in trace.ops}
+def happens_before(graph: Graph, trace: Trace,
+                   runs: Iterable[tuple[str, int]] | None = None
+                   ) -> tuple[int, list[dict[str, Any]]]:
+    """Check every IR edge of a client's run in every traced run of ``trace`` (``runs``, or
+    every step record's): how many were checked, and violations. An op of the run absent from
+    the trace is a violation too (it did not run, or its TensorFlow ops could not be mapped)."""
+    spans = {(r.client, r.step, r.op): r for r in trace.ops}
+    ops = {c.name: set(run_order(graph, c.fetches)) for c in graph.clients}
     checked, violations = 0, []
-    for step in sorted(s.step for s in trace.steps):
-        missing = [op for op in graph.nx.nodes if (op, step) not in spans]
-        violations += [{"step": step, "missing": op} for op in missing]
-        for src, dst in graph.nx.edges:
-            before, after = spans.get((src, step)), spans.get((dst, step))
+    for client, step in sorted(runs if runs is not None else
+                               {(s.client, s.step) for s in trace.steps}):
+        missing = [op for op in ops[client] if (client, step, op) not in spans]
+        violations += [{"step": step, "client": client, "missing": op} for op in missing]
+        for src, dst in graph.nx.subgraph(ops[client]).edges:
+            before, after = spans.get((client, step, src)), spans.get((client, step, dst))
             if before is None or after is None:
                 continue
             checked += 1
             if after.start < before.end:
-                violations.append({"step": step, "before": src, "after": dst,
-                                   "overlap_seconds": before.end - after.start})
+                violations.append({"step": step, "client": client, "before": src,
+                                   "after": dst, "overlap_seconds": before.end - after.start})
     return checked, violations
 
 
-def _structure(graph: Graph, trace: Trace) -> dict[str, Any]:
-    checked, violations = happens_before(graph, trace)
+def structure(graph: Graph, trace: Trace,
+              runs: Iterable[tuple[str, int]] | None = None) -> dict[str, Any]:
+    """The structure section of a report: happens-before relations checked and violated."""
+    checked, violations = happens_before(graph, trace, runs)
     return {"checked": checked, "violations": violations, "ok": not violations}
 
 
@@ -123,13 +137,13 @@ def _timing(simulated: Trace, real: TensorFlowRun, traced: set[int]) -> dict[str
     measured = list(timed.values())
     kinds = {}
     for kind, (p, m) in _kind_durations(simulated, real.trace, traced).items():
-        kinds[kind] = {"predicted": p, "measured": m, "error": _error(p, m)}
+        kinds[kind] = {"predicted": p, "measured": m, "error": relative_error(p, m)}
     mean_p, mean_m = float(np.mean(predicted)), float(np.mean(measured))
     median_p, median_m = float(np.median(predicted)), float(np.median(measured))
     return {"predicted_step_time": mean_p, "measured_step_time": mean_m,
-            "error": _error(mean_p, mean_m),
+            "error": relative_error(mean_p, mean_m),
             "predicted_median_step_time": median_p, "measured_median_step_time": median_m,
-            "error_median": _error(median_p, median_m), "timed_steps": len(measured),
+            "error_median": relative_error(median_p, median_m), "timed_steps": len(measured),
             "ops": kinds}
 
 
@@ -144,10 +158,10 @@ def _kind_durations(simulated: Trace, real: Trace,
             for kind, (p, m) in sorted(sums.items()) if p and m}
 
 
-def _error(predicted: float, measured: float) -> float | None:
+def relative_error(predicted: float, measured: float) -> float | None:
     """Relative error of the prediction (+ too slow, - too fast); None when nothing was measured.
 
-    >>> _error(1.05, 1.0), _error(0.0, 0.0)
+    >>> relative_error(1.05, 1.0), relative_error(0.0, 0.0)
     (0.050000000000000044, None)
     """
     return (predicted - measured) / measured if measured > 0 else None

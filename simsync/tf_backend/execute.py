@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from simsync.engine.draws import draw_step
-from simsync.ir import Cost, Graph
+from simsync.ir import Cost, Graph, run_order
 from simsync.numerics import make_batch
 from simsync.patterns import build, tower_device
 from simsync.scenario import Scenario
@@ -35,7 +35,7 @@ from simsync.tf_backend.tracing import NodeCensus, op_records
 from simsync.tf_backend.work import measure_seconds_per_row, rows_for
 from simsync.trace import StepRecord, Trace, VariableAccess
 
-__all__ = ["TensorFlowRun", "run_on_tensorflow"]
+__all__ = ["Feeder", "Setup", "TensorFlowRun", "prepare", "run_on_tensorflow"]
 
 
 @dataclass
@@ -53,6 +53,8 @@ class TensorFlowRun:
     census: NodeCensus = field(default_factory=NodeCensus)
     work_rows: dict[str, list[int]] = field(default_factory=dict)   # IR op -> rows per step
     timed: list[tuple[int, float]] = field(default_factory=list)    # (step, seconds) untraced
+    #: async: each run's phase, (client, step) -> "warmup", "traced", "untraced" or "timed"
+    phases: dict[tuple[str, int], str] = field(default_factory=dict)
 
     @property
     def total_steps(self) -> int:
@@ -64,14 +66,17 @@ def run_on_tensorflow(scenario: Scenario, *, warmup: int = 2,
                       timing_steps: int | None = None) -> TensorFlowRun:
     """Run ``warmup``, then ``[run] steps`` traced, then ``timing_steps`` (default: as many)
     untraced steps of ``scenario``. The work ops are sized with ``seconds_per_row`` (a
-    calibration's), or with this process's own measurement."""
-    tf = load_tensorflow()
-    graph = build(scenario)
-    plan = plan_devices(list(graph.devices), scenario.towers)
-    lowered = lower(graph, scenario.model, scenario.run.seed, plan)
-    config = session_config(plan)
-    if seconds_per_row is None:
-        seconds_per_row = _measured_seconds_per_row(tf, config, plan.mapping[tower_device(0)])
+    calibration's), or with this process's own measurement.
+
+    In async mode the steps are per worker, taken from a common pool by one thread per worker
+    (see :mod:`simsync.tf_backend.asynchronous`)."""
+    setup = prepare(scenario, seconds_per_row)
+    if scenario.training.mode == "async":
+        from simsync.tf_backend.asynchronous import run_async
+
+        return run_async(setup, warmup, timing_steps)
+    tf, graph, plan, lowered = setup.tf, setup.graph, setup.plan, setup.lowered
+    config, seconds_per_row = setup.config, setup.seconds_per_row
     client = _Client(tf, scenario, graph, lowered, seconds_per_row)
     with tf.compat.v1.Session(graph=lowered.graph, config=config) as session:
         session.run(lowered.init)
@@ -87,6 +92,31 @@ def run_on_tensorflow(scenario: Scenario, *, warmup: int = 2,
                          seconds_per_row, warmup, client.census, client.work_rows, client.timed)
 
 
+@dataclass
+class Setup:
+    """A scenario lowered to TensorFlow, with its devices and session config."""
+
+    scenario: Scenario
+    tf: Any
+    graph: Graph
+    plan: DevicePlan
+    lowered: Lowered
+    config: Any
+    seconds_per_row: float
+
+
+def prepare(scenario: Scenario, seconds_per_row: float | None = None) -> Setup:
+    """Build and lower the scenario's graph; measure the work's speed if not given."""
+    tf = load_tensorflow()
+    graph = build(scenario)
+    plan = plan_devices(list(graph.devices), scenario.towers)
+    lowered = lower(graph, scenario.model, scenario.run.seed, plan)
+    config = session_config(plan)
+    if seconds_per_row is None:
+        seconds_per_row = _measured_seconds_per_row(tf, config, plan.mapping[tower_device(0)])
+    return Setup(scenario, tf, graph, plan, lowered, config, seconds_per_row)
+
+
 _MEASURED: dict[str, float] = {}
 
 
@@ -97,31 +127,33 @@ def _measured_seconds_per_row(tf: Any, config: Any, device: str) -> float:
     return _MEASURED["seconds"]
 
 
-class _Client:
-    """The training loop: feeds, one ``sess.run`` per step, and the trace it leaves."""
+class Feeder:
+    """What one client feeds each step: its towers' batches (the simulator's own, keyed by
+    client, step and tower) and its work sizes (from the simulator's own draws)."""
 
-    def __init__(self, tf: Any, scenario: Scenario, graph: Graph, lowered: Lowered,
-                 seconds_per_row: float) -> None:
-        self.tf, self.scenario, self.graph, self.lowered = tf, scenario, graph, lowered
-        self.seconds_per_row = seconds_per_row
+    def __init__(self, scenario: Scenario, graph: Graph, lowered: Lowered,
+                 seconds_per_row: float, client: int = 0) -> None:
+        self.scenario, self.graph, self.lowered = scenario, graph, lowered
+        self.seconds_per_row, self.client = seconds_per_row, client
+        ops = [graph.op(name) for name in run_order(graph, graph.clients[client].fetches)]
         self.groups: dict[str, Cost] = {
-            op.cost.group: op.cost for op in graph.ops() if op.cost.group is not None}
-        self.trace = Trace(source="tensorflow")
-        self.census = NodeCensus()
-        self.losses: list[float] = []
-        self.work_rows: dict[str, list[int]] = {name: [] for name in lowered.work_rows}
-        self.timed: list[tuple[int, float]] = []
-        self.base: float | None = None
+            op.cost.group: op.cost for op in ops if op.cost.group is not None}
+        towers = {op.tower for op in ops if op.kind == "dequeue"}
+        self.batches = {t: xy for t, xy in lowered.batches.items() if t in towers}
+        names = {op.name for op in ops}
+        self.work_rows: dict[str, list[int]] = {
+            name: [] for name in lowered.work_rows if name in names}
 
     def feeds(self, step: int) -> dict[Any, Any]:
-        """The step's batches (the simulator's own) and work sizes (its own draws)."""
+        """The step's feeds; the work sizes are also kept in ``work_rows``."""
         spec, seed = self.scenario.model, self.scenario.run.seed
         feeds: dict[Any, Any] = {}
-        for tower, (x, y) in self.lowered.batches.items():
-            batch = make_batch(spec, seed, (0, step, tower))
+        for tower, (x, y) in self.batches.items():
+            batch = make_batch(spec, seed, (self.client, step, tower))
             feeds[x], feeds[y] = batch.x, batch.y
-        draws = draw_step(seed, 0, step, self.groups)
-        for name, rows in self.lowered.work_rows.items():
+        draws = draw_step(seed, self.client, step, self.groups)
+        for name in self.work_rows:
+            rows = self.lowered.work_rows[name]
             op = self.graph.op(name)
             speed = self.graph.devices[op.device].speed
             assert op.cost.group is not None
@@ -130,14 +162,29 @@ class _Client:
             self.work_rows[name].append(feeds[rows])
         return feeds
 
+
+class _Client:
+    """The training loop: feeds, one ``sess.run`` per step, and the trace it leaves."""
+
+    def __init__(self, tf: Any, scenario: Scenario, graph: Graph, lowered: Lowered,
+                 seconds_per_row: float) -> None:
+        self.tf, self.scenario, self.graph, self.lowered = tf, scenario, graph, lowered
+        self.feeder = Feeder(scenario, graph, lowered, seconds_per_row)
+        self.work_rows = self.feeder.work_rows
+        self.trace = Trace(source="tensorflow")
+        self.census = NodeCensus()
+        self.losses: list[float] = []
+        self.timed: list[tuple[int, float]] = []
+        self.base: float | None = None
+
     def step(self, session: Any, step: int, traced: bool) -> float:
         """One ``sess.run``; returns its wall time in seconds."""
         tf, lowered = self.tf, self.lowered
-        fetches = {"train": lowered.fetches, "losses": lowered.losses,
+        fetches = {"train": lowered.fetches["main"], "losses": lowered.losses,
                    "reads": lowered.read_versions, "writes": lowered.write_versions}
         options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
         metadata = tf.compat.v1.RunMetadata()
-        feeds = self.feeds(step)
+        feeds = self.feeder.feeds(step)
         started = time.time()
         try:
             out = session.run(fetches, feeds, options=options if traced else None,
@@ -168,5 +215,6 @@ class _Client:
                 record = when.get(op_name)
                 time_at = (record.end if write else record.start) if record else 0.0
                 for variable, version in versions.items():
+                    made = int(version) + 1 if write else int(version)  # writes: "before"
                     self.trace.accesses.append(VariableAccess(
-                        variable, op_name, "main", step, time_at, int(version), write))
+                        variable, op_name, "main", step, time_at, made, write))

@@ -18,10 +18,15 @@ What each kind becomes:
 - ``aggregate``: the mean of the towers' gradients;
 - ``allreduce``: a ring all-reduce, reduce-scatter then all-gather, chunk by chunk between the
   participants' devices;
-- ``apply``: ``assign_sub(learning_rate * gradient)`` and one increment of each version counter.
+- ``apply``: the version counters' values before the update, then
+  ``assign_sub(learning_rate * gradient)`` and one increment of each counter; with
+  ``max_staleness``, both multiplied by whether the update is fresh enough (a dropped update
+  subtracts nothing and bumps nothing), as ``DropStaleGradientOptimizer`` decides.
 
-Variables live under ``variables/``, version counters under ``versions/``, fed tensors under
-``feeds/``; none of them is an IR op.
+An op with ``locks`` runs inside a ``tf.CriticalSection`` per lock: a read then sees one version
+of all variables, and an apply lands whole. Variables live under ``variables/``, version
+counters under ``versions/``, critical sections under ``locks/``, fed tensors under ``feeds/``;
+none of them is an IR op.
 """
 
 from __future__ import annotations
@@ -52,13 +57,14 @@ class Lowered:
 
     graph: Any
     init: Any
-    fetches: list[Any]                                   # the client's train op(s)
+    fetches: dict[str, list[Any]]                        # client -> its train op(s)
     losses: dict[int, Any] = field(default_factory=dict)           # tower -> loss tensor
     batches: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # tower -> (x, y) feeds
     work_rows: dict[str, Any] = field(default_factory=dict)        # IR op -> rows feed
     variables: dict[str, Any] = field(default_factory=dict)        # IR variable -> tf.Variable
     read_versions: dict[str, dict[str, Any]] = field(default_factory=dict)
-    write_versions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    write_versions: dict[str, dict[str, Any]] = field(default_factory=dict)  # before the apply
+    applied: dict[str, Any] = field(default_factory=dict)  # apply op -> kept (max_staleness)
 
 
 def lower(graph: Graph, spec: ModelSpec, seed: int, plan: DevicePlan) -> Lowered:
@@ -73,7 +79,8 @@ def lower(graph: Graph, spec: ModelSpec, seed: int, plan: DevicePlan) -> Lowered
         lowered = builder.lowered
         lowered.graph = tf_graph
         lowered.init = tf.compat.v1.global_variables_initializer()
-        lowered.fetches = [builder.outputs[f] for f in graph.clients[0].fetches]
+        lowered.fetches = {client.name: [builder.outputs[f] for f in client.fetches]
+                           for client in graph.clients}
     return lowered
 
 
@@ -82,7 +89,8 @@ class _Builder:
         self.tf, self.graph, self.spec, self.plan = tf, graph, spec, plan
         self.outputs: dict[str, Any] = {}
         self.versions: dict[str, Any] = {}
-        self.lowered = Lowered(graph=None, init=None, fetches=[])
+        self.locks: dict[str, Any] = {}
+        self.lowered = Lowered(graph=None, init=None, fetches={})
 
     def device(self, ir_device: str) -> Any:
         return self.tf.device(self.plan.mapping[ir_device])
@@ -106,6 +114,9 @@ class _Builder:
                     value, dtype=tf.float64, name=f"variables/{name}")
                 self.versions[name] = tf.Variable(
                     0, dtype=tf.int64, name=f"versions/{name}", trainable=False)
+        for lock in sorted({lock for op in self.graph.ops() for lock in op.locks}):
+            with self.device(next(iter(self.graph.variables.values())).device):
+                self.locks[lock] = tf.CriticalSection(name=f"locks/{lock}")
 
     def op(self, op: Op) -> None:
         tf = self.tf
@@ -118,7 +129,13 @@ class _Builder:
                 raise BackendError(
                     f"the TensorFlow backend cannot lower op '{op.name}' yet: it knows the op "
                     f"kinds {', '.join(LOWERED_KINDS)}, not '{op.kind}'")
-            self.outputs[op.name] = self.gate(kernel(op, inputs))
+            self.outputs[op.name] = self.gate(self.locked(op, lambda: kernel(op, inputs)))
+
+    def locked(self, op: Op, run: Any) -> Any:
+        """``run()`` inside the critical sections of ``op``'s locks (in sorted order)."""
+        for lock in sorted(op.locks, reverse=True):
+            run = (lambda inner, section: lambda: section.execute(inner))(run, self.locks[lock])
+        return run()
 
     def gate(self, value: Any) -> Any:
         """Release an op's results together, once all of them are computed."""
@@ -188,12 +205,30 @@ class _Builder:
         ((src, value),) = inputs
         grads = value[op.device] if src.kind == "allreduce" else value
         rate = tf.constant(self.spec.learning_rate, dtype=tf.float64)
-        updates = [self.lowered.variables[v].assign_sub(rate * grads[parameter_name(v)])
-                   for v in op.writes]
+        before = {v: self.versions[v].read_value() for v in op.writes}
+        bump = tf.constant(1, dtype=tf.int64)
+        if op.max_staleness is not None:  # drop the update if too many landed since the read
+            read = self._read_version(op)
+            kept = before[op.writes[0]] - read <= op.max_staleness
+            self.lowered.applied[op.name] = kept
+            rate, bump = rate * tf.cast(kept, tf.float64), tf.cast(kept, tf.int64)
+        with tf.control_dependencies(list(before.values())):
+            updates = [self.lowered.variables[v].assign_sub(rate * grads[parameter_name(v)])
+                       for v in op.writes]
         with tf.control_dependencies(updates):
-            bumped = {v: self.versions[v].assign_add(1) for v in op.writes}
-        self.lowered.write_versions[op.name] = bumped
-        return tf.group(*bumped.values(), name="done")
+            bumped = [self.versions[v].assign_add(bump) for v in op.writes]
+        self.lowered.write_versions[op.name] = before
+        with tf.control_dependencies(bumped):
+            return {v: tf.identity(version) for v, version in before.items()}
+
+    def _read_version(self, op: Op) -> Any:
+        """The version of ``op``'s first variable read earlier in the same run."""
+        variable = op.writes[0]
+        for name in nx.ancestors(self.graph.nx, op.name):
+            if self.graph.op(name).kind == "read" and variable in self.graph.op(name).reads:
+                return self.lowered.read_versions[name][variable]
+        raise BackendError(f"'{op.name}' has max_staleness but no read of '{variable}' "
+                           f"before it in the same run")
 
 
 class _Ungated:

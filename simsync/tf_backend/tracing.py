@@ -20,7 +20,7 @@ from simsync.trace import OpRecord
 
 __all__ = ["NodeCensus", "classify", "op_records"]
 
-INFRASTRUCTURE = {"variables": "state", "versions": "state", "feeds": "feeds"}
+INFRASTRUCTURE = {"variables": "state", "versions": "state", "locks": "state", "feeds": "feeds"}
 
 
 @dataclass
@@ -56,7 +56,7 @@ def classify(name: str, ir_ops: set[str]) -> tuple[str, str]:
 
 
 def op_records(step_stats: Any, graph: Graph, step: int, base: float, census: NodeCensus,
-               losses: dict[str, float]) -> list[OpRecord]:
+               losses: dict[str, float], client: str = "main") -> list[OpRecord]:
     """One :class:`OpRecord` per IR op that ran in this step; times relative to ``base``."""
     ir_ops = set(graph.nx.nodes)
     spans: dict[str, list[float]] = {}
@@ -77,7 +77,7 @@ def op_records(step_stats: Any, graph: Graph, step: int, base: float, census: No
         op = graph.op(name)
         arrivals = tuple((t.src, spans[t.src][1]) for t in graph.inputs(name) if t.src in spans)
         ready = max((t for _, t in arrivals), default=start)
-        records.append(OpRecord(name, op.kind, op.devices, "main", step, ready, start, end,
+        records.append(OpRecord(name, op.kind, op.devices, client, step, ready, start, end,
                                 arrivals, losses.get(name)))
     records.sort(key=lambda r: (r.start, r.op))
     return records

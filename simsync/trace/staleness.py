@@ -72,9 +72,10 @@ def histogram_distance(a: dict[str, int], b: dict[str, int]) -> float:
     return 0.5 * sum(abs(a.get(k, 0) / total_a - b.get(k, 0) / total_b) for k in keys)
 
 
-def throughput(trace: Trace, steps: set[int] | None = None) -> float:
-    """Updates per second, summed over clients: each client's runs (only ``steps`` when given)
-    divided by the time from its first one's start to its last one's end.
+def throughput(trace: Trace, runs: set[tuple[str, int]] | None = None) -> float:
+    """Updates per second, summed over clients: each client's runs (only ``runs``, pairs of
+    client and step, when given) divided by the time from its first one's start to its last
+    one's end.
 
     >>> from simsync.trace.events import StepRecord
     >>> t = Trace(steps=[StepRecord(c, i, i * 0.1, i * 0.1 + 0.1) for c in "ab" for i in range(5)])
@@ -84,7 +85,7 @@ def throughput(trace: Trace, steps: set[int] | None = None) -> float:
     spans: dict[str, list[float]] = {}
     counts: Counter[str] = Counter()
     for record in trace.steps:
-        if steps is not None and record.step not in steps:
+        if runs is not None and (record.client, record.step) not in runs:
             continue
         span = spans.setdefault(record.client, [record.start, record.end])
         span[0], span[1] = min(span[0], record.start), max(span[1], record.end)

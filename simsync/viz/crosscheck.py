@@ -31,6 +31,12 @@ def _percent(error: float | None) -> str:
     return "n/a" if error is None else f"{error * 100:+.1f} %"
 
 
+def _share(histogram: Mapping[str, int], key: str) -> str:
+    total = sum(histogram.values())
+    share = histogram.get(key, 0) / total if total else 0.0
+    return f"{share * 100:5.1f} % " + "█" * round(share * 20)
+
+
 class CrossCheckView:
     """A rich renderable of the report dict of :func:`simsync.crosscheck.crosscheck`."""
 
@@ -39,6 +45,9 @@ class CrossCheckView:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         r = self.report
+        if r.get("mode") == "async":
+            yield from self._asynchronous()
+            return
         yield Text.assemble(("Cross-check ", "bold"), (r["scenario"], "bold cyan"),
                             f": {r['steps']} traced steps after {r['warmup']} warm-up, "
                             f"TensorFlow {r['tensorflow']} on {r['devices']}")
@@ -48,17 +57,77 @@ class CrossCheckView:
         if error is not None and abs(error) > 0.05:
             yield Text(f"The predicted step time is off by {_percent(error)}. "
                        + WHY_TIMING_DIFFERS, style="yellow")
+        yield from self._problems()
+
+    def _problems(self) -> RenderResult:
+        r = self.report
         for violation in r["structure"]["violations"][:10]:
+            where = f"  {violation.get('client', 'main')} step {violation['step']}: "
             if "missing" in violation:
-                yield Text(f"  step {violation['step']}: {violation['missing']} does not appear "
-                           "in TensorFlow's trace", style="red")
+                yield Text(f"{where}{violation['missing']} does not appear in TensorFlow's "
+                           "trace", style="red")
                 continue
-            yield Text(f"  step {violation['step']}: {violation['after']} started "
+            yield Text(f"{where}{violation['after']} started "
                        f"{violation['overlap_seconds'] * 1e6:.0f} us before "
                        f"{violation['before']} ended", style="red")
         if r["unmapped_tensorflow_ops"]:
             names = ", ".join(sorted(r["unmapped_tensorflow_ops"])[:8])
             yield Text(f"TensorFlow ops that map to no IR op: {names}", style="yellow")
+
+    def _asynchronous(self) -> RenderResult:
+        """Structure, replay of the real ledger, staleness and throughput."""
+        r = self.report
+        yield Text.assemble(("Cross-check ", "bold"), (r["scenario"], "bold cyan"),
+                            f": {r['workers']} worker threads, {r['updates']} updates "
+                            f"({r['warmup']} warm-up and {r['steps']} traced-phase runs per "
+                            f"worker, then as many timed), TensorFlow {r['tensorflow']} on "
+                            f"{r['devices']}")
+        table = Table(title="Does TensorFlow do what the graph says?", title_justify="left")
+        for column in ("check", "result", "detail"):
+            table.add_column(column)
+        structure, values = r["structure"], r["values"]
+        table.add_row("structure", _mark(structure["ok"]),
+                      f"{structure['checked']} happens-before relations in "
+                      f"{structure['runs']} traced runs, {len(structure['violations'])} violated")
+        detail = (f"TensorFlow's ledger replayed in numpy: parameters differ by at most "
+                  f"{values['max_abs_diff']:.2e} (tolerance {values['tolerance']:.0e})"
+                  if values["replayed"] else f"not replayable: {values['why']}")
+        table.add_row("replay", _mark(values["ok"]), detail)
+        yield table
+        yield self._staleness()
+        throughput = r["throughput"]
+        yield Text(f"Updates per second: predicted {throughput['predicted']:.1f}, measured "
+                   f"{throughput['measured']:.1f} ({_percent(throughput['error'])}) over "
+                   f"{throughput['timed_runs']} untraced runs.")
+        if throughput["error"] is not None and abs(throughput["error"]) > 0.1:
+            yield Text("Timing is a prediction, not a replay: here every worker is a Python "
+                       "thread, and the threads take turns at Python's lock (the GIL) to feed "
+                       "and fetch, which the simulator does not model; the machine's other "
+                       "load takes cores too. The staleness follows the timing.",
+                       style="yellow")
+        yield from self._problems()
+
+    def _staleness(self) -> Table:
+        staleness = self.report["staleness"]
+        predicted, measured = staleness["predicted"], staleness["measured"]
+        table = Table(title="Staleness of the updates (updates landed between read and apply)",
+                      title_justify="left")
+        for column in ("", "predicted", "measured"):
+            table.add_column(column, justify="right" if column else "left")
+        table.add_row("mean", f"{predicted['mean']:.2f}", f"{measured['mean']:.2f}")
+        table.add_row("max", str(predicted["max"]), str(measured["max"]))
+        table.add_row("applied / dropped",
+                      f"{predicted['updates_applied']} / {predicted['updates_dropped']}",
+                      f"{measured['updates_applied']} / {measured['updates_dropped']}")
+        keys = sorted({*predicted["histogram"], *measured["histogram"]}, key=int)
+        for key in keys[:12]:
+            table.add_row(f"  staleness {key}", _share(predicted["histogram"], key),
+                          _share(measured["histogram"], key))
+        if len(keys) > 12:
+            table.add_row(f"  … {len(keys) - 12} more values", "", "")
+        table.add_row("histogram distance (0 same … 1 disjoint)",
+                      f"{staleness['distance']:.3f}", "")
+        return table
 
     def _checks(self) -> Table:
         r = self.report

@@ -1,0 +1,101 @@
+"""Cross-check of asynchronous training: the race cannot be predicted, but it can be checked.
+
+Which worker's update lands first depends on the machine's timing, so TensorFlow's parameters
+cannot equal the simulator's. What must hold instead:
+
+1. **Structure.** Every happens-before relation of a worker's run, in every traced run.
+2. **Replay.** TensorFlow's own ledger (which version each update read, in which order they
+   landed, which were dropped), replayed through the numpy numerics, gives TensorFlow's final
+   parameters to float tolerance. Then the ledger is the whole truth of what happened.
+3. **Staleness.** The distribution of staleness, simulated against measured: mean, max,
+   histogram, and the total variation distance between the histograms.
+4. **Throughput.** Updates per second, predicted against measured on the untraced timed runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from simsync.crosscheck.compare import (
+    VALUE_TOLERANCE,
+    CrossCheck,
+    predicted_scenario,
+    relative_error,
+    structure,
+)
+from simsync.crosscheck.replay import replay
+from simsync.engine import simulate
+from simsync.errors import SimsyncError
+from simsync.scenario import Scenario
+from simsync.scenario.profile import Profile
+from simsync.tf_backend import TensorFlowRun, run_on_tensorflow
+from simsync.trace import Trace, Update, histogram_distance, staleness_stats, throughput
+
+__all__ = ["crosscheck_async"]
+
+
+def crosscheck_async(scenario: Scenario, *, profile: Profile | None = None,
+                     warmup: int = 2) -> CrossCheck:
+    """Run the workers' threads on TensorFlow and the same number of updates in the simulator,
+    and compare them (see the module's text)."""
+    real = run_on_tensorflow(scenario, warmup=warmup,
+                             seconds_per_row=profile.seconds_per_row if profile else None)
+    predicted = predicted_scenario(scenario, profile, real)
+    per_worker = max(len(real.trace.updates) // scenario.towers, 1)
+    simulation = simulate(predicted.with_run(steps=per_worker))
+    traced = [run for run, phase in real.phases.items() if phase == "traced"]
+    timed = {run for run, phase in real.phases.items() if phase == "timed"}
+    report = {
+        "scenario": scenario.name,
+        "mode": "async",
+        "steps": scenario.run.steps,
+        "warmup": warmup,
+        "workers": scenario.towers,
+        "updates": len(real.trace.updates),
+        "devices": real.devices.describe(),
+        "tensorflow": real.tensorflow,
+        "costs": "calibration profile" if profile else "scenario",
+        "structure": {**structure(simulation.graph, real.trace, traced), "runs": len(traced)},
+        "values": _replayed(scenario, real),
+        "staleness": _staleness(simulation.trace, real.trace),
+        "throughput": _throughput(simulation.trace, real.trace, timed),
+        "unmapped_tensorflow_ops": dict(real.census.unmapped),
+    }
+    return CrossCheck(scenario, predicted, simulation, real, report)
+
+
+def batch_key(update: Update, clients: dict[str, int]) -> tuple[int, int, int]:
+    """The batch an async worker's update trained on: (client, step, tower), where each worker
+    is its own client and tower."""
+    index = clients[update.client]
+    return index, update.step, index
+
+
+def _replayed(scenario: Scenario, real: TensorFlowRun) -> dict[str, Any]:
+    clients = {f"worker_{i}": i for i in range(scenario.towers)}
+    try:
+        params = replay(scenario.model, scenario.run.seed, real.trace.updates,
+                        lambda u: batch_key(u, clients))
+    except SimsyncError as error:  # e.g. lock-free: two applies found the same version
+        return {"replayed": False, "why": str(error), "max_abs_diff": None,
+                "tolerance": VALUE_TOLERANCE, "ok": False}
+    diff = max(float(np.max(np.abs(params[name] - value))) for name, value in real.params.items())
+    return {"replayed": True, "max_abs_diff": diff, "tolerance": VALUE_TOLERANCE,
+            "ok": diff <= VALUE_TOLERANCE}
+
+
+def _staleness(simulated: Trace, real: Trace) -> dict[str, Any]:
+    predicted, measured = staleness_stats(simulated), staleness_stats(real)
+    return {"predicted": predicted, "measured": measured,
+            "distance": histogram_distance(predicted["histogram"], measured["histogram"]),
+            "mean_error": predicted["mean"] - measured["mean"]}
+
+
+def _throughput(simulated: Trace, real: Trace,
+                timed: set[tuple[str, int]]) -> dict[str, Any]:
+    predicted = throughput(simulated)
+    measured = throughput(real, timed) if timed else throughput(real)
+    return {"predicted": predicted, "measured": measured,
+            "error": relative_error(predicted, measured), "timed_runs": len(timed)}
