@@ -49,7 +49,7 @@ from simsync.ir import (
     communication_time,
     crosses_devices,
     op_speed,
-    run_order,
+    run_orders,
     validate,
 )
 from simsync.numerics import ModelSpec
@@ -219,7 +219,8 @@ class Engine:
     """Run every client of ``graph`` for ``steps`` steps and return the :class:`Trace`.
 
     ``model`` turns on the numerics (real parameter values); ``on_step`` is called after each
-    finished step (progress bars use it).
+    finished step (progress bars use it). ``detail=False`` keeps only the steps and the ledger
+    of updates, no op, transfer or variable-access records: what a million updates need.
 
     >>> from simsync.patterns import tiny_example
     >>> trace = Engine(tiny_example(), steps=3).run()
@@ -228,9 +229,10 @@ class Engine:
     """
 
     def __init__(self, graph: Graph, *, steps: int, seed: int = 0,
-                 model: ModelSpec | None = None, on_step: StepCallback | None = None) -> None:
+                 model: ModelSpec | None = None, on_step: StepCallback | None = None,
+                 detail: bool = True) -> None:
         validate(graph)
-        self.graph, self.seed, self.on_step = graph, seed, on_step
+        self.graph, self.seed, self.on_step, self.detail = graph, seed, on_step, detail
         self.env = CountingEnvironment()
         self.trace = Trace(source="simulator")
         self.devices = {d: simpy.Resource(self.env, 1) for d in graph.devices}
@@ -243,14 +245,15 @@ class Engine:
         self.clocks = _Clocks(self.env, [c for c in graph.clients
                                          if c.staleness_bound is not None])
         self.numerics = Numerics(graph, model, seed) if model is not None else None
-        self.plans = [self._plan(i, c, c.steps or steps) for i, c in enumerate(graph.clients)]
+        orders = run_orders(graph, [c.fetches for c in graph.clients])
+        self.plans = [self._plan(i, c, c.steps or steps, order)
+                      for i, (c, order) in enumerate(zip(graph.clients, orders, strict=True))]
         self.pool = sum(p.steps for p, c in zip(self.plans, graph.clients, strict=True)
                         if c.shared_steps)
 
     # -- planning -------------------------------------------------------------------------
-    def _plan(self, index_of_client: int, client: Client, steps: int) -> _Plan:
+    def _plan(self, index_of_client: int, client: Client, steps: int, order: list[str]) -> _Plan:
         graph = self.graph
-        order = run_order(graph, client.fetches)
         index = {op_name: i for i, op_name in enumerate(order)}
         nodes = [self._node(graph.op(op_name), i) for i, op_name in enumerate(order)]
         groups: dict[str, Cost] = {}
@@ -351,9 +354,10 @@ class Engine:
         loss = value[0] if op.kind == "forward" and value is not None else None
         if loss is not None:
             run.losses.append(loss)
-        self.trace.ops.append(OpRecord(
-            op.name, op.kind, op.devices, run.plan.name, run.step, execution.ready,
-            execution.start, now, tuple(run.arrivals[node.index]), loss))
+        if self.detail:
+            self.trace.ops.append(OpRecord(
+                op.name, op.kind, op.devices, run.plan.name, run.step, execution.ready,
+                execution.start, now, tuple(run.arrivals[node.index]), loss))
         run.values[node.index] = value
         for output in node.outputs:
             if output.free:
@@ -368,10 +372,11 @@ class Engine:
         """A tensor has arrived at its consumer's device."""
         run, node, output = transfer.run, transfer.node, transfer.output
         target = run.plan.nodes[output.dst].op
-        self.trace.transfers.append(TransferRecord(
-            node.op.name, target.name, node.op.device, target.device,
-            self.graph.tensor(node.op.name, target.name).nbytes, run.plan.name, run.step,
-            transfer.start, end, self.env.now))
+        if self.detail:
+            self.trace.transfers.append(TransferRecord(
+                node.op.name, target.name, node.op.device, target.device,
+                self.graph.tensor(node.op.name, target.name).nbytes, run.plan.name, run.step,
+                transfer.start, end, self.env.now))
         self._arrive(run, node, output.dst)
 
     def compute(self, run: _Run, node: _Node) -> Any:
@@ -385,8 +390,10 @@ class Engine:
     def record_reads(self, run: _Run, op: Op, time: float) -> None:
         for variable in op.reads:
             run.read_versions.setdefault(variable, self.versions[variable])
-            self.trace.accesses.append(VariableAccess(
-                variable, op.name, run.plan.name, run.step, time, self.versions[variable], False))
+            if self.detail:
+                self.trace.accesses.append(VariableAccess(
+                    variable, op.name, run.plan.name, run.step, time, self.versions[variable],
+                    False))
 
     def _update(self, run: _Run, op: Op, time: float) -> bool:
         """Write the ledger line of an update about to land; False if it is dropped."""
@@ -401,8 +408,10 @@ class Engine:
     def _record_writes(self, run: _Run, op: Op, time: float) -> None:
         for variable in op.writes:
             self.versions[variable] += 1
-            self.trace.accesses.append(VariableAccess(
-                variable, op.name, run.plan.name, run.step, time, self.versions[variable], True))
+            if self.detail:
+                self.trace.accesses.append(VariableAccess(
+                    variable, op.name, run.plan.name, run.step, time, self.versions[variable],
+                    True))
 
     def _arrive(self, run: _Run, node: _Node, dst: int) -> None:
         run.arrivals[dst].append((node.op.name, self.env.now))

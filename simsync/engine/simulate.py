@@ -39,8 +39,9 @@ class Simulation:
 
 
 def simulate(scenario: Scenario, *, numerics: bool = True,
-             on_step: StepCallback | None = None) -> Simulation:
-    """Build the scenario's graph and run it for ``[run] steps`` steps.
+             on_step: StepCallback | None = None, detail: bool = True) -> Simulation:
+    """Build the scenario's graph and run it for ``[run] steps`` steps (``detail=False``: keep
+    only steps and the ledger, see :class:`Engine`).
 
     >>> from simsync.patterns import tiny_example
     >>> from simsync.scenario import Scenario, ClusterConfig, ComputeConfig
@@ -51,7 +52,7 @@ def simulate(scenario: Scenario, *, numerics: bool = True,
     """
     graph = build(scenario)
     engine = Engine(graph, steps=scenario.run.steps, seed=scenario.run.seed,
-                    model=scenario.model if numerics else None, on_step=on_step)
+                    model=scenario.model if numerics else None, on_step=on_step, detail=detail)
     started = time.perf_counter()
     trace = engine.run()
     return Simulation(scenario, graph, trace, time.perf_counter() - started)

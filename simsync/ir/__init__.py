@@ -7,6 +7,7 @@ from simsync.ir.analysis import (
     critical_path,
     generations,
     run_order,
+    run_orders,
     sync_points,
     tower_dependencies,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "op_speed",
     "ring_allreduce_time",
     "run_order",
+    "run_orders",
     "sync_points",
     "tower_dependencies",
     "validate",
