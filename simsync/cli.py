@@ -29,6 +29,8 @@ examples:
   simsync simulate examples/four_towers.toml             summary and timeline
   simsync simulate examples/four_towers.toml --json      one JSON object
   simsync simulate examples/four_towers.toml --trace out.json   open in ui.perfetto.dev
+  simsync simulate examples/async_workers.toml           async workers: staleness ledger
+  simsync compare examples/four_towers.toml examples/async_workers.toml --png race.png
   simsync graph examples/four_towers.toml                towers as lanes, sync points marked
   simsync graph examples/four_towers.toml --format png -o graph.png
   simsync crosscheck examples/four_towers.toml           run it on TensorFlow too, compare
@@ -48,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"simsync {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_simulate(commands)
+    _add_compare(commands)
     _add_graph(commands)
     _add_crosscheck(commands)
     _add_calibrate(commands)
@@ -110,6 +113,26 @@ def _add_simulate(commands: Any) -> None:
     p.add_argument("--costs", type=Path, metavar="PROFILE.json",
                    help="use the costs measured by `simsync calibrate` instead of the file's")
     p.set_defaults(run=_simulate)
+
+
+def _add_compare(commands: Any) -> None:
+    p = commands.add_parser(
+        "compare", help="race scenarios: training loss against wall-clock time",
+        description="Simulate two or more scenarios (say sync, async and bounded staleness "
+        "with a straggler) with their real numbers, and plot the training loss against "
+        "wall-clock time in the terminal (and as a PNG with --png). The table says when each "
+        "reached the target loss, the worst of the final losses, so every run reaches it. "
+        "Losses are averaged over as many batches as one synchronous step trains.")
+    p.add_argument("files", type=Path, nargs="+", metavar="FILE",
+                   help="two or more scenario files (TOML)")
+    p.add_argument("--steps", type=_positive_int,
+                   help="override [run] steps of every scenario (per worker in async mode)")
+    p.add_argument("--seed", type=_non_negative_int, help="override [run] seed of every one")
+    p.add_argument("--png", type=Path, metavar="OUT.png", help="also write the plot as a PNG")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object (target, and per run: final loss, time to "
+                   "target, updates, staleness) instead of the plot")
+    p.set_defaults(run=_compare)
 
 
 def _add_crosscheck(commands: Any) -> None:
@@ -192,7 +215,8 @@ def _simulate(args: argparse.Namespace) -> int:
         from simsync.scenario.profile import apply_profile, load_profile
 
         scenario = apply_profile(scenario, load_profile(args.costs))
-    with _progress(scenario.run.steps, scenario.towers) as on_step:
+    runs = scenario.run.steps * (scenario.towers if scenario.training.mode == "async" else 1)
+    with _progress(runs, scenario.towers) as on_step:
         sim = simulate(scenario, numerics=not args.no_numerics, on_step=on_step)
     result = summary(sim)
     if args.trace:
@@ -215,6 +239,39 @@ def _simulate(args: argparse.Namespace) -> int:
         console.print(f"Chrome trace written to {args.trace} (open it in ui.perfetto.dev)",
                       markup=False)
     return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from simsync.engine import race
+
+    if len(args.files) < 2:
+        raise UsageError("compare needs at least two scenario files")
+    scenarios = [_load(f).with_run(steps=args.steps, seed=args.seed) for f in args.files]
+    _check_writable(args.png)
+    with Console(stderr=True).status("Simulating the runs..."):
+        result = race(scenarios)
+    if args.png:
+        from simsync.viz import write_loss_png
+
+        write_loss_png(args.png, _curves(result), result.target)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2, allow_nan=False))
+        return 0
+    from simsync.viz import LossCurves
+
+    Console().print(LossCurves(_curves(result), result.target))
+    if args.png:
+        print(f"wrote {args.png}")
+    return 0
+
+
+def _curves(result: Any) -> list[Any]:
+    from simsync.viz import Curve
+
+    return [Curve(r.name, tuple(r.curve), r.reached, r.mode, r.updates, r.staleness)
+            for r in result.runners]
 
 
 def _crosscheck(args: argparse.Namespace) -> int:

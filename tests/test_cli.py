@@ -164,3 +164,41 @@ def test_bad_profiles_are_one_clear_line(tmp_path: Path, field: str, value: obje
     result = run("simulate", FOUR, "--costs", str(path), "--steps", "2")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip() == f"simsync: error: {path}: {message}"
+
+
+ASYNC = str(ROOT / "examples" / "async_workers.toml")
+
+
+def test_simulate_async_prints_the_ledger(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", ASYNC, "--steps", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "mode async · 4 workers · 40 updates" in out
+    assert "The ledger: staleness of each worker's updates" in out
+    assert "staleness mean / max" in out
+    assert main(["simulate", ASYNC, "--steps", "10", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["updates_applied"] + result["updates_dropped"] == 40
+    assert set(result["staleness"]) == {"mean", "max", "histogram"}
+
+
+def test_compare_plots_loss_against_wall_clock(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    png = tmp_path / "race.png"
+    assert main(["compare", FOUR, ASYNC, "--steps", "30", "--png", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "Training loss against wall-clock time" in out
+    assert "four-towers" in out and "async_workers" in out and "◀" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["compare", FOUR, ASYNC, "--steps", "30", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    runs = {r["scenario"]: r for r in result["runs"]}
+    assert runs["async_workers"]["updates"] == 4 * 30 and runs["four-towers"]["updates"] == 30
+    # the target is the worst final loss, so every run reaches it
+    assert result["target_loss"] == max(r["final_loss"] for r in result["runs"])
+    assert all(r["reached_target_seconds"] is not None for r in result["runs"])
+
+
+def test_compare_needs_two_scenarios() -> None:
+    result = run("compare", FOUR)
+    assert result.returncode == 2
+    assert "at least two scenario files" in result.stderr and "Traceback" not in result.stderr

@@ -5,6 +5,8 @@ The only package that imports SimPy.
 
 from simsync.engine.environment import CountingEnvironment
 from simsync.engine.executor import Engine
+from simsync.engine.race import Race, Runner, race
 from simsync.engine.simulate import Simulation, simulate, summary
 
-__all__ = ["CountingEnvironment", "Engine", "Simulation", "simulate", "summary"]
+__all__ = ["CountingEnvironment", "Engine", "Race", "Runner", "Simulation", "race", "simulate",
+           "summary"]

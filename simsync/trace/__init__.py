@@ -14,7 +14,7 @@ from simsync.trace.staleness import (
     staleness_stats,
     throughput,
 )
-from simsync.trace.stats import SyncWait, step_time_stats, sync_waits
+from simsync.trace.stats import SyncWait, loss_curve, step_time_stats, sync_waits, time_to_loss
 
 __all__ = [
     "OpRecord",
@@ -25,9 +25,11 @@ __all__ = [
     "Update",
     "VariableAccess",
     "histogram_distance",
+    "loss_curve",
     "staleness_by_client",
     "staleness_stats",
     "step_time_stats",
     "sync_waits",
     "throughput",
+    "time_to_loss",
 ]

@@ -1,4 +1,4 @@
-"""Numbers read off a trace: step times, throughput, and who waited for whom at sync points."""
+"""Numbers read off a trace: step times, loss curves, and who waited for whom at sync points."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 from simsync.ir import Graph, natural_key, tower_dependencies
 from simsync.trace.events import Trace
 
-__all__ = ["SyncWait", "step_time_stats", "sync_waits"]
+__all__ = ["SyncWait", "loss_curve", "step_time_stats", "sync_waits", "time_to_loss"]
 
 
 def step_time_stats(trace: Trace) -> dict[str, float]:
@@ -79,3 +79,36 @@ def sync_waits(graph: Graph, trace: Trace, points: list[str]) -> list[SyncWait]:
         ))
     return result
 
+
+
+def loss_curve(trace: Trace, window: int = 1) -> list[tuple[float, float]]:
+    """The training loss against wall-clock time: at each run's end (seconds from the first
+    run's start), the mean loss of the last ``window`` runs to end. One synchronous step
+    already averages N towers' batches; with N asynchronous workers, ``window = N`` averages
+    as many batches, so the curves compare.
+
+    >>> from simsync.trace.events import StepRecord
+    >>> t = Trace(steps=[StepRecord("w", i, 0.0, 1.0 + i, float(4 - i)) for i in range(4)])
+    >>> loss_curve(t, window=2)
+    [(1.0, 4.0), (2.0, 3.5), (3.0, 2.5), (4.0, 1.5)]
+    """
+    runs = sorted((s for s in trace.steps if s.loss is not None), key=lambda s: s.end)
+    if not runs:
+        return []
+    start = min(s.start for s in trace.steps)
+    losses = np.array([s.loss for s in runs], dtype=float)
+    sums = np.cumsum(np.concatenate([[0.0], losses]))
+    curve = []
+    for i, record in enumerate(runs):
+        first = max(0, i + 1 - window)
+        curve.append((record.end - start, float((sums[i + 1] - sums[first]) / (i + 1 - first))))
+    return curve
+
+
+def time_to_loss(curve: list[tuple[float, float]], target: float) -> float | None:
+    """The first time the curve is at or below ``target`` (None if it never is).
+
+    >>> time_to_loss([(1.0, 3.0), (2.0, 2.0), (3.0, 1.0)], 2.5)
+    2.0
+    """
+    return next((time for time, loss in curve if loss <= target), None)

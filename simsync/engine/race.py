@@ -1,0 +1,86 @@
+"""Race several scenarios: loss against wall-clock time, and who reaches a target loss first.
+
+The target is the worst of the runs' final losses, so that every run reaches it; a run's time
+to target then weighs time per update (waiting for stragglers, or not) against progress per
+update (stale gradients help less). Losses are moving averages over as many batches as one
+synchronous step trains: one step in sync mode, N updates with N asynchronous workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from simsync.engine.simulate import Simulation, simulate
+from simsync.errors import UsageError
+from simsync.scenario import Scenario
+from simsync.trace import loss_curve, staleness_stats, time_to_loss
+
+__all__ = ["Race", "Runner", "race"]
+
+
+@dataclass(frozen=True)
+class Runner:
+    """One scenario's run in the race."""
+
+    name: str
+    mode: str
+    curve: list[tuple[float, float]]
+    reached: float | None
+    finished: float
+    updates: int
+    staleness: float
+
+    @property
+    def final_loss(self) -> float:
+        return self.curve[-1][1]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"scenario": self.name, "mode": self.mode, "final_loss": self.final_loss,
+                "reached_target_seconds": self.reached, "finished_seconds": self.finished,
+                "updates": self.updates, "staleness_mean": self.staleness}
+
+
+@dataclass(frozen=True)
+class Race:
+    target: float
+    runners: list[Runner]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"target_loss": self.target, "runs": [r.to_json() for r in self.runners]}
+
+
+def race(scenarios: Sequence[Scenario],
+         simulate_one: Callable[[Scenario], Simulation] = simulate) -> Race:
+    """Simulate every scenario (with numerics: the loss is the point) and line them up.
+
+    >>> from simsync.scenario import ClusterConfig, ComputeConfig, Scenario, TrainingConfig
+    >>> base = Scenario("sync", cluster=ClusterConfig(2, (1.0, 0.5)),
+    ...                 compute=ComputeConfig(mean=0.01)).with_run(steps=20)
+    >>> result = race([base, Scenario("async", cluster=base.cluster, compute=base.compute,
+    ...                               training=TrainingConfig(mode="async")).with_run(steps=20)])
+    >>> [r.name for r in result.runners], [r.reached is not None for r in result.runners]
+    (['sync', 'async'], [True, True])
+    """
+    if len(scenarios) < 2:
+        raise UsageError("compare needs at least two scenarios")
+    simulations = [simulate_one(s) for s in scenarios]
+    names = _names(scenarios)
+    curves = []
+    for scenario, sim in zip(scenarios, simulations, strict=True):
+        window = scenario.towers if scenario.training.mode == "async" else 1
+        curves.append(loss_curve(sim.trace, window))
+    target = max(curve[-1][1] for curve in curves)
+    runners = []
+    for name, scenario, sim, curve in zip(names, scenarios, simulations, curves, strict=True):
+        ledger = staleness_stats(sim.trace)
+        runners.append(Runner(name, scenario.training.mode, curve, time_to_loss(curve, target),
+                              curve[-1][0], ledger["updates_applied"], ledger["mean"]))
+    return Race(target, runners)
+
+
+def _names(scenarios: Sequence[Scenario]) -> list[str]:
+    """Scenario names, with the file's name added where two are the same."""
+    names = [s.name for s in scenarios]
+    return [f"{s.name} [{s.source}]" if names.count(s.name) > 1 else s.name for s in scenarios]
