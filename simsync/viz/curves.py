@@ -99,29 +99,29 @@ class LossCurves:
         yield self.table()
 
     def table(self) -> Table:
-        """One row per run: mode, updates, mean staleness, final loss, when it reached the
-        target loss (the first to get there marked) and when it finished."""
-        table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-        for column in ("", "run", "mode", "updates", "staleness", "final loss", "at target",
-                       "finished"):
-            table.add_column(column, justify="left" if column in ("", "run", "mode")
-                             else "right", no_wrap=column in ("", "run", "mode"),
-                             min_width=max((len(c.name) for c in self.curves), default=3)
-                             if column == "run" else len(column) if column == "staleness"
-                             else None)
+        """One row per run: updates, mean staleness, final loss, when it reached the target
+        loss (the first to get there marked) and when it finished."""
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False)
+        names = [f"{c.name} ({c.mode})" for c in self.curves]
+        for column in ("", "run", "updates", "staleness", "final loss", "at target (ms)",
+                       "finished (ms)"):
+            table.add_column(column, justify="left" if column in ("", "run") else "right",
+                             no_wrap=column in ("", "run"),
+                             min_width=max(len(n) for n in names) if column == "run"
+                             else len(column) if column == "staleness" else None)
         reached = [c.reached for c in self.curves if c.reached is not None]
         first = min(reached, default=None)
-        for index, curve in enumerate(self.curves):
+        for index, (curve, name) in enumerate(zip(self.curves, names, strict=True)):
             mark = Text(_MARKS[index % len(_MARKS)], style=f"bold {_COLORS[index % 6]}")
             final = curve.points[-1][1] if curve.points else math.nan
             end = curve.points[-1][0] if curve.points else math.nan
-            at = "never" if curve.reached is None else f"{curve.reached * 1e3:,.0f} ms"
+            at = "never" if curve.reached is None else f"{curve.reached * 1e3:,.0f}"
             winner = curve.reached is not None and curve.reached == first
-            table.add_row(mark, curve.name, curve.mode, str(curve.updates),
+            table.add_row(mark, name, str(curve.updates),
                           "–" if curve.mode != "async" else f"{curve.staleness:.2f}",
                           f"{final:.4f}", Text(at + (" ◀" if winner else "  "),
                                                style="bold green" if winner else ""),
-                          f"{end * 1e3:,.0f} ms")
+                          f"{end * 1e3:,.0f}")
         return table
 
 
