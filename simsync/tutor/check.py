@@ -25,6 +25,11 @@ def check_lesson(lesson: Lesson) -> list[str]:
         try:
             if step.kind in ("text", "code"):
                 step.read()
+            elif step.kind == "race" or step.get("race"):
+                for path in lesson.race_paths(step):
+                    build(load_scenario(path))
+                if step.kind == "question":
+                    _check_question(step, expected_answer(lesson, step), set())
             else:
                 path = lesson.scenario_path(step)
                 graph = build(load_scenario(path))

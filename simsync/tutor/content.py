@@ -30,8 +30,10 @@ STEP_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "graph": ((), ("scenario", "text")),
     "timeline": ((), ("scenario", "steps", "text")),
     "question": (("id", "type", "prompt", "answer"),
-                 ("unit", "tolerance", "choices", "hints", "explain", "scenario")),
+                 ("unit", "tolerance", "choices", "hints", "explain", "scenario", "race")),
     "verify": ((), ("scenario", "text")),
+    "ledger": ((), ("scenario", "rows", "text")),
+    "race": (("race",), ("text", "png")),
 }
 QUESTION_TYPES = ("numeric", "choice", "op")
 LESSON_KEYS = ("title", "summary", "seed", "scenario", "steps")
@@ -75,6 +77,14 @@ class Lesson:
     def scenario_path(self, step: Step) -> Path:
         """The scenario a step works on: its own, or the lesson's."""
         return step.path("scenario", self.scenario)
+
+    def race_paths(self, step: Step) -> list[Path]:
+        """The scenarios a ``race`` key lists, in the lesson's folder."""
+        names = step.get("race")
+        if not isinstance(names, list) or len(names) < 2 or not all(
+                isinstance(n, str) for n in names):
+            raise LessonError(f"{self.folder}: 'race' must list at least two scenario files")
+        return [self.folder / name for name in names]
 
     @property
     def questions(self) -> list[Step]:

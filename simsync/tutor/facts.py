@@ -17,7 +17,7 @@ from typing import Any
 
 from simsync.errors import SimsyncError
 
-__all__ = ["ExpressionError", "evaluate", "scenario_facts"]
+__all__ = ["ExpressionError", "evaluate", "race_facts", "scenario_facts"]
 
 
 class ExpressionError(SimsyncError):
@@ -64,8 +64,40 @@ def scenario_facts(path: Path, numerics: bool = False) -> dict[str, Any]:
         "slowest_tower": max(last, key=lambda t: last[t]) if last else "",
         "max_wait": max(waits.values(), default=0.0),
         "expected_max": scenario.compute.mean * harmonic(scenario.towers),
+        "workers": scenario.towers,
+        "stalest_worker": _stalest(facts["staleness_by_client"]),
     })
     return facts
+
+
+def _stalest(rows: dict[str, dict[str, float]]) -> str:
+    """The client whose updates were stalest on average ("" if none stands out by 0.5)."""
+    if len(rows) < 2:
+        return ""
+    ranked = sorted(rows, key=lambda c: rows[c]["mean"], reverse=True)
+    first, second = rows[ranked[0]]["mean"], rows[ranked[1]]["mean"]
+    return ranked[0] if first - second >= 0.5 else ""
+
+
+@functools.cache
+def race_facts(paths: tuple[Path, ...]) -> dict[str, Any]:
+    """Race the scenarios at ``paths`` (see :func:`simsync.engine.race`): ``winner`` (the name
+    of the first to reach the target loss), ``target_loss``, and by scenario name
+    ``reached`` and ``finished`` (seconds), ``final_loss`` and ``staleness`` (mean)."""
+    from simsync.engine import race
+    from simsync.scenario import load_scenario
+
+    result = race([load_scenario(p) for p in paths])
+    reached = {r.name: r.reached for r in result.runners}
+    arrived = [r for r in result.runners if r.reached is not None]
+    return {
+        "winner": min(arrived, key=lambda r: r.reached or 0.0).name if arrived else "",
+        "target_loss": result.target,
+        "reached": reached,
+        "finished": {r.name: r.finished for r in result.runners},
+        "final_loss": {r.name: r.final_loss for r in result.runners},
+        "staleness": {r.name: r.staleness for r in result.runners},
+    }
 
 
 def evaluate(expression: str, facts: dict[str, Any]) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from simsync.tutor.content import Lesson, Step
-from simsync.tutor.facts import ExpressionError, evaluate, scenario_facts
+from simsync.tutor.facts import ExpressionError, evaluate, race_facts, scenario_facts
 
 __all__ = ["MAX_TRIES", "choice_label", "expected_answer", "is_right", "readable", "shown"]
 
@@ -14,9 +14,13 @@ MAX_TRIES = 3
 
 
 def expected_answer(lesson: Lesson, step: Step) -> Any:
-    """The answer of a question step: its expression over its scenario's facts."""
+    """The answer of a question step: its expression over its scenario's facts, or over the
+    facts of a race between the scenarios its ``race`` key lists."""
     expression = step.get("answer")
-    facts = scenario_facts(lesson.scenario_path(step), numerics="loss" in expression)
+    if step.get("race"):
+        facts = race_facts(tuple(lesson.race_paths(step)))
+    else:
+        facts = scenario_facts(lesson.scenario_path(step), numerics="loss" in expression)
     value = evaluate(expression, facts)
     kind = step.get("type")
     if kind == "numeric" and not isinstance(value, int | float):

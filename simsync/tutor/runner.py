@@ -112,6 +112,34 @@ class LessonRunner:
                                     sync_points=sim.sync_points))
         self._scenario_hint(path, "simulate")
 
+    def _ledger(self, step: Step) -> None:
+        from simsync.engine import simulate, summary
+        from simsync.scenario import load_scenario
+        from simsync.viz import LedgerView, SummaryView
+
+        self._markdown(step.get("text"))
+        path = self.lesson.scenario_path(step)
+        sim = simulate(load_scenario(path))
+        self.console.print(LedgerView(sim.trace.updates, rows=int(step.get("rows", 12))))
+        self.console.print(SummaryView(summary(sim)))
+        self._scenario_hint(path, "simulate")
+
+    def _race(self, step: Step) -> None:
+        from simsync.engine import race
+        from simsync.scenario import load_scenario
+        from simsync.viz import Curve, LossCurves
+
+        self._markdown(step.get("text"))
+        paths = self.lesson.race_paths(step)
+        with self.console.status("Simulating the runs..."):
+            result = race([load_scenario(p) for p in paths])
+        self.console.print(LossCurves([Curve(r.name, tuple(r.curve), r.reached, r.mode,
+                                             r.updates, r.staleness) for r in result.runners],
+                                      result.target))
+        self.console.print(Text("Race them yourself (add --png race.png for a picture): "
+                                "simsync compare " + " ".join(str(p) for p in paths),
+                                style="dim"))
+
     def _scenario_hint(self, path: Any, command: str) -> None:
         self.console.print(Text(f"Change the scenario and see for yourself: simsync {command} "
                                 f"{path}", style="dim"))

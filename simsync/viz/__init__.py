@@ -11,7 +11,7 @@ from simsync.viz.curves import Curve, LossCurves, write_loss_png
 from simsync.viz.dot import to_dot
 from simsync.viz.graph_text import GraphView
 from simsync.viz.png import write_png
-from simsync.viz.report import SummaryView
+from simsync.viz.report import LedgerView, SummaryView
 from simsync.viz.timeline import KINDS, KindStyle, Timeline, device_sort_key, kind_style
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "Curve",
     "GraphView",
     "KindStyle",
+    "LedgerView",
     "LossCurves",
     "ProfileView",
     "SummaryView",

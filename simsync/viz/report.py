@@ -7,7 +7,7 @@ last to arrive. The straggler (most often last) is highlighted.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from rich import box
@@ -15,7 +15,7 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["SummaryView"]
+__all__ = ["LedgerView", "SummaryView"]
 
 
 def _ms(seconds: float | None) -> str:
@@ -174,3 +174,37 @@ class SummaryView:
                 yield tower, _ms(waits[tower]), f"{count}/{runs}", "", ""
         if len(towers) > len(shown):
             yield "…", "", "", f"+{len(towers) - len(shown)} towers", "dim"
+
+
+class LedgerView:
+    """The first ``rows`` lines of the ledger of updates, in the order they landed: who, which
+    version it read, which it made, its staleness, and whether it was applied.
+
+    >>> import io
+    >>> from simsync.trace import Update
+    >>> out = io.StringIO()
+    >>> Console(file=out, width=80, color_system=None).print(LedgerView(
+    ...     [Update("worker_1", 0, "worker_1/apply_gradients", 0, 1, True, 0.01)]))
+    >>> print(out.getvalue().splitlines()[-2])
+    │ 2 │ worker_1 │    0 │            0 │               2 │         1 │ applied │
+    """
+
+    def __init__(self, updates: Sequence[Any], rows: int = 12) -> None:
+        self.updates, self.rows = list(updates), max(rows, 1)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        ordered = sorted(self.updates, key=lambda u: (u.time, u.before))
+        table = Table(title="The ledger: every update, in the order it landed", box=box.SQUARE)
+        for column in ("#", "worker", "step", "version read", "version applied", "staleness",
+                       ""):
+            table.add_column(column, justify="left" if column in ("worker", "") else "right")
+        for update in ordered[: self.rows]:
+            made = str(update.before + 1) if update.applied else "–"
+            table.add_row(str(update.before + 1) if update.applied else "", update.client,
+                          str(update.step), str(update.read), made, str(update.staleness),
+                          "applied" if update.applied else "dropped",
+                          style="" if update.applied else "dim")
+        if len(ordered) > self.rows:
+            table.add_row("…", f"+{len(ordered) - self.rows} more", "", "", "", "", "",
+                          style="dim")
+        yield table
