@@ -70,3 +70,11 @@ def test_crosscheck_of_async_training() -> None:
     assert 0 <= staleness["distance"] <= 1
     assert report["throughput"]["measured"] > 0 and report["throughput"]["predicted"] > 0
     assert report["unmapped_tensorflow_ops"] == {}
+
+
+def test_lock_free_apply_is_replayed_but_not_required_to_agree() -> None:
+    report = crosscheck(workers(steps=5, apply="lock_free"), warmup=1).report
+    values = report["values"]
+    assert values["exact"] is False and values["ok"] is True
+    assert "lock-free" in values["note"]
+    assert report["structure"]["ok"]
