@@ -111,8 +111,9 @@ def _session_time(run: TensorFlowRun) -> float:
     costs beyond the ops, without the trace's own cost."""
     spans = []
     for step in run.trace.steps:
-        ops = [r for r in run.trace.ops if r.step == step.step]
-        spans.append(max(r.end for r in ops) - min(r.start for r in ops))
+        ops = [r for r in run.trace.ops if r.step == step.step and r.client == step.client]
+        if ops:  # async runs record every step; only the traced ones have ops
+            spans.append(max(r.end for r in ops) - min(r.start for r in ops))
     untraced = [seconds for _, seconds in run.timed] or [s.duration for s in run.trace.steps]
     return max(statistics.median(untraced) - statistics.median(spans), 0.0)
 
