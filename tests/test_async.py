@@ -173,3 +173,14 @@ def test_throughput_and_histogram_distance() -> None:
     same = staleness_stats(trace)["histogram"]
     assert histogram_distance(same, same) == 0.0
     assert histogram_distance(same, {"9": 1}) == 1.0
+
+
+def test_a_concurrent_device_gets_lanes_enough_in_the_chrome_trace() -> None:
+    from simsync.viz import chrome_trace, overlaps
+
+    costs = {"read": 0.002, "apply": 0.004}
+    trace = simulate(workers(4, steps=20, costs=costs, apply="lock_free"), numerics=False).trace
+    events = chrome_trace([("simulated", trace)])["traceEvents"]
+    assert overlaps(events) == []
+    lanes = {e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    assert "/cpu:0 #2" in lanes

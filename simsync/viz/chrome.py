@@ -4,7 +4,9 @@ Each ``(label, trace)`` pair becomes one process, so a simulated run and a Tenso
 the same scenario open side by side. Within a process the lanes (threads) are, in order:
 
 1. one per device, CPUs then GPUs: a complete event (``"ph": "X"``) per op execution; a
-   collective op appears on every device it occupies;
+   collective op appears on every device it occupies; a device that runs ops at once (the
+   parameter device of asynchronous workers, or TensorFlow's CPU) gets as many lanes as it
+   needs (``/cpu:0``, ``/cpu:0 #2``, ...), each op on the first lane free at its start;
 2. one per sending device (``send /gpu:0``): a transfer from its ``start`` to its ``end``, the
    time it held the ports; its ``arrival`` (after latency) is in ``args``;
 3. one per client (``client main``): one event per step (``sess.run``).
@@ -50,30 +52,44 @@ def _metadata(kind: str, pid: int, tid: int, value: Any) -> Event:
     return {"name": kind, "ph": "M", "pid": pid, "tid": tid, "args": {key: value}}
 
 
-def _lanes(trace: Trace) -> dict[str, int]:
-    """Lane name -> thread id: devices, then senders, then clients."""
+def _lanes(trace: Trace) -> tuple[dict[str, int], dict[tuple[int, str], str]]:
+    """Lane name -> thread id (devices, then senders, then clients), and the lane of each
+    (op record index, device)."""
     devices = sorted({d for r in trace.ops for d in r.devices}, key=device_sort_key)
+    placed: dict[tuple[int, str], str] = {}
+    device_lanes: list[str] = []
+    for device in devices:
+        ends: list[int] = []  # per sub-lane, when its last op ends (ns)
+        runs = sorted((_ns(r.start), _ns(r.end), i) for i, r in enumerate(trace.ops)
+                      if device in r.devices)
+        for start, end, index in runs:
+            lane = next((k for k, last in enumerate(ends) if last <= start), len(ends))
+            if lane == len(ends):
+                ends.append(end)
+            ends[lane] = end
+            placed[index, device] = device if lane == 0 else f"{device} #{lane + 1}"
+        device_lanes += [device] + [f"{device} #{k + 1}" for k in range(1, len(ends))]
     senders = sorted({t.src_device for t in trace.transfers}, key=device_sort_key)
     clients = sorted({s.client for s in trace.steps} | {r.client for r in trace.ops})
-    names = devices + [f"send {d}" for d in senders] + [f"client {c}" for c in clients]
-    return {name: tid for tid, name in enumerate(names, start=1)}
+    names = device_lanes + [f"send {d}" for d in senders] + [f"client {c}" for c in clients]
+    return {name: tid for tid, name in enumerate(names, start=1)}, placed
 
 
 def _process(pid: int, label: str, trace: Trace) -> list[Event]:
-    lanes = _lanes(trace)
+    lanes, placed = _lanes(trace)
     events = [_metadata("process_name", pid, 0, label),
               _metadata("process_sort_index", pid, 0, pid)]
     for name, tid in lanes.items():
         events += [_metadata("thread_name", pid, tid, name),
                    _metadata("thread_sort_index", pid, tid, tid)]
-    for r in trace.ops:
+    for index, r in enumerate(trace.ops):
         args = {"step": r.step, "kind": r.kind, "client": r.client, "ready": _us(r.ready),
                 "queued": _us(r.queued)}
         if len(r.devices) > 1:
             args["devices"] = list(r.devices)
         if r.loss is not None:
             args["loss"] = r.loss
-        events += [_complete(r.op, r.kind, pid, lanes[d], r.start, r.end, args)
+        events += [_complete(r.op, r.kind, pid, lanes[placed[index, d]], r.start, r.end, args)
                    for d in r.devices]
     for t in trace.transfers:
         args = {"step": t.step, "bytes": t.nbytes, "to": t.dst_device, "client": t.client,
