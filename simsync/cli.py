@@ -7,6 +7,7 @@ Heavy modules (numpy, networkx, SimPy, rich, matplotlib) are imported inside the
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -126,7 +127,8 @@ def _add_compare(commands: Any) -> None:
     p.add_argument("files", type=Path, nargs="+", metavar="FILE",
                    help="two or more scenario files (TOML)")
     p.add_argument("--steps", type=_positive_int,
-                   help="override [run] steps of every scenario (per worker in async mode)")
+                   help="override [run] steps of every scenario (async: steps x workers "
+                   "updates in all, from a shared pool)")
     p.add_argument("--seed", type=_non_negative_int, help="override [run] seed of every one")
     p.add_argument("--png", type=Path, metavar="OUT.png", help="also write the plot as a PNG")
     p.add_argument("--json", action="store_true",
@@ -141,7 +143,11 @@ def _add_crosscheck(commands: Any) -> None:
         description="Run the scenario's graph on TensorFlow (real GPUs if there are enough, else "
         "logical CPU devices) and in the simulator, then compare: every happens-before relation "
         "of the graph on the real trace, the parameters and losses (numpy vs TensorFlow), and "
-        "the predicted vs measured step and op times. Exits 1 if structure or values disagree.")
+        "the predicted vs measured step and op times. Async scenarios run one thread per "
+        "worker on one session; the check replays TensorFlow's own ledger of updates through "
+        "numpy (it must give TensorFlow's parameters when the apply is locked) and compares "
+        "the staleness and updates per second with the prediction; --steps and --warmup are "
+        "then per worker. Exits 1 if structure or values disagree.")
     p.add_argument("file", type=Path, help="scenario file (TOML)")
     p.add_argument("--costs", type=Path, metavar="PROFILE.json",
                    help="predict with a calibration profile (`simsync calibrate`)")
@@ -215,8 +221,9 @@ def _simulate(args: argparse.Namespace) -> int:
         from simsync.scenario.profile import apply_profile, load_profile
 
         scenario = apply_profile(scenario, load_profile(args.costs))
-    runs = scenario.run.steps * (scenario.towers if scenario.training.mode == "async" else 1)
-    with _progress(runs, scenario.towers) as on_step:
+    asynchronous = scenario.training.mode == "async"
+    runs = scenario.run.steps * (scenario.towers if asynchronous else 1)
+    with _progress(runs, 1 if asynchronous else scenario.towers) as on_step:
         sim = simulate(scenario, numerics=not args.no_numerics, on_step=on_step)
     result = summary(sim)
     if args.trace:
@@ -246,10 +253,15 @@ def _compare(args: argparse.Namespace) -> int:
 
     from simsync.engine import race
 
-    if len(args.files) < 2:
-        raise UsageError("compare needs at least two scenario files")
+    if not 2 <= len(args.files) <= 6:
+        raise UsageError(f"compare takes 2 to 6 scenario files, got {len(args.files)}")
     scenarios = [_load(f).with_run(steps=args.steps, seed=args.seed) for f in args.files]
     _check_writable(args.png)
+    if len({(dataclasses.replace(s.model, learning_rate=0.0), s.run.seed)
+            for s in scenarios}) > 1:
+        print("simsync: warning: the scenarios train different models or data ([model] "
+              "other than learning_rate, or [run] seed, differ); their losses are not "
+              "comparable", file=sys.stderr)
     with Console(stderr=True).status("Simulating the runs..."):
         result = race(scenarios)
     if args.png:

@@ -184,3 +184,17 @@ def test_a_concurrent_device_gets_lanes_enough_in_the_chrome_trace() -> None:
     assert overlaps(events) == []
     lanes = {e["args"]["name"] for e in events if e["name"] == "thread_name"}
     assert "/cpu:0 #2" in lanes
+
+
+def test_a_synchronous_allreduce_step_is_one_update() -> None:
+    s = dataclasses.replace(workers(4, steps=5), training=TrainingConfig(aggregation="allreduce"))
+    stats = staleness_stats(simulate(s, numerics=False).trace)
+    assert stats["updates_applied"] == 5 and stats["histogram"] == {"0": 5}
+
+
+def test_per_worker_staleness_counts_applied_updates_like_the_total() -> None:
+    trace = simulate(workers(4, speeds=(1, 1, 1, 0.25), steps=100, max_staleness=2),
+                     numerics=False).trace
+    rows = staleness_by_client(trace)
+    assert all(r["max"] is None or r["max"] <= 2 for r in rows.values())
+    assert sum(r["dropped"] for r in rows.values()) == staleness_stats(trace)["updates_dropped"]

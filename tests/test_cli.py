@@ -173,7 +173,7 @@ def test_simulate_async_prints_the_ledger(capsys: pytest.CaptureFixture[str]) ->
     assert main(["simulate", ASYNC, "--steps", "10"]) == 0
     out = capsys.readouterr().out
     assert "mode async · 4 workers · 40 updates" in out
-    assert "The ledger: staleness of each worker's updates" in out
+    assert "The ledger: staleness of each worker's applied updates" in out
     assert "staleness mean / max" in out
     assert main(["simulate", ASYNC, "--steps", "10", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
@@ -201,4 +201,22 @@ def test_compare_plots_loss_against_wall_clock(tmp_path: Path,
 def test_compare_needs_two_scenarios() -> None:
     result = run("compare", FOUR)
     assert result.returncode == 2
-    assert "at least two scenario files" in result.stderr and "Traceback" not in result.stderr
+    assert "2 to 6 scenario files" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_compare_shows_names_as_text_and_names_a_failing_file(tmp_path: Path) -> None:
+    odd = tmp_path / "odd.toml"
+    odd.write_text((ROOT / "examples" / "async_workers.toml").read_text().replace(
+        'name = "async_workers"', 'name = "run [/fast]"'))
+    result = run("compare", str(odd), FOUR, "--steps", "5")
+    assert result.returncode == 0, result.stderr
+    assert "run [/fast]" in result.stdout and "not comparable" not in result.stderr
+    other = tmp_path / "other.toml"
+    other.write_text(odd.read_text().replace('kind = "softmax"', 'kind = "linear"'))
+    result = run("compare", str(other), FOUR, "--steps", "5")
+    assert "not comparable" in result.stderr  # a different model
+    diverging = tmp_path / "div.toml"
+    diverging.write_text(other.read_text().replace("learning_rate = 0.1", "learning_rate = 1e200"))
+    result = run("compare", str(diverging), FOUR, "--steps", "20")
+    assert result.returncode == 2
+    assert f"{diverging}: the loss diverged" in result.stderr

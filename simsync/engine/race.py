@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simsync.engine.simulate import Simulation, simulate
-from simsync.errors import UsageError
+from simsync.errors import SimsyncError, UsageError
 from simsync.scenario import Scenario
 from simsync.trace import loss_curve, staleness_stats, time_to_loss
 
@@ -65,7 +65,12 @@ def race(scenarios: Sequence[Scenario],
     """
     if len(scenarios) < 2:
         raise UsageError("compare needs at least two scenarios")
-    simulations = [simulate_one(s) for s in scenarios]
+    simulations = []
+    for scenario in scenarios:
+        try:
+            simulations.append(simulate_one(scenario))
+        except SimsyncError as error:  # say which of the runs failed
+            raise type(error)(f"{scenario.source}: {error}") from None
     names = _names(scenarios)
     curves = []
     for scenario, sim in zip(scenarios, simulations, strict=True):
@@ -81,6 +86,20 @@ def race(scenarios: Sequence[Scenario],
 
 
 def _names(scenarios: Sequence[Scenario]) -> list[str]:
-    """Scenario names, with the file's name added where two are the same."""
+    """Scenario names, with the file added where two are the same, and a number where even
+    that is the same.
+
+    >>> from simsync.scenario import Scenario
+    >>> _names([Scenario("a", source="x.toml"), Scenario("a", source="y.toml"),
+    ...         Scenario("a", source="y.toml"), Scenario("b")])
+    ['a (x.toml)', 'a (y.toml)', 'a (y.toml) #2', 'b']
+    """
     names = [s.name for s in scenarios]
-    return [f"{s.name} [{s.source}]" if names.count(s.name) > 1 else s.name for s in scenarios]
+    labels = [f"{s.name} ({s.source})" if names.count(s.name) > 1 else s.name
+              for s in scenarios]
+    seen: dict[str, int] = {}
+    result = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        result.append(label if seen[label] == 1 else f"{label} #{seen[label]}")
+    return result

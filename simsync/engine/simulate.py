@@ -81,7 +81,8 @@ def summary(sim: Simulation) -> dict[str, Any]:
         "scenario": scenario.name,
         "source": scenario.source,
         "mode": scenario.training.mode,
-        "aggregation": scenario.training.aggregation,
+        "aggregation": (None if scenario.training.mode == "async"
+                        else scenario.training.aggregation),
         "towers": scenario.towers,
         "steps": len(trace.steps),
         "seed": scenario.run.seed,

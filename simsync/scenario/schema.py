@@ -162,8 +162,9 @@ FIELDS: tuple[Field, ...] = (
     Field("training", "mode", "str", "sync", _choices(MODES),
           "sync: in-graph replicated towers, one client (the cifar10_multi_gpu_train pattern). "
           "async: one worker per device, each a client thread looping `sess.run(train_op)` on "
-          "shared variables with no coordination (asynchronous SGD); `[run] steps` is the "
-          "updates per worker.",
+          "shared variables with no coordination (asynchronous SGD). The workers make "
+          "`[run] steps` x devices updates in all, from one pool like a global step limit, so a "
+          "fast worker makes more than a straggler.",
           _one_of(MODES)),
     Field("training", "aggregation", "str", "parameter_server", _choices(AGGREGATIONS),
           "parameter_server: gradients gather at the variables' device; allreduce: ring "

@@ -12,15 +12,33 @@ from typing import Any
 import numpy as np
 
 from simsync.ir import natural_key
-from simsync.trace.events import Trace, Update
+from simsync.trace.events import Trace
 
-__all__ = ["histogram_distance", "staleness_by_client", "staleness_stats", "throughput"]
+__all__ = [
+    "histogram_distance",
+    "staleness_by_client",
+    "staleness_stats",
+    "throughput",
+    "updates_by_run",
+]
+
+
+def updates_by_run(trace: Trace) -> dict[tuple[str, int], tuple[bool, int]]:
+    """One update per run (client and step): applied if any of its lines was, with the
+    largest staleness of its lines. A synchronous all-reduce step writes every tower's mirrored
+    copy, one ledger line each, yet moves the model once."""
+    runs: dict[tuple[str, int], tuple[bool, int]] = {}
+    for u in trace.updates:
+        applied, staleness = runs.get((u.client, u.step), (False, 0))
+        runs[u.client, u.step] = (applied or u.applied, max(staleness, u.staleness))
+    return runs
 
 
 def staleness_stats(trace: Trace) -> dict[str, Any]:
     """Mean, max and histogram (staleness -> count) of the applied updates' staleness, and how
-    many updates were applied and dropped.
+    many updates were applied and dropped (one update per run, see :func:`updates_by_run`).
 
+    >>> from simsync.trace.events import Update
     >>> t = Trace(updates=[Update("w0", 0, "a", 0, 0, True, 1.0),
     ...                    Update("w1", 0, "a", 0, 1, True, 1.0),
     ...                    Update("w2", 0, "a", 0, 2, False, 1.0)])
@@ -30,32 +48,34 @@ def staleness_stats(trace: Trace) -> dict[str, Any]:
     >>> stats["updates_applied"], stats["updates_dropped"]
     (2, 1)
     """
-    applied = [u.staleness for u in trace.updates if u.applied]
+    runs = updates_by_run(trace).values()
+    applied = [staleness for kept, staleness in runs if kept]
     counts = Counter(applied)
     return {
         "mean": float(np.mean(applied)) if applied else 0.0,
         "max": max(applied, default=0),
         "histogram": {str(k): counts[k] for k in sorted(counts)},
         "updates_applied": len(applied),
-        "updates_dropped": sum(1 for u in trace.updates if not u.applied),
+        "updates_dropped": len(runs) - len(applied),
     }
 
 
-def staleness_by_client(trace: Trace) -> dict[str, dict[str, float]]:
-    """Per client: updates applied and dropped, mean and max staleness (of all its updates,
-    dropped ones included: a dropped update is one that was too stale)."""
-    rows: dict[str, list[Update]] = {}
-    for update in trace.updates:
-        rows.setdefault(update.client, []).append(update)
-    return {
-        client: {
-            "applied": sum(1 for u in updates if u.applied),
-            "dropped": sum(1 for u in updates if not u.applied),
-            "mean": float(np.mean([u.staleness for u in updates])),
-            "max": max(u.staleness for u in updates),
+def staleness_by_client(trace: Trace) -> dict[str, dict[str, Any]]:
+    """Per client: updates applied and dropped, and the mean and max staleness of its applied
+    updates (None if it had none), as :func:`staleness_stats` counts them."""
+    rows: dict[str, list[tuple[bool, int]]] = {}
+    for (client, _), update in updates_by_run(trace).items():
+        rows.setdefault(client, []).append(update)
+    result: dict[str, dict[str, Any]] = {}
+    for client in sorted(rows, key=natural_key):
+        applied = [staleness for kept, staleness in rows[client] if kept]
+        result[client] = {
+            "applied": len(applied),
+            "dropped": len(rows[client]) - len(applied),
+            "mean": float(np.mean(applied)) if applied else None,
+            "max": max(applied) if applied else None,
         }
-        for client, updates in sorted(rows.items(), key=lambda item: natural_key(item[0]))
-    }
+    return result
 
 
 def histogram_distance(a: dict[str, int], b: dict[str, int]) -> float:
@@ -73,21 +93,17 @@ def histogram_distance(a: dict[str, int], b: dict[str, int]) -> float:
 
 
 def throughput(trace: Trace, runs: set[tuple[str, int]] | None = None) -> float:
-    """Updates per second, summed over clients: each client's runs (only ``runs``, pairs of
-    client and step, when given) divided by the time from its first one's start to its last
-    one's end.
+    """Runs (updates, in async training) per second: how many there were (only ``runs``,
+    pairs of client and step, when given) over the time from the first one's start to the
+    last one's end. Dropped updates count: their gradients were computed all the same.
 
     >>> from simsync.trace.events import StepRecord
     >>> t = Trace(steps=[StepRecord(c, i, i * 0.1, i * 0.1 + 0.1) for c in "ab" for i in range(5)])
     >>> round(throughput(t), 6)
     20.0
     """
-    spans: dict[str, list[float]] = {}
-    counts: Counter[str] = Counter()
-    for record in trace.steps:
-        if runs is not None and (record.client, record.step) not in runs:
-            continue
-        span = spans.setdefault(record.client, [record.start, record.end])
-        span[0], span[1] = min(span[0], record.start), max(span[1], record.end)
-        counts[record.client] += 1
-    return sum(counts[c] / (end - start) for c, (start, end) in spans.items() if end > start)
+    chosen = [s for s in trace.steps if runs is None or (s.client, s.step) in runs]
+    if not chosen:
+        return 0.0
+    span = max(s.end for s in chosen) - min(s.start for s in chosen)
+    return len(chosen) / span if span > 0 else 0.0

@@ -33,7 +33,7 @@ STEP_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
                  ("unit", "tolerance", "choices", "hints", "explain", "scenario", "race")),
     "verify": ((), ("scenario", "text")),
     "ledger": ((), ("scenario", "rows", "text")),
-    "race": (("race",), ("text", "png")),
+    "race": (("race",), ("text",)),
 }
 QUESTION_TYPES = ("numeric", "choice", "op")
 LESSON_KEYS = ("title", "summary", "seed", "scenario", "steps")

@@ -71,11 +71,15 @@ def scenario_facts(path: Path, numerics: bool = False) -> dict[str, Any]:
 
 
 def _stalest(rows: dict[str, dict[str, float]]) -> str:
-    """The client whose updates were stalest on average ("" if none stands out by 0.5)."""
+    """The client whose applied updates were stalest on average ("" if none stands out by
+    0.5)."""
     if len(rows) < 2:
         return ""
-    ranked = sorted(rows, key=lambda c: rows[c]["mean"], reverse=True)
-    first, second = rows[ranked[0]]["mean"], rows[ranked[1]]["mean"]
+    means = {c: r["mean"] for c, r in rows.items() if r["mean"] is not None}
+    if len(means) < 2:
+        return ""
+    ranked = sorted(means, key=lambda c: means[c], reverse=True)
+    first, second = means[ranked[0]], means[ranked[1]]
     return ranked[0] if first - second >= 0.5 else ""
 
 

@@ -103,23 +103,22 @@ class LossCurves:
         loss (the first to get there marked) and when it finished."""
         table = Table(box=box.SIMPLE_HEAD, show_edge=False)
         names = [f"{c.name} ({c.mode})" for c in self.curves]
-        for column in ("", "run", "updates", "staleness", "final loss", "at target (ms)",
-                       "finished (ms)"):
-            table.add_column(column, justify="left" if column in ("", "run") else "right",
-                             no_wrap=column in ("", "run"),
-                             min_width=max(len(n) for n in names) if column == "run"
-                             else len(column) if column == "staleness" else None)
-        reached = [c.reached for c in self.curves if c.reached is not None]
-        first = min(reached, default=None)
+        table.add_column("", no_wrap=True)
+        table.add_column("run", overflow="fold")
+        for column, width in (("updates", 7), ("staleness", 9), ("final loss", 6),
+                              ("at target (ms)", 9), ("finished (ms)", 8)):
+            table.add_column(column, justify="right", width=width)
+        arrived = [i for i, c in enumerate(self.curves) if c.reached is not None]
+        first = min(arrived, key=lambda i: self.curves[i].reached or 0.0, default=None)
         for index, (curve, name) in enumerate(zip(self.curves, names, strict=True)):
             mark = Text(_MARKS[index % len(_MARKS)], style=f"bold {_COLORS[index % 6]}")
             final = curve.points[-1][1] if curve.points else math.nan
             end = curve.points[-1][0] if curve.points else math.nan
             at = "never" if curve.reached is None else f"{curve.reached * 1e3:,.0f}"
-            winner = curve.reached is not None and curve.reached == first
-            table.add_row(mark, name, str(curve.updates),
+            winner = index == first  # the first to get there; on a tie, the first listed
+            table.add_row(mark, Text(name), str(curve.updates),
                           "–" if curve.mode != "async" else f"{curve.staleness:.2f}",
-                          f"{final:.4f}", Text(at + (" ◀" if winner else "  "),
+                          f"{final:.4g}", Text(at + (" ◀" if winner else "  "),
                                                style="bold green" if winner else ""),
                           f"{end * 1e3:,.0f}")
         return table

@@ -73,8 +73,9 @@ class SummaryView:
         if s.get("source"):
             text.append(f" ({s['source']})", style="dim")
         if s.get("mode") == "async":
-            parts = ["mode async", f"{s.get('towers', '–')} workers",
-                     f"{s.get('steps', '–')} updates"]
+            workers, updates = s.get("towers", "–"), s.get("steps", "–")
+            parts = ["mode async", f"{workers} worker{'' if workers == 1 else 's'}",
+                     f"{updates} update{'' if updates == 1 else 's'}"]
         else:
             parts = [f"mode {s.get('mode', '–')}", f"aggregation {s.get('aggregation', '–')}",
                      f"{s.get('towers', '–')} towers", f"{s.get('steps', '–')} steps"]
@@ -113,14 +114,15 @@ class SummaryView:
         return table
 
     def staleness_table(self) -> Table:
-        """Per worker: updates applied and dropped, mean and max staleness; the stalest
-        highlighted (a straggler's updates are the stalest)."""
+        """Per worker: updates applied and dropped, mean and max staleness of the applied
+        ones; the stalest highlighted (a straggler's updates are the stalest)."""
         rows = self.summary.get("staleness_by_client") or {}
-        table = Table(title="The ledger: staleness of each worker's updates", box=box.SQUARE)
+        table = Table(title="The ledger: staleness of each worker's applied updates",
+                      box=box.SQUARE)
         for column in ("worker", "applied", "dropped", "mean staleness", "max"):
             table.add_column(column, justify="left" if column == "worker" else "right")
         table.add_column("")
-        means = [r["mean"] for r in rows.values()]
+        means = [r["mean"] for r in rows.values() if r["mean"] is not None]
         stalest = max(means, default=0.0)
         # marked only when it stands out: half as stale again as the average worker
         stands_out = stalest > 1.5 * (sum(means) / len(means)) if means else False
@@ -130,9 +132,10 @@ class SummaryView:
         for name in shown:
             row = rows[name]
             mark = stands_out and row["mean"] == stalest
-            table.add_row(name, str(row["applied"]), str(row["dropped"]), f"{row['mean']:.2f}",
-                          str(row["max"]), "◀ stalest" if mark else "",
-                          style="bold red" if mark else "")
+            mean = "–" if row["mean"] is None else f"{row['mean']:.2f}"
+            table.add_row(name, str(row["applied"]), str(row["dropped"]), mean,
+                          "–" if row["max"] is None else str(row["max"]),
+                          "◀ stalest" if mark else "", style="bold red" if mark else "")
         if len(names) > len(shown):
             table.add_row("…", "", "", "", "", f"+{len(names) - len(shown)} workers", style="dim")
         return table
