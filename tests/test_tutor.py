@@ -79,7 +79,9 @@ def test_hints_retries_and_reveal(tiny, progress) -> None:
     runner = LessonRunner(tiny, progress, c, ask=scripted(
         "", "", "",               # continue after text, code, graph
         "?", "", "ten", "5", "20 ms",  # hint; blank and unreadable (no try used); wrong; right
+        "",                            # continue after reading the explanation
         "[/red]", "a", "tower_0",      # three wrong (markup is text): the answer is revealed
+        "",
         "AVERAGE_GRADIENTS", ""))
     outcome = runner.run()
     out = text_of(c)

@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -46,7 +49,8 @@ def load_tensorflow() -> ModuleType:
     # intra_op_parallelism_threads = 1, which the one-op-per-core model relies on.
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
     try:
-        import tensorflow as tf
+        with native_stderr_filtered():
+            import tensorflow as tf
     except ImportError as error:
         raise BackendError(
             f"TensorFlow is not installed ({error}); install it with: pip install tensorflow"
@@ -57,6 +61,32 @@ def load_tensorflow() -> ModuleType:
     tf.compat.v1.disable_eager_execution()
     _tf = tf
     return tf
+
+
+#: Native log lines TensorFlow prints on every machine without a GPU, whatever
+#: TF_CPP_MIN_LOG_LEVEL says (they come before its logging is set up).
+HARMLESS = ("All log messages before absl::InitializeLog()", "Could not find cuda drivers",
+            "failed call to cuInit", "oneDNN custom operations are on")
+
+
+@contextlib.contextmanager
+def native_stderr_filtered() -> Iterator[None]:
+    """Catch what native code writes to file descriptor 2 meanwhile, and pass on every line
+    but the :data:`HARMLESS` ones (a learner should not see GPU warnings on a CPU machine)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            lines = caught.read().decode(errors="replace").splitlines()
+            kept = [line for line in lines if not any(h in line for h in HARMLESS)]
+            if kept:
+                print("\n".join(kept), file=sys.stderr)
 
 
 @dataclass(frozen=True)
@@ -82,7 +112,8 @@ def plan_devices(devices: list[str], towers: int) -> DevicePlan:
     devices than the scenario needs.
     """
     tf = load_tensorflow()
-    gpus = tf.config.list_physical_devices("GPU")
+    with native_stderr_filtered():  # the first device query loads the GPU plugin
+        gpus = tf.config.list_physical_devices("GPU")
     if len(gpus) >= towers:
         mapping = {d: d.replace("/gpu:", "/device:GPU:").replace("/cpu:", "/device:CPU:")
                    for d in devices}

@@ -63,7 +63,7 @@ class LessonRunner:
             getattr(self, f"_{step.kind}")(step)
             last = index + 1 == len(steps)
             self.progress.reached(self.lesson.slug, index + 1, done=last)
-            if self.interactive and not last and step.kind != "question":
+            if self.interactive and not last:  # after a question too: read the explanation
                 self._pause()
         self.outcome.finished = True
         answers = self.progress.of(self.lesson.slug)["answers"]

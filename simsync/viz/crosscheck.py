@@ -88,7 +88,8 @@ class CrossCheckView:
         structure, values = r["structure"], r["values"]
         table.add_row("structure", _mark(structure["ok"]),
                       f"{structure['checked']} happens-before relations in "
-                      f"{structure['runs']} traced runs, {len(structure['violations'])} violated")
+                      f"{structure['runs']} traced run{'' if structure['runs'] == 1 else 's'}, "
+                      f"{len(structure['violations'])} violated")
         detail = (f"TensorFlow's ledger replayed in numpy: parameters differ by at most "
                   f"{values['max_abs_diff']:.2e} (tolerance {values['tolerance']:.0e})"
                   if values["replayed"] else f"not replayable: {values['why']}")

@@ -57,7 +57,7 @@ class LossCurves:
     >>> Console(file=out, width=60, color_system=None).print(LossCurves([a, b], target=1.0,
     ...                                                               height=6))
     >>> print(out.getvalue().splitlines()[0])
-    Training loss against wall-clock time (target 1.0000)
+    Training loss against wall-clock time (┈ target 1.0000)
     """
 
     def __init__(self, curves: Sequence[Curve], target: float | None = None,
@@ -67,7 +67,7 @@ class LossCurves:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         title = "Training loss against wall-clock time"
         if self.target is not None:
-            title += f" (target {self.target:.4f})"
+            title += f" (┈ target {self.target:.4f})"
         yield Text(title, style="bold")
         points = [p for c in self.curves for p in c.points]
         if not points:
@@ -81,6 +81,10 @@ class LossCurves:
             low, high = low - 0.5, high + 0.5
         grid = [[" "] * columns for _ in range(self.height)]
         styles: dict[tuple[int, int], str] = {}
+        if self.target is not None and low <= self.target <= high:  # a dotted target line
+            row = round((high - self.target) / (high - low) * (self.height - 1))
+            grid[row] = ["┈"] * columns
+            styles.update({(row, c): "dim" for c in range(columns)})
         for index, curve in enumerate(self.curves):
             for column, loss in _sampled(curve.points, span, columns):
                 row = round((high - loss) / (high - low) * (self.height - 1))

@@ -8,7 +8,7 @@ An edge whose tensor crosses devices is labelled with its size; control edges ar
 from __future__ import annotations
 
 from simsync.ir import Graph, Op, crosses_devices, sync_points
-from simsync.viz.graph_text import format_devices, short_name
+from simsync.viz.graph_text import format_devices, lane_of, short_name
 from simsync.viz.timeline import device_sort_key, kind_style
 
 __all__ = ["human_bytes", "quote", "to_dot"]
@@ -46,7 +46,7 @@ def human_bytes(nbytes: int) -> str:
 def _node(op: Op, is_sync: bool) -> str:
     label = f"{short_name(op)}\n{op.kind}"
     if op.tower is not None:
-        label += f" · tower_{op.tower}"
+        label += f" · {lane_of(op)}"
     if len(op.devices) > 1:
         label += f"\non {format_devices(op.devices)}"
     if is_sync:

@@ -22,22 +22,53 @@ from rich.text import Text
 from simsync.ir import Graph, Op, generations, sync_points, tower_dependencies
 from simsync.viz.timeline import KINDS, SYNC_MARK, kind_style, wrap_items
 
-__all__ = ["GraphView", "format_devices", "short_name", "tower_range"]
+__all__ = ["GraphView", "format_devices", "lane_of", "lane_unit", "short_name",
+           "tower_range"]
 
 _GEN_WIDTH = 6  # "gen" column: three characters, padding and a border
 
 
 def short_name(op: Op) -> str:
-    """The op's name without its ``tower_<i>/`` scope.
+    """The op's name without its lane's scope (``tower_<i>/``, ``worker_<i>/``).
 
     >>> short_name(Op("tower_3/loss", "forward", "/gpu:3", tower=3))
     'loss'
+    >>> short_name(Op("worker_1/apply_gradients", "apply", "/cpu:0", tower=1))
+    'apply_gradients'
     >>> short_name(Op("average_gradients", "aggregate", "/cpu:0"))
     'average_gradients'
     """
-    if op.tower is not None and op.name.startswith(f"tower_{op.tower}/"):
-        return op.name.removeprefix(f"tower_{op.tower}/")
+    head, _, rest = op.name.partition("/")
+    if op.tower is not None and rest and head.endswith(f"_{op.tower}"):
+        return rest
     return op.name
+
+
+def lane_of(op: Op) -> str:
+    """The name of the op's lane: its scope (``tower_2``, ``worker_2``), or ``shared``.
+
+    >>> lane_of(Op("worker_2/loss", "forward", "/gpu:2", tower=2))
+    'worker_2'
+    """
+    if op.tower is None:
+        return "shared"
+    head, _, rest = op.name.partition("/")
+    return head if rest and head.endswith(f"_{op.tower}") else f"tower_{op.tower}"
+
+
+def lane_unit(graph: Graph) -> str:
+    """What a lane is called: ``tower`` in synchronous graphs, ``worker`` in asynchronous
+    ones (the scope of the ops that belong to one).
+
+    >>> from simsync.patterns import tiny_example
+    >>> lane_unit(tiny_example())
+    'tower'
+    """
+    for op in graph.ops():
+        head, _, rest = op.name.partition("/")
+        if op.tower is not None and rest and head.endswith(f"_{op.tower}"):
+            return head.removesuffix(f"_{op.tower}")
+    return "tower"
 
 
 def format_devices(devices: Iterable[str]) -> str:
@@ -58,16 +89,16 @@ def format_devices(devices: Iterable[str]) -> str:
     return ",".join(names)
 
 
-def tower_range(towers: Iterable[int]) -> str:
+def tower_range(towers: Iterable[int], unit: str = "tower") -> str:
     """Towers in short form: ``tower_0..3`` for a contiguous run, else a list.
 
-    >>> tower_range([0, 1, 2, 3]), tower_range([1, 4]), tower_range([2])
-    ('tower_0..3', 'tower_1, tower_4', 'tower_2')
+    >>> tower_range([0, 1, 2, 3]), tower_range([1, 4]), tower_range([2], "worker")
+    ('tower_0..3', 'tower_1, tower_4', 'worker_2')
     """
     ordered = sorted(towers)
     if len(ordered) > 1 and ordered == list(range(ordered[0], ordered[-1] + 1)):
-        return f"tower_{ordered[0]}..{ordered[-1]}"
-    return ", ".join(f"tower_{t}" for t in ordered)
+        return f"{unit}_{ordered[0]}..{ordered[-1]}"
+    return ", ".join(f"{unit}_{t}" for t in ordered)
 
 
 def _elision_width(towers: int) -> int:
@@ -122,6 +153,7 @@ class GraphView:
 
     def __init__(self, graph: Graph, max_towers: int = 4) -> None:
         self.graph, self.max_towers = graph, max(max_towers, 1)
+        self.unit = lane_unit(graph)
         self.rows = generations(graph)
         self.sync_points = set(sync_points(graph))
         self.depends = tower_dependencies(graph) if self.sync_points else {}
@@ -139,7 +171,7 @@ class GraphView:
         style = kind_style(op.kind).color
         if op.name not in self.sync_points:
             return [(short_name(op), style), (f"  {format_devices(op.devices)}", "dim")]
-        towers = tower_range(self.depends[op.name])
+        towers = tower_range(self.depends[op.name], self.unit)
         return [(f"{SYNC_MARK} {short_name(op)}", "bold red"),
                 (f"  {format_devices(op.devices)}", "dim"),
                 ("  SYNC POINT: waits", "bold red"), (f"  for {towers}", "red")]
@@ -157,7 +189,7 @@ class GraphView:
         """Characters the lane needs: its longest line, padding and a border."""
         longest = max((len(line) for cells in self.cells for op in cells.get(lane, [])
                        for line, _ in self._lines(op)), default=0)
-        return max(longest, len(f"tower_{lane}"), 6) + 3
+        return max(longest, len(f"{self.unit}_{lane}"), 6) + 3
 
     def _fit(self, width: int) -> list[int]:
         """The towers whose lanes fit into ``width`` beside the shared lane (at least one)."""
@@ -184,14 +216,14 @@ class GraphView:
         g = self.graph
         table = Table(
             title=escape(f"Graph {g.name!r}: {len(g)} ops, {len(g.devices)} devices, "
-                         f"{len(self.towers)} towers"),
+                         f"{len(self.towers)} {self.unit}s"),
             caption="rows: topological generations; a row's ops may run at once",
             box=box.SQUARE, show_lines=True, padding=(0, 1))
         table.add_column("gen", justify="right", style="dim")
         for tower in shown:
-            table.add_column(f"tower_{tower}", no_wrap=True)
+            table.add_column(f"{self.unit}_{tower}", no_wrap=True)
         if hidden:
-            table.add_column(f"… {len(hidden)} more towers", style="dim",
+            table.add_column(f"… {len(hidden)} more {self.unit}s", style="dim",
                              min_width=_elision_width(len(self.towers)) - 3)
         has_shared = any(None in cells for cells in self.cells)
         if has_shared:

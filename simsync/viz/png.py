@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simsync.ir import Graph, Op, crosses_devices, generations, sync_points
-from simsync.viz.graph_text import format_devices, short_name
+from simsync.viz.graph_text import format_devices, lane_of, lane_unit, short_name
 from simsync.viz.timeline import KINDS, device_sort_key, kind_style
 
 __all__ = ["write_png"]
@@ -53,10 +53,11 @@ def _layout(graph: Graph, max_lanes: int) -> _Layout:
             if key in keys:
                 cells[x, key].append(name)
     layout = _Layout(hidden=len(towers) - len(shown), columns=len(rows))
+    unit = lane_unit(graph)
     top = 0.0
     for key in keys:
         depth = max((len(v) for (_, k), v in cells.items() if k == key), default=1)
-        label = "shared" if key is None else f"tower_{key}"
+        label = "shared" if key is None else f"{unit}_{key}"
         layout.lanes.append((label, top, top + depth * _SLOT))
         for (x, k), names in cells.items():
             if k == key:
@@ -77,8 +78,7 @@ def _lane_label(graph: Graph, layout: _Layout, label: str) -> str:
     return f"{label}\n{counts.most_common(1)[0][0]}"
 
 
-def _lane_name(op: Op) -> str:
-    return "shared" if op.tower is None else f"tower_{op.tower}"
+_lane_name = lane_of
 
 
 def _draw_lanes(ax: Any, graph: Graph, layout: _Layout) -> None:
@@ -143,7 +143,7 @@ def _draw_legend(fig: Any, ax: Any, graph: Graph, layout: _Layout, syncs: set[st
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.02),
               ncol=min(len(handles), 4), fontsize=7, frameon=False)
     if layout.hidden:
-        fig.text(0.5, 1 - 0.42 / fig.get_figheight(), f"… and {layout.hidden} more towers, not "
+        fig.text(0.5, 1 - 0.42 / fig.get_figheight(), f"… and {layout.hidden} more lanes, not "
                  "drawn (the same ops on their own devices)", ha="center", va="top",
                  fontsize=9, style="italic", color="#555555")
 
@@ -196,7 +196,7 @@ def _draw(graph: Graph, path: str | os.PathLike[str], max_lanes: int) -> None:
     _draw_legend(fig, ax, graph, layout, syncs)
     towers = len(graph.towers)
     fig.suptitle(f"Dataflow graph '{graph.name}': {len(graph)} ops, {towers} "
-                 f"tower{'s' if towers != 1 else ''}"
+                 f"{lane_unit(graph)}{'s' if towers != 1 else ''}"
                  + (f" ({towers - layout.hidden} drawn)" if layout.hidden else ""),
                  y=1 - 0.12 / height_in, va="top", fontsize=11, fontweight="bold")
     fig.savefig(path, format="png")
