@@ -31,7 +31,7 @@ examples:
   simsync simulate examples/four_towers.toml --json      one JSON object
   simsync simulate examples/four_towers.toml --trace out.json   open in ui.perfetto.dev
   simsync simulate examples/async_workers.toml           async workers: staleness ledger
-  simsync compare examples/four_towers.toml examples/async_workers.toml --png race.png
+  simsync compare examples/sync_workers.toml examples/async_workers.toml --png race.png
   simsync graph examples/four_towers.toml                towers as lanes, sync points marked
   simsync graph examples/four_towers.toml --format png -o graph.png
   simsync crosscheck examples/four_towers.toml           run it on TensorFlow too, compare
