@@ -80,15 +80,16 @@ def test_hints_retries_and_reveal(tiny, progress) -> None:
         "", "", "",               # continue after text, code, graph
         "?", "", "ten", "5", "20 ms",  # hint; blank and unreadable (no try used); wrong; right
         "",                            # continue after reading the explanation
-        "[/red]", "a", "tower_0",      # three wrong (markup is text): the answer is revealed
+        "x", "a", "tower_0", "A",      # not a choice (no try used); three wrong: revealed
         "",
-        "AVERAGE_GRADIENTS", ""))
+        "[/red]", "AVERAGE_GRADIENTS", ""))  # a wrong op (markup is text), then right
     outcome = runner.run()
     out = text_of(c)
     assert "The slow tower sets the pace." in out and "Hint: 10 ms at half speed." in out
     assert "No more hints." not in out
     assert "The answer is tower_1." in out and outcome.right == 2
     assert "Please type a number (in ms)" in out and "✗ Not quite ([/red])." in out
+    assert "Please type the letter of a choice" in out
 
 
 def test_quitting_keeps_the_step_and_resuming_continues(tiny, progress) -> None:

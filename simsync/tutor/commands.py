@@ -44,8 +44,10 @@ def learn(number: int | None, *, answers_file: Path | None = None,
     except (Quit, KeyboardInterrupt, EOFError):
         console.print("\nStopped; your progress is saved. `simsync learn` continues here.")
         return 0
+    last = lesson.number == max(other.number for other in lessons)
     console.print(f"[bold]Lesson {lesson.number} done: {outcome.right}/{outcome.asked} "
-                  f"answers right.[/] `simsync learn` for the next one.")
+                  f"answers right.[/] " + ("That was the last lesson." if last
+                                           else "`simsync learn` for the next one."))
     return 0 if interactive or outcome.right == outcome.asked else 1
 
 

@@ -86,9 +86,16 @@ def readable(step: Step, given: str) -> bool:
     >>> from pathlib import Path
     >>> readable(Step("question", {"type": "numeric", "unit": "ms"}, Path(".")), "ten")
     False
+    >>> pick = Step("question", {"type": "choice", "choices": ["tower_0", "tower_1"]}, Path("."))
+    >>> readable(pick, "x"), readable(pick, "B"), readable(pick, "tower_1")
+    (False, True, True)
     """
     if not given.strip():
         return False
+    if step.get("type") == "choice":  # a letter or one of the choices, nothing else
+        choices = step.get("choices", [])
+        letters = {choice_label(i) for i in range(len(choices))}
+        return given.strip().lower() in letters or given.strip() in choices
     return step.get("type") != "numeric" or _number(step, given.strip()) is not None
 
 

@@ -121,7 +121,7 @@ class LessonRunner:
         path = self.lesson.scenario_path(step)
         sim = simulate(load_scenario(path))
         self.console.print(LedgerView(sim.trace.updates, rows=int(step.get("rows", 12))))
-        self.console.print(SummaryView(summary(sim)))
+        self.console.print(SummaryView(summary(sim)).staleness_table())
         self._scenario_hint(path, "simulate")
 
     def _race(self, step: Step) -> None:
@@ -193,7 +193,8 @@ class LessonRunner:
                 self._markdown(hints.pop(0) if hints else "No more hints.")
                 continue
             if not readable(step, given):
-                wanted = "a number" if step.get("type") == "numeric" else "an answer"
+                wanted = {"numeric": "a number",
+                          "choice": "the letter of a choice"}.get(step.get("type"), "an answer")
                 unit = f" (in {step.get('unit')})" if step.get("unit") else ""
                 self.console.print(Text(f"Please type {wanted}{unit}; ? for a hint."))
                 continue

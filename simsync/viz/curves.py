@@ -120,10 +120,11 @@ class LossCurves:
             end = curve.points[-1][0] if curve.points else math.nan
             at = "never" if curve.reached is None else f"{curve.reached * 1e3:,.0f}"
             winner = index == first  # the first to get there; on a tie, the first listed
+            loss = f"{final:.4f}" if abs(final) < 1000 else f"{final:.3g}"
             table.add_row(mark, Text(name), str(curve.updates),
                           "–" if curve.mode != "async" else f"{curve.staleness:.2f}",
-                          f"{final:.4g}", Text(at + (" ◀" if winner else "  "),
-                                               style="bold green" if winner else ""),
+                          loss, Text(at + (" ◀" if winner else "  "),
+                                     style="bold green" if winner else ""),
                           f"{end * 1e3:,.0f}")
         return table
 

@@ -121,11 +121,12 @@ class SummaryView:
                       box=box.SQUARE)
         for column in ("worker", "applied", "dropped", "mean staleness", "max"):
             table.add_column(column, justify="left" if column == "worker" else "right")
-        table.add_column("")
         means = [r["mean"] for r in rows.values() if r["mean"] is not None]
         stalest = max(means, default=0.0)
         # marked only when it stands out: half as stale again as the average worker
         stands_out = stalest > 1.5 * (sum(means) / len(means)) if means else False
+        if stands_out:
+            table.add_column("")
         names = list(rows)
         shown = names[: self.max_towers]
         shown += [n for n in names[self.max_towers:] if rows[n]["mean"] == stalest]
@@ -133,11 +134,13 @@ class SummaryView:
             row = rows[name]
             mark = stands_out and row["mean"] == stalest
             mean = "–" if row["mean"] is None else f"{row['mean']:.2f}"
-            table.add_row(name, str(row["applied"]), str(row["dropped"]), mean,
-                          "–" if row["max"] is None else str(row["max"]),
-                          "◀ stalest" if mark else "", style="bold red" if mark else "")
+            cells = [name, str(row["applied"]), str(row["dropped"]), mean,
+                     "–" if row["max"] is None else str(row["max"])]
+            cells += ["◀ stalest" if mark else ""] if stands_out else []
+            table.add_row(*cells, style="bold red" if mark else "")
         if len(names) > len(shown):
-            table.add_row("…", "", "", "", "", f"+{len(names) - len(shown)} workers", style="dim")
+            table.add_row(f"+{len(names) - len(shown)} more", *[""] * (len(table.columns) - 1),
+                          style="dim")
         return table
 
     def sync_table(self) -> Table:
