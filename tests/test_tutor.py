@@ -180,3 +180,20 @@ def test_a_progress_file_of_the_wrong_shape_is_set_aside(tmp_path: Path) -> None
     listed = cli("lessons", "list", data=tmp_path)
     assert listed.returncode == 0 and "could not be read" in listed.stdout
     assert "0/1 done" in listed.stdout
+
+
+def test_a_step_taller_than_the_screen_is_shown_a_screenful_at_a_time(tiny, progress) -> None:
+    c = Console(file=io.StringIO(), width=80, height=8, force_terminal=True, color_system=None)
+    prompts: list[str] = []
+
+    def ask(prompt: str) -> str:
+        prompts.append(prompt)
+        return "q" if len(prompts) == 4 else ""  # stop at the second page of step 3 (graph)
+
+    with pytest.raises(Quit):
+        LessonRunner(tiny, progress, c, ask=ask).run()
+    # steps 1 and 2 fit; step 3 (the graph) does not: it stops at its second "more"
+    assert [p.startswith("[dim]-- more") for p in prompts] == [False, False, True, True]
+    # nothing of the step was lost before the stop: its first lines were written
+    assert "step 3/7" in text_of(c)
+    assert Progress(progress.path).step("01-tiny") == 2  # step 3 was not finished

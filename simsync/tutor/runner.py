@@ -60,7 +60,7 @@ class LessonRunner:
             step = steps[index]
             self.console.rule(f"[bold]{self.lesson.number}. {self.lesson.title}[/] · "
                               f"step {index + 1}/{len(steps)}")
-            getattr(self, f"_{step.kind}")(step)
+            self._show(step)
             last = index + 1 == len(steps)
             self.progress.reached(self.lesson.slug, index + 1, done=last)
             if self.interactive and not last:  # after a question too: read the explanation
@@ -71,6 +71,31 @@ class LessonRunner:
         self.outcome.right = sum(1 for q in self.lesson.questions
                                  if answers.get(q.get("id"), {}).get("correct"))
         return self.outcome
+
+    def _show(self, step: Step) -> None:
+        """Run a step. In a real terminal a step taller than the screen is shown a screenful
+        at a time, so nothing scrolls away unread; slow work (TensorFlow, a race) runs first,
+        behind its spinner."""
+        prepare = getattr(self, f"_prepare_{step.kind}", None)
+        show = getattr(self, f"_{step.kind}")
+        args = (step, prepare(step)) if prepare is not None else (step,)
+        if step.kind == "question" or not (self.interactive and self.console.is_terminal):
+            show(*args)
+            return
+        with self.console.capture() as captured:
+            show(*args)
+        self._page(captured.get())
+
+    def _page(self, text: str) -> None:
+        lines = text.split("\n")
+        while len(lines) > (height := max(self.console.size.height - 2, 5)):
+            self.console.file.write("\n".join(lines[:height]) + "\n")
+            self.console.file.flush()
+            lines = lines[height:]
+            if self.ask("[dim]-- more: Enter · q: stop --[/] ").strip() == "q":
+                raise Quit
+        self.console.file.write("\n".join(lines))
+        self.console.file.flush()
 
     def _pause(self) -> None:
         if self.ask("[dim]Enter: next step · q: stop (progress is saved)[/] ").strip() == "q":
@@ -124,15 +149,18 @@ class LessonRunner:
         self.console.print(SummaryView(summary(sim)).staleness_table())
         self._scenario_hint(path, "simulate")
 
-    def _race(self, step: Step) -> None:
+    def _prepare_race(self, step: Step) -> Any:
         from simsync.engine import race
         from simsync.scenario import load_scenario
+
+        with self.console.status("Simulating the runs..."):
+            return race([load_scenario(p) for p in self.lesson.race_paths(step)])
+
+    def _race(self, step: Step, result: Any) -> None:
         from simsync.viz import Curve, LossCurves
 
         self._markdown(step.get("text"))
         paths = self.lesson.race_paths(step)
-        with self.console.status("Simulating the runs..."):
-            result = race([load_scenario(p) for p in paths])
         self.console.print(LossCurves([Curve(r.name, tuple(r.curve), r.reached, r.mode,
                                              r.updates, r.staleness) for r in result.runners],
                                       result.target))
@@ -144,23 +172,30 @@ class LessonRunner:
         self.console.print(Text(f"Change the scenario and see for yourself: simsync {command} "
                                 f"{path}", style="dim"))
 
-    def _verify(self, step: Step) -> None:
+    def _prepare_verify(self, step: Step) -> Any:
+        """The cross-check's report, or the error that stopped it."""
         from simsync.errors import SimsyncError
         from simsync.scenario import load_scenario
-        from simsync.viz import CrossCheckView
 
-        self._markdown(step.get("text"))
         scenario = load_scenario(self.lesson.scenario_path(step))
         scenario = scenario.with_run(steps=min(scenario.run.steps, 10))
         try:
             with self.console.status("Running the same graph on TensorFlow..."):
                 from simsync.crosscheck import crosscheck
 
-                result = crosscheck(scenario, warmup=1)
+                return crosscheck(scenario, warmup=1).report
         except SimsyncError as error:
-            self.console.print(f"[yellow]The TensorFlow check could not run: {error}[/]")
+            return error
+
+    def _verify(self, step: Step, report: Any) -> None:
+        from simsync.viz import CrossCheckView
+
+        self._markdown(step.get("text"))
+        if isinstance(report, Exception):
+            self.console.print(Text(f"The TensorFlow check could not run: {report}",
+                                    style="yellow"))
             return
-        self.console.print(CrossCheckView(result.report))
+        self.console.print(CrossCheckView(report))
 
     def _question(self, step: Step) -> None:
         expected = expected_answer(self.lesson, step)
