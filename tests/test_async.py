@@ -10,7 +10,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from simsync.crosscheck.replay import replay
+from simsync.crosscheck.replay import batch_keys, replay
 from simsync.engine import Engine, simulate, summary
 from simsync.errors import ScenarioError, SimsyncError, SimulationError
 from simsync.patterns import build_async
@@ -33,11 +33,6 @@ def workers(n: int = 4, *, speeds=None, distribution="exponential", steps=50, se
         costs=costs or {},
         training=TrainingConfig(mode="async", **training),
     ).with_run(steps=steps, seed=seed)
-
-
-def batch_key(update) -> tuple[int, int, int]:
-    worker = int(update.client.split("_")[1])
-    return worker, update.step, worker
 
 
 def test_constant_workers_in_lockstep_have_staleness_of_their_position() -> None:
@@ -123,7 +118,7 @@ def test_locked_apply_takes_turns_and_lock_free_does_not() -> None:
 def test_replaying_the_simulated_ledger_gives_the_simulated_parameters() -> None:
     for training in ({}, {"max_staleness": 2}, {"staleness_bound": 1, "apply": "lock_free"}):
         sim = simulate(workers(3, steps=30, **training))
-        params = replay(sim.scenario.model, 0, sim.trace.updates, batch_key)
+        params = replay(sim.scenario.model, 0, sim.trace.updates, batch_keys(sim.graph))
         for name, value in sim.trace.params.items():
             assert np.array_equal(params[name], value), (training, name)
 
@@ -132,7 +127,7 @@ def test_replay_refuses_a_ledger_with_a_hole() -> None:
     sim = simulate(workers(2, steps=5))
     holed = [u for u in sim.trace.updates if u.before != 3]
     with pytest.raises(SimsyncError, match="cannot be replayed"):
-        replay(sim.scenario.model, 0, holed, batch_key)
+        replay(sim.scenario.model, 0, holed, batch_keys(sim.graph))
 
 
 def test_summary_reports_the_ledger() -> None:

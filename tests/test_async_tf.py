@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from simsync.crosscheck import crosscheck
-from simsync.crosscheck.asynchronous import batch_key
-from simsync.crosscheck.replay import replay
+from simsync.crosscheck.replay import batch_keys, replay
+from simsync.patterns import build
 from simsync.scenario import (
     ClusterConfig,
     ComputeConfig,
@@ -30,9 +30,8 @@ def workers(n: int = 4, steps: int = 6, **training) -> Scenario:
 
 
 def replayed_difference(scenario: Scenario, run) -> float:
-    clients = {f"worker_{i}": i for i in range(scenario.towers)}
     params = replay(scenario.model, scenario.run.seed, run.trace.updates,
-                    lambda u: batch_key(u, clients))
+                    batch_keys(build(scenario)))
     return max(float(abs(params[name] - value).max()) for name, value in run.params.items())
 
 

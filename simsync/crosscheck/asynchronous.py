@@ -27,13 +27,14 @@ from simsync.crosscheck.compare import (
     relative_error,
     structure,
 )
-from simsync.crosscheck.replay import replay
+from simsync.crosscheck.replay import batch_keys, replay
 from simsync.engine import simulate
 from simsync.errors import SimsyncError
+from simsync.ir import Graph
 from simsync.scenario import Scenario
 from simsync.scenario.profile import Profile
 from simsync.tf_backend import TensorFlowRun, run_on_tensorflow
-from simsync.trace import Trace, Update, histogram_distance, staleness_stats, throughput
+from simsync.trace import Trace, histogram_distance, staleness_stats, throughput
 
 __all__ = ["crosscheck_async"]
 
@@ -60,7 +61,7 @@ def crosscheck_async(scenario: Scenario, *, profile: Profile | None = None,
         "tensorflow": real.tensorflow,
         "costs": "calibration profile" if profile else "scenario",
         "structure": {**structure(simulation.graph, real.trace, traced), "runs": len(traced)},
-        "values": _replayed(scenario, real),
+        "values": _replayed(scenario, simulation.graph, real),
         "staleness": _staleness(simulation.trace, real.trace),
         "throughput": _throughput(simulation.trace, real.trace, timed),
         "unmapped_tensorflow_ops": dict(real.census.unmapped),
@@ -68,27 +69,19 @@ def crosscheck_async(scenario: Scenario, *, profile: Profile | None = None,
     return CrossCheck(scenario, predicted, simulation, real, report)
 
 
-def batch_key(update: Update, clients: dict[str, int]) -> tuple[int, int, int]:
-    """The batch an async worker's update trained on: (client, step, tower), where each worker
-    is its own client and tower."""
-    index = clients[update.client]
-    return index, update.step, index
-
-
 #: Why a lock-free run's ledger cannot be replayed exactly.
 LOCK_FREE = ("lock-free: a read may see part of an update and two applies may interleave, so "
              "the ledger does not pin down what each read saw; the replay can only come close")
 
 
-def _replayed(scenario: Scenario, real: TensorFlowRun) -> dict[str, Any]:
+def _replayed(scenario: Scenario, graph: Graph, real: TensorFlowRun) -> dict[str, Any]:
     """Replay the real ledger. Exact agreement is required of a locked apply only."""
     exact = scenario.training.apply == "locked"
-    clients = {f"worker_{i}": i for i in range(scenario.towers)}
     result: dict[str, Any] = {"exact": exact, "tolerance": VALUE_TOLERANCE,
                               "note": None if exact else LOCK_FREE, "why": None}
     try:
         params = replay(scenario.model, scenario.run.seed, real.trace.updates,
-                        lambda u: batch_key(u, clients))
+                        batch_keys(graph))
     except SimsyncError as error:  # e.g. lock-free: two applies found the same version
         return {**result, "replayed": False, "why": str(error), "max_abs_diff": None,
                 "ok": not exact}

@@ -24,10 +24,11 @@ from typing import Any
 import numpy as np
 
 from simsync.errors import SimsyncError
+from simsync.ir import Graph, run_orders
 from simsync.numerics import ModelSpec, backward, forward, init_params, make_batch
 from simsync.trace import Update
 
-__all__ = ["replay"]
+__all__ = ["batch_keys", "replay"]
 
 BatchKey = Callable[[Update], tuple[int, ...]]
 
@@ -44,8 +45,7 @@ def replay(spec: ModelSpec, seed: int, updates: Iterable[Update],
     >>> sim = simulate(Scenario("a", cluster=ClusterConfig(devices=3),
     ...                         compute=ComputeConfig("exponential", 0.01),
     ...                         training=TrainingConfig(mode="async")).with_run(steps=20))
-    >>> key = lambda u: (int(u.client.split("_")[1]), u.step, int(u.client.split("_")[1]))
-    >>> params = replay(sim.scenario.model, 0, sim.trace.updates, key)
+    >>> params = replay(sim.scenario.model, 0, sim.trace.updates, batch_keys(sim.graph))
     >>> max(float(abs(params[n] - v).max()) for n, v in sim.trace.params.items())
     0.0
     """
@@ -70,6 +70,26 @@ def replay(spec: ModelSpec, seed: int, updates: Iterable[Update],
         if reads[version]:
             kept[version] = {name: value.copy() for name, value in current.items()}
     return current
+
+
+def batch_keys(graph: Graph) -> BatchKey:
+    """The key of the batch each update of ``graph``'s clients trained on, read off the graph
+    as both executors name it: (the client's index, its step, the tower of its dequeue).
+    Only a client that dequeues one batch per run has one batch per update."""
+    orders = run_orders(graph, [client.fetches for client in graph.clients])
+    towers: dict[str, tuple[int, list[int]]] = {}
+    for index, (client, order) in enumerate(zip(graph.clients, orders, strict=True)):
+        ops = [graph.op(name) for name in order]
+        towers[client.name] = (index, [op.tower or 0 for op in ops if op.kind == "dequeue"])
+
+    def key(update: Update) -> tuple[int, ...]:
+        index, dequeues = towers[update.client]
+        if len(dequeues) != 1:
+            raise SimsyncError(f"{update.client} trains {len(dequeues)} batches per run; a "
+                               f"replay needs one batch per update")
+        return index, update.step, dequeues[0]
+
+    return key
 
 
 def _check_ledger(applied: list[Update]) -> None:
