@@ -24,10 +24,15 @@ import time
 from typing import Any
 
 from simsync.ir import run_order
-from simsync.tf_backend.execute import Feeder, Setup, TensorFlowRun
-from simsync.tf_backend.runtime import BackendError
+from simsync.tf_backend.execute import (
+    Feeder,
+    Setup,
+    TensorFlowRun,
+    record_accesses,
+    run_once,
+)
 from simsync.tf_backend.tracing import NodeCensus, op_records
-from simsync.trace import StepRecord, Trace, Update, VariableAccess
+from simsync.trace import StepRecord, Trace, Update
 
 __all__ = ["run_async"]
 
@@ -153,20 +158,10 @@ class _Worker:
                 self.pool.tracer.release()
 
     def _run(self, session: Any, step: int, phase: str, traced: bool) -> None:
-        tf = self.setup.tf
-        options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
-        metadata = tf.compat.v1.RunMetadata()
-        feeds = self.feeder.feeds(step)
-        started = time.time()
-        try:
-            out = session.run(self.fetches, feeds, options=options if traced else None,
-                              run_metadata=metadata if traced else None)
-        except (tf.errors.OpError, TypeError, ValueError) as error:
-            message = str(error).strip().splitlines()[0]
-            raise BackendError(
-                f"TensorFlow failed at {self.name}'s step {step}: {message}") from None
-        ended = time.time()
-        self._record(step, phase, started, ended, out, metadata if traced else None)
+        out, metadata, started, ended = run_once(
+            self.setup.tf, session, self.fetches, self.feeder.feeds(step), traced,
+            f"{self.name}'s step {step}")
+        self._record(step, phase, started, ended, out, metadata)
 
     def _record(self, step: int, phase: str, started: float, ended: float,
                 out: dict[str, Any], metadata: Any) -> None:
@@ -182,10 +177,14 @@ class _Worker:
             trace.steps.append(StepRecord(self.name, step, started - base, ended - base, loss))
             if phase == "timed":
                 record.timed.append((step, ended - started))
+            records = []
             if metadata is not None:
                 tower_losses = {f"{self.name}/loss": loss} if loss is not None else {}
-                trace.ops.extend(op_records(metadata.step_stats, self.setup.graph, step, base,
-                                            record.census, tower_losses, self.name))
+                records = op_records(metadata.step_stats, self.setup.graph, step, base,
+                                     record.census, tower_losses, self.name)
+                trace.ops.extend(records)
+            record_accesses(trace, out, self.name, step, {r.op: r for r in records},
+                            default=ended - base, kept=out["kept"])
             for apply in self.applies:
                 variable = apply.writes[0]
                 read = min(int(out["reads"][r.name][variable]) for r in self.reads
@@ -194,7 +193,3 @@ class _Worker:
                 kept = bool(out["kept"].get(apply.name, True))
                 trace.updates.append(Update(self.name, step, apply.name, read,
                                             int(before[variable]), kept, ended - base))
-                for name, version in before.items():
-                    trace.accesses.append(VariableAccess(
-                        name, apply.name, self.name, step, ended - base,
-                        int(version) + 1 if kept else int(version), True))

@@ -33,9 +33,10 @@ from simsync.tf_backend.runtime import (
 )
 from simsync.tf_backend.tracing import NodeCensus, op_records
 from simsync.tf_backend.work import measure_seconds_per_row, rows_for
-from simsync.trace import StepRecord, Trace, VariableAccess
+from simsync.trace import OpRecord, StepRecord, Trace, VariableAccess
 
-__all__ = ["Feeder", "Setup", "TensorFlowRun", "prepare", "run_on_tensorflow"]
+__all__ = ["Feeder", "Setup", "TensorFlowRun", "prepare", "record_accesses", "run_on_tensorflow",
+           "run_once"]
 
 
 @dataclass
@@ -117,6 +118,38 @@ def prepare(scenario: Scenario, seconds_per_row: float | None = None) -> Setup:
     return Setup(scenario, tf, graph, plan, lowered, config, seconds_per_row)
 
 
+def run_once(tf: Any, session: Any, fetches: Any, feeds: dict[Any, Any], traced: bool,
+             where: str) -> tuple[Any, Any, float, float]:
+    """One ``sess.run``, with ``FULL_TRACE`` if ``traced``: its results, its metadata (None
+    untraced), and its wall-clock start and end. A TensorFlow error becomes one line."""
+    options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+    metadata = tf.compat.v1.RunMetadata()
+    started = time.time()
+    try:
+        out = session.run(fetches, feeds, options=options if traced else None,
+                          run_metadata=metadata if traced else None)
+    except (tf.errors.OpError, TypeError, ValueError) as error:
+        message = str(error).strip().splitlines()[0]
+        raise BackendError(f"TensorFlow failed at {where}: {message}") from None
+    return out, metadata if traced else None, started, time.time()
+
+
+def record_accesses(trace: Trace, out: dict[str, Any], client: str, step: int,
+                    spans: dict[str, OpRecord], default: float = 0.0,
+                    kept: dict[str, Any] | None = None) -> None:
+    """The variable accesses of one run from its fetched counters: a read sees ``version``
+    when its op starts; an apply, which fetched the version *before* it, makes the next one
+    when its op ends (unless it was dropped). ``default`` is the time of an untraced op."""
+    for kind, write in (("reads", False), ("writes", True)):
+        for op_name, versions in out[kind].items():
+            record = spans.get(op_name)
+            time_at = (record.end if write else record.start) if record else default
+            bump = int(write and bool((kept or {}).get(op_name, True)))
+            for variable, version in versions.items():
+                trace.accesses.append(VariableAccess(
+                    variable, op_name, client, step, time_at, int(version) + bump, write))
+
+
 _MEASURED: dict[str, float] = {}
 
 
@@ -182,17 +215,8 @@ class _Client:
         tf, lowered = self.tf, self.lowered
         fetches = {"train": lowered.fetches["main"], "losses": lowered.losses,
                    "reads": lowered.read_versions, "writes": lowered.write_versions}
-        options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
-        metadata = tf.compat.v1.RunMetadata()
-        feeds = self.feeder.feeds(step)
-        started = time.time()
-        try:
-            out = session.run(fetches, feeds, options=options if traced else None,
-                              run_metadata=metadata if traced else None)
-        except (tf.errors.OpError, TypeError, ValueError) as error:
-            message = str(error).strip().splitlines()[0]
-            raise BackendError(f"TensorFlow failed at step {step}: {message}") from None
-        ended = time.time()
+        out, metadata, started, ended = run_once(tf, session, fetches, self.feeder.feeds(step),
+                                                 traced, f"step {step}")
         loss = float(np.mean([out["losses"][t] for t in sorted(out["losses"])]))
         self.losses.append(loss)
         if traced:
@@ -209,12 +233,4 @@ class _Client:
                              tower_losses)
         self.trace.ops.extend(records)
         self.trace.steps.append(StepRecord("main", step, started - base, ended - base, loss))
-        when = {r.op: r for r in records}
-        for kind, write in (("reads", False), ("writes", True)):
-            for op_name, versions in out[kind].items():
-                record = when.get(op_name)
-                time_at = (record.end if write else record.start) if record else 0.0
-                for variable, version in versions.items():
-                    made = int(version) + 1 if write else int(version)  # writes: "before"
-                    self.trace.accesses.append(VariableAccess(
-                        variable, op_name, "main", step, time_at, made, write))
+        record_accesses(self.trace, out, "main", step, {r.op: r for r in records})
