@@ -12,6 +12,7 @@ from simsync.trace.staleness import (
     histogram_distance,
     staleness_by_client,
     staleness_stats,
+    stalest_client,
     throughput,
 )
 from simsync.trace.stats import SyncWait, loss_curve, step_time_stats, sync_waits, time_to_loss
@@ -28,6 +29,7 @@ __all__ = [
     "loss_curve",
     "staleness_by_client",
     "staleness_stats",
+    "stalest_client",
     "step_time_stats",
     "sync_waits",
     "throughput",

@@ -18,6 +18,7 @@ __all__ = [
     "histogram_distance",
     "staleness_by_client",
     "staleness_stats",
+    "stalest_client",
     "throughput",
     "updates_by_run",
 ]
@@ -76,6 +77,22 @@ def staleness_by_client(trace: Trace) -> dict[str, dict[str, Any]]:
             "max": max(applied) if applied else None,
         }
     return result
+
+
+def stalest_client(rows: dict[str, dict[str, Any]]) -> str:
+    """The client of :func:`staleness_by_client` whose applied updates were stalest on
+    average, if it stands out (half as stale again as the average client); else "".
+
+    >>> stalest_client({"a": {"mean": 1.0}, "b": {"mean": 1.2}, "c": {"mean": 4.0}})
+    'c'
+    >>> stalest_client({"a": {"mean": 2.9}, "b": {"mean": 3.1}})
+    ''
+    """
+    means = {client: row["mean"] for client, row in rows.items() if row["mean"] is not None}
+    if len(means) < 2:
+        return ""
+    stalest = max(means, key=lambda client: means[client])
+    return stalest if means[stalest] > 1.5 * sum(means.values()) / len(means) else ""
 
 
 def histogram_distance(a: dict[str, int], b: dict[str, int]) -> float:

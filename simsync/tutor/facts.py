@@ -43,6 +43,7 @@ def scenario_facts(path: Path, numerics: bool = False) -> dict[str, Any]:
     from simsync.engine import simulate, summary
     from simsync.ir import generations
     from simsync.scenario import load_scenario
+    from simsync.trace import stalest_client
 
     scenario = load_scenario(path)
     sim = simulate(scenario, numerics=numerics)
@@ -65,22 +66,9 @@ def scenario_facts(path: Path, numerics: bool = False) -> dict[str, Any]:
         "max_wait": max(waits.values(), default=0.0),
         "expected_max": scenario.compute.mean * harmonic(scenario.towers),
         "workers": scenario.towers,
-        "stalest_worker": _stalest(facts["staleness_by_client"]),
+        "stalest_worker": stalest_client(facts["staleness_by_client"]),
     })
     return facts
-
-
-def _stalest(rows: dict[str, dict[str, float]]) -> str:
-    """The client whose applied updates were stalest on average ("" if none stands out by
-    0.5)."""
-    if len(rows) < 2:
-        return ""
-    means = {c: r["mean"] for c, r in rows.items() if r["mean"] is not None}
-    if len(means) < 2:
-        return ""
-    ranked = sorted(means, key=lambda c: means[c], reverse=True)
-    first, second = means[ranked[0]], means[ranked[1]]
-    return ranked[0] if first - second >= 0.5 else ""
 
 
 @functools.cache

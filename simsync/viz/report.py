@@ -15,6 +15,8 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
+from simsync.trace import stalest_client
+
 __all__ = ["LedgerView", "SummaryView"]
 
 
@@ -121,22 +123,19 @@ class SummaryView:
                       box=box.SQUARE)
         for column in ("worker", "applied", "dropped", "mean staleness", "max"):
             table.add_column(column, justify="left" if column == "worker" else "right")
-        means = [r["mean"] for r in rows.values() if r["mean"] is not None]
-        stalest = max(means, default=0.0)
-        # marked only when it stands out: half as stale again as the average worker
-        stands_out = stalest > 1.5 * (sum(means) / len(means)) if means else False
-        if stands_out:
+        stalest = stalest_client(rows)  # marked only when it stands out
+        if stalest:
             table.add_column("")
         names = list(rows)
         shown = names[: self.max_towers]
-        shown += [n for n in names[self.max_towers:] if rows[n]["mean"] == stalest]
+        shown += [n for n in names[self.max_towers:] if n == stalest]
         for name in shown:
             row = rows[name]
-            mark = stands_out and row["mean"] == stalest
+            mark = name == stalest
             mean = "–" if row["mean"] is None else f"{row['mean']:.2f}"
             cells = [name, str(row["applied"]), str(row["dropped"]), mean,
                      "–" if row["max"] is None else str(row["max"])]
-            cells += ["◀ stalest" if mark else ""] if stands_out else []
+            cells += ["◀ stalest" if mark else ""] if stalest else []
             table.add_row(*cells, style="bold red" if mark else "")
         if len(names) > len(shown):
             table.add_row(f"+{len(names) - len(shown)} more", *[""] * (len(table.columns) - 1),
