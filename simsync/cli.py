@@ -267,23 +267,16 @@ def _compare(args: argparse.Namespace) -> int:
     if args.png:
         from simsync.viz import write_loss_png
 
-        write_loss_png(args.png, _curves(result), result.target)
+        write_loss_png(args.png, result)
     if args.json:
         print(json.dumps(result.to_json(), indent=2, allow_nan=False))
         return 0
     from simsync.viz import LossCurves
 
-    Console().print(LossCurves(_curves(result), result.target))
+    Console().print(LossCurves(result))
     if args.png:
         print(f"wrote {args.png}")
     return 0
-
-
-def _curves(result: Any) -> list[Any]:
-    from simsync.viz import Curve
-
-    return [Curve(r.name, tuple(r.curve), r.reached, r.mode, r.updates, r.staleness)
-            for r in result.runners]
 
 
 def _crosscheck(args: argparse.Namespace) -> int:

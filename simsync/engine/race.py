@@ -9,46 +9,13 @@ synchronous step trains: one step in sync mode, N updates with N asynchronous wo
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from simsync.engine.simulate import Simulation, simulate
 from simsync.errors import SimsyncError, UsageError
 from simsync.scenario import Scenario
-from simsync.trace import loss_curve, staleness_stats, time_to_loss
+from simsync.trace import Race, Runner, loss_curve, staleness_stats, time_to_loss
 
 __all__ = ["Race", "Runner", "race"]
-
-
-@dataclass(frozen=True)
-class Runner:
-    """One scenario's run in the race."""
-
-    name: str
-    mode: str
-    curve: list[tuple[float, float]]
-    reached: float | None
-    finished: float
-    updates: int
-    staleness: float
-
-    @property
-    def final_loss(self) -> float:
-        return self.curve[-1][1]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"scenario": self.name, "mode": self.mode, "final_loss": self.final_loss,
-                "reached_target_seconds": self.reached, "finished_seconds": self.finished,
-                "updates": self.updates, "staleness_mean": self.staleness}
-
-
-@dataclass(frozen=True)
-class Race:
-    target: float
-    runners: list[Runner]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"target_loss": self.target, "runs": [r.to_json() for r in self.runners]}
 
 
 def race(scenarios: Sequence[Scenario],
@@ -81,7 +48,7 @@ def race(scenarios: Sequence[Scenario],
     for name, scenario, sim, curve in zip(names, scenarios, simulations, curves, strict=True):
         ledger = staleness_stats(sim.trace)
         runners.append(Runner(name, scenario.training.mode, curve, time_to_loss(curve, target),
-                              curve[-1][0], ledger["updates_applied"], ledger["mean"]))
+                              ledger["updates_applied"], ledger["mean"]))
     return Race(target, runners)
 
 

@@ -8,6 +8,7 @@ from simsync.trace.events import (
     Update,
     VariableAccess,
 )
+from simsync.trace.race import Race, Runner
 from simsync.trace.staleness import (
     histogram_distance,
     staleness_by_client,
@@ -19,6 +20,8 @@ from simsync.trace.stats import SyncWait, loss_curve, step_time_stats, sync_wait
 
 __all__ = [
     "OpRecord",
+    "Race",
+    "Runner",
     "StepRecord",
     "SyncWait",
     "Trace",

@@ -80,12 +80,11 @@ def race_facts(paths: tuple[Path, ...]) -> dict[str, Any]:
     from simsync.scenario import load_scenario
 
     result = race([load_scenario(p) for p in paths])
-    reached = {r.name: r.reached for r in result.runners}
-    arrived = [r for r in result.runners if r.reached is not None]
+    winner = result.winner
     return {
-        "winner": min(arrived, key=lambda r: r.reached or 0.0).name if arrived else "",
+        "winner": "" if winner is None else result.runners[winner].name,
         "target_loss": result.target,
-        "reached": reached,
+        "reached": {r.name: r.reached for r in result.runners},
         "finished": {r.name: r.finished for r in result.runners},
         "final_loss": {r.name: r.final_loss for r in result.runners},
         "staleness": {r.name: r.staleness for r in result.runners},

@@ -157,13 +157,11 @@ class LessonRunner:
             return race([load_scenario(p) for p in self.lesson.race_paths(step)])
 
     def _race(self, step: Step, result: Any) -> None:
-        from simsync.viz import Curve, LossCurves
+        from simsync.viz import LossCurves
 
         self._markdown(step.get("text"))
         paths = self.lesson.race_paths(step)
-        self.console.print(LossCurves([Curve(r.name, tuple(r.curve), r.reached, r.mode,
-                                             r.updates, r.staleness) for r in result.runners],
-                                      result.target))
+        self.console.print(LossCurves(result))
         self.console.print(Text("Race them yourself (add --png race.png for a picture): "
                                 "simsync compare " + " ".join(str(p) for p in paths),
                                 style="dim"))

@@ -7,7 +7,7 @@ never are, so the views read any :class:`~simsync.trace.Trace`, simulated or mea
 
 from simsync.viz.chrome import chrome_trace, overlaps, write_chrome_trace
 from simsync.viz.crosscheck import CrossCheckView, ProfileView
-from simsync.viz.curves import Curve, LossCurves, write_loss_png
+from simsync.viz.curves import LossCurves, write_loss_png
 from simsync.viz.dot import to_dot
 from simsync.viz.graph_text import GraphView
 from simsync.viz.png import write_png
@@ -17,7 +17,6 @@ from simsync.viz.timeline import KINDS, KindStyle, Timeline, device_sort_key, ki
 __all__ = [
     "KINDS",
     "CrossCheckView",
-    "Curve",
     "GraphView",
     "KindStyle",
     "LedgerView",

@@ -2,74 +2,56 @@
 
 "Who wins the race?" has two halves: time per update (a synchronous step waits for its slowest
 tower, an asynchronous update waits for nobody) and progress per update (a stale gradient
-helps less). Loss against wall-clock time puts both on one axis. Each run is a :class:`Curve`;
-the plot marks every run with its own letter and colour and the table says when each reached
+helps less). Loss against wall-clock time puts both on one axis. A race
+(:func:`simsync.engine.race`) holds the runs; the plot marks every run with its own letter and
+colour and the table says when each reached
 the target loss (the worst of the final losses, so every run reaches it).
 """
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from rich import box
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
+from simsync.trace import Race
 from simsync.viz.timeline import time_axis
 
-__all__ = ["Curve", "LossCurves", "write_loss_png"]
+__all__ = ["LossCurves", "write_loss_png"]
 
 _MARKS = ("A", "B", "C", "D", "E", "F")
 _COLORS = ("cyan", "magenta", "green", "yellow", "blue", "red")
 _HEX = ("#1f9bb4", "#b4308f", "#3a9a3a", "#c9a400", "#3050c0", "#c03030")
 
 
-@dataclass(frozen=True)
-class Curve:
-    """One run's loss curve: ``points`` are (seconds, loss); ``reached`` is when it first got
-    to the target loss; ``mode``, ``updates`` and mean ``staleness`` describe the run."""
-
-    name: str
-    points: tuple[tuple[float, float], ...]
-    reached: float | None = None
-    mode: str = "sync"
-    updates: int = 0
-    staleness: float = 0.0
-
-    @property
-    def label(self) -> str:
-        if self.mode == "async":
-            return f"{self.name} (async, staleness {self.staleness:.2f})"
-        return f"{self.name} ({self.mode})"
-
-
 class LossCurves:
-    """A rich renderable: the curves on one character grid, then a table of the runs.
+    """A rich renderable of a :class:`~simsync.engine.Race`: the runs' curves on one character
+    grid, then a table of the runs.
 
     >>> import io
-    >>> a = Curve("sync", ((0.01, 2.0), (0.02, 1.0)), 0.02)
-    >>> b = Curve("async", ((0.005, 2.0), (0.01, 1.5), (0.015, 1.0)), 0.015)
+    >>> from simsync.trace import Race, Runner
+    >>> a = Runner("sync", "sync", [(0.01, 2.0), (0.02, 1.0)], 0.02, 2, 0.0)
+    >>> b = Runner("async", "async", [(0.005, 2.0), (0.01, 1.5), (0.015, 1.0)], 0.015, 3, 1.0)
     >>> out = io.StringIO()
-    >>> Console(file=out, width=60, color_system=None).print(LossCurves([a, b], target=1.0,
+    >>> Console(file=out, width=60, color_system=None).print(LossCurves(Race(1.0, [a, b]),
     ...                                                               height=6))
     >>> print(out.getvalue().splitlines()[0])
     Training loss against wall-clock time (┈ target 1.0000)
     """
 
-    def __init__(self, curves: Sequence[Curve], target: float | None = None,
-                 height: int = 14) -> None:
-        self.curves, self.target, self.height = list(curves), target, max(height, 4)
+    def __init__(self, race: Race, height: int = 14) -> None:
+        self.race, self.height = race, max(height, 4)
+        self.runners, self.target = race.runners, race.target
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         title = "Training loss against wall-clock time"
-        if self.target is not None:
-            title += f" (┈ target {self.target:.4f})"
+        title += f" (┈ target {self.target:.4f})"
         yield Text(title, style="bold")
-        points = [p for c in self.curves for p in c.points]
+        points = [p for r in self.runners for p in r.curve]
         if not points:
             yield Text("no losses to plot (run with numerics)", style="yellow")
             return
@@ -81,12 +63,12 @@ class LossCurves:
             low, high = low - 0.5, high + 0.5
         grid = [[" "] * columns for _ in range(self.height)]
         styles: dict[tuple[int, int], str] = {}
-        if self.target is not None and low <= self.target <= high:  # a dotted target line
+        if low <= self.target <= high:  # a dotted target line
             row = round((high - self.target) / (high - low) * (self.height - 1))
             grid[row] = ["┈"] * columns
             styles.update({(row, c): "dim" for c in range(columns)})
-        for index, curve in enumerate(self.curves):
-            for column, loss in _sampled(curve.points, span, columns):
+        for index, runner in enumerate(self.runners):
+            for column, loss in _sampled(runner.curve, span, columns):
                 row = round((high - loss) / (high - low) * (self.height - 1))
                 grid[row][column] = _MARKS[index % len(_MARKS)]
                 styles[row, column] = _COLORS[index % len(_COLORS)]
@@ -106,26 +88,23 @@ class LossCurves:
         """One row per run: updates, mean staleness, final loss, when it reached the target
         loss (the first to get there marked) and when it finished."""
         table = Table(box=box.SIMPLE_HEAD, show_edge=False)
-        names = [f"{c.name} ({c.mode})" for c in self.curves]
         table.add_column("", no_wrap=True)
         table.add_column("run", overflow="fold")
         for column, width in (("updates", 7), ("staleness", 9), ("final loss", 6),
                               ("at target (ms)", 9), ("finished (ms)", 8)):
             table.add_column(column, justify="right", width=width)
-        arrived = [i for i, c in enumerate(self.curves) if c.reached is not None]
-        first = min(arrived, key=lambda i: self.curves[i].reached or 0.0, default=None)
-        for index, (curve, name) in enumerate(zip(self.curves, names, strict=True)):
+        first = self.race.winner
+        for index, runner in enumerate(self.runners):
             mark = Text(_MARKS[index % len(_MARKS)], style=f"bold {_COLORS[index % 6]}")
-            final = curve.points[-1][1] if curve.points else math.nan
-            end = curve.points[-1][0] if curve.points else math.nan
-            at = "never" if curve.reached is None else f"{curve.reached * 1e3:,.0f}"
-            winner = index == first  # the first to get there; on a tie, the first listed
+            final = runner.final_loss
+            at = "never" if runner.reached is None else f"{runner.reached * 1e3:,.0f}"
+            winner = index == first
             loss = f"{final:.4f}" if abs(final) < 1000 else f"{final:.3g}"
-            table.add_row(mark, Text(name), str(curve.updates),
-                          "–" if curve.mode != "async" else f"{curve.staleness:.2f}",
+            table.add_row(mark, Text(f"{runner.name} ({runner.mode})"), str(runner.updates),
+                          "–" if runner.mode != "async" else f"{runner.staleness:.2f}",
                           loss, Text(at + (" ◀" if winner else "  "),
                                      style="bold green" if winner else ""),
-                          f"{end * 1e3:,.0f}")
+                          f"{runner.finished * 1e3:,.0f}")
         return table
 
 
@@ -146,25 +125,23 @@ def _sampled(points: Sequence[tuple[float, float]], span: float,
     return result
 
 
-def write_loss_png(path: str | os.PathLike[str], curves: Sequence[Curve],
-                   target: float | None = None) -> None:
-    """The same curves as a PNG (matplotlib's Agg canvas; no pyplot state)."""
+def write_loss_png(path: str | os.PathLike[str], race: Race) -> None:
+    """The same race as a PNG (matplotlib's Agg canvas; no pyplot state)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(8, 4.5), dpi=110)
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
-    for index, curve in enumerate(curves):
-        times = [t * 1e3 for t, _ in curve.points]
-        axes.plot(times, [v for _, v in curve.points], color=_HEX[index % len(_HEX)],
-                  linewidth=1.6, label=f"{_MARKS[index % len(_MARKS)]}  {curve.label}")
-        if curve.reached is not None:
-            axes.axvline(curve.reached * 1e3, color=_HEX[index % len(_HEX)], linestyle=":",
+    for index, runner in enumerate(race.runners):
+        times = [t * 1e3 for t, _ in runner.curve]
+        axes.plot(times, [v for _, v in runner.curve], color=_HEX[index % len(_HEX)],
+                  linewidth=1.6, label=f"{_MARKS[index % len(_MARKS)]}  {runner.label}")
+        if runner.reached is not None:
+            axes.axvline(runner.reached * 1e3, color=_HEX[index % len(_HEX)], linestyle=":",
                          linewidth=1)
-    if target is not None:
-        axes.axhline(target, color="#888888", linestyle="--", linewidth=1,
-                     label=f"target loss {target:.4f}")
+    axes.axhline(race.target, color="#888888", linestyle="--", linewidth=1,
+                 label=f"target loss {race.target:.4f}")
     axes.set_xlabel("wall-clock time (ms)")
     axes.set_ylabel("training loss (moving average)")
     axes.set_title("Who wins the race? Loss against wall-clock time")

@@ -1,0 +1,58 @@
+"""A race of runs: each run's loss curve and when it reached the target loss.
+
+Plain data, filled by :func:`simsync.engine.race` and drawn by :mod:`simsync.viz.curves`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Race", "Runner"]
+
+
+@dataclass(frozen=True)
+class Runner:
+    """One scenario's run in the race."""
+
+    name: str
+    mode: str
+    curve: list[tuple[float, float]]   # (seconds, loss)
+    reached: float | None              # when it first got to the target loss
+    updates: int
+    staleness: float                   # mean, of the applied updates
+
+    @property
+    def final_loss(self) -> float:
+        return self.curve[-1][1]
+
+    @property
+    def finished(self) -> float:
+        return self.curve[-1][0]
+
+    @property
+    def label(self) -> str:
+        """The run's name and mode (and mean staleness, if async), for legends."""
+        if self.mode == "async":
+            return f"{self.name} (async, staleness {self.staleness:.2f})"
+        return f"{self.name} ({self.mode})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"scenario": self.name, "mode": self.mode, "final_loss": self.final_loss,
+                "reached_target_seconds": self.reached, "finished_seconds": self.finished,
+                "updates": self.updates, "staleness_mean": self.staleness}
+
+
+@dataclass(frozen=True)
+class Race:
+    target: float
+    runners: list[Runner]
+
+    @property
+    def winner(self) -> int | None:
+        """The index of the first runner to reach the target (on a tie, the first listed)."""
+        arrived = [i for i, r in enumerate(self.runners) if r.reached is not None]
+        return min(arrived, key=lambda i: self.runners[i].reached or 0.0, default=None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"target_loss": self.target, "runs": [r.to_json() for r in self.runners]}
