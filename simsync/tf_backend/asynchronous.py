@@ -23,7 +23,6 @@ import threading
 import time
 from typing import Any
 
-from simsync.ir import run_order
 from simsync.tf_backend.execute import (
     Feeder,
     Setup,
@@ -125,13 +124,12 @@ class _Worker:
         self.setup, self.index, self.pool, self.record = setup, index, pool, record
         self.name = graph.clients[index].name
         self.feeder = Feeder(setup.scenario, graph, lowered, setup.seconds_per_row, index)
-        ops = [graph.op(n) for n in run_order(graph, graph.clients[index].fetches)]
+        ops = self.feeder.ops
         self.reads = [op for op in ops if op.kind == "read"]
         self.applies = [op for op in ops if op.kind == "apply"]
-        towers = sorted({op.tower for op in ops if op.kind == "forward" and op.tower is not None})
         self.fetches = {
             "train": lowered.fetches[self.name],
-            "losses": {t: lowered.losses[t] for t in towers},
+            "losses": {t: lowered.losses[t] for t in sorted(self.feeder.batches)},
             "reads": {op.name: lowered.read_versions[op.name] for op in self.reads},
             "writes": {op.name: lowered.write_versions[op.name] for op in self.applies},
             "kept": {op.name: lowered.applied[op.name] for op in self.applies

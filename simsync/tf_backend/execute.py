@@ -168,7 +168,9 @@ class Feeder:
                  seconds_per_row: float, client: int = 0) -> None:
         self.scenario, self.graph, self.lowered = scenario, graph, lowered
         self.seconds_per_row, self.client = seconds_per_row, client
-        ops = [graph.op(name) for name in run_order(graph, graph.clients[client].fetches)]
+        #: the ops of one run of this client, in order
+        self.ops = ops = [graph.op(name)
+                          for name in run_order(graph, graph.clients[client].fetches)]
         self.groups: dict[str, Cost] = {
             op.cost.group: op.cost for op in ops if op.cost.group is not None}
         towers = {op.tower for op in ops if op.kind == "dequeue"}
