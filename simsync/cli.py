@@ -36,7 +36,8 @@ examples:
   simsync graph examples/four_towers.toml                towers as lanes, sync points marked
   simsync graph examples/four_towers.toml --format png -o graph.png
   simsync crosscheck examples/four_towers.toml           run it on TensorFlow too, compare
-  simsync calibrate examples/four_towers.toml -o here.json   measure this machine's costs
+  simsync calibrate                                      measure this machine again
+  simsync calibrate examples/four_towers.toml -o here.json   ... on that scenario's model
   simsync crosscheck examples/four_towers.toml --costs here.json
   simsync learn                                          interactive lessons: continue
   simsync lessons list                                   the lessons and your progress
@@ -259,7 +260,13 @@ def _add_crosscheck(commands: Any) -> None:
         description="Run the scenario's graph on TensorFlow (real GPUs if there are enough, else "
         "logical CPU devices) and in the simulator, then compare: every happens-before relation "
         "of the graph on the real trace, the parameters and losses (numpy vs TensorFlow), and "
-        "the predicted vs measured step and op times. Async scenarios run one thread per "
+        "the predicted vs measured step and op times. The prediction is for this machine: it "
+        "uses this machine's profile, measured once (about ten seconds) and cached (see "
+        "`simsync calibrate`). Then what the real run shows, each with a verdict only when it "
+        "is stronger than the machine's noise: whether the towers ran side by side (their ops' "
+        "intervals overlap), which tower arrived last at each sync point, and what one tower "
+        "alone, or no slow tower, changes in the step time, measured in alternating rounds in "
+        "the same session. Async scenarios run one thread per "
         "worker on one session; the check replays TensorFlow's own ledger of updates through "
         "numpy (it must give TensorFlow's parameters when the apply is locked) and compares "
         "the staleness and updates per second with the prediction; --steps and --warmup are "
@@ -271,11 +278,19 @@ def _add_crosscheck(commands: Any) -> None:
         "or values disagree. At most 128 towers (docs/tensorflow.md).",
     )
     p.add_argument("file", type=Path, help="scenario file (TOML)")
-    p.add_argument(
+    costs = p.add_mutually_exclusive_group()
+    costs.add_argument(
         "--costs",
         type=Path,
         metavar="PROFILE.json",
-        help="predict with a calibration profile (`simsync calibrate`)",
+        help="predict with this calibration profile (`simsync calibrate FILE -o ...`) "
+        "instead of this machine's own, which is the default",
+    )
+    costs.add_argument(
+        "--scenario-costs",
+        action="store_true",
+        help="predict with the scenario's own costs (only the host's cores added), "
+        "not this machine's measured ones",
     )
     p.add_argument(
         "--steps",
@@ -319,20 +334,29 @@ def _add_crosscheck(commands: Any) -> None:
 def _add_calibrate(commands: Any) -> None:
     p = commands.add_parser(
         "calibrate",
-        help="measure this machine's op costs for a scenario's model",
-        description="Run a one-tower version of the scenario on TensorFlow and measure what "
-        "each kind of op costs here, the framework's overhead per op and per sess.run, copies "
-        "between devices, and the cores the devices share. `simulate --costs` and "
-        "`crosscheck --costs` use the profile to predict other configurations.",
+        help="measure this machine's costs (cross-checks and lessons predict with them)",
+        description="Measure what TensorFlow costs on this machine: each kind of op, the "
+        "framework's overhead per op and per sess.run, copies between devices, the cores the "
+        "devices share and how much busy cores slow each other. Without FILE, on a small "
+        "reference scenario: the result is this machine's profile, kept in the cache folder "
+        "($SIMSYNC_CACHE_DIR, else $XDG_CACHE_HOME/simsync, else ~/.cache/simsync) and used "
+        "by `crosscheck` and the lessons' TensorFlow steps; running it again measures afresh "
+        "(`crosscheck` measures it by itself the first time). With FILE, on a one-tower "
+        "version of that scenario, written to -o PROFILE.json for `simulate --costs` and "
+        "`crosscheck --costs`.",
     )
-    p.add_argument("file", type=Path, help="scenario file (TOML)")
+    p.add_argument(
+        "file",
+        type=Path,
+        nargs="?",
+        help="scenario file (TOML) whose model to measure; default: this machine's reference",
+    )
     p.add_argument(
         "-o",
         "--output",
         type=Path,
-        required=True,
         metavar="PROFILE.json",
-        help="where to write the profile",
+        help="write the profile there too (required with FILE)",
     )
     p.add_argument("--steps", type=_steps, default=20, help="traced steps (default 20)")
     p.set_defaults(run=_calibrate)
@@ -473,11 +497,14 @@ def _crosscheck(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
 
+    from simsync.crosscheck.compare import MACHINE
     from simsync.scenario.budget import MAX_CROSSCHECK_TOWERS
     from simsync.scenario.profile import load_profile
 
     scenario = _load(args.file).with_run(steps=args.steps, seed=args.seed)
-    profile = load_profile(args.costs) if args.costs else None
+    profile: Any = load_profile(args.costs) if args.costs else MACHINE
+    if args.scenario_costs:
+        profile = None
     _check_writable(args.trace, [args.file, args.costs])
     if scenario.towers > MAX_CROSSCHECK_TOWERS:
         raise UsageError(
@@ -521,19 +548,33 @@ def _crosscheck(args: argparse.Namespace) -> int:
 def _calibrate(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from simsync.files import write_text
-
-    scenario = _load(args.file)
+    if args.file is not None and args.output is None:
+        raise UsageError(
+            "calibrate FILE needs -o PROFILE.json (without FILE it measures this machine's "
+            "own profile, kept in the cache)"
+        )
+    scenario = _load(args.file) if args.file is not None else None
     _check_writable(args.output, [args.file])
-    with Console(stderr=True).status("Calibrating on a one-tower run of TensorFlow..."):
+    status = "Calibrating on a one-tower run of TensorFlow..."
+    if scenario is None:
+        status = "Measuring this machine on TensorFlow (about ten seconds)..."
+    with Console(stderr=True).status(status):
         from simsync.tf_backend.calibrate import calibrate
+        from simsync.tf_backend.machine import machine_profile, store_machine_profile
 
-        profile = calibrate(scenario, steps=args.steps).to_json()
-    write_text(args.output, json.dumps(profile, indent=2) + "\n")
+        if scenario is None:
+            profile = machine_profile(refresh=True)
+        else:
+            profile = calibrate(scenario, steps=args.steps)
+    if args.output is not None:
+        store_machine_profile(profile, args.output)
     from simsync.viz import ProfileView
 
-    Console().print(ProfileView(profile))
-    print(f"wrote {args.output}")
+    Console().print(ProfileView(profile.to_json()))
+    if scenario is None:
+        print(f"this machine's profile: {profile.source}")
+    if args.output is not None:
+        print(f"wrote {args.output}")
     return 0
 
 
@@ -599,7 +640,11 @@ def _warn_inapplicable(args: argparse.Namespace, scenario: Any) -> None:
 
     on_cluster = needs_cluster(build(scenario))
     if on_cluster:
-        flags = {"--costs": args.costs, "--warmup": args.warmup != 2}
+        flags = {
+            "--costs": args.costs,
+            "--scenario-costs": args.scenario_costs,
+            "--warmup": args.warmup != 2,
+        }
     else:
         flags = {"--open-ports": args.open_ports, "--cluster": args.cluster}
     unused = [flag for flag, given in flags.items() if given]

@@ -9,6 +9,9 @@ the same target never share a temporary file.
 
 Every input goes through :func:`read_text`, which reads at most a given number of bytes, so a
 huge file (or ``/dev/zero``) is refused instead of filling the memory.
+
+Read-modify-write cycles that two processes may run at once (the progress file, the cached
+profile of this machine) hold :func:`locked` on a lock file beside their target.
 """
 
 from __future__ import annotations
@@ -22,10 +25,16 @@ from typing import IO, Any
 
 from simsync.errors import UsageError
 
+try:
+    import fcntl
+except ImportError:  # not a POSIX system: writes still replace files atomically
+    fcntl = None  # type: ignore[assignment]
+
 __all__ = [
     "MAX_INPUT_BYTES",
     "InputTooLarge",
     "atomic_writer",
+    "locked",
     "read_text",
     "refuse_overwriting_inputs",
     "same_file",
@@ -106,6 +115,16 @@ def atomic_writer(path: str | os.PathLike[str], *, binary: bool = False) -> Iter
             raise UsageError(f"cannot write {target}: {error.strerror or error}") from error
         raise
     _sync_folder(target.parent)
+
+
+@contextlib.contextmanager
+def locked(lock: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold an exclusive lock on the file ``lock`` (created if absent) for the block: one
+    process at a time. Closing the file releases it, also when the process dies."""
+    with open(lock, "a+b") as handle:
+        if fcntl is not None:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        yield
 
 
 def write_text(path: str | os.PathLike[str], text: str) -> None:

@@ -88,7 +88,7 @@ def test_crosscheck_of_the_bundled_scenarios_agrees(example: Path) -> None:
         assert "private loopback-only network" in report["devices"]
     else:  # simsync's graph in one session: every TensorFlow op maps to an IR op
         assert report["unmapped_tensorflow_ops"] == {}
-        assert "logical CPU devices" in report["devices"]
+        assert "logical devices sharing" in report["devices"]
 
 
 def test_calibrate_then_predict_with_the_profile(tmp_path: Path) -> None:

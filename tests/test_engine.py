@@ -265,19 +265,49 @@ def test_events_per_step_are_constant() -> None:
     assert per_step > 0 and counts[2] - counts[1] == 3 * per_step
 
 
-def test_busy_cores_slow_each_other_by_the_efficiency() -> None:
-    # two cores at efficiency 0.8: an op that starts while the other core is busy takes 1/0.8
-    # as long; one that starts alone takes its own time. Forward 1/3 and backward 2/3 of 10 ms.
-    def ops(devices: int, speeds: tuple[float, ...]) -> list:
-        s = scenario(devices, host_cores=2, mean=0.01)
-        cluster = s.cluster.__class__(
-            devices=devices, speeds=speeds, host_cores=2, core_efficiency=0.8
-        )
-        trace = simulate(Scenario(**{**s.__dict__, "cluster": cluster}), numerics=False).trace
-        return [r for r in trace.ops if r.step == 0 and r.kind in ("forward", "backward")]
+def _cores_run(devices: int, speeds: tuple[float, ...], cores: int, efficiency: float) -> list:
+    s = scenario(devices, mean=0.01, costs={"read": 1e-3, "aggregate": 2e-3, "apply": 1e-3})
+    cluster = s.cluster.__class__(
+        devices=devices, speeds=speeds, host_cores=cores, core_efficiency=efficiency
+    )
+    return simulate(Scenario(**{**s.__dict__, "cluster": cluster}), numerics=False).trace.ops
 
-    alone = sorted(round(r.end - r.start, 9) for r in ops(1, (1.0,)))
-    assert alone == [pytest.approx(0.01 / 3), pytest.approx(0.02 / 3)]
-    # tower 1 at half speed computes for at least 6.7 ms: tower 0's backward starts meanwhile
-    backward = next(r for r in ops(2, (1.0, 0.5)) if r.op == "tower_0/gradients")
-    assert backward.end - backward.start == pytest.approx(0.02 / 3 / 0.8)
+
+def test_an_op_alone_on_the_cores_takes_its_own_time() -> None:
+    # forward 1/3 and backward 2/3 of 10 ms, on a host of two cores at efficiency 0.8
+    alone = [r for r in _cores_run(1, (1.0,), 2, 0.8) if r.step == 0]
+    computed = sorted(round(r.end - r.start, 9) for r in alone if r.kind in ("forward", "backward"))
+    assert computed == [pytest.approx(0.01 / 3), pytest.approx(0.02 / 3)]
+
+
+@pytest.mark.parametrize(
+    ("devices", "cores", "efficiency"), [(2, 2, 0.8), (4, 2, 0.5), (4, 3, 0.6)]
+)
+def test_busy_cores_slow_every_op_running_by_the_efficiency(
+    devices: int, cores: int, efficiency: float
+) -> None:
+    # Independently of the engine: integrate each op's rate over its run. While k ops hold a
+    # core, each progresses at 1 - (k - 1) / (cores - 1) * (1 - efficiency); the integral over
+    # [start, end] must be the op's own time (its work). A straggler makes the counts vary.
+    speeds = (1.0,) * (devices - 1) + (0.5,)
+    records = [r for r in _cores_run(devices, speeds, cores, efficiency) if r.end > r.start]
+    assert max(_busy(records, (r.start + r.end) / 2) for r in records) == cores  # all shared
+    work = {"forward": 0.01 / 3, "backward": 0.02 / 3, "read": 1e-3, "aggregate": 2e-3}
+    work["apply"] = 1e-3
+    checked = 0
+    for record in records:
+        expected = work[record.kind] / (0.5 if record.devices == (f"/gpu:{devices - 1}",) else 1)
+        moments = sorted({record.start, record.end} | {
+            t for r in records for t in (r.start, r.end) if record.start < t < record.end
+        })  # fmt: skip
+        done = sum(
+            (b - a) * (1 - (_busy(records, (a + b) / 2) - 1) / (cores - 1) * (1 - efficiency))
+            for a, b in zip(moments, moments[1:], strict=False)
+        )
+        assert done == pytest.approx(expected, rel=1e-9, abs=1e-12), record
+        checked += 1
+    assert checked > 10 * devices
+
+
+def _busy(records: list, t: float) -> int:
+    return sum(1 for r in records if r.start < t < r.end)

@@ -4,15 +4,22 @@
    every tensor ``a -> b`` and every traced step, ``b`` starts only after ``a`` has ended (so
    each sync point starts only after all its inputs ended).
 2. **Values.** The parameters and the loss after every step, numpy against TensorFlow.
-3. **Timing.** The predicted mean step time against the measured one, over untraced steps (a
-   trace costs time of its own), and per-kind op durations from the traced steps, as relative
-   errors. The prediction uses a calibration profile when given one; otherwise the
-   scenario's own costs, with the host's cores when TensorFlow runs on logical CPU devices.
+3. **Timing.** The predicted step time against the measured one, over untraced steps (a
+   trace costs time of its own): means, and medians with the 95 % interval of the measured
+   one; per-kind op durations from the traced steps, as relative errors. The prediction is
+   for this machine: it uses this machine's cached profile (measured once, see
+   :mod:`simsync.tf_backend.machine`), or a calibration profile given instead, or, asked
+   for, the scenario's own costs with the host's cores.
+4. **Evidence** (:mod:`simsync.crosscheck.evidence`): whether the towers ran side by side,
+   who arrived last at each sync point, and what a configuration changes, measured in
+   interleaved rounds, each with a verdict only when it is stronger than the machine's noise.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -20,16 +27,31 @@ from typing import Any
 
 import numpy as np
 
+from simsync.crosscheck.evidence import (
+    arrivals,
+    interleaved_ratio,
+    median_interval,
+    side_by_side,
+)
 from simsync.crosscheck.moving import moving_statistics
 from simsync.engine import Simulation, simulate
 from simsync.ir import Graph, run_order
-from simsync.patterns import build
+from simsync.patterns import build, tower_device
 from simsync.scenario import Scenario
 from simsync.scenario.profile import Profile, apply_profile
+from simsync.scenario.schema import MAX_SPEED
 from simsync.tf_backend import TensorFlowRun, run_on_tensorflow
+from simsync.tf_backend.execute import Variant
 from simsync.trace import Trace
 
-__all__ = ["CrossCheck", "crosscheck", "happens_before"]
+__all__ = ["MACHINE", "CrossCheck", "crosscheck", "happens_before"]
+
+#: ``profile=MACHINE``: predict with this machine's cached profile (the default).
+MACHINE = "machine"
+#: Interleaved rounds of the scenario against each variant (a round: one step of each).
+ROUNDS = 24
+#: Steps the simulator runs to predict a variant's step time.
+PREDICTION_STEPS = 200
 
 #: Parameters computed in float64 by numpy and by TensorFlow agree to about 1e-15; a real
 #: mismatch (a missed update, another batch) is many orders larger.
@@ -50,7 +72,7 @@ class CrossCheck:
 def crosscheck(
     scenario: Scenario,
     *,
-    profile: Profile | None = None,
+    profile: Profile | str | None = MACHINE,
     warmup: int = 2,
     open_ports: bool = False,
     cluster_file: str | None = None,
@@ -60,7 +82,9 @@ def crosscheck(
     A graph whose ops run only on a real cluster (SyncReplicasOptimizer's queue and
     accumulators) gets the checks of :mod:`simsync.crosscheck.sync_replicas` (``open_ports``,
     ``cluster_file`` and ``on_progress`` are for it); a graph with several clients (a race
-    between them) those of :mod:`simsync.crosscheck.asynchronous`."""
+    between them) those of :mod:`simsync.crosscheck.asynchronous`. ``profile``: this
+    machine's (:data:`MACHINE`, measured once and cached), a calibration profile, or None for
+    the scenario's own costs."""
     graph = build(scenario)
     from simsync.crosscheck.sync_replicas import crosscheck_sync_replicas, needs_cluster
 
@@ -68,12 +92,18 @@ def crosscheck(
         return crosscheck_sync_replicas(
             scenario, open_ports=open_ports, cluster_file=cluster_file, on_progress=on_progress
         )
+    profile = resolve_profile(profile, on_progress)
     if len(graph.clients) > 1:
         from simsync.crosscheck.asynchronous import crosscheck_async
 
         return crosscheck_async(scenario, profile=profile, warmup=warmup)
+    variants = _variants(scenario)
     real = run_on_tensorflow(
-        scenario, warmup=warmup, seconds_per_row=profile.seconds_per_row if profile else None
+        scenario,
+        warmup=warmup,
+        seconds_per_row=profile.seconds_per_row if profile else None,
+        variants=[variant for variant, _ in variants],
+        rounds=ROUNDS,
     )
     predicted = predicted_scenario(scenario, profile, real)
     simulation = simulate(predicted.with_run(steps=real.total_steps))
@@ -84,13 +114,120 @@ def crosscheck(
         "warmup": warmup,
         "devices": real.devices.describe(),
         "tensorflow": real.tensorflow,
-        "costs": "calibration profile" if profile else "scenario",
+        "costs": costs_label(profile),
         "structure": structure(simulation.graph, real.trace),
         "values": _values(simulation, real),
         "timing": _timing(simulation.trace, real, traced),
+        "evidence": _evidence(graph, real, predicted, variants),
         "unmapped_tensorflow_ops": dict(real.census.unmapped),
     }
     return CrossCheck(scenario, predicted, simulation, real, report)
+
+
+def resolve_profile(
+    profile: Profile | str | None, on_progress: Callable[[str], None] | None = None
+) -> Profile | None:
+    """The profile to predict with: :data:`MACHINE` becomes this machine's cached one."""
+    if profile == MACHINE:
+        from simsync.tf_backend.machine import machine_profile
+
+        return machine_profile(on_progress=on_progress)
+    assert profile is None or isinstance(profile, Profile)
+    return profile
+
+
+def costs_label(profile: Profile | None) -> str:
+    """Where the predicted costs come from, for a report."""
+    if profile is None:
+        return "scenario"
+    if profile.calibrated_on.get("machine"):
+        return f"this machine's profile (measured {profile.calibrated_on.get('measured', '')})"
+    return f"calibration profile {profile.source}".strip()
+
+
+#: A variant of the scenario, and the hypotheses about its ratio, each a change of the
+#: predicted scenario whose simulated ratio is that hypothesis' prediction.
+Hypotheses = dict[str, Callable[[Scenario], Scenario]]
+
+
+def _variants(scenario: Scenario) -> list[tuple[Variant, Hypotheses]]:
+    """What the interleaved rounds compare the scenario with, following from its graph:
+    several towers against one tower working alone; unequal speeds against all at the
+    fastest."""
+    speeds = scenario.cluster.speeds
+    found: list[tuple[Variant, Hypotheses]] = []
+    if scenario.towers > 1:
+        idle = {tower_device(t): MAX_SPEED for t in range(1, scenario.towers)}
+        found.append(
+            (
+                Variant("one tower working", idle),
+                {"side by side": lambda s: s, "one after another": _one_op_at_a_time},
+            )
+        )
+    if len(set(speeds)) > 1:
+        fastest = {tower_device(t): max(speeds) for t in range(scenario.towers)}
+        found.append(
+            (
+                Variant("no slow tower", fastest),
+                {"waits for the slowest": lambda s: s, "does not wait": _never_waits},
+            )
+        )
+    return found
+
+
+def _one_op_at_a_time(scenario: Scenario) -> Scenario:
+    cluster = dataclasses.replace(scenario.cluster, host_cores=1, core_efficiency=1.0)
+    return dataclasses.replace(scenario, cluster=cluster)
+
+
+def _never_waits(scenario: Scenario) -> Scenario:
+    """If nothing waited for the slow tower, a step would last as long as without it."""
+    speeds = (max(scenario.cluster.speeds),) * scenario.towers
+    return dataclasses.replace(
+        scenario, cluster=dataclasses.replace(scenario.cluster, speeds=speeds)
+    )
+
+
+def _evidence(
+    graph: Graph,
+    real: TensorFlowRun,
+    predicted: Scenario,
+    variants: list[tuple[Variant, Hypotheses]],
+) -> dict[str, Any]:
+    """What the real run shows (see :mod:`simsync.crosscheck.evidence`)."""
+    ratios = []
+    for variant, hypotheses in variants:
+        expected = {
+            name: _simulated_ratio(change(predicted), variant)
+            for name, change in hypotheses.items()
+        }
+        ratios.append(interleaved_ratio(real.interleaved, variant.name, expected))
+    return {
+        "side_by_side": side_by_side(graph, real.trace),
+        "arrivals": arrivals(graph, real.trace),
+        "ratios": ratios,
+    }
+
+
+def _simulated_ratio(scenario: Scenario, variant: Variant) -> float:
+    """The simulated median step time of ``scenario`` over that of its ``variant``."""
+    speeds = tuple(
+        variant.speeds.get(tower_device(t), speed)
+        for t, speed in enumerate(scenario.cluster.speeds)
+    )
+    other = dataclasses.replace(
+        scenario, cluster=dataclasses.replace(scenario.cluster, speeds=speeds)
+    )
+    mine, theirs = (
+        statistics.median(
+            step.duration
+            for step in simulate(
+                x.with_run(steps=PREDICTION_STEPS), numerics=False, detail=False
+            ).trace.steps
+        )
+        for x in (scenario, other)
+    )
+    return mine / theirs if theirs > 0 else math.inf
 
 
 def predicted_scenario(
@@ -194,13 +331,15 @@ def _timing(simulated: Trace, real: TensorFlowRun, traced: set[int]) -> dict[str
     for kind, (p, m) in _kind_durations(simulated, real.trace, traced).items():
         kinds[kind] = {"predicted": p, "measured": m, "error": relative_error(p, m)}
     mean_p, mean_m = float(np.mean(predicted)), float(np.mean(measured))
-    median_p, median_m = float(np.median(predicted)), float(np.median(measured))
+    median_p = float(np.median(predicted))
+    median_m, low, high = median_interval(measured)
     return {
         "predicted_step_time": mean_p,
         "measured_step_time": mean_m,
         "error": relative_error(mean_p, mean_m),
         "predicted_median_step_time": median_p,
         "measured_median_step_time": median_m,
+        "measured_interval": [low, high],
         "error_median": relative_error(median_p, median_m),
         "timed_steps": len(measured),
         "ops": kinds,

@@ -7,7 +7,8 @@ Rules, as TensorFlow's executor follows them:
    strictly one after another.
 2. An op becomes *ready* when every input tensor has arrived; it then waits for its locks, its
    device (one op at a time per device, unless the device is concurrent) and, if the host's
-   cores are shared, for a core; busy cores slow each other by the host's core efficiency.
+   cores are shared, for a core; busy cores slow each other by the host's core efficiency,
+   re-decided whenever an op on them starts or ends (:class:`~simsync.engine.resources.Cores`).
 3. It runs for its cost divided by its device's speed (collectives: at the slowest
    participant's speed, plus the ring all-reduce time).
 4. A tensor to another device is a transfer: it holds the sender's out-port and the receiver's
@@ -48,7 +49,7 @@ from simsync.engine.deadlock import explain_deadlock
 from simsync.engine.draws import DrawStreams
 from simsync.engine.environment import CountingEnvironment
 from simsync.engine.ops import Execution, Node, Output, Plan, Run, Transfer
-from simsync.engine.resources import Accumulator, Slot, TokenQueue
+from simsync.engine.resources import Accumulator, Cores, Slot, TokenQueue
 from simsync.ir import (
     Client,
     Cost,
@@ -79,6 +80,15 @@ from simsync.trace import (
 __all__ = ["Engine"]
 
 StepCallback = Callable[[StepRecord], None]
+
+
+def _succeed(event: simpy.Event) -> Callable[[simpy.Event], None]:
+    """A callback that makes ``event`` succeed."""
+
+    def callback(_event: simpy.Event) -> None:
+        event.succeed()
+
+    return callback
 
 
 class Engine:
@@ -114,7 +124,16 @@ class Engine:
         self.devices = {d: Slot(self.env) for d in graph.devices}
         self.out_ports = {d: Slot(self.env) for d in graph.devices}
         self.in_ports = {d: Slot(self.env) for d in graph.devices}
-        self.cores = {h: Slot(self.env, n) for h, n in graph.host_cores.items()}
+        self.cores = {
+            h: Cores(self.env, n, graph.core_efficiency.get(h, 1.0))
+            for h, n in graph.host_cores.items()
+        }
+        #: The clients' own work (``Client.overhead``: Python, feeding, fetching) holds the
+        #: process's one GIL and a core, when the devices share a host's cores: the clients are
+        #: threads of one Python process on that host.
+        self.client_host = (
+            (Slot(self.env), next(iter(self.cores.values()))) if len(self.cores) == 1 else None
+        )
         self.versions = dict.fromkeys(graph.variables, 0)
         #: values of the counters: global steps, local steps
         self.counters = {name: 0 for name, v in graph.variables.items() if v.counter}
@@ -180,7 +199,6 @@ class Engine:
             devices=[self.locks[name] for name in sorted(op.locks)]
             + [self.devices[d] for d in sorted(op.devices) if not graph.devices[d].concurrent],
             pool=self.cores.get(host),
-            efficiency=graph.core_efficiency.get(host, 1.0),
             fixed=op.cost.mean * op.cost.fraction,
             speed=op_speed(graph, op),
             ring=communication_time(graph, op),
@@ -263,8 +281,8 @@ class Engine:
             draws = streams.step(step) if plan.groups else {}
             run = Run(env, plan, step, draws)
             start = env.now
-            if plan.overhead > 0:
-                yield env.timeout(plan.overhead)  # sess.run's own time before the first op
+            if plan.overhead > 0:  # the client's own time before the first op
+                yield from self._client_work(plan.overhead)
             for root in plan.roots:
                 Execution(self, run, plan.nodes[root])
             yield run.done
@@ -274,6 +292,22 @@ class Engine:
                 self.clocks.tick(plan.name)
             if self.on_step is not None:
                 self.on_step(record)
+
+    def _client_work(self, seconds: float) -> Generator[simpy.Event, Any, None]:
+        """A client thread's own work: on a shared host, under the GIL and on a core."""
+        if self.client_host is None:
+            yield self.env.timeout(seconds)
+            return
+        gil, cores = self.client_host
+        for slot in (gil, cores):
+            granted = self.env.event()
+            slot.request(_succeed(granted))
+            yield granted
+        done = self.env.event()
+        cores.run(seconds, _succeed(done))
+        yield done
+        cores.release()
+        gil.release()
 
     def duration(self, run: Run, node: Node) -> float:
         """Seconds ``node`` holds its device(s) in this run."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import simpy
 
-from simsync.engine.resources import Slot
+from simsync.engine.resources import Cores, Slot
 from simsync.ir import Cost, Op
 from simsync.kinds import OpKind
 
@@ -48,8 +48,7 @@ class Node:
     kind: OpKind
     index: int
     devices: list[Slot]  # locks, then devices, sorted: no deadlock
-    pool: Slot | None  # the host's cores, when shared
-    efficiency: float  # a core's speed with all cores busy
+    pool: Cores | None  # the host's cores, when shared
     fixed: float  # seconds at speed 1, when the cost is not drawn
     speed: float
     ring: float  # all-reduce communication seconds
@@ -140,32 +139,30 @@ class Execution:
             devices[self.held - 1].request(self._acquire)
         elif self.node.pool is not None and self.duration > 0:
             self.core = True
-            self.node.pool.request(self._begin)
+            self.node.pool.request(self._begin, first=bool(self.node.inputs))
         else:
             self._begin(None)
 
     def _begin(self, _event: simpy.Event | None) -> None:
         engine = self.engine
         self.start = engine.env.now
-        pool = self.node.pool
-        if pool is not None and self.core and pool.capacity > 1:
-            # cores slow each other down: the more are busy when the op starts, the slower
-            busy = (pool.count - 1) / (pool.capacity - 1)
-            self.duration *= 1 + busy * (1 / self.node.efficiency - 1)
         if self.node.op.reads:  # a read sees the variables as they are when it starts
             engine.record_reads(self.run, self.node.op, self.start)
-        if self.duration > 0:
+        if self.core and self.node.pool is not None:  # busy cores slow each other
+            self.node.pool.run(self.duration, self._finish)
+        elif self.duration > 0:
             engine.env.timeout(self.duration).callbacks.append(self._finish)
         else:
             self._finish(None)
 
     def _finish(self, _event: simpy.Event | None) -> None:
         node = self.node
-        if self.core and node.pool is not None:
-            node.pool.release()
         for device in node.devices:
             device.release()
         self.engine.finished(self)
+        if self.core and node.pool is not None:
+            # after the op's outputs went on: a successor ready now takes the core first
+            node.pool.release()
 
 
 class Transfer:

@@ -17,12 +17,13 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import simpy
 
 from simsync.ir import Resource
 
-__all__ = ["Accumulator", "Slot", "TokenQueue", "Waiter"]
+__all__ = ["Accumulator", "Cores", "Slot", "TokenQueue", "Waiter"]
 
 Callback = Callable[[simpy.Event], None]
 
@@ -67,6 +68,88 @@ class Slot:
         event = simpy.Event(self.env)
         event.callbacks.append(callback)
         event.succeed()
+
+
+class Cores(Slot):
+    """A host's cores, shared by the ops of its devices: at most ``capacity`` run at once,
+    granted first come first served (TensorFlow's inter-op threads), and busy cores slow each
+    other (shared caches, memory, hyper-threads): while ``k`` ops run, each progresses at
+
+        rate(k) = 1 - (k - 1) / (capacity - 1) * (1 - efficiency)
+
+    seconds of its work per second, ``efficiency`` when all cores are busy. The rate changes
+    whenever an op starts or ends, for every op running then: an op that ran beside others
+    speeds up once it runs alone. (With ``efficiency`` 1 or one core, an op simply takes its
+    own time.)
+
+    >>> env = simpy.Environment()
+    >>> cores, ended = Cores(env, 2, 0.5), {}
+    >>> for name, work in (("a", 1.0), ("b", 3.0)):
+    ...     cores.request(lambda e: None)
+    ...     cores.run(work, lambda e, name=name: ended.setdefault(name, env.now))
+    >>> env.run(); ended  # both at half speed until a ends at 2; b's last 2 s alone
+    {'a': 2.0, 'b': 4.0}
+    """
+
+    __slots__ = ("efficiency", "generation", "rate", "running", "since")
+
+    def __init__(self, env: simpy.Environment, capacity: int, efficiency: float) -> None:
+        super().__init__(env, capacity)
+        self.efficiency = efficiency
+        #: the work left (seconds at rate 1) of each op running, and what to call at its end
+        self.running: list[list[Any]] = []
+        self.rate, self.since, self.generation = 1.0, 0.0, 0
+
+    def request(self, callback: Callback, first: bool = False) -> None:
+        """Call ``callback`` once a core is granted. ``first``: an op whose run is already
+        under way (TensorFlow's thread that finished its input runs it next): it goes before
+        the ops that start a run."""
+        if first and self.count >= self.capacity:
+            self.waiters.appendleft(callback)
+        else:
+            super().request(callback)
+
+    @property
+    def shared(self) -> bool:
+        """Whether busy cores slow each other at all."""
+        return self.capacity > 1 and self.efficiency < 1
+
+    def run(self, work: float, done: Callback) -> None:
+        """Run ``work`` seconds of work on a core granted by :meth:`request`; ``done`` is
+        called when it is done (release the core there)."""
+        if not self.shared:
+            self.env.timeout(work).callbacks.append(done)
+            return
+        self._advance()
+        self.running.append([work, done])
+        self._schedule()
+
+    def _advance(self) -> None:
+        elapsed = (self.env.now - self.since) * self.rate
+        for entry in self.running:
+            entry[0] -= elapsed
+        self.since = self.env.now
+
+    def _schedule(self) -> None:
+        busy = len(self.running)
+        self.rate = 1 - (busy - 1) / (self.capacity - 1) * (1 - self.efficiency) if busy else 1.0
+        self.generation += 1
+        if self.running:
+            soonest = max(min(entry[0] for entry in self.running), 0.0)
+            generation = self.generation
+            self.env.timeout(soonest / self.rate).callbacks.append(
+                lambda event: self._due(event, generation)
+            )
+
+    def _due(self, event: simpy.Event, generation: int) -> None:
+        if generation != self.generation:  # an op started or ended since: rescheduled
+            return
+        self._advance()
+        ended = [entry for entry in self.running if entry[0] <= 1e-12]
+        self.running = [entry for entry in self.running if entry[0] > 1e-12]
+        self._schedule()
+        for _, done in ended:
+            done(event)
 
 
 @dataclass

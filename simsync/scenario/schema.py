@@ -39,6 +39,9 @@ MODES = ("sync", "async", "sync_replicas")
 APPLY_MODES = ("locked", "lock_free")
 AGGREGATIONS = ("parameter_server", "allreduce")
 BATCH_NORMS = ("none", "local", "update_ops", "synchronized")
+#: The fastest a device may be, relative to speed 1: its compute is then next to nothing.
+MAX_SPEED = 1e3
+
 #: Op kinds whose fixed cost a ``[costs]`` table may set (seconds, at speed 1): read off the
 #: registry of op kinds.
 COST_KINDS = cost_keys()
@@ -192,7 +195,7 @@ FIELDS: tuple[Field, ...] = (
         None,
         "a list of numbers from 0.001 to 1000, one per device",
         "Relative speed of each device (0.5 = half as fast). Default: all 1.",
-        _all_between(1e-3, 1e3),
+        _all_between(1e-3, MAX_SPEED),
     ),
     Field(
         "cluster",

@@ -4,10 +4,13 @@
 same aggregation, same compute distribution) and reads off its real trace:
 
 1. fixed-cost op kinds (read, dequeue, aggregate, apply, allreduce): the median duration;
-2. forward and backward: a straight line ``duration = overhead + scale * nominal`` fitted by least
-   squares, where ``nominal`` is the time the op's work was sized for;
-3. ``session_run``: an untraced step's median wall time less the median span of a traced
-   step's ops;
+2. compute: after the traced steps, untraced steps with the scenario's work and without it
+   alternate in the same session (interleaved: the machine's drift hits both); ``compute_scale``
+   is the median, round by round, of their difference over the seconds the work was sized
+   for;
+3. ``session_run``: the median untraced step without work, less what the simulator gives that
+   step from the measured op costs alone: what ``sess.run`` costs beyond its ops (feeding,
+   fetching, starting the executors);
 4. ``latency_us``: the median gap between an op's end and the start of a consumer on another
    device;
 5. ``host_cores``: the cores the session lets ops share (its inter-op threads), and
@@ -20,17 +23,19 @@ the cross-check tells how well.
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
+import time
 from collections import defaultdict
+from typing import Any
 
-import numpy as np
-
+from simsync.engine import simulate
 from simsync.ir import Graph
-from simsync.patterns import build
-from simsync.scenario import Scenario
+from simsync.patterns import build, tower_device
+from simsync.scenario import LinkConfig, Scenario
 from simsync.scenario.profile import Profile
-from simsync.scenario.schema import COST_KINDS
-from simsync.tf_backend.execute import TensorFlowRun, run_on_tensorflow
+from simsync.scenario.schema import COST_KINDS, MAX_SPEED
+from simsync.tf_backend.execute import TensorFlowRun, Variant, run_on_tensorflow
 from simsync.tf_backend.runtime import load_tensorflow, session_config
 from simsync.tf_backend.work import measure_core_efficiency
 from simsync.trace import OpRecord
@@ -44,20 +49,29 @@ def one_tower(scenario: Scenario) -> Scenario:
     return dataclasses.replace(scenario, cluster=cluster, name=f"{scenario.name} (1 tower)")
 
 
-def calibrate(scenario: Scenario, *, steps: int = 20, warmup: int = 3) -> Profile:
-    """Measure a :class:`Profile` for ``scenario``'s model on this machine."""
+def calibrate(
+    scenario: Scenario,
+    *,
+    steps: int = 20,
+    warmup: int = 3,
+    machine: dict[str, Any] | None = None,
+) -> Profile:
+    """Measure a :class:`Profile` for ``scenario``'s model on this machine. ``machine``: what
+    the profile is valid for, when it is this machine's cached one
+    (:func:`simsync.tf_backend.machine.machine_key`)."""
     probe = one_tower(scenario).with_run(steps=steps)
-    run = run_on_tensorflow(probe, warmup=warmup)
+    idle = Variant("no work", {tower_device(0): MAX_SPEED})
+    run = run_on_tensorflow(probe, warmup=warmup, variants=[idle], rounds=2 * steps)
     graph = build(probe)
     efficiency = _core_efficiency(run)
     records = run.trace.ops
-    scale, overhead = _fit_compute(records, run)
+    costs, latency = _fixed_costs(records), _latency(graph, records)
     return Profile(
-        costs=_fixed_costs(records),
-        compute_scale=scale,
-        compute_overhead=overhead,
-        session_run=_session_time(run),
-        latency_us=_latency(graph, records) * 1e6,
+        costs=costs,
+        compute_scale=_compute_scale(run, idle),
+        compute_overhead=0.0,
+        session_run=_session_time(probe, run, idle, costs, latency),
+        latency_us=latency * 1e6,
         host_cores=run.devices.host_cores,
         core_efficiency=efficiency,
         devices=run.devices.kind,
@@ -69,6 +83,8 @@ def calibrate(scenario: Scenario, *, steps: int = 20, warmup: int = 3) -> Profil
             "towers": 1,
             "steps": steps,
             "warmup": warmup,
+            "measured": time.strftime("%Y-%m-%d %H:%M"),
+            **({"machine": machine} if machine is not None else {}),
         },
     )
 
@@ -93,34 +109,40 @@ def _fixed_costs(records: list[OpRecord]) -> dict[str, float]:
     return {kind: statistics.median(values) for kind, values in sorted(durations.items())}
 
 
-def _fit_compute(records: list[OpRecord], run: TensorFlowRun) -> tuple[float, float]:
-    """Least-squares line through (nominal seconds, measured seconds) of the compute ops."""
-    nominal, measured = [], []
-    for record in records:
-        if record.op in run.work_rows:  # a compute op: its time was made real by work rows
-            rows = run.work_rows[record.op][record.step]
-            nominal.append(rows * run.seconds_per_row)
-            measured.append(record.end - record.start)
-    x, y = np.array(nominal), np.array(measured)
-    if np.ptp(x) > 0:
-        scale, overhead = np.polyfit(x, y, 1)
-        if overhead >= 0 and scale > 0:
-            return float(scale), float(overhead)
-    overhead = 0.0 if x.mean() > 0 else float(np.median(y))
-    scale = float(np.median(y / x)) if x.mean() > 0 else 1.0
-    return scale, overhead
+def _compute_scale(run: TensorFlowRun, idle: Variant) -> float:
+    """Real seconds of compute per nominal second: the untraced step with its work against
+    the same step without, round by round (interleaved, so the machine's drift cancels)."""
+    full, empty = run.interleaved["scenario"], run.interleaved[idle.name]
+    scales = [
+        (mine - theirs) / work
+        for mine, theirs, work in zip(full, empty, run.interleaved_work, strict=True)
+        if work > 0
+    ]
+    return min(max(statistics.median(scales), 1e-3), 1e3) if scales else 1.0
 
 
-def _session_time(run: TensorFlowRun) -> float:
-    """An untraced step's wall time less the ops' span in a traced one: what ``sess.run``
-    costs beyond the ops, without the trace's own cost."""
-    spans = []
-    for step in run.trace.steps:
-        ops = [r for r in run.trace.ops if r.step == step.step and r.client == step.client]
-        if ops:  # async runs record every step; only the traced ones have ops
-            spans.append(max(r.end for r in ops) - min(r.start for r in ops))
-    untraced = [seconds for _, seconds in run.timed] or [s.duration for s in run.trace.steps]
-    return max(statistics.median(untraced) - statistics.median(spans), 0.0)
+def _session_time(
+    probe: Scenario,
+    run: TensorFlowRun,
+    idle: Variant,
+    costs: dict[str, float],
+    latency: float,
+) -> float:
+    """What each ``sess.run`` costs beyond its ops: an untraced step without work, less what
+    the simulator gives that step from the measured op costs alone."""
+    empty = statistics.median(run.interleaved[idle.name])
+    cluster = dataclasses.replace(
+        probe.cluster,
+        speeds=(MAX_SPEED,),
+        link=LinkConfig(bandwidth_gbps=math.inf, latency_us=latency * 1e6),
+    )
+    ops_only = dataclasses.replace(
+        probe, cluster=cluster, costs={**probe.costs, **costs, "session_run": 0.0}
+    ).with_run(steps=5)
+    simulated = statistics.median(
+        s.duration for s in simulate(ops_only, numerics=False, detail=False).trace.steps
+    )
+    return max(empty - simulated, 0.0)
 
 
 def _latency(graph: Graph, records: list[OpRecord]) -> float:

@@ -8,11 +8,18 @@ them too):
 2. ``[run] steps`` steps with ``FULL_TRACE``: op by op, for the structure check and op times;
 3. ``timing_steps`` steps untraced, whose wall times are the measured step times: tracing has
    a cost of its own (milliseconds per step here) that must not count as the graph's.
+
+Then, when asked, ``rounds`` rounds of *interleaved* steps: in each round the scenario's own
+configuration and every :class:`Variant` (the same graph, some devices doing more or no work)
+run one step each, with the same draws, in an order that alternates from round to round. A
+slow spell of the machine then hits every configuration alike, and the ratios of their step
+times, round by round, measure what the configuration changes and nothing else.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,11 +47,21 @@ __all__ = [
     "Feeder",
     "Setup",
     "TensorFlowRun",
+    "Variant",
     "prepare",
     "record_accesses",
     "run_on_tensorflow",
     "run_once",
 ]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """Another configuration of the same graph, run interleaved with the scenario's own: the
+    devices in ``speeds`` work at that speed (the fastest allowed: next to no work)."""
+
+    name: str
+    speeds: Mapping[str, float]
 
 
 @dataclass
@@ -68,6 +85,10 @@ class TensorFlowRun:
     values: dict[str, np.ndarray] = field(default_factory=dict)
     #: per step, what each moving-average update read and averaged in, and the values after
     moving: list[dict[str, Any]] = field(default_factory=list)
+    #: interleaved rounds: configuration ("scenario" or a variant's name) -> seconds per round
+    interleaved: dict[str, list[float]] = field(default_factory=dict)
+    #: the seconds of compute each interleaved round's scenario step was sized for
+    interleaved_work: list[float] = field(default_factory=list)
 
     @property
     def total_steps(self) -> int:
@@ -81,6 +102,8 @@ def run_on_tensorflow(
     seconds_per_row: float | None = None,
     timing_steps: int | None = None,
     graph: Graph | None = None,
+    variants: Sequence[Variant] = (),
+    rounds: int = 0,
 ) -> TensorFlowRun:
     """Run ``warmup``, then ``[run] steps`` traced, then ``timing_steps`` (default: as many)
     untraced steps of ``scenario``. The work ops are sized with ``seconds_per_row`` (a
@@ -106,6 +129,8 @@ def run_on_tensorflow(
             if step >= traced_end:
                 client.timed.append((step, seconds))
         final = session.run(lowered.variables)
+        first = traced_end + timing
+        interleaved = dict(client.interleave(session, first, variants, rounds))
     trainable = {n for n, v in graph.variables.items() if v.trainable}
     params = {n: value for n, value in final.items() if n in trainable}
     values = {n: value for n, value in final.items() if n not in trainable}
@@ -123,6 +148,8 @@ def run_on_tensorflow(
         client.timed,
         values=values,
         moving=client.moving,
+        interleaved=interleaved,
+        interleaved_work=client.interleaved_work,
     )
 
 
@@ -240,8 +267,9 @@ class Feeder:
             name: [] for name in lowered.work_rows if name in names
         }
 
-    def feeds(self, step: int) -> dict[Any, Any]:
-        """The step's feeds; the work sizes are also kept in ``work_rows``."""
+    def feeds(self, step: int, speeds: Mapping[str, float] | None = None) -> dict[Any, Any]:
+        """The step's feeds; the work sizes are also kept in ``work_rows`` (but not those of
+        a step run at other ``speeds``: device -> speed)."""
         spec, seed = self.scenario.model, self.scenario.run.seed
         feeds: dict[Any, Any] = {}
         batches = make_batches(spec, seed, self.client, step, len(self.positions))
@@ -252,11 +280,12 @@ class Feeder:
         for name in self.work_rows:
             rows = self.lowered.work_rows[name]
             op = self.graph.op(name)
-            speed = self.graph.devices[op.device].speed
+            speed = (speeds or {}).get(op.device, self.graph.devices[op.device].speed)
             assert op.cost.group is not None
             seconds = draws[op.cost.group] * op.cost.fraction / speed
             feeds[rows] = rows_for(seconds, self.seconds_per_row)
-            self.work_rows[name].append(feeds[rows])
+            if speeds is None:
+                self.work_rows[name].append(feeds[rows])
         return feeds
 
 
@@ -275,6 +304,7 @@ class _Client:
         self.timed: list[tuple[int, float]] = []
         self.base: float | None = None
         self.moving: list[dict[str, Any]] = []
+        self.interleaved_work: list[float] = []
         written = {v for updates in lowered.moving.values() for v in updates}
         self.moving_variables = {v: lowered.variables[v] for v in sorted(written)}
 
@@ -299,6 +329,31 @@ class _Client:
         if traced:
             self._record(step, started, ended, loss, metadata, out)
         return ended - started
+
+    def interleave(
+        self, session: Any, first: int, variants: Sequence[Variant], rounds: int
+    ) -> list[tuple[str, list[float]]]:
+        """``rounds`` rounds from step ``first``: in each, the scenario's configuration and
+        each variant run one untraced step of the same draws, in turns whose order reverses
+        every other round. Seconds per round, per configuration."""
+        if not variants:
+            return []
+        configurations: list[tuple[str, Mapping[str, float] | None]] = [("scenario", None)]
+        configurations += [(v.name, v.speeds) for v in variants]
+        times: dict[str, list[float]] = {name: [] for name, _ in configurations}
+        fetches = self.lowered.fetches["main"]
+        for index in range(rounds):
+            order = configurations if index % 2 == 0 else configurations[::-1]
+            for name, speeds in order:
+                feeds = self.feeder.feeds(first + index, speeds or {})
+                if speeds is None:
+                    rows = sum(feeds[self.lowered.work_rows[n]] for n in self.feeder.work_rows)
+                    self.interleaved_work.append(rows * self.feeder.seconds_per_row)
+                _, _, started, ended = run_once(
+                    self.tf, session, fetches, feeds, False, f"interleaved step {first + index}"
+                )
+                times[name].append(ended - started)
+        return list(times.items())
 
     def _record(
         self,

@@ -103,10 +103,15 @@ class DevicePlan:
     cpu_devices: int  # CPU devices the session must create
 
     def describe(self) -> str:
-        """One line for reports: ``4 logical CPU devices on 2 cores``."""
+        """What the run (and so the prediction) is for: ``3 logical devices sharing 2 cores``,
+        ``2 GPUs and the CPU``."""
         if self.kind == "gpu":
-            return f"{len(self.mapping) - 1} GPU(s) + /cpu:0"
-        return f"{len(self.mapping)} logical CPU devices on {self.host_cores} core(s)"
+            gpus = len(self.mapping) - 1
+            return f"{gpus} GPU{'' if gpus == 1 else 's'} and the CPU"
+        cores = self.host_cores or 1
+        return (
+            f"{len(self.mapping)} logical devices sharing {cores} core{'' if cores == 1 else 's'}"
+        )
 
 
 def plan_devices(devices: list[str], towers: int) -> DevicePlan:

@@ -23,12 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from simsync.errors import UsageError
-from simsync.files import read_text, write_text
-
-try:
-    import fcntl
-except ImportError:  # not a POSIX system: saves still replace the file atomically
-    fcntl = None  # type: ignore[assignment]
+from simsync.files import locked, read_text, write_text
 
 __all__ = ["Progress", "data_dir"]
 
@@ -134,11 +129,8 @@ class Progress:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         """Hold the lock beside the progress file (one process at a time reads and writes)."""
-        lock = self.path.with_name(self.path.name + ".lock")
-        with open(lock, "a+b") as handle:
-            if fcntl is not None:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-            yield  # closing the file releases the lock
+        with locked(self.path.with_name(self.path.name + ".lock")):
+            yield
 
     def _set_aside(self, problem: str) -> None:
         """Move an unreadable file out of the way (with the lock held) and say so."""

@@ -9,14 +9,20 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["CrossCheckView", "ProfileView"]
+__all__ = ["CrossCheckView", "EvidenceView", "ProfileView"]
 
 WHY_TIMING_DIFFERS = (
     "Timing is a prediction, not a replay: TensorFlow's scheduler may run ready ops in another "
     "order than the simulator, every real op has a framework cost, and other programs on the "
-    "machine take cores. `simsync calibrate` measures this machine's costs; pass the profile "
-    "with --costs."
+    "machine take cores."
 )
+#: What to do about it, by where the predicted costs came from.
+REMEDY = {
+    "scenario": " Without --scenario-costs, the prediction uses this machine's measured costs.",
+    "machine": " If this machine has changed its load since it was measured, `simsync "
+    "calibrate` measures it again.",
+    "file": "",
+}
 
 
 def _mark(ok: bool) -> Text:
@@ -72,12 +78,19 @@ class CrossCheckView:
         )
         yield self._checks()
         yield self._timing()
-        error = r["timing"]["error"]
+        timing = r["timing"]
+        error, (low, high) = timing["error_median"], timing["measured_interval"]
         if error is not None and abs(error) > 0.05:
+            noise = low <= timing["predicted_median_step_time"] <= high
             yield Text(
-                f"The predicted step time is off by {_percent(error)}. " + WHY_TIMING_DIFFERS,
+                f"The predicted median step time is off by {_percent(error)}"
+                + (", within this machine's noise. " if noise else ". ")
+                + WHY_TIMING_DIFFERS
+                + REMEDY[_costs_kind(r["costs"])],
                 style="yellow",
             )
+        if r.get("evidence"):
+            yield EvidenceView(r["evidence"])
         yield from self._problems()
 
     def _problems(self) -> RenderResult:
@@ -257,7 +270,7 @@ class CrossCheckView:
     def _timing(self) -> Table:
         timing = self.report["timing"]
         table = Table(
-            title=f"Timing, predicted from the {self.report['costs']} costs", title_justify="left"
+            title=f"Timing, predicted from {_costs(self.report['costs'])}", title_justify="left"
         )
         for column in ("", "predicted (ms)", "measured (ms)", "error"):
             table.add_column(column, justify="right" if column else "left")
@@ -267,10 +280,11 @@ class CrossCheckView:
             _ms(timing["measured_step_time"]),
             _percent(timing["error"]),
         )
+        low, high = timing["measured_interval"]
         table.add_row(
             "step time, median",
             _ms(timing["predicted_median_step_time"]),
-            _ms(timing["measured_median_step_time"]),
+            f"{_ms(timing['measured_median_step_time'])}\n({_ms(low)}–{_ms(high)})",
             _percent(timing["error_median"]),
         )
         for kind, row in timing["ops"].items():
@@ -278,6 +292,100 @@ class CrossCheckView:
                 f"  {kind} op", _ms(row["predicted"]), _ms(row["measured"]), _percent(row["error"])
             )
         return table
+
+
+def _costs_kind(costs: str) -> str:
+    """``scenario``, ``machine`` or ``file``: where a report's predicted costs came from."""
+    if costs == "scenario":
+        return "scenario"
+    return "machine" if costs.startswith("this machine") else "file"
+
+
+def _costs(costs: str) -> str:
+    """The timing table's words for where the predicted costs came from."""
+    return "the scenario's own costs" if costs == "scenario" else costs
+
+
+class EvidenceView:
+    """What the real run shows (:mod:`simsync.crosscheck.evidence`), one row per finding:
+    its verdict, or "inconclusive here" with the reason, and the numbers behind it."""
+
+    def __init__(self, evidence: Mapping[str, Any]) -> None:
+        self.evidence = evidence
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        table = Table(title="What the real run shows", title_justify="left")
+        for column in ("question", "answer", "evidence"):
+            table.add_column(column)
+        together = self.evidence.get("side_by_side")
+        if together:
+            table.add_row(
+                "did the towers run side by side?",
+                _verdict(together["verdict"], "side by side", "one after another"),
+                f"in {together['overlapped_steps']} of {together['steps']} traced steps the "
+                "towers' forward and backward ops ran at the same time for at least half of "
+                f"the shorter tower's compute (median {together['median_share'] * 100:.0f} %); "
+                "one after another, they would never overlap",
+            )
+        for found in self.evidence.get("arrivals", []):
+            table.add_row(
+                f"who arrived last at {found['sync_point']}?", *_last(found)
+            )  # fmt: skip
+        for ratio in self.evidence.get("ratios", []):
+            table.add_row(*_ratio(ratio))
+        yield table
+
+
+def _verdict(verdict: str, *expected: str) -> Text:
+    if verdict == "inconclusive":
+        return Text("inconclusive here", style="bold yellow")
+    style = "bold green" if verdict == expected[0] else "bold red"
+    return Text(verdict, style=style)
+
+
+def _last(found: Mapping[str, Any]) -> tuple[Text, str]:
+    steps, last = found["steps"], found["last"]
+    tower, count = max(last.items(), key=lambda item: item[1]) if last else ("", 0)
+    waits = found["mean_wait"]
+    if count * 3 >= 2 * steps:
+        others = [w for t, w in waits.items() if t != tower]
+        wait = sum(others) / len(others) * 1e3 if others else 0.0
+        return Text(tower, style="bold green"), (
+            f"{tower}'s input came last in {count} of {steps} traced steps; the others' "
+            f"waited for it {wait:.2f} ms on average"
+        )
+    counts = ", ".join(f"{t} {n}" for t, n in last.items())
+    return Text("no tower in most steps", style="bold"), (
+        f"last in {steps} traced steps: {counts}; no tower came last in two thirds of them"
+    )
+
+
+#: How each comparison reads, by its variant's name.
+COMPARED = {
+    "one tower working": "a step against one tower working alone",
+    "no slow tower": "a step against the same step with no slow tower",
+}
+
+
+def _ratio(ratio: Mapping[str, Any]) -> tuple[str, Text, str]:
+    low, high = ratio["interval"]
+    hypotheses = ", ".join(f"{name} {value:.2f}x" for name, value in ratio["hypotheses"].items())
+    evidence = (
+        f"{ratio['ratio']:.2f}x as long (95 % interval {low:.2f}–{high:.2f}, "
+        f"{ratio['rounds']} alternating rounds in one session); predicted for this machine: "
+        f"{hypotheses}"
+    )
+    if ratio["verdict"] == "inconclusive":
+        evidence += (
+            f"; more than one prediction lies within the interval (spread "
+            f"±{(ratio['spread'] or 0) * 100:.0f} %), so this machine cannot tell them apart"
+        )
+    first = next(iter(ratio["hypotheses"]))
+    return (
+        COMPARED.get(ratio["variant"], ratio["variant"]),
+        _verdict(ratio["verdict"], first),
+        evidence,
+    )
 
 
 def _moving(moving: Mapping[str, Any]) -> str:

@@ -1,0 +1,219 @@
+"""What the real run shows, with verdicts that survive a noisy machine.
+
+A cross-check compares numbers; a learner wants to know whether a claim held: did the towers
+run side by side, did the sync point wait for the slow tower, is a straggler's step really
+slower. Each finding here comes from the real trace itself, or from step times measured in
+*interleaved* rounds (the configurations alternate in one TensorFlow session, so a slow spell of
+the machine hits them alike). A verdict is given only when the evidence is stronger than the
+machine's noise; otherwise the finding says "inconclusive on this machine" and why.
+
+- :func:`side_by_side`: how long the towers' compute ops ran at the same time, step by step.
+  Towers that run one after another never overlap, whatever the machine's speed.
+- :func:`arrivals`: at each sync point, which tower's input arrived last, and how long the
+  others waited for it.
+- :func:`interleaved_ratio`: a configuration's step time against the scenario's, round by round:
+  the median ratio, with a 95 % confidence interval of that median (order statistics, no
+  assumption about the noise), against each hypothesis' predicted ratio. The hypothesis
+  nearest the median is named only when every other one lies outside the interval.
+
+Which findings apply follows from the graph: several towers, a sync point, unequal speeds.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from simsync.ir import Graph, sync_points, tower_dependencies
+from simsync.trace import Trace
+
+__all__ = [
+    "MOST_STEPS",
+    "arrivals",
+    "interleaved_ratio",
+    "median_interval",
+    "side_by_side",
+    "usually_last",
+]
+
+#: A finding about steps holds when it holds in at least this share of them.
+MOST_STEPS = 2 / 3
+#: The share of the shorter tower's compute that must overlap another's for "side by side".
+OVERLAP = 0.5
+
+
+def median_interval(
+    values: Sequence[float], confidence: float = 0.95
+) -> tuple[float, float, float]:
+    """The median of ``values`` and a ``confidence`` interval for it from order statistics
+    (distribution-free: it holds whatever the noise's shape). Fewer than 6 values give the
+    whole range.
+
+    >>> median_interval([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0])
+    (5.5, 2.0, 9.0)
+    """
+    ordered = sorted(values)
+    n = len(ordered)
+    median = statistics.median(ordered)
+    if n < 6:
+        return median, ordered[0], ordered[-1]
+    # the largest j with P(Binomial(n, 1/2) < j) <= (1 - confidence) / 2
+    tail, j = 0.0, 0
+    while j < n // 2:
+        next_tail = tail + math.comb(n, j) / 2**n
+        if next_tail > (1 - confidence) / 2:
+            break
+        tail, j = next_tail, j + 1
+    j = max(j, 1)
+    return median, ordered[j - 1], ordered[n - j]
+
+
+def side_by_side(graph: Graph, trace: Trace) -> dict[str, Any] | None:
+    """Per traced step, the time during which at least two towers' compute ops (the ops whose
+    time the scenario's ``[compute]`` draws) ran at once, as a share of the shortest tower's
+    compute time. None when the graph has fewer than two towers computing in one run."""
+    compute = {op.name: op.device for op in graph.ops() if op.cost.group is not None}
+    per_step: dict[tuple[str, int], dict[str, list[tuple[float, float]]]] = {}
+    for record in trace.ops:
+        device = compute.get(record.op)
+        if device is not None:
+            step = per_step.setdefault((record.client, record.step), {})
+            step.setdefault(device, []).append((record.start, record.end))
+    shares = [_overlap_share(spans) for spans in per_step.values() if len(spans) > 1]
+    if not shares:
+        return None
+    overlapped = sum(1 for share in shares if share >= OVERLAP)
+    apart = sum(1 for share in shares if share < 0.05)
+    if overlapped >= MOST_STEPS * len(shares):
+        verdict = "side by side"
+    elif apart >= MOST_STEPS * len(shares):
+        verdict = "one after another"
+    else:
+        verdict = "inconclusive"
+    return {
+        "steps": len(shares),
+        "overlapped_steps": overlapped,
+        "apart_steps": apart,
+        "median_share": statistics.median(shares),
+        "verdict": verdict,
+    }
+
+
+def _overlap_share(spans: Mapping[str, list[tuple[float, float]]]) -> float:
+    """Seconds when two or more devices computed at once, over the least busy device's."""
+    edges = sorted(
+        (time, change)
+        for intervals in spans.values()
+        for start, end in _union(intervals)
+        for time, change in ((start, 1), (end, -1))
+    )
+    together, active, previous = 0.0, 0, 0.0
+    for time, change in edges:
+        if active >= 2:
+            together += time - previous
+        active, previous = active + change, time
+    busy = min(sum(end - start for start, end in _union(i)) for i in spans.values())
+    return min(together / busy, 1.0) if busy > 0 else 0.0
+
+
+def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[tuple[float, float]] = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def arrivals(graph: Graph, trace: Trace) -> list[dict[str, Any]]:
+    """For each sync point: in how many traced steps each tower's input arrived last, and how
+    long each tower's input waited on average for the last one. Measured from the ends of the
+    input ops in the trace (real or simulated alike)."""
+    towers = tower_dependencies(graph)
+    ends = {(r.client, r.step, r.op): r.end for r in trace.ops}
+    found = []
+    for point in sync_points(graph):
+        sources = [t.src for t in graph.inputs(point) if len(towers[t.src]) == 1]
+        last: Counter[str] = Counter()
+        waits: dict[str, list[float]] = {}
+        steps = 0
+        for client, step, op in list(ends):
+            if op != point:
+                continue
+            arrived = {src: ends.get((client, step, src)) for src in sources}
+            if any(value is None for value in arrived.values()):
+                continue
+            steps += 1
+            latest = max(v for v in arrived.values() if v is not None)
+            for src, value in arrived.items():
+                label = _tower(towers[src])
+                waits.setdefault(label, []).append(latest - (value or 0.0))
+                if value == latest:
+                    last[label] += 1
+        if steps:
+            found.append(
+                {
+                    "sync_point": point,
+                    "steps": steps,
+                    "last": dict(sorted(last.items())),
+                    "mean_wait": {t: statistics.fmean(w) for t, w in sorted(waits.items())},
+                }
+            )
+    return found
+
+
+def _tower(towers: frozenset[int] | set[int]) -> str:
+    (tower,) = towers
+    return f"tower_{tower}"
+
+
+def usually_last(found: Mapping[str, Any]) -> str | None:
+    """The tower whose input arrived last in most steps (at least :data:`MOST_STEPS` of
+    them), or None when no tower did."""
+    if not found["last"]:
+        return None
+    tower, count = max(found["last"].items(), key=lambda item: item[1])
+    return tower if count >= MOST_STEPS * found["steps"] else None
+
+
+def interleaved_ratio(
+    measured: Mapping[str, Sequence[float]],
+    variant: str,
+    hypotheses: Mapping[str, float],
+) -> dict[str, Any]:
+    """The scenario's step time over ``variant``'s, round by round, with the 95 % interval of
+    its median, against each hypothesis' predicted ratio. ``verdict``: the hypothesis nearest
+    the median when all others lie outside the interval; else ``"inconclusive"``.
+
+    >>> measured = {"scenario": [2.0, 2.1, 1.9, 2.0, 2.2, 1.8, 2.0, 2.1], "one": [1.0] * 8}
+    >>> r = interleaved_ratio(measured, "one", {"side by side": 1.0, "one after another": 2.0})
+    >>> r["ratio"], r["interval"], r["verdict"]
+    (2.0, [1.8, 2.2], 'one after another')
+    >>> interleaved_ratio(measured, "one", {"a": 1.95, "b": 2.05})["verdict"]
+    'inconclusive'
+    """
+    ratios = [
+        mine / theirs
+        for mine, theirs in zip(measured["scenario"], measured[variant], strict=True)
+        if theirs > 0
+    ]
+    median, low, high = median_interval(ratios)
+    verdict = "inconclusive"
+    if hypotheses:
+        nearest = min(hypotheses, key=lambda name: abs(hypotheses[name] - median))
+        others = [ratio for name, ratio in hypotheses.items() if name != nearest]
+        if all(not low <= ratio <= high for ratio in others):
+            verdict = nearest
+    return {
+        "variant": variant,
+        "rounds": len(ratios),
+        "ratio": median,
+        "interval": [low, high],
+        "spread": (high - low) / 2 / median if median > 0 else None,
+        "hypotheses": dict(hypotheses),
+        "verdict": verdict,
+    }
