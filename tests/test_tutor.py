@@ -142,7 +142,7 @@ def test_resuming_at_a_question_shows_its_step_again_and_keeps_the_tries(tiny, p
         runner.run(start=again.step("01-tiny"))
     out = text_of(c)
     # the graph the question is about, shown again first, then the question
-    assert "step 3/7 · again, for the question that follows" in out
+    assert "step 3/7 · again" in out
     assert out.index("Graph 'tiny'") < out.index("How long is one step?")
     assert "You have used 1 try of 3." in out
     # both hints were shown before the quit (by ? and after the wrong answer): shown again

@@ -100,7 +100,7 @@ class LessonRunner:
         index = next((i for i in range(start - 1, -1, -1) if steps[i].kind != "question"), None)
         if index is None or steps[index].kind == "verify":
             return
-        self._heading(index, " · again, for the question that follows")
+        self._heading(index, " · again")
         self._show(steps[index])
         self._pause()
 
