@@ -62,6 +62,28 @@ def test_the_jargon_check_finds_jargon() -> None:
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.slug)
+def test_commands_in_a_lesson_run_on_its_copy_and_fit_the_terminal(lesson) -> None:
+    """The shell blocks of a lesson's Markdown: each starts from ``simsync lessons copy N
+    my-lessonN``, names only files that command copies, and fits 80 columns (a code block is
+    wrapped at the terminal's width, which would break a command in two)."""
+    blocks = [
+        block.splitlines()
+        for path in sorted(lesson.folder.glob("*.md"))
+        for block in re.findall(r"```sh\n(.*?)```", path.read_text(encoding="utf-8"), re.S)
+    ]
+    copied = {p.name for p in lesson.folder.glob("*.toml") if p.name != "lesson.toml"}
+    for lines in blocks:
+        assert lines[:2] == [
+            f"simsync lessons copy {lesson.number} my-lesson{lesson.number}",
+            f"cd my-lesson{lesson.number}",
+        ], lines
+        for line in lines:
+            assert len(line) <= 76 and "lessons/" not in line, line
+            assert set(re.findall(r"[\w.-]+\.toml", line)) <= copied, line
+    assert blocks, "the lesson suggests no command to try"
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.slug)
 def test_lesson_checks_clean(lesson) -> None:
     assert check_lesson(lesson) == []
 
