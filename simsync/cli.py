@@ -41,6 +41,7 @@ examples:
   simsync crosscheck examples/four_towers.toml --costs here.json
   simsync learn                                          interactive lessons: continue
   simsync lessons list                                   the lessons and your progress
+  simsync lessons copy 1 my-lesson1                      lesson 1's scenarios, to change
   simsync assignments start 1 hw1 && simsync grade hw1 --assignment 1   course assignments
 
 Scenario files are TOML; every key is documented in docs/scenarios.md.
@@ -93,9 +94,10 @@ def _add_learn(commands: Any) -> None:
 def _add_lessons(commands: Any) -> None:
     p = commands.add_parser(
         "lessons",
-        help="list, reset or check the lessons",
-        description="List the lessons with your progress, reset progress, "
-        "or check every lesson (for instructors: docs/authoring.md).",
+        help="list, reset, check or copy the lessons",
+        description="List the lessons with your progress, reset progress, copy a lesson's "
+        "scenario files to run and change them anywhere, or check every lesson (for "
+        "instructors: docs/authoring.md).",
     )
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     actions.add_parser("list", help="the lessons and your progress")
@@ -104,6 +106,19 @@ def _add_lessons(commands: Any) -> None:
     reset.add_argument("--all", action="store_true", help="every lesson")
     reset.add_argument("--yes", action="store_true", help="do not ask to confirm")
     actions.add_parser("check", help="check every lesson: files, scenarios, answers")
+    copy = actions.add_parser(
+        "copy",
+        help="copy lesson N's scenario and code files into DIR",
+        description="Copy lesson N's scenario files (*.toml) and code excerpts (*.py) into\n"
+        "DIR, creating it, to change them and run them from any folder:\n\n"
+        "  simsync lessons copy 1 my-lesson1\n"
+        "  simsync simulate my-lesson1/two_towers.toml\n\n"
+        "Files already in DIR are not overwritten without --force.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    copy.add_argument("lesson", type=_positive_int, metavar="N", help="lesson number")
+    copy.add_argument("folder", type=Path, metavar="DIR", help="where to copy the files")
+    copy.add_argument("--force", action="store_true", help="overwrite files already in DIR")
     p.set_defaults(run=_lessons)
 
 
@@ -585,7 +600,10 @@ def _learn(args: argparse.Namespace) -> int:
 
 
 def _lessons(args: argparse.Namespace) -> int:
-    from simsync.tutor.commands import lessons
+    from simsync.tutor.commands import copy_lesson, lessons
+
+    if args.action == "copy":
+        return copy_lesson(args.lesson, args.folder, force=args.force)
 
     return lessons(
         args.action,

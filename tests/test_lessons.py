@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +24,63 @@ def test_the_lessons_are_numbered_in_order() -> None:
         assert len(lesson.questions) >= 3
         assert {"text", "code", "graph", "timeline", "question", "verify"} <= set(kinds)
         assert all(len(q.get("hints", [])) >= 2 and q.get("explain") for q in lesson.questions)
+
+
+#: Words of the project's own notes, meaningless to a learner: the questions it started from
+#: are its "seeds" ("Seed 002's answer", "the seed's threads").
+JARGON = re.compile(r"\bseed 0\d\d\b|\bthe seed's\b|\bseeds?/|\bseed question", re.IGNORECASE)
+#: The one place a lesson may name its seed: the ``seed`` key of lesson.toml, never shown.
+SEED_KEY = re.compile(r'^seed = "\d{3}"$', re.MULTILINE)
+
+
+def learner_facing() -> list[Path]:
+    """Every file a learner reads: the lessons (their scenarios and code excerpts too, which
+    `simsync lessons copy` hands out), the code that prints lessons and reports, the README."""
+    return [
+        *sorted(p for p in (ROOT / "lessons").rglob("*") if p.suffix in (".md", ".toml", ".py")),
+        *sorted((ROOT / "simsync" / "tutor").glob("*.py")),
+        *sorted((ROOT / "simsync" / "viz").glob("*.py")),
+        ROOT / "README.md",
+    ]
+
+
+def test_no_project_jargon_in_what_learners_read() -> None:
+    found = [
+        f"{path.relative_to(ROOT)}: {match.group(0)!r}"
+        for path in learner_facing()
+        for match in JARGON.finditer(SEED_KEY.sub("", path.read_text(encoding="utf-8")))
+    ]
+    assert found == []
+    assert len(learner_facing()) > 60  # the lessons' files were found
+
+
+def test_the_jargon_check_finds_jargon() -> None:
+    for text in ("Seed 002's answer", "the seed's optimizer", "see seeds/001.txt"):
+        assert JARGON.search(text), text
+    for text in ('seed = "001"', "seed = 0", "--seed 7", "seed 3 draws"):
+        assert not JARGON.search(SEED_KEY.sub("", text)), text
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.slug)
+def test_commands_in_a_lesson_run_on_its_copy_and_fit_the_terminal(lesson) -> None:
+    """The shell blocks of a lesson's Markdown: each starts from ``simsync lessons copy N
+    my-lessonN``, names only files that command copies, and fits 80 columns (a code block is
+    wrapped at the terminal's width, which would break a command in two)."""
+    blocks = [
+        block.splitlines()
+        for path in sorted(lesson.folder.glob("*.md"))
+        for block in re.findall(r"```sh\n(.*?)```", path.read_text(encoding="utf-8"), re.S)
+    ]
+    copied = {p.name for p in lesson.folder.glob("*.toml") if p.name != "lesson.toml"}
+    for lines in blocks:
+        assert lines[:2] == [
+            f"simsync lessons copy {lesson.number} my-lesson{lesson.number}",
+            f"cd my-lesson{lesson.number}",
+        ], lines
+        for line in lines:
+            assert len(line) <= 76 and "lessons/" not in line, line
+            assert set(re.findall(r"[\w.-]+\.toml", line)) <= copied, line
+    assert blocks, "the lesson suggests no command to try"
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.slug)

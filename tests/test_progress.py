@@ -197,9 +197,20 @@ def test_a_reader_never_sees_a_partial_file(tmp_path: Path) -> None:
         b'{"version": true, "lessons": {}}',
         b'{"version": 1, "lessons": {"01-tiny": {"step": 1, "done": false, "answers": [1]}}}',
         b'{"version": 1, "lessons": {"01-tiny": {"step": 1, "done": false, "answers": {"a": 1}}}}',
+        b'{"version": 1, "lessons": {"01-tiny": {"step": 1, "done": false, "answers": {},'
+        b' "pending": {"a": {"tries": "2", "hints": 0}}}}}',
         b" " * 1_100_000,  # larger than any progress file
     ],
-    ids=["nested", "binary", "step-true", "version-true", "answers-list", "answer-number", "huge"],
+    ids=[
+        "nested",
+        "binary",
+        "step-true",
+        "version-true",
+        "answers-list",
+        "answer-number",
+        "tries-text",
+        "huge",
+    ],
 )
 def test_a_progress_file_that_cannot_be_read_is_set_aside(tmp_path: Path, content: bytes) -> None:
     (tmp_path / "progress.json").write_bytes(content)

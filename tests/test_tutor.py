@@ -109,7 +109,8 @@ def test_hints_retries_and_reveal(tiny, progress) -> None:
     )  # a wrong op (markup is text), then right
     outcome = runner.run()
     out = text_of(c)
-    assert "The slow tower sets the pace." in out and "Hint: 10 ms at half speed." in out
+    # a hint asked for with ? and one after a wrong answer: both labelled
+    assert "Hint: The slow tower sets the pace." in out and "Hint: 10 ms at half speed." in out
     assert "No more hints." not in out
     assert "The answer is tower_1." in out and outcome.right == 2
     assert "Please type a number (in ms)" in out and "✗ Not quite ([/red])." in out
@@ -126,6 +127,89 @@ def test_quitting_keeps_the_step_and_resuming_continues(tiny, progress) -> None:
     LessonRunner(tiny, again, c, no_input=True).run(start=again.step("01-tiny"))
     assert "step 3/7" in text_of(c) and "step 2/7" not in text_of(c)
     assert again.done("01-tiny")
+
+
+def test_resuming_at_a_question_shows_its_step_again_and_keeps_the_tries(tiny, progress) -> None:
+    # text, code, graph; then at the first question: a hint, a wrong answer, quit
+    with pytest.raises(Quit):
+        LessonRunner(tiny, progress, console(), ask=scripted("", "", "", "?", "5", "q")).run()
+    again = Progress(progress.path)
+    assert again.step("01-tiny") == 3  # the question (step 4) is not finished
+    c = console()
+    # Enter after the reminder; two more wrong answers use up the 3 tries
+    runner = LessonRunner(tiny, again, c, ask=scripted("", "6", "7", "q"))
+    with pytest.raises(Quit):
+        runner.run(start=again.step("01-tiny"))
+    out = text_of(c)
+    # the graph the question is about, shown again first, then the question
+    assert "step 3/7 · again" in out
+    assert out.index("Graph 'tiny'") < out.index("How long is one step?")
+    assert "You have used 1 try of 3." in out
+    # both hints were shown before the quit (by ? and after the wrong answer): shown again
+    assert out.count("Hint: The slow tower sets the pace.") == 1
+    assert out.count("Hint: 10 ms at half speed.") == 1
+    assert "The answer is 20 ms." in out  # revealed after 1 + 2 tries, not 3 more
+    saved = json.loads(progress.path.read_text())["lessons"]["01-tiny"]
+    assert saved["answers"]["step-time"] == {"given": "7", "correct": False, "tries": 3}
+    assert "pending" not in saved  # a finished question leaves no tries behind
+
+
+def test_resuming_at_a_question_after_a_question_shows_the_step_before_both(tiny, progress) -> None:
+    progress.reached("01-tiny", 4)  # the first question done, the second (step 5) next
+    c = console()
+    with pytest.raises(Quit):
+        LessonRunner(tiny, progress, c, ask=scripted("", "q")).run(start=4)
+    out = text_of(c)
+    assert "step 3/7 · again" in out and "Graph 'tiny'" in out and "Who is waited for?" in out
+    assert "You have used" not in out  # no tries used on this one yet
+
+
+def test_commands_shown_in_a_lesson_work_anywhere_and_are_not_wrapped(tiny, progress) -> None:
+    c = console()  # 80 columns
+    runner = LessonRunner(tiny, progress, c, no_input=True)
+    runner.run()
+    runner._try_it(
+        "Race them yourself", ["compare", *(f"scenario_{i}_long_name.toml" for i in range(5))]
+    )
+    lines = text_of(c).splitlines()
+    for command in (
+        "simsync lessons copy 1 my-lesson1",
+        "cd my-lesson1",
+        "simsync graph tiny.toml",
+        "simsync simulate tiny.toml",
+        "simsync compare " + " ".join(f"scenario_{i}_long_name.toml" for i in range(5)),
+    ):
+        assert f"  {command}" in [line.rstrip() for line in lines], command
+    assert str(FIXTURES) not in text_of(c) and "fixtures" not in text_of(c)
+
+
+def test_lessons_copy_copies_the_scenarios_and_refuses_to_overwrite(tmp_path: Path) -> None:
+    target = tmp_path / "deep" / "my-lesson1"
+    copied = cli("lessons", "copy", "1", str(target), data=tmp_path)
+    assert copied.returncode == 0, copied.stderr
+    assert sorted(p.name for p in target.iterdir()) == ["loop.py", "tiny.toml"]
+    source = FIXTURES / "01-tiny" / "tiny.toml"
+    assert (target / "tiny.toml").read_bytes() == source.read_bytes()
+    # the copy runs from another folder
+    elsewhere = subprocess.run(
+        [sys.executable, "-m", "simsync", "simulate", "my-lesson1/tiny.toml", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path / "deep",
+    )
+    assert elsewhere.returncode == 0 and json.loads(elsewhere.stdout)["towers"] == 2
+    (target / "tiny.toml").write_text("# mine\n")
+    again = cli("lessons", "copy", "1", str(target), data=tmp_path)
+    assert again.returncode == 2 and again.stderr.count("\n") == 1
+    assert f"{target / 'loop.py'} already exists; add --force" in again.stderr
+    assert (target / "tiny.toml").read_text() == "# mine\n"  # nothing was written
+    forced = cli("lessons", "copy", "1", str(target), "--force", data=tmp_path)
+    assert forced.returncode == 0 and (target / "tiny.toml").read_bytes() == source.read_bytes()
+    onto_a_file = cli("lessons", "copy", "1", str(target / "tiny.toml"), data=tmp_path)
+    assert onto_a_file.returncode == 2 and "is a file, not a folder" in onto_a_file.stderr
+    onto_itself = cli("lessons", "copy", "1", str(FIXTURES / "01-tiny"), "--force", data=tmp_path)
+    assert onto_itself.returncode == 2 and "refusing to overwrite" in onto_itself.stderr
 
 
 def test_reset_forgets(tiny, progress) -> None:
@@ -177,7 +261,7 @@ def test_cli_learn_no_input_list_reset_check(tmp_path: Path) -> None:
     reset = cli("lessons", "reset", "--all", "--yes", data=tmp_path)
     assert "0/1 done" in reset.stdout
     checked = cli("lessons", "check", data=tmp_path)
-    assert checked.returncode == 0 and "1 lessons, 3 questions: all good" in checked.stdout
+    assert checked.returncode == 0 and "1 lesson, 3 questions: all good" in checked.stdout
 
 
 def test_cli_answers_file_grades(tmp_path: Path) -> None:

@@ -1,6 +1,8 @@
-# Seed 002's answer, multi-GPU variant (TensorFlow 1.x style),
-# written for this lesson: one train op per GPU, one Python thread
-# per train op, all threads on ONE session.
+# A well-known Stack Overflow answer ("Asynchronous computation in
+# TensorFlow": run several sess.run(train_op) threads at once),
+# multi-GPU variant in TensorFlow 1.x style, written for this lesson:
+# one train op per GPU, one Python thread per train op, all threads
+# on ONE session.
 import itertools
 import threading
 
@@ -16,7 +18,7 @@ for i in range(NUM_GPUS):
 sess = tf.Session()
 sess.run(tf.global_variables_initializer())
 
-# One pool of updates for all threads (the seed's threads loop forever).
+# One pool of updates for all threads (the answer's threads loop forever).
 updates = itertools.count()
 
 

@@ -1,4 +1,5 @@
-# Seed 002's train_function with a staleness bound (stale-synchronous
+# Lesson 4's train_function (from a Stack Overflow answer on
+# asynchronous training) with a staleness bound (stale-synchronous
 # parallel), written for this lesson. BOUND = 0 gives synchronous
 # rounds; without the wait, it is lesson 4's asynchronous SGD.
 import itertools

@@ -14,6 +14,7 @@ from pathlib import Path
 from simsync.errors import UsageError
 from simsync.grading.assignment import Assignment, find_assignment, load_assignments
 from simsync.grading.grader import Grade, grade
+from simsync.words import plural
 
 __all__ = [
     "assignments_check",
@@ -44,7 +45,7 @@ def write_atomically(path: Path, data: bytes) -> None:
 def assignments_list() -> int:
     for a in load_assignments():
         tasks = ", ".join(f"{k} {v}" for k, v in a.tasks.items())
-        print(f"{a.number:2d}  {a.title}  ({a.points():g} points; tasks: {tasks})")
+        print(f"{a.number:2d}  {a.title}  ({plural(a.points(), 'point')}; tasks: {tasks})")
         if a.summary:
             print(f"    {a.summary}")
     return 0
@@ -115,7 +116,7 @@ def assignments_check(*, tensorflow: bool = True) -> int:
     failures = 0
     for a in load_assignments():
         failures += _prove(a, tensorflow)
-    print("all assignments check" if not failures else f"{failures} problems")
+    print("all assignments check" if not failures else plural(failures, "problem"))
     return 1 if failures else 0
 
 

@@ -1,4 +1,4 @@
-"""The lesson commands: ``simsync learn`` and ``simsync lessons``.
+"""The lesson commands: ``simsync learn`` and ``simsync lessons`` (list, reset, check, copy).
 
 Nothing here imports the simulator or TensorFlow: the menu shows at once, and a lesson loads
 them only when a step needs them.
@@ -15,13 +15,14 @@ from rich.console import Console
 from rich.text import Text
 
 from simsync.errors import UsageError, printable
-from simsync.files import read_text
+from simsync.files import read_text, refuse_overwriting_inputs, write_text
 from simsync.tutor.content import Lesson, LessonError, lesson_folders, load_lesson, load_lessons
 from simsync.tutor.progress import Progress
 from simsync.tutor.runner import LessonRunner, Quit
 from simsync.tutor.views import LessonsView, current_lesson
+from simsync.words import plural
 
-__all__ = ["learn", "lessons"]
+__all__ = ["copy_lesson", "learn", "lessons"]
 
 
 def learn(number: int | None, *, answers_file: Path | None = None, no_input: bool = False) -> int:
@@ -63,13 +64,7 @@ def _pick(
 ) -> Lesson | None:
     """Lesson ``number``, or the learner's choice from the menu (None: quit)."""
     if number is not None:
-        found = [lesson for lesson in lessons if lesson.number == number]
-        if not found:
-            raise UsageError(
-                f"no lesson {number}; lessons: "
-                f"{', '.join(str(lesson.number) for lesson in lessons)}"
-            )
-        return found[0]
+        return _numbered(number, lessons)
     console.print(LessonsView(lessons, progress))
     current = current_lesson(lessons, progress)
     default = str(current.number) if current else ""
@@ -80,6 +75,57 @@ def _pick(
     if not (choice.isascii() and choice.isdigit()):  # "²" is a digit, but not a number
         raise UsageError(f"expected a lesson number, got {choice!r}")
     return _pick(int(choice), lessons, progress, console)
+
+
+def _numbered(number: int, lessons: list[Lesson]) -> Lesson:
+    found = [lesson for lesson in lessons if lesson.number == number]
+    if not found:
+        raise UsageError(
+            f"no lesson {number}; lessons: {', '.join(str(lesson.number) for lesson in lessons)}"
+        )
+    return found[0]
+
+
+def copy_lesson(number: int, folder: Path, *, force: bool = False) -> int:
+    """``simsync lessons copy N DIR``: lesson N's scenarios (``*.toml`` but ``lesson.toml``)
+    and code excerpts (``*.py``) into ``DIR``, to run and change from any folder.
+
+    ``DIR`` is created if need be. Nothing is written when a file is already there (unless
+    ``force``), nor over the lesson's own files; each file is written atomically.
+    """
+    lesson = _numbered(number, load_lessons())
+    sources = sorted(
+        path
+        for pattern in ("*.toml", "*.py")
+        for path in lesson.folder.glob(pattern)
+        if path.name != "lesson.toml" and not path.name.startswith(("_", "."))
+    )
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{folder} is a file, not a folder: name a new or existing folder")
+    for source in sources:
+        target = folder / source.name
+        refuse_overwriting_inputs(target, [source])
+        if target.exists() and not force:
+            raise UsageError(f"{target} already exists; add --force to overwrite it")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"cannot create {folder}: {error.strerror or error}") from None
+    for source in sources:
+        write_text(folder / source.name, read_text(source))
+    console = Console()
+    console.print(
+        Text(
+            f"Copied {plural(len(sources), 'file')} of lesson {number} into {folder}: "
+            + ", ".join(source.name for source in sources)
+        )
+    )
+    scenarios = [s.name for s in sources if s.suffix == ".toml"]
+    scenario = lesson.scenario if lesson.scenario in scenarios else next(iter(scenarios), None)
+    if scenario is not None:
+        command = f"simsync simulate {folder / scenario}"
+        console.print(Text(f"Try: {command}"), soft_wrap=True)  # one line, to paste
+    return 0
 
 
 def _read_answers(path: Path) -> dict[str, Any]:
@@ -156,8 +202,8 @@ def _check_lessons(console: Console) -> int:
         console.print(Text.assemble(("✗", "red"), " ", printable(problem)), soft_wrap=True)
     count = sum(len(lesson.questions) for lesson in lessons)
     console.print(
-        f"{len(lesson_folders())} lessons, {count} questions: "
-        + ("all good" if not problems else f"{len(problems)} problem(s)")
+        f"{plural(len(lesson_folders()), 'lesson')}, {plural(count, 'question')}: "
+        + ("all good" if not problems else plural(len(problems), "problem"))
     )
     return 1 if problems else 0
 

@@ -85,6 +85,7 @@ def simulation_facts(sim: Simulation) -> dict[str, Any]:
     from simsync.engine import summary
     from simsync.ir import generations
     from simsync.trace import stalest_client
+    from simsync.viz.report import straggler
 
     scenario = sim.scenario
     facts = summary(sim)
@@ -103,7 +104,7 @@ def simulation_facts(sim: Simulation) -> dict[str, Any]:
             "widest_generation": max(len(layer) for layer in layers),
             "ops_run_while_building": sum(1 for r in sim.trace.ops if r.start < start),
             "first_sync_point": first,
-            "slowest_tower": max(last, key=lambda t: last[t]) if last else "",
+            "slowest_tower": straggler(last),
             "max_wait": max(waits.values(), default=0.0),
             "expected_max": scenario.compute.mean * harmonic(scenario.towers),
             "workers": scenario.towers,

@@ -39,7 +39,8 @@ def data_dir() -> Path:
 
 
 class Progress:
-    """Progress per lesson: ``{"step": next step index, "done": bool, "answers": {...}}``."""
+    """Progress per lesson: ``{"step": next step index, "done": bool, "answers": {...}}``, and
+    ``"pending": {question: {"tries": n, "hints": k}}`` while a question is not finished."""
 
     def __init__(self, path: Path | None = None, *, persist: bool = True) -> None:
         self.path = path or data_dir() / "progress.json"
@@ -169,9 +170,25 @@ class Progress:
         self.save()
 
     def answered(self, slug: str, question: str, given: Any, correct: bool, tries: int) -> None:
-        self.of(slug)["answers"][question] = {"given": given, "correct": correct, "tries": tries}
+        entry = self.of(slug)
+        entry["answers"][question] = {"given": given, "correct": correct, "tries": tries}
+        entry.get("pending", {}).pop(question, None)
+        if not entry.get("pending"):
+            entry.pop("pending", None)
         self._changed.add(slug)
         self.save()
+
+    def trying(self, slug: str, question: str, tries: int, hints: int) -> None:
+        """A question not answered yet: the wrong tries used and the hints shown so far, so
+        that quitting and coming back neither gives fresh tries nor hides the hints."""
+        self.of(slug).setdefault("pending", {})[question] = {"tries": tries, "hints": hints}
+        self._changed.add(slug)
+        self.save()
+
+    def pending(self, slug: str, question: str) -> tuple[int, int]:
+        """``(tries used, hints shown)`` of a question the learner has not finished."""
+        entry = self.lessons.get(slug, {}).get("pending", {}).get(question, {})
+        return int(entry.get("tries", 0)), int(entry.get("hints", 0))
 
     def reset(self, slug: str | None = None) -> None:
         """Forget one lesson, or all of them."""
@@ -224,8 +241,18 @@ def _check_entry(slug: str, entry: Any) -> None:
         and type(entry.get("done")) is bool
         and isinstance(entry.get("answers"), dict)
         and all(isinstance(answer, dict) for answer in entry["answers"].values())
+        and _counts(entry.get("pending", {}))
     ):
         raise ValueError(f"the entry of {slug} is not step/done/answers")
+
+
+def _counts(pending: Any) -> bool:
+    """Whether ``pending`` maps questions to ``{"tries": n, "hints": k}`` (counts >= 0)."""
+    return isinstance(pending, dict) and all(
+        isinstance(entry, dict)
+        and all(type(entry.get(key)) is int and entry[key] >= 0 for key in ("tries", "hints"))
+        for entry in pending.values()
+    )
 
 
 def _where_else() -> str:

@@ -2,8 +2,10 @@
 
 Interactive by default. ``answers`` (a mapping of question id to answer) or ``no_input`` (show
 and use the expected answers) run a lesson end to end without a keyboard, for CI, scripts and
-instructors. Progress is saved after every step; the learner can stop with ``q`` or Ctrl-C and
-continue later from the same step.
+instructors. Progress is saved after every step, and after every try and hint of a question; the
+learner can stop with ``q`` or Ctrl-C and continue later from the same step, with the tries
+already used. Resuming at a question first shows again what it is about: the step before it
+that is not a question (a graph, a timeline, an explanation).
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ from simsync.tutor.questions import (
     readable,
     shown,
 )
+from simsync.words import plural
 
-__all__ = ["LessonRunner", "Outcome", "Quit"]
+__all__ = ["LessonRunner", "Outcome", "Quit", "copy_folder"]
 
 
 class Quit(Exception):
@@ -64,12 +67,11 @@ class LessonRunner:
     def run(self, start: int = 0) -> Outcome:
         """Show the steps from ``start`` on; save progress after each."""
         steps = self.lesson.steps
+        if self.interactive:
+            self._remind(start)
         for index in range(start, len(steps)):
             step = steps[index]
-            self.console.rule(
-                f"[bold]{self.lesson.number}. {self.lesson.title}[/] · "
-                f"step {index + 1}/{len(steps)}"
-            )
+            self._heading(index)
             self._show(step)
             last = index + 1 == len(steps)
             self.progress.reached(self.lesson.slug, index + 1, done=last)
@@ -82,6 +84,25 @@ class LessonRunner:
             1 for q in self.lesson.questions if answers.get(q.get("id"), {}).get("correct")
         )
         return self.outcome
+
+    def _heading(self, index: int, note: str = "") -> None:
+        self.console.rule(
+            f"[bold]{self.lesson.number}. {self.lesson.title}[/] · "
+            f"step {index + 1}/{len(self.lesson.steps)}{note}"
+        )
+
+    def _remind(self, start: int) -> None:
+        """Resuming at a question: show again the step it is about, the last one before it
+        that is not a question (not a TensorFlow check, which takes long to run again)."""
+        steps = self.lesson.steps
+        if not 0 < start < len(steps) or steps[start].kind != "question":
+            return
+        index = next((i for i in range(start - 1, -1, -1) if steps[i].kind != "question"), None)
+        if index is None or steps[index].kind == "verify":
+            return
+        self._heading(index, " · again")
+        self._show(steps[index])
+        self._pause()
 
     def _show(self, step: Step) -> None:
         """Run a step. In a real terminal a step taller than the screen is shown a screenful
@@ -133,7 +154,7 @@ class LessonRunner:
         self._markdown(step.get("text"))
         path = self.lesson.scenario_path(step)
         self.console.print(GraphView(build(load_scenario(path))))
-        self._scenario_hint(path, "graph")
+        self._try_it("Try it yourself", ["graph", path.name])
 
     def _timeline(self, step: Step) -> None:
         from simsync.engine import simulate, summary
@@ -143,11 +164,12 @@ class LessonRunner:
         self._markdown(step.get("text"))
         path = self.lesson.scenario_path(step)
         sim = simulate(load_scenario(path))
-        self.console.print(SummaryView(summary(sim)))
+        # the file by the name `simsync lessons copy` gives it, not deep inside the installation
+        self.console.print(SummaryView({**summary(sim), "source": path.name}))
         self.console.print(
             Timeline(sim.trace, steps=int(step.get("steps", 2)), sync_points=sim.sync_points)
         )
-        self._scenario_hint(path, "simulate")
+        self._try_it("Try it yourself", ["simulate", path.name])
 
     def _ledger(self, step: Step) -> None:
         from simsync.engine import simulate, summary
@@ -159,7 +181,7 @@ class LessonRunner:
         sim = simulate(load_scenario(path))
         self.console.print(LedgerView(sim.trace.updates, rows=int(step.get("rows", 12))))
         self.console.print(SummaryView(summary(sim)).staleness_table())
-        self._scenario_hint(path, "simulate")
+        self._try_it("Try it yourself", ["simulate", path.name])
 
     def _prepare_race(self, step: Step) -> Any:
         from simsync.engine import race
@@ -172,20 +194,21 @@ class LessonRunner:
         from simsync.viz import LossCurves
 
         self._markdown(step.get("text"))
-        paths = self.lesson.race_paths(step)
+        names = [p.name for p in self.lesson.race_paths(step)]
         self.console.print(LossCurves(result))
-        self.console.print(
-            Text(
-                "Race them yourself (add --png race.png for a picture): "
-                "simsync compare " + " ".join(str(p) for p in paths),
-                style="dim",
-            )
-        )
+        self._try_it("Race them yourself (add --png race.png for a picture)", ["compare", *names])
 
-    def _scenario_hint(self, path: Any, command: str) -> None:
-        self.console.print(
-            Text(f"Change the scenario and see for yourself: simsync {command} {path}", style="dim")
-        )
+    def _try_it(self, title: str, command: list[str]) -> None:
+        """How to run ``simsync COMMAND...`` on the learner's own copy of the lesson's files,
+        from any folder: one command a line, never wrapped, so that each can be pasted."""
+        folder = copy_folder(self.lesson)
+        self.console.print(Text(f"{title}, on a copy you can change:", style="dim"))
+        for line in (
+            f"simsync lessons copy {self.lesson.number} {folder}",
+            f"cd {folder}",
+            "simsync " + " ".join(command),
+        ):
+            self.console.print(Text("  " + line, style="dim"), soft_wrap=True)  # never cut
 
     def _prepare_verify(self, step: Step) -> Any:
         """The cross-check's report, or the error that stopped it."""
@@ -230,7 +253,9 @@ class LessonRunner:
         self.progress.answered(self.lesson.slug, step.get("id"), given, right, tries)
 
     def _answer(self, step: Step, expected: Any) -> tuple[bool, int, str]:
-        """Ask until right or out of tries; returns (right, tries, last answer)."""
+        """Ask until right or out of tries; returns (right, tries, last answer). The tries
+        used and the hints shown are saved as they happen: a learner who quits and comes back
+        has the same tries left, and sees the hints again."""
         hints = list(step.get("hints", []))
         if not self.interactive:
             given = (
@@ -244,21 +269,34 @@ class LessonRunner:
             if not right and given.strip() and not readable(step, given):
                 self.console.print(Text(f"(Answer with {_wanted(step)}.)", style="dim"))
             return right, 1, given
-        tries, given = 0, ""
+        slug, question = self.lesson.slug, step.get("id")
+        tries, seen = self.progress.pending(slug, question)
+        if tries or seen:
+            self.console.print(
+                Text(f"You have used {plural(tries, 'try', 'tries')} of {MAX_TRIES}.", style="dim")
+            )
+        for _ in range(min(seen, len(hints))):
+            self._hint(hints)
+        given = ""
         while tries < MAX_TRIES:
             given = self.ask("Your answer ([dim]? hint · q stop[/]): ").strip()
             if given == "q":
                 raise Quit
             if given == "?":
-                self._markdown(hints.pop(0) if hints else "No more hints.")
-                continue
-            if not readable(step, given):
+                self._hint(hints)
+            elif not readable(step, given):
                 self.console.print(Text(f"Please type {_wanted(step)}; ? for a hint."))
                 continue
-            tries += 1
-            if self._judge(step, expected, given, hints):
-                return True, tries, given
+            else:
+                tries += 1
+                if self._judge(step, expected, given, hints):
+                    return True, tries, given
+            self.progress.trying(slug, question, tries, len(step.get("hints", [])) - len(hints))
         return False, tries, given
+
+    def _hint(self, hints: list[str]) -> None:
+        """The next hint, labelled, whether asked for (``?``) or after a wrong answer."""
+        self._markdown(f"**Hint:** {hints.pop(0)}" if hints else "No more hints.")
 
     def _judge(self, step: Step, expected: Any, given: str, hints: list[str]) -> bool:
         if is_right(step, expected, given):
@@ -268,8 +306,13 @@ class LessonRunner:
             Text.assemble(("✗ Not quite", "red"), f" ({printable(given or 'no answer')[:60]}).")
         )
         if hints and self.interactive:
-            self._markdown("**Hint:** " + hints.pop(0))
+            self._hint(hints)
         return False
+
+
+def copy_folder(lesson: Lesson) -> str:
+    """The folder the lessons suggest for ``simsync lessons copy N DIR``: ``my-lessonN``."""
+    return f"my-lesson{lesson.number}"
 
 
 def _wanted(step: Step) -> str:

@@ -1,0 +1,22 @@
+"""Words in messages: the one place for counting nouns ("1 lesson", "2 lessons")."""
+
+from __future__ import annotations
+
+__all__ = ["plural"]
+
+
+def plural(count: float, noun: str, many: str | None = None) -> str:
+    """``count`` and ``noun``, the noun in the plural unless the count is exactly one.
+
+    ``many`` is the plural where adding an "s" is wrong. Integers get thousands separators;
+    other numbers are shown as ``:g`` shows them.
+
+    >>> plural(1, "lesson"), plural(7, "lesson"), plural(0, "problem")
+    ('1 lesson', '7 lessons', '0 problems')
+    >>> plural(1.0, "point"), plural(2.5, "point"), plural(1200, "step")
+    ('1 point', '2.5 points', '1,200 steps')
+    >>> plural(3, "sync point"), plural(2, "policy", "policies")
+    ('3 sync points', '2 policies')
+    """
+    shown = f"{count:,}" if isinstance(count, int) else f"{count:g}"
+    return f"{shown} {noun if count == 1 else many or noun + 's'}"

@@ -1,0 +1,68 @@
+"""The straggler mark of the sync-point table: only where one tower is really last more often."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from simsync.engine import simulate, summary
+from simsync.scenario import load_scenario
+from simsync.viz import SummaryView
+from simsync.viz.report import straggler
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def marked(result: dict[str, Any]) -> list[str]:
+    """The towers the sync table marks as the straggler."""
+    out = io.StringIO()
+    Console(file=out, width=100, color_system=None).print(SummaryView(result).sync_table())
+    return [line.split("│")[2].strip() for line in out.getvalue().splitlines() if "◀" in line]
+
+
+def synthetic(last: dict[str, int], steps: int) -> dict[str, Any]:
+    """A summary in which every tower waited a little, and ``last`` says who was last."""
+    return {
+        "steps": steps,
+        "step_time": {"mean": 0.027},
+        "wait": {"average_gradients": {tower: 0.01 for tower in last}},
+        "waited_for": {"average_gradients": last},
+    }
+
+
+def test_a_half_speed_tower_is_marked() -> None:
+    result = summary(simulate(load_scenario(ROOT / "examples" / "four_towers.toml")))
+    assert result["waited_for"]["average_gradients"]["tower_3"] == result["steps"]
+    assert marked(result) == ["tower_3"]
+
+
+def test_a_near_tie_is_not_a_straggler() -> None:
+    # the new-user trial: the top tower last 259 times against another's 256, of 2,000 steps
+    last = {f"tower_{i}": n for i, n in enumerate([259, 256, 250, 248, 247, 247, 246, 247])}
+    assert sum(last.values()) == 2000
+    assert marked(synthetic(last, 2000)) == [] and straggler(last) == ""
+
+
+def test_a_tie_is_not_a_straggler() -> None:
+    last = {"tower_0": 10, "tower_1": 10, "tower_2": 0}
+    assert marked(synthetic(last, 20)) == [] and straggler(last) == ""
+
+
+def test_a_clear_lead_over_the_next_tower_is_a_straggler() -> None:
+    # 3 standard deviations of a sign test: 70 - 30 = 40 > 3 * sqrt(100) = 30; 60 - 40 is not
+    assert straggler({"tower_0": 70, "tower_1": 30}) == "tower_0"
+    assert straggler({"tower_0": 60, "tower_1": 40}) == ""
+    assert marked(synthetic({"tower_0": 30, "tower_1": 70}, 100)) == ["tower_1"]
+
+
+def test_equal_random_towers_over_many_steps_have_no_straggler() -> None:
+    """Eight equal towers with random compute (lesson 3's scenario, 2,000 steps): whoever is
+    most often last only drew the longest times a few more times."""
+    path = ROOT / "lessons" / "03-as-slow-as-the-slowest-tower" / "random_8.toml"
+    result = summary(simulate(load_scenario(path), numerics=False))
+    last = result["waited_for"]["average_gradients"]
+    assert max(last.values()) > min(last.values())  # some tower was most often last...
+    assert marked(result) == []  # ...but not clearly: no mark
