@@ -26,6 +26,7 @@ from types import ModuleType
 from typing import Any
 
 from simsync.errors import SimsyncError
+from simsync.words import plural
 
 __all__ = ["BackendError", "DevicePlan", "load_tensorflow", "plan_devices", "session_config"]
 
@@ -106,12 +107,9 @@ class DevicePlan:
         """What the run (and so the prediction) is for: ``3 logical devices sharing 2 cores``,
         ``2 GPUs and the CPU``."""
         if self.kind == "gpu":
-            gpus = len(self.mapping) - 1
-            return f"{gpus} GPU{'' if gpus == 1 else 's'} and the CPU"
-        cores = self.host_cores or 1
-        return (
-            f"{len(self.mapping)} logical devices sharing {cores} core{'' if cores == 1 else 's'}"
-        )
+            return f"{plural(len(self.mapping) - 1, 'GPU')} and the CPU"
+        devices = plural(len(self.mapping), "logical device")
+        return f"{devices} sharing {plural(self.host_cores or 1, 'core')}"
 
 
 def plan_devices(devices: list[str], towers: int) -> DevicePlan:
