@@ -23,10 +23,12 @@ import numpy as np
 from simsync.crosscheck.compare import (
     VALUE_TOLERANCE,
     CrossCheck,
+    costs_label,
     predicted_scenario,
     relative_error,
     structure,
 )
+from simsync.crosscheck.evidence import staleness
 from simsync.engine import simulate
 from simsync.errors import SimsyncError
 from simsync.ir import Graph
@@ -61,11 +63,12 @@ def crosscheck_async(
         "updates": len(real.trace.updates),
         "devices": real.devices.describe(),
         "tensorflow": real.tensorflow,
-        "costs": "calibration profile" if profile else "scenario",
+        "costs": costs_label(profile),
         "structure": {**structure(simulation.graph, real.trace, traced), "runs": len(traced)},
         "values": _replayed(scenario, simulation.graph, real),
         "staleness": _staleness(simulation.trace, real.trace),
         "throughput": _throughput(simulation.trace, real.trace, timed),
+        "evidence": {"staleness": staleness(real.trace, staleness_stats(simulation.trace)["mean"])},
         "unmapped_tensorflow_ops": dict(real.census.unmapped),
     }
     return CrossCheck(scenario, predicted, simulation, real, report)

@@ -35,7 +35,7 @@ from simsync.crosscheck.evidence import (
 )
 from simsync.crosscheck.moving import moving_statistics
 from simsync.engine import Simulation, simulate
-from simsync.ir import Graph, run_order
+from simsync.ir import Graph, racing_clients, run_order
 from simsync.patterns import build, tower_device
 from simsync.scenario import Scenario
 from simsync.scenario.profile import Profile, apply_profile
@@ -93,7 +93,7 @@ def crosscheck(
             scenario, open_ports=open_ports, cluster_file=cluster_file, on_progress=on_progress
         )
     profile = resolve_profile(profile, on_progress)
-    if len(graph.clients) > 1:
+    if racing_clients(graph):
         from simsync.crosscheck.asynchronous import crosscheck_async
 
         return crosscheck_async(scenario, profile=profile, warmup=warmup)

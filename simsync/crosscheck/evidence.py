@@ -16,7 +16,14 @@ machine's noise; otherwise the finding says "inconclusive on this machine" and w
   assumption about the noise), against each hypothesis' predicted ratio. The hypothesis
   nearest the median is named only when every other one lies outside the interval.
 
-Which findings apply follows from the graph: several towers, a sync point, unequal speeds.
+- :func:`staleness`: whether the real updates were stale, and whether their staleness is the
+  predicted one: the ledger's applied updates, in the order they landed, cut into blocks whose
+  mean staleness gives the 95 % interval of the median block. "As predicted" when the
+  prediction lies inside it, "not as predicted" when it lies clearly outside (by more than
+  half the interval's width again), inconclusive in between.
+
+Which findings apply follows from the graph: several towers, a sync point, unequal speeds,
+a ledger of updates.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from typing import Any
 
 from simsync.ir import Graph, sync_points, tower_dependencies
 from simsync.trace import Trace
+from simsync.trace.staleness import updates_by_run
 
 __all__ = [
     "MOST_STEPS",
@@ -36,6 +44,7 @@ __all__ = [
     "interleaved_ratio",
     "median_interval",
     "side_by_side",
+    "staleness",
     "usually_last",
 ]
 
@@ -216,4 +225,50 @@ def interleaved_ratio(
         "spread": (high - low) / 2 / median if median > 0 else None,
         "hypotheses": dict(hypotheses),
         "verdict": verdict,
+    }
+
+
+#: Consecutive blocks the ledger is cut into for the interval of its mean staleness.
+BLOCKS = 10
+
+
+def staleness(trace: Trace, predicted: float) -> dict[str, Any] | None:
+    """Were the real updates stale (see the module's text), and by as much as ``predicted``
+    (the simulated mean staleness)? None without a ledger."""
+    order = sorted(trace.updates, key=lambda u: (u.before, u.time))
+    runs = updates_by_run(trace)
+    applied = [
+        runs[key][1] for key in dict.fromkeys((u.client, u.step) for u in order) if runs[key][0]
+    ]
+    if not applied:
+        return None
+    size = max(len(applied) // BLOCKS, 1)
+    blocks = [
+        statistics.fmean(applied[i : i + size]) for i in range(0, len(applied) - size + 1, size)
+    ]
+    median, low, high = median_interval(blocks)
+    stale = sum(1 for value in applied if value > 0)
+    if stale == 0:
+        verdict = "no"
+    elif low > 0 and stale >= 0.1 * len(applied):
+        verdict = "yes"
+    else:
+        verdict = "inconclusive"
+    margin = (high - low) / 2
+    if low <= predicted <= high:
+        prediction = "as predicted"
+    elif predicted < low - margin or predicted > high + margin:
+        prediction = "not as predicted"
+    else:
+        prediction = "inconclusive"
+    return {
+        "updates": len(applied),
+        "stale_updates": stale,
+        "mean": statistics.fmean(applied),
+        "median_block": median,
+        "interval": [low, high],
+        "blocks": len(blocks),
+        "predicted": predicted,
+        "verdict": verdict,
+        "prediction": prediction,
     }

@@ -6,6 +6,7 @@ Knows nothing of SimPy, TensorFlow or rich.
 from simsync.ir.analysis import (
     critical_path,
     generations,
+    racing_clients,
     run_order,
     run_orders,
     sync_points,
@@ -56,6 +57,7 @@ __all__ = [
     "graph_to_dict",
     "natural_key",
     "op_speed",
+    "racing_clients",
     "ring_allreduce_time",
     "run_order",
     "run_orders",

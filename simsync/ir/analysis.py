@@ -16,6 +16,7 @@ from simsync.ir.graph import Graph
 __all__ = [
     "critical_path",
     "generations",
+    "racing_clients",
     "run_order",
     "run_orders",
     "sync_points",
@@ -169,6 +170,17 @@ def critical_path(graph: Graph) -> tuple[list[str], float]:
         path.append(node)
         node = best_parent[node]
     return path[::-1], end
+
+
+def racing_clients(graph: Graph) -> bool:
+    """Whether the graph's clients race: several of them, or runs taken from a common pool
+    (asynchronous workers, even one), rather than one client stepping alone.
+
+    >>> from simsync.patterns import tiny_example
+    >>> racing_clients(tiny_example())
+    False
+    """
+    return len(graph.clients) > 1 or any(client.shared_steps for client in graph.clients)
 
 
 def updating_clients(graph: Graph) -> list[str]:

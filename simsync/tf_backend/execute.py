@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from simsync.engine.draws import DrawStreams
-from simsync.ir import Cost, Graph, run_order
+from simsync.ir import Cost, Graph, racing_clients, run_order
 from simsync.kinds.dequeue import batch_positions
 from simsync.numerics import make_batches
 from simsync.patterns import build, tower_device
@@ -113,7 +113,7 @@ def run_on_tensorflow(
     pool by one thread per client (see :mod:`simsync.tf_backend.asynchronous`). ``graph``:
     run this graph instead of the one the scenario's pattern builds (a student's)."""
     setup = prepare(scenario, seconds_per_row, graph)
-    if len(setup.graph.clients) > 1:
+    if racing_clients(setup.graph):
         from simsync.tf_backend.asynchronous import run_async
 
         return run_async(setup, warmup, timing_steps)
