@@ -302,7 +302,7 @@ def test_busy_cores_slow_every_op_running_by_the_efficiency(
         })  # fmt: skip
         done = sum(
             (b - a) * (1 - (_busy(records, (a + b) / 2) - 1) / (cores - 1) * (1 - efficiency))
-            for a, b in zip(moments, moments[1:], strict=False)
+            for a, b in itertools.pairwise(moments)
         )
         assert done == pytest.approx(expected, rel=1e-9, abs=1e-12), record
         checked += 1

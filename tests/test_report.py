@@ -10,8 +10,8 @@ from rich.console import Console
 
 from simsync.engine import simulate, summary
 from simsync.scenario import load_scenario
+from simsync.trace import straggler
 from simsync.viz import SummaryView
-from simsync.viz.report import straggler
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -35,19 +35,24 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from simsync.ir import Graph, sync_points, tower_dependencies
-from simsync.trace import Trace
+from simsync.trace import Trace, straggler
 from simsync.trace.staleness import updates_by_run
 
 __all__ = [
+    "INCONCLUSIVE",
     "MOST_STEPS",
     "arrivals",
+    "contradictions",
     "interleaved_ratio",
     "median_interval",
     "side_by_side",
     "staleness",
     "usually_last",
+    "verdicts",
 ]
 
+#: The answer of a finding that the machine's noise left open.
+INCONCLUSIVE = "inconclusive"
 #: A finding about steps holds when it holds in at least this share of them.
 MOST_STEPS = 2 / 3
 #: The share of the shorter tower's compute that must overlap another's for "side by side".
@@ -101,7 +106,7 @@ def side_by_side(graph: Graph, trace: Trace) -> dict[str, Any] | None:
     elif apart >= MOST_STEPS * len(shares):
         verdict = "one after another"
     else:
-        verdict = "inconclusive"
+        verdict = INCONCLUSIVE
     return {
         "steps": len(shares),
         "overlapped_steps": overlapped,
@@ -181,12 +186,9 @@ def _tower(towers: frozenset[int] | set[int]) -> str:
 
 
 def usually_last(found: Mapping[str, Any]) -> str | None:
-    """The tower whose input arrived last in most steps (at least :data:`MOST_STEPS` of
-    them), or None when no tower did."""
-    if not found["last"]:
-        return None
-    tower, count = max(found["last"].items(), key=lambda item: item[1])
-    return tower if count >= MOST_STEPS * found["steps"] else None
+    """The tower whose input arrived last clearly more often than any other (the sign test
+    of :func:`simsync.trace.straggler`), or None when no tower did."""
+    return straggler(found["last"]) or None
 
 
 def interleaved_ratio(
@@ -211,7 +213,7 @@ def interleaved_ratio(
         if theirs > 0
     ]
     median, low, high = median_interval(ratios)
-    verdict = "inconclusive"
+    verdict = INCONCLUSIVE
     if hypotheses:
         nearest = min(hypotheses, key=lambda name: abs(hypotheses[name] - median))
         others = [ratio for name, ratio in hypotheses.items() if name != nearest]
@@ -253,14 +255,14 @@ def staleness(trace: Trace, predicted: float) -> dict[str, Any] | None:
     elif low > 0 and stale >= 0.1 * len(applied):
         verdict = "yes"
     else:
-        verdict = "inconclusive"
+        verdict = INCONCLUSIVE
     margin = (high - low) / 2
     if low <= predicted <= high:
         prediction = "as predicted"
     elif predicted < low - margin or predicted > high + margin:
         prediction = "not as predicted"
     else:
-        prediction = "inconclusive"
+        prediction = INCONCLUSIVE
     return {
         "updates": len(applied),
         "stale_updates": stale,
@@ -271,4 +273,51 @@ def staleness(trace: Trace, predicted: float) -> dict[str, Any] | None:
         "predicted": predicted,
         "verdict": verdict,
         "prediction": prediction,
+    }
+
+
+def verdicts(report: Mapping[str, Any]) -> dict[str, str]:
+    """Every verdict of a cross-check report, by name: the checks (``agree`` or
+    ``disagree``) and each finding's answer. Two runs of one check contradict each other when
+    a name has two different answers, neither of them :data:`INCONCLUSIVE`."""
+    found = {}
+    for check in ("structure", "values"):
+        if check in report:
+            found[check] = "agree" if report[check]["ok"] else "disagree"
+    if "protocol" in report:
+        applied = report["protocol"]["measured"]["one_apply_per_step"]
+        found["one apply per step"] = "agree" if applied else "disagree"
+    evidence = report.get("evidence") or {}
+    if evidence.get("side_by_side"):
+        found["side by side"] = evidence["side_by_side"]["verdict"]
+    for found_at in evidence.get("arrivals", []):
+        found[f"last at {found_at['sync_point']}"] = usually_last(found_at) or INCONCLUSIVE
+    for ratio in evidence.get("ratios", []):
+        found[ratio["variant"]] = ratio["verdict"]
+    if evidence.get("staleness"):
+        found["stale"] = evidence["staleness"]["verdict"]
+        found["staleness as predicted"] = evidence["staleness"]["prediction"]
+    moving = report.get("values", {}).get("moving_statistics")
+    if moving:
+        found["moving statistics"] = "agree" if moving["ok"] else "disagree"
+    return found
+
+
+def contradictions(runs: Sequence[Mapping[str, str]]) -> dict[str, list[str]]:
+    """The verdicts that flipped over several runs: a name with two different conclusive
+    answers.
+
+    >>> contradictions([{"a": "yes", "b": "x"}, {"a": "inconclusive", "b": "x"}])
+    {}
+    >>> contradictions([{"a": "yes"}, {"a": "no"}])
+    {'a': ['yes', 'no']}
+    """
+    answers: dict[str, list[str]] = {}
+    for run in runs:
+        for name, answer in run.items():
+            answers.setdefault(name, []).append(answer)
+    return {
+        name: given
+        for name, given in answers.items()
+        if len({a for a in given if a != INCONCLUSIVE}) > 1
     }

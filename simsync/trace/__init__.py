@@ -21,7 +21,14 @@ from simsync.trace.staleness import (
     stalest_client,
     throughput,
 )
-from simsync.trace.stats import SyncWait, loss_curve, step_time_stats, sync_waits, time_to_loss
+from simsync.trace.stats import (
+    SyncWait,
+    loss_curve,
+    step_time_stats,
+    straggler,
+    sync_waits,
+    time_to_loss,
+)
 
 __all__ = [
     "OpRecord",
@@ -44,6 +51,7 @@ __all__ = [
     "staleness_stats",
     "stalest_client",
     "step_time_stats",
+    "straggler",
     "sync_waits",
     "throughput",
     "time_to_loss",

@@ -84,8 +84,7 @@ def simulation_facts(sim: Simulation) -> dict[str, Any]:
     or of any graph run with it): the summary's keys and the derived facts below."""
     from simsync.engine import summary
     from simsync.ir import generations
-    from simsync.trace import stalest_client
-    from simsync.viz.report import straggler
+    from simsync.trace import stalest_client, straggler
 
     scenario = sim.scenario
     facts = summary(sim)

@@ -213,18 +213,14 @@ class LessonRunner:
     def _prepare_verify(self, step: Step) -> Any:
         """The cross-check's report, or the error that stopped it."""
         from simsync.errors import SimsyncError
-        from simsync.scenario import load_scenario
 
-        scenario = load_scenario(self.lesson.scenario_path(step))
-        scenario = scenario.with_run(steps=min(scenario.run.steps, 10))
         try:
             with self.console.status("Running the same graph on TensorFlow...") as status:
-                from simsync.crosscheck import crosscheck
 
                 def progress(message: str) -> None:  # a real cluster says how it is starting
                     status.update(Text(f"Running the same graph on TensorFlow: {message}"))
 
-                return crosscheck(scenario, warmup=1, on_progress=progress).report
+                return verify_report(self.lesson.scenario_path(step), progress)
         except SimsyncError as error:
             return error
 
@@ -313,6 +309,17 @@ class LessonRunner:
 def copy_folder(lesson: Lesson) -> str:
     """The folder the lessons suggest for ``simsync lessons copy N DIR``: ``my-lessonN``."""
     return f"my-lesson{lesson.number}"
+
+
+def verify_report(path: Any, on_progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """What a lesson's verify step shows: the cross-check of its scenario on TensorFlow, at
+    most 10 traced steps after one warm-up, predicted for this machine."""
+    from simsync.crosscheck import crosscheck
+    from simsync.scenario import load_scenario
+
+    scenario = load_scenario(path)
+    scenario = scenario.with_run(steps=min(scenario.run.steps, 10))
+    return crosscheck(scenario, warmup=1, on_progress=on_progress).report
 
 
 def _wanted(step: Step) -> str:

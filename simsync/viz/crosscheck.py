@@ -9,6 +9,8 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
+from simsync.trace import straggler
+
 __all__ = ["CrossCheckView", "EvidenceView", "ProfileView"]
 
 WHY_TIMING_DIFFERS = (
@@ -351,9 +353,10 @@ def _verdict(verdict: str, *expected: str) -> Text:
 
 def _last(found: Mapping[str, Any]) -> tuple[Text, str]:
     steps, last = found["steps"], found["last"]
-    tower, count = max(last.items(), key=lambda item: item[1]) if last else ("", 0)
+    tower = straggler(last)
+    count = last.get(tower, 0)
     waits = found["mean_wait"]
-    if count * 3 >= 2 * steps:
+    if tower:
         others = [w for t, w in waits.items() if t != tower]
         wait = sum(others) / len(others) * 1e3 if others else 0.0
         return Text(tower, style="bold green"), (
@@ -361,8 +364,9 @@ def _last(found: Mapping[str, Any]) -> tuple[Text, str]:
             f"waited for it {wait:.2f} ms on average"
         )
     counts = ", ".join(f"{t} {n}" for t, n in last.items())
-    return Text("no tower in most steps", style="bold"), (
-        f"last in {steps} traced steps: {counts}; no tower came last in two thirds of them"
+    return Text("no tower clearly", style="bold"), (
+        f"last in {steps} traced steps: {counts}; no tower came last clearly more often "
+        "than the others (it takes at least 10 steps, and a lead beyond chance)"
     )
 
 

@@ -8,7 +8,6 @@ others (:func:`straggler`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -17,41 +16,9 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-from simsync.trace import stalest_client
+from simsync.trace import stalest_client, straggler
 
 __all__ = ["LedgerView", "SummaryView", "straggler"]
-
-#: How many standard deviations of the sign test the straggler's lead must exceed.
-STRAGGLER_MARGIN = 3.0
-
-
-def straggler(last: Mapping[str, int]) -> str:
-    """The tower that was last at a sync point clearly more often than any other, or "".
-
-    ``last`` counts, per tower, the steps in which it was the last to arrive. The most often
-    last tower (``n1`` times) must lead the next one (``n2`` times) by more than
-    three standard deviations of a sign test: if the two were equally likely to be last,
-    then of the ``n1 + n2`` steps in which one of them was, each would be a fair coin's toss,
-    and ``n1 - n2`` would have mean 0 and standard deviation ``sqrt(n1 + n2)``. So a tie is
-    never a straggler, nor is noise among equal towers (259 against 256 times in 2,000 steps
-    of eight random towers: a lead of 3, where 68 would be needed), while a tower that is
-    last in each of 20 steps is (20 > 3 x sqrt(20) = 13.4). It takes at least 10 steps to
-    show a straggler at all: a lead of ``n1`` needs ``n1 > 3 sqrt(n1)``.
-
-    >>> straggler({"tower_0": 0, "tower_1": 20})
-    'tower_1'
-    >>> straggler({"tower_0": 259, "tower_1": 256, "tower_2": 250})
-    ''
-    >>> straggler({"tower_0": 3, "tower_1": 3}), straggler({"tower_1": 3}), straggler({})
-    ('', '', '')
-    """
-    ranked = sorted(last.items(), key=lambda item: item[1], reverse=True)
-    if not ranked:
-        return ""
-    first, most = ranked[0]
-    runner_up = ranked[1][1] if len(ranked) > 1 else 0
-    lead = most - runner_up
-    return first if lead > STRAGGLER_MARGIN * math.sqrt(most + runner_up) else ""
 
 
 def _ms(seconds: float | None) -> str:
