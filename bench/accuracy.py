@@ -1,18 +1,23 @@
-"""How well does the simulator predict TensorFlow's step time on this machine?
+"""How well does the simulator predict TensorFlow on this machine, with default settings?
 
-For each scenario (towers 1, 2, 4; a straggler; parameter server vs all-reduce) this runs the
-graph on TensorFlow (logical CPU devices here) and in the simulator, and prints the predicted and
-measured mean step time and the error, two ways:
+Every scenario here runs on TensorFlow (logical CPU devices sharing the cores, or GPUs) and in
+the simulator, exactly as `simsync crosscheck` does by default: the prediction uses this
+machine's profile, measured once on its reference scenario (one tower, softmax 32x10) and
+cached. None of these scenarios is that one: they are held out.
 
-- from the scenario's own costs (plus the host's cores): what a user gets without calibrating;
-- from a calibration profile measured on a *one-tower* run (`simsync calibrate`), one profile per
-  aggregation, never on the configuration being predicted.
+- **Synchronous** (towers 1, 2, 4, 8; a straggler; random compute; all-reduce; a larger MLP):
+  the predicted median step time against the measured one (untraced steps).
+- **Asynchronous** (2 and 4 worker threads, locked and lock-free applies, bounded staleness):
+  the mean staleness of the real ledger's updates and the updates per second.
 
-The machine's speed drifts, so every scenario is measured in several rounds, scenarios
-interleaved, and the medians are reported.
+Each scenario runs ``--runs`` times (default 3), the scenarios interleaved round by round, so
+a slow spell of the machine does not fall on one scenario alone. The table gives, per
+scenario, the median over the runs and the spread of the measured value across runs (the
+machine's own noise), then each run's error; the summary the median and max over scenarios of
+each scenario's median |error|.
 
-    python bench/accuracy.py            # 3 rounds, 10 traced steps each (about 2 minutes)
-    python bench/accuracy.py --rounds 5 --steps 20
+    python bench/accuracy.py                   # 3 runs of every scenario (about 6 minutes)
+    python bench/accuracy.py --runs 5 --recalibrate
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import os
 import platform
 import statistics
 import time
+from typing import Any
 
 from simsync.crosscheck import crosscheck
 from simsync.scenario import (
@@ -33,125 +39,140 @@ from simsync.scenario import (
     Scenario,
     TrainingConfig,
 )
-from simsync.scenario.profile import Profile
-from simsync.tf_backend.calibrate import calibrate
+from simsync.tf_backend.machine import machine_profile
 
 BASE = Scenario(
     "base",
     cluster=ClusterConfig(1, link=LinkConfig(bandwidth_gbps=16, latency_us=5)),
     compute=ComputeConfig(mean=0.010),
-    model=ModelConfig(kind="softmax", features=32, classes=10, batch_size=32),
+    model=ModelConfig(kind="softmax", features=16, classes=4, batch_size=16),
 )
 
 
-def scenario(name: str, speeds: tuple[float, ...], aggregation: str) -> Scenario:
+def sync(name: str, speeds: tuple[float, ...], **changes: Any) -> Scenario:
     cluster = dataclasses.replace(BASE.cluster, devices=len(speeds), speeds=speeds)
+    return dataclasses.replace(BASE, name=name, cluster=cluster, **changes)
+
+
+def asynchronous(name: str, workers: int, **training: Any) -> Scenario:
+    cluster = dataclasses.replace(BASE.cluster, devices=workers, speeds=(1.0,) * workers)
     return dataclasses.replace(
-        BASE, name=name, cluster=cluster, training=TrainingConfig(aggregation=aggregation)
+        BASE,
+        name=name,
+        cluster=cluster,
+        compute=ComputeConfig(distribution="exponential", mean=0.010),
+        costs={"read": 2e-4, "apply": 5e-4},
+        training=TrainingConfig(mode="async", **training),
     )
 
 
-SCENARIOS = [
-    scenario("1 tower, PS", (1.0,), "parameter_server"),
-    scenario("2 towers, PS", (1.0, 1.0), "parameter_server"),
-    scenario("4 towers, PS", (1.0,) * 4, "parameter_server"),
-    scenario("4 towers, PS, straggler", (1.0, 1.0, 1.0, 0.5), "parameter_server"),
-    scenario("2 towers, all-reduce", (1.0, 1.0), "allreduce"),
-    scenario("4 towers, all-reduce", (1.0,) * 4, "allreduce"),
+SYNC = [
+    sync("1 tower, 20 ms", (1.0,), compute=ComputeConfig(mean=0.020)),
+    sync("2 towers", (1.0, 1.0)),
+    sync("4 towers", (1.0,) * 4),
+    sync("8 towers, 5 ms", (1.0,) * 8, compute=ComputeConfig(mean=0.005)),
+    sync("4 towers, one at half speed", (1.0, 1.0, 1.0, 0.5)),
+    sync("4 towers, exponential", (1.0,) * 4, compute=ComputeConfig("exponential", 0.010)),
+    sync("2 towers, all-reduce", (1.0, 1.0), training=TrainingConfig(aggregation="allreduce")),
+    sync(
+        "2 towers, MLP 64-256-10",
+        (1.0, 1.0),
+        model=ModelConfig(kind="mlp", features=64, hidden=(256,), classes=10, batch_size=64),
+    ),
+]
+ASYNC = [
+    asynchronous("2 workers, locked", 2, apply="locked"),
+    asynchronous("4 workers, locked", 4, apply="locked"),
+    asynchronous("4 workers, lock-free", 4),
+    asynchronous("4 workers, bound 1", 4, apply="locked", staleness_bound=1),
 ]
 
 
-def measure(rounds: int, steps: int) -> dict[str, dict[str, list[float]]]:
-    """Per scenario: measured, predicted-from-scenario and predicted-from-profile step times."""
-    profiles: dict[str, Profile] = {}
-    for aggregation in ("parameter_server", "allreduce"):
-        probe = next(s for s in SCENARIOS if s.training.aggregation == aggregation)
-        profiles[aggregation] = calibrate(probe, steps=20)
-    results: dict[str, dict[str, list[float]]] = {
-        s.name: {
-            "measured": [],
-            "measured_mean": [],
-            "scenario": [],
-            "calibrated": [],
-            "calibrated_mean": [],
-        }
-        for s in SCENARIOS
-    }
-    for round_number in range(rounds):
-        for s in SCENARIOS:
-            run = s.with_run(steps=steps, seed=round_number)
-            plain = crosscheck(run).report["timing"]
-            tuned = crosscheck(run, profile=profiles[s.training.aggregation]).report["timing"]
-            row = results[s.name]
-            row["measured"] += [
-                plain["measured_median_step_time"],
-                tuned["measured_median_step_time"],
-            ]
-            row["measured_mean"] += [plain["measured_step_time"], tuned["measured_step_time"]]
-            row["scenario"].append(plain["predicted_median_step_time"])
-            row["calibrated"].append(tuned["predicted_median_step_time"])
-            row["calibrated_mean"].append(tuned["predicted_step_time"])
-        print(f"  round {round_number + 1}/{rounds} done", flush=True)
+def measure(runs: int, steps: int) -> dict[str, list[dict[str, float]]]:
+    """Per scenario, per run: predicted and measured values."""
+    results: dict[str, list[dict[str, float]]] = {s.name: [] for s in SYNC + ASYNC}
+    for run in range(runs):
+        for scenario in SYNC + ASYNC:
+            report = crosscheck(scenario.with_run(steps=steps, seed=run)).report
+            if "staleness" in report:
+                staleness, throughput = report["staleness"], report["throughput"]
+                row = {
+                    "predicted": staleness["predicted"]["mean"],
+                    "measured": staleness["measured"]["mean"],
+                    "predicted_rate": throughput["predicted"],
+                    "measured_rate": throughput["measured"],
+                }
+            else:
+                timing = report["timing"]
+                row = {
+                    "predicted": timing["predicted_median_step_time"],
+                    "measured": timing["measured_median_step_time"],
+                }
+            results[scenario.name].append(row)
+        print(f"  run {run + 1}/{runs} done", flush=True)
     return results
 
 
-def report(results: dict[str, dict[str, list[float]]]) -> None:
-    """Median step times (of each run's median step), errors, and the noise floor."""
-    header = (
-        f"{'scenario':26s} {'measured':>9s} {'noise':>6s} {'scenario-cost':>14s} "
-        f"{'error':>7s} {'calibrated':>11s} {'error':>7s} {'mean-based':>11s}"
-    )
-    print(header + "\n" + "-" * len(header))
-    errors: dict[str, list[float]] = {"scenario": [], "calibrated": [], "calibrated_mean": []}
-    noises = []
-    for name, row in results.items():
-        measured = statistics.median(row["measured"])
-        noise = (max(row["measured"]) - min(row["measured"])) / measured
-        noises.append(noise)
-        cells = []
-        for way, reference in (
-            ("scenario", measured),
-            ("calibrated", measured),
-            ("calibrated_mean", statistics.median(row["measured_mean"])),
-        ):
-            predicted = statistics.median(row[way])
-            error = (predicted - reference) / reference
-            errors[way].append(abs(error))
-            cells.append(
-                f"{error * 100:+6.1f}%"
-                if way == "calibrated_mean"
-                else f"{predicted * 1e3:11.2f} {error * 100:+6.1f}%"
-            )
-        print(f"{name:26s} {measured * 1e3:9.2f} {noise * 100:5.0f}% " + " ".join(cells))
-    print(
-        "\n(ms; 'noise' is the spread of the measured median step time over the runs of one "
-        "scenario: the machine's own variation)"
-    )
-    for way, values in errors.items():
+def _error(predicted: float, measured: float) -> float:
+    return (predicted - measured) / measured if measured else float("nan")
+
+
+def table(
+    title: str, results: dict[str, list[dict[str, float]]], names: list[str], key: str, unit: str
+) -> list[float]:
+    """One section: per scenario the medians, the spread and each run's error; returns each
+    scenario's median |error|."""
+    scale = 1e3 if unit == "ms" else 1.0
+    header = f"{'scenario':30s} {'measured':>9s} {'spread':>7s} {'predicted':>10s}  errors per run"
+    print(f"\n{title} ({unit})\n{header}\n{'-' * (len(header) + 10)}")
+    medians = []
+    measured_key, predicted_key = ("measured", "predicted") if key == "" else (
+        f"measured_{key}", f"predicted_{key}")  # fmt: skip
+    for name in names:
+        rows = results[name]
+        measured = [r[measured_key] for r in rows]
+        errors = [_error(r[predicted_key], r[measured_key]) for r in rows]
+        middle = statistics.median(measured)
+        spread = (max(measured) - min(measured)) / middle if middle else 0.0
+        medians.append(abs(statistics.median(errors)))
         print(
-            f"median |error|, {way.replace('_', ' ')}: {statistics.median(values) * 100:.1f} %"
-            f"  (max {max(values) * 100:.1f} %)"
+            f"{name:30s} {middle * scale:9.2f} {spread * 100:6.0f}% "
+            f"{statistics.median(r[predicted_key] for r in rows) * scale:10.2f}  "
+            + " ".join(f"{e * 100:+6.1f}%" for e in errors)
         )
-    print(f"median noise floor: {statistics.median(noises) * 100:.1f} %")
+    print(
+        f"median |error| {statistics.median(medians) * 100:.1f} %, "
+        f"max {max(medians) * 100:.1f} % (each scenario's median over its runs)"
+    )
+    return medians
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--rounds", type=int, default=3, help="rounds per scenario (default 3)")
-    parser.add_argument("--steps", type=int, default=10, help="traced steps per run (default 10)")
+    parser.add_argument("--runs", type=int, default=3, help="runs per scenario (default 3)")
+    parser.add_argument("--steps", type=int, default=20, help="traced steps per run (default 20)")
+    parser.add_argument(
+        "--recalibrate", action="store_true", help="measure this machine's profile first"
+    )
     args = parser.parse_args()
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} CPUs, python {platform.python_version()}"
     )
-    started = time.perf_counter()
-    results = measure(args.rounds, args.steps)
+    profile = machine_profile(refresh=args.recalibrate)
     print(
-        f"({time.perf_counter() - started:.0f} s; step times are medians over "
-        f"{args.rounds} rounds of {args.steps} traced steps)\n"
+        f"profile: {profile.source} (measured {profile.calibrated_on.get('measured')}): compute "
+        f"x{profile.compute_scale:.3f}, sess.run {profile.session_run * 1e6:.0f} us, "
+        f"{profile.host_cores} cores at {profile.core_efficiency:.2f} when all busy"
     )
-    report(results)
+    started = time.perf_counter()
+    results = measure(args.runs, args.steps)
+    print(f"({time.perf_counter() - started:.0f} s; {args.runs} runs of each scenario)")
+    table("Synchronous: median step time", results, [s.name for s in SYNC], "", "ms")
+    table("Asynchronous: mean staleness", results, [s.name for s in ASYNC], "", "updates")
+    table("Asynchronous: updates per second", results, [s.name for s in ASYNC], "rate", "1/s")
+    print("\n'spread': (max - min) / median of the measured value over the runs of a scenario")
 
 
 if __name__ == "__main__":

@@ -311,3 +311,21 @@ def test_busy_cores_slow_every_op_running_by_the_efficiency(
 
 def _busy(records: list, t: float) -> int:
     return sum(1 for r in records if r.start < t < r.end)
+
+
+def test_a_run_goes_on_on_the_core_that_finished_its_last_input() -> None:
+    # TensorFlow runs the op an op makes ready on the same thread, before queued work: with
+    # four workers on two shared cores, a backward starts the moment its forward ends, while
+    # the ops that start a run (the reads) queue for a core.
+    s = Scenario(
+        "four on two",
+        cluster=ClusterConfig(4, host_cores=2, core_efficiency=0.7),
+        compute=ComputeConfig(distribution="exponential", mean=0.01),
+        costs={"read": 2e-4, "apply": 5e-4, "session_run": 3e-4},
+        training=TrainingConfig(mode="async", apply="locked"),
+    ).with_run(steps=30)
+    ops = simulate(s, numerics=False).trace.ops
+    by_run = {(r.client, r.step, r.kind): r for r in ops}
+    backwards = [r for r in ops if r.kind == "backward"]
+    assert backwards and all(r.start == by_run[r.client, r.step, "forward"].end for r in backwards)
+    assert sum(1 for r in ops if r.kind == "read" and r.start > r.ready) > 10  # they queued

@@ -76,6 +76,7 @@ class Run:
 
     __slots__ = (
         "arrivals",
+        "handoffs",
         "done",
         "draws",
         "pending",
@@ -95,6 +96,9 @@ class Run:
         self.remaining = len(plan.nodes)
         self.read_versions: dict[str, int] = {}
         self.token = 0  # the token its dequeue took, if any
+        #: the nodes a finished op kept its core for (TensorFlow runs the next op of a run on
+        #: the thread that finished the one before)
+        self.handoffs: set[int] = set()
         self.done = env.event()
 
 
@@ -139,7 +143,11 @@ class Execution:
             devices[self.held - 1].request(self._acquire)
         elif self.node.pool is not None and self.duration > 0:
             self.core = True
-            self.node.pool.request(self._begin, first=bool(self.node.inputs))
+            if self.node.index in self.run.handoffs:
+                self.run.handoffs.remove(self.node.index)  # kept for it by the op before
+                self._begin(None)
+            else:
+                self.node.pool.request(self._begin, first=bool(self.node.inputs))
         else:
             self._begin(None)
 
@@ -156,13 +164,37 @@ class Execution:
             self._finish(None)
 
     def _finish(self, _event: simpy.Event | None) -> None:
-        node = self.node
+        node, run = self.node, self.run
         for device in node.devices:
             device.release()
-        self.engine.finished(self)
+        kept = False
         if self.core and node.pool is not None:
-            # after the op's outputs went on: a successor ready now takes the core first
+            successor = self._successor()
+            if successor is not None:  # the run's next op goes on on this core
+                run.handoffs.add(successor)
+                kept = True
+        self.engine.finished(self)
+        if self.core and node.pool is not None and not kept:
+            # after the outputs went on: a consumer that asked for a core meanwhile goes first
             node.pool.release()
+
+    def _successor(self) -> int | None:
+        """The op of this run to keep the core for: the first consumer on the same device
+        that this op makes ready (its last missing input) and that has no lock or resource to
+        wait for (a core held meanwhile could deadlock)."""
+        run, engine, pool = self.run, self.engine, self.node.pool
+        for output in self.node.outputs:
+            after = run.plan.nodes[output.dst]
+            if (
+                run.pending[output.dst] == 1
+                and after.pool is pool
+                and not after.op.locks
+                and after.kind.action in (None, "push", "enqueue")
+                and output.dst not in run.handoffs
+                and engine.duration(run, after) > 0
+            ):
+                return output.dst
+        return None
 
 
 class Transfer:
