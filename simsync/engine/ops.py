@@ -76,9 +76,9 @@ class Run:
 
     __slots__ = (
         "arrivals",
-        "handoffs",
         "done",
         "draws",
+        "handoffs",
         "pending",
         "plan",
         "read_versions",
@@ -143,8 +143,7 @@ class Execution:
             devices[self.held - 1].request(self._acquire)
         elif self.node.pool is not None and self.duration > 0:
             self.core = True
-            if self.node.index in self.run.handoffs:
-                self.run.handoffs.remove(self.node.index)  # kept for it by the op before
+            if self.node.pool.claim(self.run, self.node.index):  # kept by the op before
                 self._begin(None)
             else:
                 self.node.pool.request(self._begin, first=bool(self.node.inputs))
@@ -171,7 +170,7 @@ class Execution:
         if self.core and node.pool is not None:
             successor = self._successor()
             if successor is not None:  # the run's next op goes on on this core
-                run.handoffs.add(successor)
+                node.pool.keep(run, successor)
                 kept = True
         self.engine.finished(self)
         if self.core and node.pool is not None and not kept:
@@ -179,9 +178,9 @@ class Execution:
             node.pool.release()
 
     def _successor(self) -> int | None:
-        """The op of this run to keep the core for: the first consumer on the same device
-        that this op makes ready (its last missing input) and that has no lock or resource to
-        wait for (a core held meanwhile could deadlock)."""
+        """The op of this run to keep the core for: the first consumer on the same cores that
+        this op makes ready (its last missing input), with no lock or resource to wait for and
+        no device busy now (a core held meanwhile could deadlock)."""
         run, engine, pool = self.run, self.engine, self.node.pool
         for output in self.node.outputs:
             after = run.plan.nodes[output.dst]
@@ -190,6 +189,7 @@ class Execution:
                 and after.pool is pool
                 and not after.op.locks
                 and after.kind.action in (None, "push", "enqueue")
+                and all(slot.count == 0 for slot in after.devices)
                 and output.dst not in run.handoffs
                 and engine.duration(run, after) > 0
             ):

@@ -91,11 +91,13 @@ class Cores(Slot):
     {'a': 2.0, 'b': 4.0}
     """
 
-    __slots__ = ("efficiency", "generation", "rate", "running", "since")
+    __slots__ = ("efficiency", "generation", "kept", "rate", "running", "since")
 
     def __init__(self, env: simpy.Environment, capacity: int, efficiency: float) -> None:
         super().__init__(env, capacity)
         self.efficiency = efficiency
+        #: cores kept by a finished op for the op it made ready, oldest first: (run, node)
+        self.kept: deque[tuple[Any, int]] = deque()
         #: the work left (seconds at rate 1) of each op running, and what to call at its end
         self.running: list[list[Any]] = []
         self.rate, self.since, self.generation = 1.0, 0.0, 0
@@ -103,11 +105,30 @@ class Cores(Slot):
     def request(self, callback: Callback, first: bool = False) -> None:
         """Call ``callback`` once a core is granted. ``first``: an op whose run is already
         under way (TensorFlow's thread that finished its input runs it next): it goes before
-        the ops that start a run."""
-        if first and self.count >= self.capacity:
+        the ops that start a run. A core kept for an op that has not come yet (:meth:`keep`)
+        goes to whoever asks first: nobody waits for a core that sits idle."""
+        if self.count >= self.capacity and self.kept:
+            run, node = self.kept.popleft()
+            run.handoffs.discard(node)
+            self._grant(callback)
+        elif first and self.count >= self.capacity:
             self.waiters.appendleft(callback)
         else:
             super().request(callback)
+
+    def keep(self, run: Any, node: int) -> None:
+        """A finished op keeps its core for ``node`` of ``run``, which it made ready; unless
+        someone asks for a core first, ``node`` takes it with :meth:`claim`."""
+        run.handoffs.add(node)
+        self.kept.append((run, node))
+
+    def claim(self, run: Any, node: int) -> bool:
+        """Take the core kept for ``node`` of ``run``, if it is still kept."""
+        if node not in run.handoffs:
+            return False
+        run.handoffs.remove(node)
+        self.kept.remove((run, node))
+        return True
 
     @property
     def shared(self) -> bool:
