@@ -104,3 +104,28 @@ def test_an_unwritable_cache_is_one_line(tmp_path: Path) -> None:
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"simsync: error: cannot keep this machine's profile in {blocker}")
     assert line.endswith("set SIMSYNC_CACHE_DIR to a writable folder")
+
+
+def test_a_machine_whose_load_changed_is_told_to_calibrate_again(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from simsync.viz import CrossCheckView
+
+    ran = simsync("crosscheck", str(TWO), "--steps", "3", "--json", cache=tmp_path / "cache")
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    report = json.loads(ran.stdout)
+    machine = report["evidence"]["machine"]
+    assert machine["variant"] == "one tower working" and machine["predicted"] > 0
+    low, high = machine["interval"]
+    assert low <= machine["measured"] <= high
+
+    def shown(predicted: float) -> str:
+        changed = {**report, "evidence": {**report["evidence"], "machine": {
+            **machine, "predicted": predicted}}}  # fmt: skip
+        console = Console(record=True, width=200)
+        console.print(CrossCheckView(changed))
+        return console.export_text()
+
+    assert "its load has changed" not in shown(machine["measured"])
+    assert "runs a step with one tower working faster" in shown(high * 2)
+    assert "runs a step with one tower working slower" in shown(low / 2)

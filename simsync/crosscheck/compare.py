@@ -194,23 +194,35 @@ def _evidence(
     predicted: Scenario,
     variants: list[tuple[Variant, Hypotheses]],
 ) -> dict[str, Any]:
-    """What the real run shows (see :mod:`simsync.crosscheck.evidence`)."""
-    ratios = []
+    """What the real run shows (see :mod:`simsync.crosscheck.evidence`), and whether the
+    machine still runs a variant as fast as its profile says (its load may have changed
+    since it was measured)."""
+    ratios, machine = [], None
     for variant, hypotheses in variants:
-        expected = {
-            name: _simulated_ratio(change(predicted), variant)
-            for name, change in hypotheses.items()
-        }
+        expected = {}
+        for name, change in hypotheses.items():
+            mine, theirs = _simulated_steps(change(predicted), variant)
+            expected[name] = mine / theirs if theirs > 0 else math.inf
+            if machine is None:  # the first variant, as the prediction itself sees it
+                measured, low, high = median_interval(real.interleaved[variant.name])
+                machine = {
+                    "variant": variant.name,
+                    "predicted": theirs,
+                    "measured": measured,
+                    "interval": [low, high],
+                    "error": relative_error(theirs, measured),
+                }
         ratios.append(interleaved_ratio(real.interleaved, variant.name, expected))
     return {
         "side_by_side": side_by_side(graph, real.trace),
         "arrivals": arrivals(graph, real.trace),
         "ratios": ratios,
+        "machine": machine,
     }
 
 
-def _simulated_ratio(scenario: Scenario, variant: Variant) -> float:
-    """The simulated median step time of ``scenario`` over that of its ``variant``."""
+def _simulated_steps(scenario: Scenario, variant: Variant) -> tuple[float, float]:
+    """The simulated median step times of ``scenario`` and of its ``variant``."""
     speeds = tuple(
         variant.speeds.get(tower_device(t), speed)
         for t, speed in enumerate(scenario.cluster.speeds)
@@ -227,7 +239,7 @@ def _simulated_ratio(scenario: Scenario, variant: Variant) -> float:
         )
         for x in (scenario, other)
     )
-    return mine / theirs if theirs > 0 else math.inf
+    return mine, theirs
 
 
 def predicted_scenario(

@@ -92,6 +92,7 @@ class CrossCheckView:
                 style="yellow",
             )
         if r.get("evidence"):
+            yield from _drift(r["evidence"].get("machine"), r["costs"])
             yield EvidenceView(r["evidence"])
         yield from self._problems()
 
@@ -296,6 +297,30 @@ class CrossCheckView:
                 f"  {kind} op", _ms(row["predicted"]), _ms(row["measured"]), _percent(row["error"])
             )
         return table
+
+
+#: How far a variant's measured step may be from its prediction before the machine is said to
+#: have changed since its profile was measured.
+DRIFT = 0.15
+
+
+def _drift(machine: Mapping[str, Any] | None, costs: str) -> RenderResult:
+    """A note when the machine no longer runs as its profile says: the interleaved variant's
+    measured interval lies more than :data:`DRIFT` away from its prediction."""
+    if not machine or _costs_kind(costs) != "machine":
+        return
+    low, high = machine["interval"]
+    predicted = machine["predicted"]
+    if low * (1 - DRIFT) <= predicted <= high * (1 + DRIFT):
+        return
+    faster = predicted > high
+    yield Text(
+        f"This machine now runs a step with {machine['variant']} "
+        f"{'faster' if faster else 'slower'} than when it was measured (predicted "
+        f"{_ms(predicted)} ms, measured {_ms(machine['measured'])} ms): its load has changed. "
+        "`simsync calibrate` measures it again.",
+        style="yellow",
+    )
 
 
 def _costs_kind(costs: str) -> str:
