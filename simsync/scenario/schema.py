@@ -214,9 +214,9 @@ FIELDS: tuple[Field, ...] = (
         1.0,
         "a number from 0.01 to 1",
         "With `host_cores`: each core's speed when all of them are busy, relative to one busy "
-        "core (shared caches and memory, hyper-threads). An op that starts with k of n cores "
-        "busy takes longer by 1 + (k-1)/(n-1) x (1/efficiency - 1). `simsync calibrate` "
-        "measures it.",
+        "core (shared caches and memory, hyper-threads). While k of n cores are busy, each op "
+        "on them progresses at 1 - (k-1)/(n-1) x (1 - efficiency) of its speed, re-decided "
+        "whenever an op starts or ends. `simsync calibrate` measures it.",
         _between(0.01, 1),
     ),
     Field(
