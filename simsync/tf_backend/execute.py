@@ -55,6 +55,11 @@ __all__ = [
 ]
 
 
+#: Interleaved rounds stop after this many seconds, once :data:`MIN_ROUNDS` are done.
+ROUNDS_SECONDS = 30.0
+MIN_ROUNDS = 8
+
+
 @dataclass(frozen=True)
 class Variant:
     """Another configuration of the same graph, run interleaved with the scenario's own: the
@@ -342,7 +347,10 @@ class _Client:
         configurations += [(v.name, v.speeds) for v in variants]
         times: dict[str, list[float]] = {name: [] for name, _ in configurations}
         fetches = self.lowered.fetches["main"]
+        started_at = time.perf_counter()
         for index in range(rounds):
+            if index >= MIN_ROUNDS and time.perf_counter() - started_at > ROUNDS_SECONDS:
+                break  # long steps (many towers): fewer rounds, a wider interval
             order = configurations if index % 2 == 0 else configurations[::-1]
             for name, speeds in order:
                 feeds = self.feeder.feeds(first + index, speeds or {})
