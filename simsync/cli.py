@@ -276,7 +276,7 @@ def _add_crosscheck(commands: Any) -> None:
         "logical CPU devices) and in the simulator, then compare: every happens-before relation "
         "of the graph on the real trace, the parameters and losses (numpy vs TensorFlow), and "
         "the predicted vs measured step and op times. The prediction is for this machine: it "
-        "uses this machine's profile, measured once (about ten seconds) and cached (see "
+        "uses this machine's profile, measured once (a few seconds) and cached (see "
         "`simsync calibrate`). Then what the real run shows, each with a verdict only when it "
         "is stronger than the machine's noise: whether the towers ran side by side (their ops' "
         "intervals overlap), which tower arrived last at each sync point, and what one tower "
@@ -572,7 +572,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     _check_writable(args.output, [args.file])
     status = "Calibrating on a one-tower run of TensorFlow..."
     if scenario is None:
-        status = "Measuring this machine on TensorFlow (about ten seconds)..."
+        status = "Measuring this machine on TensorFlow (a few seconds)..."
     with Console(stderr=True).status(status):
         from simsync.tf_backend.calibrate import calibrate
         from simsync.tf_backend.machine import machine_profile, store_machine_profile

@@ -120,12 +120,15 @@ def test_a_machine_whose_load_changed_is_told_to_calibrate_again(tmp_path: Path)
     assert low <= machine["measured"] <= high
 
     def shown(predicted: float) -> str:
-        changed = {**report, "evidence": {**report["evidence"], "machine": {
-            **machine, "predicted": predicted}}}  # fmt: skip
+        from simsync.crosscheck.evidence import drifted
+
+        moved = {**machine, "predicted": predicted}
+        moved["drifted"] = drifted(moved)
+        changed = {**report, "evidence": {**report["evidence"], "machine": moved}}
         console = Console(record=True, width=200)
         console.print(CrossCheckView(changed))
         return console.export_text()
 
     assert "its load has changed" not in shown(machine["measured"])
-    assert "runs a step with one tower working faster" in shown(high * 2)
-    assert "runs a step with one tower working slower" in shown(low / 2)
+    assert "the machine is faster now than when it was measured" in shown(high * 2)
+    assert "the machine is slower now than when it was measured" in shown(low / 2)

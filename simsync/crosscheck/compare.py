@@ -28,7 +28,9 @@ from typing import Any
 import numpy as np
 
 from simsync.crosscheck.evidence import (
+    INCONCLUSIVE,
     arrivals,
+    drifted,
     interleaved_ratio,
     median_interval,
     side_by_side,
@@ -141,7 +143,8 @@ def costs_label(profile: Profile | None) -> str:
     if profile is None:
         return "scenario"
     if profile.calibrated_on.get("machine"):
-        return f"this machine's profile (measured {profile.calibrated_on.get('measured', '')})"
+        measured = str(profile.calibrated_on.get("measured", "")).partition(" ")[2]
+        return f"this machine's profile (measured at {measured})"
     return f"calibration profile {profile.source}".strip()
 
 
@@ -213,6 +216,10 @@ def _evidence(
                     "error": relative_error(theirs, measured),
                 }
         ratios.append(interleaved_ratio(real.interleaved, variant.name, expected))
+    if machine is not None:
+        machine["drifted"] = drifted(machine)
+    if machine and machine["drifted"]:  # predictions from an out-of-date profile: no yardstick
+        ratios = [{**ratio, "verdict": INCONCLUSIVE, "out_of_date": True} for ratio in ratios]
     return {
         "side_by_side": side_by_side(graph, real.trace),
         "arrivals": arrivals(graph, real.trace),

@@ -10,11 +10,14 @@ machine's noise; otherwise the finding says "inconclusive on this machine" and w
 - :func:`side_by_side`: how long the towers' compute ops ran at the same time, step by step.
   Towers that run one after another never overlap, whatever the machine's speed.
 - :func:`arrivals`: at each sync point, which tower's input arrived last, and how long the
-  others waited for it.
+  others waited for it; a tower is named only when it came last more often than chance
+  allows (:func:`simsync.trace.straggler`).
 - :func:`interleaved_ratio`: a configuration's step time against the scenario's, round by round:
   the median ratio, with a 95 % confidence interval of that median (order statistics, no
-  assumption about the noise), against each hypothesis' predicted ratio. The hypothesis
-  nearest the median is named only when every other one lies outside the interval.
+  assumption about the noise), against each hypothesis' predicted ratio. A hypothesis is
+  named only when its ratio lies inside the interval and every other one outside it, and
+  only while this machine still runs as its profile says (a prediction from an out-of-date
+  profile is no yardstick).
 
 - :func:`staleness`: whether the real updates were stale, and whether their staleness is the
   predicted one: the ledger's applied updates, in the order they landed, cut into blocks whose
@@ -43,6 +46,7 @@ __all__ = [
     "MOST_STEPS",
     "arrivals",
     "contradictions",
+    "drifted",
     "interleaved_ratio",
     "median_interval",
     "side_by_side",
@@ -173,7 +177,7 @@ def arrivals(graph: Graph, trace: Trace) -> list[dict[str, Any]]:
                 {
                     "sync_point": point,
                     "steps": steps,
-                    "last": dict(sorted(last.items())),
+                    "last": {tower: last.get(tower, 0) for tower in sorted(waits)},
                     "mean_wait": {t: statistics.fmean(w) for t, w in sorted(waits.items())},
                 }
             )
@@ -197,14 +201,16 @@ def interleaved_ratio(
     hypotheses: Mapping[str, float],
 ) -> dict[str, Any]:
     """The scenario's step time over ``variant``'s, round by round, with the 95 % interval of
-    its median, against each hypothesis' predicted ratio. ``verdict``: the hypothesis nearest
-    the median when all others lie outside the interval; else ``"inconclusive"``.
+    its median, against each hypothesis' predicted ratio. ``verdict``: the one hypothesis
+    inside the interval when all others lie outside it; else ``"inconclusive"``.
 
     >>> measured = {"scenario": [2.0, 2.1, 1.9, 2.0, 2.2, 1.8, 2.0, 2.1], "one": [1.0] * 8}
     >>> r = interleaved_ratio(measured, "one", {"side by side": 1.0, "one after another": 2.0})
     >>> r["ratio"], r["interval"], r["verdict"]
     (2.0, [1.8, 2.2], 'one after another')
     >>> interleaved_ratio(measured, "one", {"a": 1.95, "b": 2.05})["verdict"]
+    'inconclusive'
+    >>> interleaved_ratio(measured, "one", {"a": 1.0, "b": 2.5})["verdict"]  # neither inside
     'inconclusive'
     """
     ratios = [
@@ -213,12 +219,8 @@ def interleaved_ratio(
         if theirs > 0
     ]
     median, low, high = median_interval(ratios)
-    verdict = INCONCLUSIVE
-    if hypotheses:
-        nearest = min(hypotheses, key=lambda name: abs(hypotheses[name] - median))
-        others = [ratio for name, ratio in hypotheses.items() if name != nearest]
-        if all(not low <= ratio <= high for ratio in others):
-            verdict = nearest
+    inside = [name for name, ratio in hypotheses.items() if low <= ratio <= high]
+    verdict = inside[0] if len(inside) == 1 else INCONCLUSIVE
     return {
         "variant": variant,
         "rounds": len(ratios),
@@ -321,3 +323,17 @@ def contradictions(runs: Sequence[Mapping[str, str]]) -> dict[str, list[str]]:
         for name, given in answers.items()
         if len({a for a in given if a != INCONCLUSIVE}) > 1
     }
+
+
+#: How far outside its measured interval a variant's predicted step may lie before this
+#: machine is said to run otherwise than when its profile was measured.
+DRIFT = 0.15
+
+
+def drifted(machine: Mapping[str, Any] | None) -> bool:
+    """Whether the machine check of a report (the first variant's predicted step time against
+    its measured interval) says this machine has changed since its profile was measured."""
+    if not machine:
+        return False
+    low, high = machine["interval"]
+    return not low * (1 - DRIFT) <= machine["predicted"] <= high * (1 + DRIFT)

@@ -85,7 +85,7 @@ def profile_path(key: dict[str, Any]) -> Path:
 def machine_profile(
     *, refresh: bool = False, on_progress: Callable[[str], None] | None = None
 ) -> Profile:
-    """This machine's profile: the cached one, or measured now (about ten seconds) and cached.
+    """This machine's profile: the cached one, or measured now (a few seconds) and cached.
 
     ``refresh`` measures it again even if a cached one exists. ``on_progress`` is told when a
     measurement starts (a spinner can say why the wait)."""
@@ -105,7 +105,7 @@ def machine_profile(
             if cached is not None:
                 return cached
         if on_progress is not None:
-            on_progress("measuring this machine once (cached for next time)")
+            on_progress(f"measuring this machine once, a few seconds (kept in {folder})")
         from simsync.tf_backend.calibrate import calibrate
 
         profile = calibrate(REFERENCE, machine=key)

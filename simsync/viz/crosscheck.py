@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from simsync.trace import straggler
+from simsync.words import plural
 
 __all__ = ["CrossCheckView", "EvidenceView", "ProfileView"]
 
@@ -185,9 +186,10 @@ class CrossCheckView:
         structure, values = r["structure"], r["values"]
         table = _checks_table(
             structure,
-            f"{structure['checked']} happens-before relations in "
-            f"{structure['runs']} traced run{'' if structure['runs'] == 1 else 's'}, "
-            f"{len(structure['violations'])} violated",
+            f"{structure['checked']} ops started after their inputs ended, "
+            f"{len(structure['violations'])} did not, in the {plural(structure['runs'], 'run')} "
+            "traced op by op (TensorFlow traces one run at a time; the others run meanwhile "
+            "untraced)",
         )
         detail = (
             f"TensorFlow's ledger replayed in numpy: parameters differ by at most "
@@ -275,7 +277,11 @@ class CrossCheckView:
     def _timing(self) -> Table:
         timing = self.report["timing"]
         table = Table(
-            title=f"Timing, predicted from {_costs(self.report['costs'])}", title_justify="left"
+            title=f"Timing, predicted from {_costs(self.report['costs'])}",
+            title_justify="left",
+            caption="error: (predicted - measured) / measured. Under the measured median: "
+            "its 95 % interval. Op times come from the traced steps, whose tracing costs time",
+            caption_justify="left",
         )
         for column in ("", "predicted (ms)", "measured (ms)", "error"):
             table.add_column(column, justify="right" if column else "left")
@@ -299,28 +305,23 @@ class CrossCheckView:
         return table
 
 
-#: How far a variant's measured step may be from its prediction before the machine is said to
-#: have changed since its profile was measured.
-DRIFT = 0.15
-
-
 def _drift(machine: Mapping[str, Any] | None, costs: str) -> RenderResult:
-    """A note when the machine no longer runs as its profile says: the interleaved variant's
-    measured interval lies more than :data:`DRIFT` away from its prediction."""
-    if not machine or _costs_kind(costs) != "machine":
+    """A note when the machine no longer runs as its profile says."""
+    if not machine or _costs_kind(costs) != "machine" or not machine.get("drifted"):
         return
-    low, high = machine["interval"]
-    predicted = machine["predicted"]
-    if low * (1 - DRIFT) <= predicted <= high * (1 + DRIFT):
-        return
-    faster = predicted > high
+    faster = machine["predicted"] > machine["interval"][1]
     yield Text(
-        f"This machine now runs a step with {machine['variant']} "
-        f"{'faster' if faster else 'slower'} than when it was measured (predicted "
-        f"{_ms(predicted)} ms, measured {_ms(machine['measured'])} ms): its load has changed. "
-        "`simsync calibrate` measures it again.",
+        f"Steps with {WORKING.get(machine['variant'], machine['variant'])} took "
+        f"{_ms(machine['measured'])} ms here, where this machine's profile predicts "
+        f"{_ms(machine['predicted'])} ms: the machine is {'faster' if faster else 'slower'} "
+        "now than when it was measured (its load has changed), so the comparisons below "
+        "give no verdict. `simsync calibrate` measures it again.",
         style="yellow",
     )
+
+
+#: A variant's steps, in words.
+WORKING = {"one tower working": "only one tower working", "no slow tower": "no slow tower"}
 
 
 def _costs_kind(costs: str) -> str:
@@ -389,9 +390,9 @@ def _last(found: Mapping[str, Any]) -> tuple[Text, str]:
             f"waited for it {wait:.2f} ms on average"
         )
     counts = ", ".join(f"{t} {n}" for t, n in last.items())
-    return Text("no tower clearly", style="bold"), (
-        f"last in {steps} traced steps: {counts}; no tower came last clearly more often "
-        "than the others (it takes at least 10 steps, and a lead beyond chance)"
+    return Text("inconclusive here", style="bold yellow"), (
+        f"last in {steps} traced steps: {counts}; no tower came last more often than chance "
+        "allows among equal towers, so this run names none"
     )
 
 
@@ -410,11 +411,16 @@ def _ratio(ratio: Mapping[str, Any]) -> tuple[str, Text, str]:
         f"{ratio['rounds']} alternating rounds in one session); predicted for this machine: "
         f"{hypotheses}"
     )
-    if ratio["verdict"] == "inconclusive":
+    inside = [v for v in ratio["hypotheses"].values() if low <= v <= high]
+    if ratio.get("out_of_date"):
+        evidence += "; no verdict: this machine's profile is out of date (see above)"
+    elif ratio["verdict"] == "inconclusive" and inside:
         evidence += (
             f"; more than one prediction lies within the interval (spread "
             f"±{(ratio['spread'] or 0) * 100:.0f} %), so this machine cannot tell them apart"
         )
+    elif ratio["verdict"] == "inconclusive":
+        evidence += "; no prediction lies within the interval, so this gives no verdict"
     first = next(iter(ratio["hypotheses"]))
     return (
         COMPARED.get(ratio["variant"], ratio["variant"]),
