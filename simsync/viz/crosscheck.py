@@ -186,8 +186,9 @@ class CrossCheckView:
         structure, values = r["structure"], r["values"]
         table = _checks_table(
             structure,
-            f"{structure['checked']} ops started after their inputs ended, "
-            f"{len(structure['violations'])} did not, in the {plural(structure['runs'], 'run')} "
+            f"{structure['checked']} arrows of the graph checked (an op starts after its inputs "
+            f"end), {len(structure['violations'])} broken, in the "
+            f"{plural(structure['runs'], 'run')} "
             "traced op by op (TensorFlow traces one run at a time; the others run meanwhile "
             "untraced)",
         )
