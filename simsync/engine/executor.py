@@ -229,28 +229,34 @@ class Engine:
         self._initial_tokens()
         finished = [self.env.process(self._client(plan)) for plan in self.plans]
         collecting = gc.isenabled()
-        gc.disable()  # a run makes no reference cycles; the collector would only cost time
+        # a run and its replay make no lasting reference cycles: the collector would only cost
+        # time, scanning the trace again and again as it grows
+        gc.disable()
         try:
             self.env.run()
+            stuck = [
+                p.name
+                for p, f in zip(self.plans, finished, strict=True)
+                if not f.triggered and not p.daemon
+            ]
+            if stuck:
+                raise explain_deadlock(self, stuck)
+            self.trace.events = self.env.events
+            if self.model is not None:
+                self._values(self.model)
         finally:
             if collecting:
                 gc.enable()
-        stuck = [
-            p.name
-            for p, f in zip(self.plans, finished, strict=True)
-            if not f.triggered and not p.daemon
-        ]
-        if stuck:
-            raise explain_deadlock(self, stuck)
-        self.trace.events = self.env.events
-        if self.model is not None:
-            values = replay(self.graph, self.trace, self.model, self.seed)
-            self.trace.params = values.params
-            self.trace.values = values.values
-            self.trace.steps = [
-                s._replace(loss=values.losses.get((s.client, s.step))) for s in self.trace.steps
-            ]
         return self.trace
+
+    def _values(self, model: ModelSpec) -> None:
+        """The replay of the trace: the variables' values and every step's loss."""
+        values = replay(self.graph, self.trace, model, self.seed)
+        self.trace.params = values.params
+        self.trace.values = values.values
+        self.trace.steps = [
+            s._replace(loss=values.losses.get((s.client, s.step))) for s in self.trace.steps
+        ]
 
     def _initial_tokens(self) -> None:
         for name, queue in self.queues.items():

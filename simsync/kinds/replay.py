@@ -49,8 +49,8 @@ DIVERGED = 1e6
 #: How many ledger lines ahead the replay looks for gradients it can batch.
 LOOKAHEAD = 256
 
-Node = tuple[str, int, str]  # (client, step, op)
-RunKey = tuple[str, int]
+RunKey = tuple[str, int]  # (client, step)
+Node = tuple[RunKey, str]  # (run, op)
 
 
 @dataclass
@@ -80,6 +80,11 @@ def replay(graph: Graph, trace: Trace, spec: ModelSpec, seed: int) -> Replayed:
     0.0
     """
     return _Replay(graph, trace, spec, seed).run()
+
+
+def _mean(losses: list[float]) -> float:
+    """The mean of a run's losses (one loss is its own mean: no numpy call)."""
+    return float(losses[0]) if len(losses) == 1 else float(np.mean(losses))
 
 
 class RunContext:
@@ -121,7 +126,7 @@ class RunContext:
 
     def taken(self, op: Op) -> list[Any]:
         """The gradients the take ``op`` of this run averaged, in the order they were pushed."""
-        return self.replay.taken((self.client, self.step, op.name))
+        return self.replay.taken(((self.client, self.step), op.name))
 
 
 class _Variable:
@@ -161,6 +166,7 @@ class _Replay:
         }
         self.memo: dict[RunKey, dict[str, Any]] = defaultdict(dict)
         self.op_of = {op.name: op for op in graph.ops()}
+        self.kind_of = {name: kind_of(op.kind) for name, op in self.op_of.items()}
         #: per op, its data inputs: (op, name)
         self.sources = {
             name: [(self.op_of[src], src) for src in srcs] for name, srcs in self.inputs.items()
@@ -172,19 +178,28 @@ class _Replay:
         }
         self.batches: dict[RunKey, list[Batch]] = {}
         self.parameter_of = {name: v.model_parameter for name, v in graph.variables.items()}
+        #: per op, whether it reads variables that hold numbers (the versions its run read)
+        self.reads_model = {
+            name: any(v in self.state for v in op.reads) for name, op in self.op_of.items()
+        }
+        #: per client, how many of its run's ops read them
+        self.model_reads = {
+            client: sum(1 for name in ops if self.reads_model[name])
+            for client, ops in self.ops.items()
+        }
         self.read_dicts: dict[tuple[tuple[str, ...], tuple[int, ...]], dict[str, np.ndarray]] = {}
         self.losses: dict[RunKey, list[float]] = defaultdict(list)
         self.versions = self._versions_read()
         self.takes = self._takes()
         #: per run, the runs whose pushes its takes average
         self.pushers: dict[RunKey, set[RunKey]] = defaultdict(set)
-        for (client, step, _), pushes in self.takes.items():
-            self.pushers[client, step].update(p[:2] for p in pushes)
+        for (run, _), pushes in self.takes.items():
+            self.pushers[run].update(p[0] for p in pushes)
         #: per run, the applies and accepted pushes still to replay: its values are dropped at 0
         self.effects_left: Counter[RunKey] = Counter(
             (u.client, u.step) for u in trace.updates if u.applied
         )
-        self.effects_left.update(p[:2] for pushes in self.takes.values() for p in pushes)
+        self.effects_left.update(p[0] for pushes in self.takes.values() for p in pushes)
         #: per run, its read ops not evaluated yet: the versions it read are released at 0
         self.reads_left: dict[RunKey, int] = {}
 
@@ -193,7 +208,7 @@ class _Replay:
         """Per run that reads model variables, the version of each it read: from its read
         records; else (a TensorFlow ledger fetched on untraced runs) the version its update
         read. Each such version is kept until the run's reads have been evaluated."""
-        readers = {client: bool(self._model_reads(client)) for client in self.ops}
+        readers = {client: bool(count) for client, count in self.model_reads.items()}
         runs: dict[RunKey, dict[str, int]] = defaultdict(dict)
         for update in self.trace.updates:
             if readers[update.client]:
@@ -209,14 +224,6 @@ class _Replay:
                     self.state[variable].readers[version] += 1
         return runs
 
-    def _model_reads(self, client: str) -> list[str]:
-        """The ops of ``client``'s run that read model (trainable) variables."""
-        return [
-            name
-            for name in self.ops[client]
-            if any(v in self.state for v in self.op_of[name].reads)
-        ]
-
     def _takes(self) -> dict[Node, list[Node]]:
         """For every take, the accepted pushes it averaged: those its accumulator accepted
         since its previous take, in the order of the accumulator's events."""
@@ -224,7 +231,7 @@ class _Replay:
         takes: dict[Node, list[Node]] = {}
         for event in self.trace.resources:
             if event.action == "push" and event.accepted:
-                pending[event.resource].append((event.client, event.step, event.op))
+                pending[event.resource].append(((event.client, event.step), event.op))
             elif event.action == "take":
                 pushed = pending.pop(event.resource, [])
                 if len(pushed) != event.amount:
@@ -233,24 +240,26 @@ class _Replay:
                         f"{event.step}) took {event.amount} gradients from {event.resource}, "
                         f"but {len(pushed)} were accepted since the take before"
                     )
-                takes[event.client, event.step, event.op] = pushed
+                takes[(event.client, event.step), event.op] = pushed
         return takes
 
     # -- the replay -------------------------------------------------------------------------
     def run(self) -> Replayed:
         ledger = self._ledger()
         with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported by _loss
+            memo, inputs = self.memo, self.inputs
             for position, update in enumerate(ledger):
-                node = (update.client, update.step, update.op)
-                if any(src not in self.memo.get(node[:2], ()) for src in self.inputs[update.op]):
+                run = (update.client, update.step)
+                values = memo.get(run, ())
+                if any(src not in values for src in inputs[update.op]):
                     self._lookahead(ledger, position)
-                self._apply(node, update.before)
+                self._apply(run, update.op, update.before)
             self._all_losses()
         final = {name: state.values[state.version].copy() for name, state in self.state.items()}
         variables = self.graph.variables
         return Replayed(
             {name: value for name, value in final.items() if variables[name].trainable},
-            {run: float(np.mean(ls)) for run, ls in self.losses.items()},
+            {run: _mean(ls) for run, ls in self.losses.items()},
             {name: value for name, value in final.items() if not variables[name].trainable},
         )
 
@@ -268,32 +277,32 @@ class _Replay:
                 ordered[position] = update
         return ordered
 
-    def _apply(self, node: Node, before: int) -> None:
-        op = self.op_of[node[2]]
+    def _apply(self, run: RunKey, name: str, before: int) -> None:
+        op = self.op_of[name]
         written = [v for v in op.writes if v in self.state]
         for variable in written:
             state = self.state[variable]
             if state.version != before:
                 raise SimsyncError(
-                    f"the ledger cannot be replayed: {node[2]} ({node[0]} step {node[1]}) "
+                    f"the ledger cannot be replayed: {name} ({run[0]} step {run[1]}) "
                     f"landed on version {before} of {variable}, which is at version "
                     f"{state.version} in the order of the ledger (a version made twice, or one "
                     f"missing)"
                 )
-        self._evaluate([(node[0], node[1], src) for src in self.inputs[node[2]]])
-        values = self.memo[node[0], node[1]]
-        inputs = [(source, values[src]) for source, src in self.sources[node[2]]]
-        rule = kind_of(op.kind).numpy
+        self._evaluate([(run, src) for src in self.inputs[name]])
+        values = self.memo[run]
+        inputs = [(source, values[src]) for source, src in self.sources[name]]
+        rule = self.kind_of[name].numpy
         if rule is None:
             raise SimsyncError(f"op '{op.name}' writes variables, but its kind has no numpy rule")
-        new = rule(self._context(node[0], node[1]), op, inputs)
+        new = rule(self._context(run), op, inputs)
         for variable in written:
             state = self.state[variable]
             state.version += 1
             state.values[state.version] = new[variable]
             if state.readers[state.version - 1] <= 0:
                 state.values.pop(state.version - 1, None)
-        self._done_with(node[:2])
+        self._done_with(run)
 
     def _done_with(self, run: RunKey) -> None:
         """One effect of ``run`` replayed; its values go when none is left."""
@@ -306,71 +315,76 @@ class _Replay:
         self.batches.pop(run, None)
         self.contexts.pop(run, None)
 
-    def _context(self, client: str, step: int) -> RunContext:
-        context = self.contexts.get((client, step))
+    def _context(self, run: RunKey) -> RunContext:
+        context = self.contexts.get(run)
         if context is None:
-            context = self.contexts[client, step] = RunContext(self, client, step)
+            context = self.contexts[run] = RunContext(self, *run)
         return context
 
     def _lookahead(self, ledger: list[Any], position: int) -> None:
         """Evaluate together the inputs of the coming applies whose read versions exist."""
         ready: list[Node] = []
+        memo, inputs = self.memo, self.inputs
         for update in ledger[position : position + LOOKAHEAD]:
             run = (update.client, update.step)
             if not self._readable(run):
                 break
-            ready += [(update.client, update.step, src) for src in self.inputs[update.op]]
-        self._evaluate([n for n in ready if n[2] not in self.memo.get(n[:2], ())])
+            values = memo.get(run, ())
+            ready += [(run, src) for src in inputs[update.op] if src not in values]
+        self._evaluate(ready)
 
     def _readable(self, run: RunKey) -> bool:
         """Whether every version ``run`` needs exists: those it read, and those read by the
         runs whose pushes its takes average."""
-        return all(
-            self.state[v].version >= version
-            for needed in (run, *self.pushers.get(run, ()))
-            for v, version in self.versions.get(needed, {}).items()
-            if v in self.state
-        )
+        state, versions = self.state, self.versions
+        for needed in (run, *self.pushers.get(run, ())):
+            for v, version in versions.get(needed, {}).items():
+                if v in state and state[v].version < version:
+                    return False
+        return True
 
     def _all_losses(self) -> None:
         """Evaluate the forward ops of every run that has no loss yet, in batches."""
         missing = [
-            (s.client, s.step, name)
+            ((s.client, s.step), name)
             for s in self.trace.steps
             if (s.client, s.step) not in self.losses
             for name in self.ops[s.client]
-            if kind_of(self.op_of[name].kind).carries_loss
+            if self.kind_of[name].carries_loss
         ]
         for start in range(0, len(missing), LOOKAHEAD):
             chunk = missing[start : start + LOOKAHEAD]
             self._evaluate(chunk)
-            for client, step, _ in chunk:
-                if self.effects_left[client, step] <= 0:
-                    self._forget((client, step))
+            for run, _ in chunk:
+                if self.effects_left[run] <= 0:
+                    self._forget(run)
 
     def _evaluate(self, nodes: Iterable[Node]) -> None:
         """Evaluate ``nodes`` (and whatever they need first), kind by kind in batches."""
-        memo = self.memo
-        todo = list(dict.fromkeys(n for n in nodes if n[2] not in memo.get(n[:2], ())))
+        memo, inputs, takes = self.memo, self.inputs, self.takes
+        todo = [n for n in dict.fromkeys(nodes) if n[1] not in memo.get(n[0], ())]
         if not todo:
             return
-        needed = [(c, s, src) for c, s, name in todo for src in self.inputs[name]]
-        self._evaluate(needed + [p for n in todo for p in self.takes.get(n, ())])
-        groups: dict[str, list[Node]] = defaultdict(list)
+        needed = [(run, src) for run, name in todo for src in inputs[name]]
+        if takes:
+            needed += [p for n in todo for p in takes.get(n, ())]
+        self._evaluate(needed)
+        groups: dict[str, list[Node]] = {}
         for node in todo:
-            if node[2] in memo.get(node[:2], ()):
+            run, name = node
+            if name in memo.get(run, ()):
                 continue  # also an input of another: evaluated while evaluating the inputs
-            groups[self.op_of[node[2]].kind].append(node)
+            groups.setdefault(self.op_of[name].kind, []).append(node)
         for kind_name, group in groups.items():
             self._evaluate_kind(kind_name, group)
 
     def _evaluate_kind(self, kind_name: str, nodes: list[Node]) -> None:
-        kind, memo, sources = kind_of(kind_name), self.memo, self.sources
-        contexts = [self._context(client, step) for client, step, _ in nodes]
-        ops = [self.op_of[name] for _, _, name in nodes]
+        kind, memo, sources, op_of = kind_of(kind_name), self.memo, self.sources, self.op_of
+        contexts = [self._context(run) for run, _ in nodes]
+        ops = [op_of[name] for _, name in nodes]
         inputs = []
-        for c, s, name in nodes:
-            run_values = memo[c, s]
+        for run, name in nodes:
+            run_values = memo[run]
             inputs.append([(op, run_values[src]) for op, src in sources[name]])
         if kind.numpy_batch is not None:
             values = kind.numpy_batch(contexts, ops, inputs)
@@ -378,28 +392,27 @@ class _Replay:
             values = [kind.numpy(*args) for args in zip(contexts, ops, inputs, strict=True)]
         else:
             values = [None] * len(nodes)
-        for (client, step, name), value, op in zip(nodes, values, ops, strict=True):
-            self.memo[client, step][name] = value
-            if kind.carries_loss:
-                self._loss(client, step, name, value.loss)
-            if any(v in self.state for v in op.reads):
-                self._read_done(client, step)
+        reads_model, loss = self.reads_model, kind.carries_loss
+        for (run, name), value in zip(nodes, values, strict=True):
+            memo[run][name] = value
+            if loss:
+                self._loss(run, name, value.loss)
+            if reads_model[name]:
+                self._read_done(run)
 
-    def _loss(self, client: str, step: int, op: str, loss: float) -> None:
+    def _loss(self, run: RunKey, op: str, loss: float) -> None:
         if not math.isfinite(loss) or loss > DIVERGED:
             raise SimulationError(
-                f"the loss diverged at step {step} on {op} (it is {loss:.4g}); "
+                f"the loss diverged at step {run[1]} on {op} (it is {loss:.4g}); "
                 f"lower [model] learning_rate (now {self.spec.learning_rate})"
             )
-        self.losses[client, step].append(loss)
+        self.losses[run].append(loss)
 
-    def _read_done(self, client: str, step: int) -> None:
+    def _read_done(self, run: RunKey) -> None:
         """One more read op of the run evaluated; after its last, the versions it read may go."""
-        run = (client, step)
-        if run not in self.reads_left:
-            self.reads_left[run] = len(self._model_reads(client))
-        self.reads_left[run] -= 1
-        if self.reads_left[run] == 0:
+        left = self.reads_left.get(run, self.model_reads[run[0]]) - 1
+        self.reads_left[run] = left
+        if left == 0:
             for variable, version in self.versions.get(run, {}).items():
                 if variable in self.state:
                     self.state[variable].release(version)
@@ -444,11 +457,12 @@ class _Replay:
     def taken(self, node: Node) -> list[Any]:
         pushes = self.takes.get(node)
         if pushes is None:
+            (client, step), op = node
             raise SimsyncError(
-                f"the ledger cannot be replayed: no take by {node[0]} step "
-                f"{node[1]} in {node[2]}'s accumulator events"
+                f"the ledger cannot be replayed: no take by {client} step "
+                f"{step} in {op}'s accumulator events"
             )
-        values = [self.memo[c, s].pop(name) for c, s, name in pushes]
-        for c, s, _ in pushes:
-            self._done_with((c, s))
+        values = [self.memo[run].pop(name) for run, name in pushes]
+        for run, _ in pushes:
+            self._done_with(run)
         return values
