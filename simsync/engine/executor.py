@@ -290,7 +290,7 @@ class Engine:
                 if self.pool == 0:
                     self.clocks.release()  # nobody need wait for a client that has stopped
             draws = streams.step(step) if plan.groups else {}
-            run = Run(env, plan, step, draws)
+            run = Run(env, plan, step, draws, self.detail)
             start = env.now
             if plan.overhead > 0:  # the client's own time before the first op
                 yield from self._client_work(plan.overhead)
@@ -320,21 +320,13 @@ class Engine:
         cores.release()
         gil.release()
 
-    def duration(self, run: Run, node: Node) -> float:
-        """Seconds ``node`` holds its device(s) in this run."""
-        cost = node.op.cost
-        base = run.draws[cost.group] * cost.fraction if cost.group is not None else node.fixed
-        return base / node.speed + cost.overhead + node.ring
-
     # -- resources ------------------------------------------------------------------------
-    def resource_wait(self, run: Run, node: Node) -> simpy.Event | None:
-        """The event a taking op waits for before it may start (None: it need not wait)."""
-        action, op = node.kind.action, node.op
-        if action == "dequeue":
+    def resource_wait(self, run: Run, node: Node) -> simpy.Event:
+        """The event a taking op (a dequeue, a take) waits for before it may start."""
+        op = node.op
+        if node.dequeues:
             return self.queues[str(op.resource)].get(run.plan.name, op.name)
-        if action == "take":
-            return self.accumulators[str(op.resource)].take(op.amount, run.plan.name, op.name)
-        return None
+        return self.accumulators[str(op.resource)].take(op.amount, run.plan.name, op.name)
 
     def served(self, run: Run, node: Node, value: Any) -> None:
         """A taking op got what it waited for: a token's value, or the gradients averaged."""
@@ -375,12 +367,12 @@ class Engine:
     def finished(self, execution: Execution) -> None:
         """An op has run: its writes land, its puts are made, its outputs go on."""
         run, node, now = execution.run, execution.node, self.env.now
-        op, action = node.op, node.kind.action
-        if action == "dequeue":  # the token becomes the worker's local step
+        op = node.op
+        if node.dequeues:  # the token becomes the worker's local step
             self._record_writes(run, op, now, run.token)
-        elif op.writes and self._update(run, op, now):
+        elif node.writes and self._update(run, op, now):
             self._record_writes(run, op, now, None)
-        if action in ("push", "enqueue"):
+        if node.puts:
             self._put(run, node, now)
         if self.detail:
             self.trace.ops.append(
@@ -431,7 +423,7 @@ class Engine:
     def record_reads(self, run: Run, op: Op, time: float) -> None:
         versions = self.versions
         self.trace.reads.append(
-            Read(run.plan.name, run.step, op.name, tuple(versions[v] for v in op.reads))
+            Read(run.plan.name, run.step, op.name, tuple([versions[v] for v in op.reads]))
         )
         for variable in op.reads:
             run.read_versions.setdefault(variable, versions[variable])
@@ -468,7 +460,9 @@ class Engine:
         )
 
     def _arrive(self, run: Run, node: Node, dst: int) -> None:
-        run.arrivals[dst].append((node.op.name, self.env.now))
-        run.pending[dst] -= 1
-        if run.pending[dst] == 0:
+        if self.detail:
+            run.arrivals[dst].append((node.op.name, self.env.now))
+        pending = run.pending
+        pending[dst] -= 1
+        if pending[dst] == 0:
             Execution(self, run, run.plan.nodes[dst])

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import simpy
 
-from simsync.engine.resources import Cores, Slot
+from simsync.engine.resources import Cores, Scheduled, Slot
 from simsync.ir import Cost, Op
 from simsync.kinds import OpKind
 
@@ -34,10 +34,11 @@ class Output:
     latency: float = 0.0
     out_port: Slot | None = None
     in_port: Slot | None = None
+    #: nothing to hold and no latency: the tensor arrives as its op ends
+    free: bool = field(init=False)
 
-    @property
-    def free(self) -> bool:
-        return self.seconds <= 0 and self.latency <= 0
+    def __post_init__(self) -> None:
+        self.free = self.seconds <= 0 and self.latency <= 0
 
 
 @dataclass
@@ -54,6 +55,29 @@ class Node:
     ring: float  # all-reduce communication seconds
     inputs: list[int] = field(default_factory=list)
     outputs: list[Output] = field(default_factory=list)
+    # read off the op and its kind once, for the hot path
+    group: str | None = field(init=False)
+    fraction: float = field(init=False)
+    overhead: float = field(init=False)
+    waits: bool = field(init=False)  # takes from a resource (a token, gradients) first
+    puts: bool = field(init=False)  # pushes or enqueues when it ends
+    dequeues: bool = field(init=False)  # its token becomes the worker's local step
+    reads: bool = field(init=False)
+    writes: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        cost, action = self.op.cost, self.kind.action
+        self.group, self.fraction, self.overhead = cost.group, cost.fraction, cost.overhead
+        self.waits = action in ("dequeue", "take")
+        self.puts = action in ("push", "enqueue")
+        self.dequeues = action == "dequeue"
+        self.reads, self.writes = bool(self.op.reads), bool(self.op.writes)
+
+    def duration(self, draws: dict[str, float]) -> float:
+        """Seconds the node holds its device(s) in a run with these compute draws."""
+        group = self.group
+        base = draws[group] * self.fraction if group is not None else self.fixed
+        return base / self.speed + self.overhead + self.ring
 
 
 @dataclass
@@ -88,11 +112,17 @@ class Run:
     )
 
     def __init__(
-        self, env: simpy.Environment, plan: Plan, step: int, draws: dict[str, float]
+        self,
+        env: simpy.Environment,
+        plan: Plan,
+        step: int,
+        draws: dict[str, float],
+        detail: bool = True,
     ) -> None:
         self.plan, self.step, self.draws = plan, step, draws
         self.pending = [len(n.inputs) for n in plan.nodes]
-        self.arrivals: list[list[tuple[str, float]]] = [[] for _ in plan.nodes]
+        #: per node, when each input arrived (kept with detail only)
+        self.arrivals: list[list[tuple[str, float]]] = [[] for _ in plan.nodes] if detail else []
         self.remaining = len(plan.nodes)
         self.read_versions: dict[str, int] = {}
         self.token = 0  # the token its dequeue took, if any
@@ -124,12 +154,11 @@ class Execution:
         self.blocked = 0.0
         self.held = 0  # devices (and locks) granted so far
         self.core = False
-        self.duration = engine.duration(run, node)
-        wait = engine.resource_wait(run, node)
-        if wait is None:
+        self.duration = node.duration(run.draws)
+        if node.waits:  # blocked on a resource, holding no device
+            engine.resource_wait(run, node).callbacks.append(self._served)
+        else:
             self._acquire(None)
-        else:  # blocked on a resource, holding no device
-            wait.callbacks.append(self._served)
 
     def _served(self, event: simpy.Event) -> None:
         self.blocked = self.engine.env.now - self.ready
@@ -151,14 +180,14 @@ class Execution:
             self._begin(None)
 
     def _begin(self, _event: simpy.Event | None) -> None:
-        engine = self.engine
+        engine, node = self.engine, self.node
         self.start = engine.env.now
-        if self.node.op.reads:  # a read sees the variables as they are when it starts
-            engine.record_reads(self.run, self.node.op, self.start)
-        if self.core and self.node.pool is not None:  # busy cores slow each other
-            self.node.pool.run(self.duration, self._finish)
+        if node.reads:  # a read sees the variables as they are when it starts
+            engine.record_reads(self.run, node.op, self.start)
+        if self.core and node.pool is not None:  # busy cores slow each other
+            node.pool.run(self.duration, self._finish)
         elif self.duration > 0:
-            engine.env.timeout(self.duration).callbacks.append(self._finish)
+            Scheduled(engine.env, self._finish, self.duration)
         else:
             self._finish(None)
 
@@ -181,7 +210,7 @@ class Execution:
         """The op of this run to keep the core for: the first consumer on the same cores that
         this op makes ready (its last missing input), with no lock or resource to wait for and
         no device busy now (a core held meanwhile could deadlock)."""
-        run, engine, pool = self.run, self.engine, self.node.pool
+        run, pool = self.run, self.node.pool
         for output in self.node.outputs:
             after = run.plan.nodes[output.dst]
             if (
@@ -191,7 +220,7 @@ class Execution:
                 and after.kind.action in (None, "push", "enqueue")
                 and all(slot.count == 0 for slot in after.devices)
                 and output.dst not in run.handoffs
-                and engine.duration(run, after) > 0
+                and after.duration(run.draws) > 0
             ):
                 return output.dst
         return None
@@ -216,7 +245,7 @@ class Transfer:
 
     def _got_in_port(self, _event: simpy.Event) -> None:
         self.start = self.engine.env.now
-        self.engine.env.timeout(self.output.seconds).callbacks.append(self._release)
+        Scheduled(self.engine.env, self._release, self.output.seconds)
 
     def _release(self, event: simpy.Event) -> None:
         output = self.output
@@ -230,7 +259,8 @@ class Transfer:
         if self.output.seconds <= 0:
             self.start = end
         if self.output.latency > 0:
-            timeout = self.engine.env.timeout(self.output.latency)
-            timeout.callbacks.append(lambda _e: self.engine.transferred(self, end))
+            Scheduled(
+                self.engine.env, lambda _e: self.engine.transferred(self, end), self.output.latency
+            )
         else:
             self.engine.transferred(self, end)

@@ -23,9 +23,27 @@ import simpy
 
 from simsync.ir import Resource
 
-__all__ = ["Accumulator", "Cores", "Slot", "TokenQueue", "Waiter"]
+__all__ = ["Accumulator", "Cores", "Scheduled", "Slot", "TokenQueue", "Waiter"]
 
 Callback = Callable[[simpy.Event], None]
+
+
+class Scheduled(simpy.Event):
+    """An event that has succeeded and is processed ``delay`` from now, calling ``callback``:
+    :class:`simpy.Timeout` with its one callback given (a timeout of 0 is what
+    ``Event().succeed()`` schedules), in one call instead of four.
+
+    >>> env, log = simpy.Environment(), []
+    >>> _ = Scheduled(env, lambda e: log.append(env.now), 2.5); env.run(); log
+    [2.5]
+    """
+
+    def __init__(self, env: simpy.Environment, callback: Callback, delay: float = 0) -> None:
+        self.env = env
+        self.callbacks = [callback]
+        self._ok = True
+        self._value = None
+        env.schedule(self, simpy.events.NORMAL, delay)
 
 
 class Slot:
@@ -65,9 +83,7 @@ class Slot:
             self.count -= 1
 
     def _grant(self, callback: Callback) -> None:
-        event = simpy.Event(self.env)
-        event.callbacks.append(callback)
-        event.succeed()
+        Scheduled(self.env, callback)
 
 
 class Cores(Slot):
