@@ -31,9 +31,13 @@ def updates_by_run(trace: Trace) -> dict[tuple[str, int], tuple[bool, int]]:
     largest staleness of its lines. A synchronous all-reduce step writes every tower's mirrored
     copy, one ledger line each, yet moves the model once."""
     runs: dict[tuple[str, int], tuple[bool, int]] = {}
-    for u in trace.updates:
-        applied, staleness = runs.get((u.client, u.step), (False, 0))
-        runs[u.client, u.step] = (applied or u.applied, max(staleness, u.staleness))
+    for client, step, _, read, before, applied, _ in trace.updates:
+        staleness = before - read  # Update.staleness, unpacked: a million lines
+        found = runs.get((client, step))
+        if found is None:
+            runs[client, step] = (applied, max(0, staleness))
+        else:
+            runs[client, step] = (found[0] or applied, max(found[1], staleness))
     return runs
 
 
