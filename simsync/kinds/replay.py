@@ -38,7 +38,7 @@ from simsync.errors import SimsyncError, SimulationError
 from simsync.ir import Graph, Op, run_orders
 from simsync.kinds.dequeue import batch_positions
 from simsync.kinds.registry import kind_of
-from simsync.numerics import Batch, ModelSpec, init_params, make_batches
+from simsync.numerics import Batch, ModelSpec, batch_source, init_params
 from simsync.trace import Trace
 
 __all__ = ["Replayed", "RunContext", "replay"]
@@ -101,10 +101,10 @@ class RunContext:
 
     def parameter(self, variable: str) -> str:
         """The model parameter ``variable`` holds."""
-        return self.replay.graph.variables[variable].model_parameter
+        return self.replay.parameter_of[variable]
 
     def trainable(self, variable: str) -> bool:
-        return self.replay.graph.variables[variable].trainable
+        return self.replay.trainable[variable]
 
     def read(self, variable: str) -> np.ndarray:
         """The variable at the version this run's read saw."""
@@ -177,7 +177,11 @@ class _Replay:
             client: batch_positions(self.op_of[n] for n in ops) for client, ops in self.ops.items()
         }
         self.batches: dict[RunKey, list[Batch]] = {}
+        self.batches_of = batch_source(spec, seed)
         self.parameter_of = {name: v.model_parameter for name, v in graph.variables.items()}
+        self.trainable = {name: v.trainable for name, v in graph.variables.items()}
+        #: per tuple of variables an op reads, those that hold numbers (not counters)
+        self.numbered: dict[tuple[str, ...], tuple[str, ...]] = {}
         #: per op, whether it reads variables that hold numbers (the versions its run read)
         self.reads_model = {
             name: any(v in self.state for v in op.reads) for name, op in self.op_of.items()
@@ -413,9 +417,10 @@ class _Replay:
         left = self.reads_left.get(run, self.model_reads[run[0]]) - 1
         self.reads_left[run] = left
         if left == 0:
+            state = self.state
             for variable, version in self.versions.get(run, {}).items():
-                if variable in self.state:
-                    self.state[variable].release(version)
+                if variable in state:
+                    state[variable].release(version)
 
     # -- asked by the rules -----------------------------------------------------------------
     def value_read(self, client: str, step: int, variable: str) -> np.ndarray:
@@ -436,9 +441,11 @@ class _Replay:
     def parameters_read(
         self, client: str, step: int, variables: tuple[str, ...]
     ) -> dict[str, np.ndarray]:
-        names = tuple(v for v in variables if v in self.state)
+        names = self.numbered.get(variables)
+        if names is None:
+            names = self.numbered[variables] = tuple(v for v in variables if v in self.state)
         versions = self.versions.get((client, step), {})
-        key = (names, tuple(versions.get(v, -1) for v in names))
+        key = (names, tuple([versions.get(v, -1) for v in names]))
         found = self.read_dicts.get(key)
         if found is None:
             if len(self.read_dicts) > 4 * LOOKAHEAD:  # old versions are not read again
@@ -451,7 +458,7 @@ class _Replay:
         run = (client, step)
         if run not in self.batches:
             count = len(self.positions[client])
-            self.batches[run] = make_batches(self.spec, self.seed, self.index[client], step, count)
+            self.batches[run] = self.batches_of(self.index[client], step, count)
         return self.batches[run][self.positions[client][tower]]
 
     def taken(self, node: Node) -> list[Any]:

@@ -1,7 +1,7 @@
 """Real numbers for small models (numpy): parameters, synthetic data, losses and gradients."""
 
 from simsync.numerics.batched import backward_many, forward_many
-from simsync.numerics.data import make_batch, make_batches
+from simsync.numerics.data import batch_source, make_batch, make_batches
 from simsync.numerics.models import (
     Batch,
     ModelSpec,
@@ -17,6 +17,7 @@ __all__ = [
     "ModelSpec",
     "backward",
     "backward_many",
+    "batch_source",
     "forward",
     "forward_many",
     "init_params",

@@ -16,12 +16,13 @@ and a batch costs a copy, not a draw.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import numpy as np
 
 from simsync.numerics.models import Batch, ModelSpec
 
-__all__ = ["DATASET_BYTES", "dataset_blocks", "make_batch", "make_batches"]
+__all__ = ["DATASET_BYTES", "batch_source", "dataset_blocks", "make_batch", "make_batches"]
 
 #: The size of the synthetic dataset's inputs (float64), in bytes.
 DATASET_BYTES = 4 * 2**20
@@ -96,10 +97,26 @@ def make_batches(spec: ModelSpec, seed: int, client: int, step: int, count: int)
     >>> three[1].x.shape, bool((three[1].x == make_batch(spec, 0, (0, 7, 1)).x).all())
     ((5, 4), True)
     """
+    return batch_source(spec, seed)(client, step, count)
+
+
+def batch_source(spec: ModelSpec, seed: int) -> Callable[[int, int, int], list[Batch]]:
+    """:func:`make_batches` for one model and seed, ``(client, step, count) -> batches``, with
+    the dataset looked up once (the replay asks for a batch per run).
+
+    >>> spec = ModelSpec(kind="softmax", features=4, classes=3, batch_size=5)
+    >>> batches = batch_source(spec, 0)
+    >>> bool((batches(0, 7, 3)[2].x == make_batches(spec, 0, 0, 7, 3)[2].x).all())
+    True
+    """
     x, y = _dataset(spec, seed)
     blocks = len(x)
-    chosen = [_block(seed, client, step, position, blocks) for position in range(count)]
-    return [Batch(x=x[b], y=y[b]) for b in chosen]
+
+    def batches(client: int, step: int, count: int) -> list[Batch]:
+        chosen = [_block(seed, client, step, position, blocks) for position in range(count)]
+        return [Batch(x[b], y[b]) for b in chosen]
+
+    return batches
 
 
 def make_batch(spec: ModelSpec, seed: int, key: tuple[int, int, int]) -> Batch:

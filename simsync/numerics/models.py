@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -51,9 +51,9 @@ class ModelSpec:
         return [self.features, *inner, self.classes]
 
 
-@dataclass(frozen=True)
-class Batch:
-    """Inputs ``x`` (batch x features) and targets ``y`` (class ids, or values for linear)."""
+class Batch(NamedTuple):
+    """Inputs ``x`` (batch x features) and targets ``y`` (class ids, or values for linear).
+    A named tuple: the replay makes one per run and tower."""
 
     x: np.ndarray
     y: np.ndarray
