@@ -88,12 +88,16 @@ def _mean(losses: list[float]) -> float:
 
 
 class RunContext:
-    """What a kind's numpy rule may ask of the run it is evaluated in."""
+    """What a kind's numpy rule may ask of the run it is evaluated in; the replay keeps the
+    run's values here (by op) and its batches, until the run is done with."""
 
-    __slots__ = ("client", "replay", "step")
+    __slots__ = ("batches", "client", "key", "replay", "step", "values")
 
-    def __init__(self, replay: _Replay, client: str, step: int) -> None:
-        self.replay, self.client, self.step = replay, client, step
+    def __init__(self, replay: _Replay, key: RunKey) -> None:
+        self.replay, self.key = replay, key
+        self.client, self.step = key
+        self.values: dict[str, Any] = {}
+        self.batches: list[Batch] | None = None
 
     @property
     def spec(self) -> ModelSpec:
@@ -108,12 +112,12 @@ class RunContext:
 
     def read(self, variable: str) -> np.ndarray:
         """The variable at the version this run's read saw."""
-        return self.replay.value_read(self.client, self.step, variable)
+        return self.replay.value_read(self.key, variable)
 
     def read_parameters(self, variables: tuple[str, ...]) -> dict[str, np.ndarray]:
         """The ``variables`` this run read that hold numbers (not counters), by model
         parameter, as one dict shared by every run that read the same versions."""
-        return self.replay.parameters_read(self.client, self.step, variables)
+        return self.replay.parameters_read(self.key, variables)
 
     def current(self, variable: str) -> np.ndarray:
         """The variable's latest value (an apply lands on it)."""
@@ -122,7 +126,11 @@ class RunContext:
 
     def batch(self, tower: int) -> Batch:
         """This run's batch for ``tower``: the run's batches are drawn once, in tower order."""
-        return self.replay.batch(self.client, self.step, tower)
+        replay, positions = self.replay, self.replay.positions[self.client]
+        if self.batches is None:
+            index = replay.index[self.client]
+            self.batches = replay.batches_of(index, self.step, len(positions))
+        return self.batches[positions[tower]]
 
     def taken(self, op: Op) -> list[Any]:
         """The gradients the take ``op`` of this run averaged, in the order they were pushed."""
@@ -164,19 +172,18 @@ class _Replay:
             for name, v in graph.variables.items()
             if not v.counter
         }
-        self.memo: dict[RunKey, dict[str, Any]] = defaultdict(dict)
         self.op_of = {op.name: op for op in graph.ops()}
         self.kind_of = {name: kind_of(op.kind) for name, op in self.op_of.items()}
         #: per op, its data inputs: (op, name)
         self.sources = {
             name: [(self.op_of[src], src) for src in srcs] for name, srcs in self.inputs.items()
         }
-        self.contexts: dict[RunKey, RunContext] = {}
+        #: the runs being evaluated: their values and batches
+        self.runs: dict[RunKey, RunContext] = {}
         #: per client, the position of each tower's batch among the run's batches
         self.positions = {
             client: batch_positions(self.op_of[n] for n in ops) for client, ops in self.ops.items()
         }
-        self.batches: dict[RunKey, list[Batch]] = {}
         self.batches_of = batch_source(spec, seed)
         self.parameter_of = {name: v.model_parameter for name, v in graph.variables.items()}
         self.trainable = {name: v.trainable for name, v in graph.variables.items()}
@@ -251,11 +258,9 @@ class _Replay:
     def run(self) -> Replayed:
         ledger = self._ledger()
         with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported by _loss
-            memo, inputs = self.memo, self.inputs
             for position, update in enumerate(ledger):
                 run = (update.client, update.step)
-                values = memo.get(run, ())
-                if any(src not in values for src in inputs[update.op]):
+                if self._missing(run, update.op):
                     self._lookahead(ledger, position)
                 self._apply(run, update.op, update.before)
             self._all_losses()
@@ -293,13 +298,16 @@ class _Replay:
                     f"{state.version} in the order of the ledger (a version made twice, or one "
                     f"missing)"
                 )
-        self._evaluate([(run, src) for src in self.inputs[name]])
-        values = self.memo[run]
+        missing = self._missing(run, name)
+        if missing:
+            self._evaluate(missing)
+        context = self._context(run)
+        values = context.values
         inputs = [(source, values[src]) for source, src in self.sources[name]]
         rule = self.kind_of[name].numpy
         if rule is None:
             raise SimsyncError(f"op '{op.name}' writes variables, but its kind has no numpy rule")
-        new = rule(self._context(run), op, inputs)
+        new = rule(context, op, inputs)
         for variable in written:
             state = self.state[variable]
             state.version += 1
@@ -315,26 +323,28 @@ class _Replay:
             self._forget(run)
 
     def _forget(self, run: RunKey) -> None:
-        self.memo.pop(run, None)
-        self.batches.pop(run, None)
-        self.contexts.pop(run, None)
+        self.runs.pop(run, None)
 
     def _context(self, run: RunKey) -> RunContext:
-        context = self.contexts.get(run)
+        context = self.runs.get(run)
         if context is None:
-            context = self.contexts[run] = RunContext(self, *run)
+            context = self.runs[run] = RunContext(self, run)
         return context
+
+    def _missing(self, run: RunKey, name: str) -> list[Node]:
+        """The inputs of ``name`` in ``run`` not evaluated yet."""
+        context = self.runs.get(run)
+        values = context.values if context is not None else ()
+        return [(run, src) for src in self.inputs[name] if src not in values]
 
     def _lookahead(self, ledger: list[Any], position: int) -> None:
         """Evaluate together the inputs of the coming applies whose read versions exist."""
         ready: list[Node] = []
-        memo, inputs = self.memo, self.inputs
         for update in ledger[position : position + LOOKAHEAD]:
             run = (update.client, update.step)
             if not self._readable(run):
                 break
-            values = memo.get(run, ())
-            ready += [(run, src) for src in inputs[update.op] if src not in values]
+            ready += self._missing(run, update.op)
         self._evaluate(ready)
 
     def _readable(self, run: RunKey) -> bool:
@@ -364,31 +374,42 @@ class _Replay:
                     self._forget(run)
 
     def _evaluate(self, nodes: Iterable[Node]) -> None:
-        """Evaluate ``nodes`` (and whatever they need first), kind by kind in batches."""
-        memo, inputs, takes = self.memo, self.inputs, self.takes
-        todo = [n for n in dict.fromkeys(nodes) if n[1] not in memo.get(n[0], ())]
-        if not todo:
-            return
-        needed = [(run, src) for run, name in todo for src in inputs[name]]
-        if takes:
-            needed += [p for n in todo for p in takes.get(n, ())]
-        self._evaluate(needed)
-        groups: dict[str, list[Node]] = {}
-        for node in todo:
-            run, name = node
-            if name in memo.get(run, ()):
-                continue  # also an input of another: evaluated while evaluating the inputs
-            groups.setdefault(self.op_of[name].kind, []).append(node)
-        for kind_name, group in groups.items():
-            self._evaluate_kind(kind_name, group)
+        """Evaluate ``nodes`` and whatever they need first: the nodes not evaluated yet, then
+        their inputs (and the pushes their takes average), level by level until nothing is
+        missing; then from the deepest level up, kind by kind in batches."""
+        levels, inputs, takes = [], self.inputs, self.takes
+        todo = self._unevaluated(nodes)
+        while todo:
+            levels.append(todo)
+            needed = [(run, src) for run, name in todo for src in inputs[name]]
+            if takes:
+                needed += [p for n in todo for p in takes.get(n, ())]
+            todo = self._unevaluated(needed)
+        for level in reversed(levels):
+            groups: dict[str, list[Node]] = {}
+            # a node also an input of another was evaluated at the deeper level
+            for node in self._unevaluated(level):
+                groups.setdefault(self.kind_of[node[1]].name, []).append(node)
+            for group in groups.values():
+                self._evaluate_kind(group)
 
-    def _evaluate_kind(self, kind_name: str, nodes: list[Node]) -> None:
-        kind, memo, sources, op_of = kind_of(kind_name), self.memo, self.sources, self.op_of
+    def _unevaluated(self, nodes: Iterable[Node]) -> list[Node]:
+        """``nodes`` without repeats, less those already evaluated."""
+        runs, todo = self.runs, []
+        for node in dict.fromkeys(nodes):
+            context = runs.get(node[0])
+            if context is None or node[1] not in context.values:
+                todo.append(node)
+        return todo
+
+    def _evaluate_kind(self, nodes: list[Node]) -> None:
+        """Evaluate ``nodes``, all of one kind, with the kind's batch rule if it has one."""
+        kind, sources, op_of = self.kind_of[nodes[0][1]], self.sources, self.op_of
         contexts = [self._context(run) for run, _ in nodes]
         ops = [op_of[name] for _, name in nodes]
         inputs = []
-        for run, name in nodes:
-            run_values = memo[run]
+        for context, (_, name) in zip(contexts, nodes, strict=True):
+            run_values = context.values
             inputs.append([(op, run_values[src]) for op, src in sources[name]])
         if kind.numpy_batch is not None:
             values = kind.numpy_batch(contexts, ops, inputs)
@@ -397,8 +418,8 @@ class _Replay:
         else:
             values = [None] * len(nodes)
         reads_model, loss = self.reads_model, kind.carries_loss
-        for (run, name), value in zip(nodes, values, strict=True):
-            memo[run][name] = value
+        for context, (run, name), value in zip(contexts, nodes, values, strict=True):
+            context.values[name] = value
             if loss:
                 self._loss(run, name, value.loss)
             if reads_model[name]:
@@ -423,8 +444,9 @@ class _Replay:
                     state[variable].release(version)
 
     # -- asked by the rules -----------------------------------------------------------------
-    def value_read(self, client: str, step: int, variable: str) -> np.ndarray:
-        version = self.versions.get((client, step), {}).get(variable)
+    def value_read(self, run: RunKey, variable: str) -> np.ndarray:
+        client, step = run
+        version = self.versions.get(run, {}).get(variable)
         if version is None:
             raise SimsyncError(
                 f"the ledger cannot be replayed: {client} step {step} reads {variable}, but the "
@@ -438,28 +460,19 @@ class _Replay:
                 f"of {variable} before it was made"
             ) from None
 
-    def parameters_read(
-        self, client: str, step: int, variables: tuple[str, ...]
-    ) -> dict[str, np.ndarray]:
+    def parameters_read(self, run: RunKey, variables: tuple[str, ...]) -> dict[str, np.ndarray]:
         names = self.numbered.get(variables)
         if names is None:
             names = self.numbered[variables] = tuple(v for v in variables if v in self.state)
-        versions = self.versions.get((client, step), {})
+        versions = self.versions.get(run, {})
         key = (names, tuple([versions.get(v, -1) for v in names]))
         found = self.read_dicts.get(key)
         if found is None:
             if len(self.read_dicts) > 4 * LOOKAHEAD:  # old versions are not read again
                 self.read_dicts.clear()
-            found = {self.parameter_of[v]: self.value_read(client, step, v) for v in names}
+            found = {self.parameter_of[v]: self.value_read(run, v) for v in names}
             self.read_dicts[key] = found
         return found
-
-    def batch(self, client: str, step: int, tower: int) -> Batch:
-        run = (client, step)
-        if run not in self.batches:
-            count = len(self.positions[client])
-            self.batches[run] = self.batches_of(self.index[client], step, count)
-        return self.batches[run][self.positions[client][tower]]
 
     def taken(self, node: Node) -> list[Any]:
         pushes = self.takes.get(node)
@@ -469,7 +482,7 @@ class _Replay:
                 f"the ledger cannot be replayed: no take by {client} step "
                 f"{step} in {op}'s accumulator events"
             )
-        values = [self.memo[run].pop(name) for run, name in pushes]
+        values = [self._context(run).values.pop(name) for run, name in pushes]
         for run, _ in pushes:
             self._done_with(run)
         return values
