@@ -74,7 +74,8 @@ class Node:
         self.reads, self.writes = bool(self.op.reads), bool(self.op.writes)
 
     def duration(self, draws: dict[str, float]) -> float:
-        """Seconds the node holds its device(s) in a run with these compute draws."""
+        """Seconds the node holds its device(s) in a run with these compute draws: its share of
+        the step's draw, or its fixed cost."""
         group = self.group
         base = draws[group] * self.fraction if group is not None else self.fixed
         return base / self.speed + self.overhead + self.ring
@@ -93,6 +94,11 @@ class Plan:
     shared: bool = False
     until: str | None = None
     daemon: bool = False
+    #: per node, how many inputs it waits for
+    pending: list[int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.pending = [len(node.inputs) for node in self.nodes]
 
 
 class Run:
@@ -120,7 +126,7 @@ class Run:
         detail: bool = True,
     ) -> None:
         self.plan, self.step, self.draws = plan, step, draws
-        self.pending = [len(n.inputs) for n in plan.nodes]
+        self.pending = plan.pending.copy()
         #: per node, when each input arrived (kept with detail only)
         self.arrivals: list[list[tuple[str, float]]] = [[] for _ in plan.nodes] if detail else []
         self.remaining = len(plan.nodes)
