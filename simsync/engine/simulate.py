@@ -23,6 +23,7 @@ from simsync.trace import (
     step_time_stats,
     sync_waits,
     throughput,
+    updates_by_run,
 )
 
 __all__ = ["Simulation", "expected_updates", "simulate", "summary", "training_clients"]
@@ -118,7 +119,8 @@ def summary(sim: Simulation) -> dict[str, Any]:
     waits = sync_waits(graph, trace, sim.sync_points)
     losses = [s.loss for s in trace.steps if s.client in training]
     path, path_seconds = critical_path(graph)
-    ledger = staleness_stats(trace)
+    runs = updates_by_run(trace)  # read twice below
+    ledger = staleness_stats(trace, runs)
     return {
         "scenario": scenario.name,
         "source": scenario.source,
@@ -135,7 +137,7 @@ def summary(sim: Simulation) -> dict[str, Any]:
         "staleness": {k: ledger[k] for k in ("mean", "max", "histogram")},
         "updates_applied": ledger["updates_applied"],
         "updates_dropped": ledger["updates_dropped"],
-        "staleness_by_client": staleness_by_client(trace),
+        "staleness_by_client": staleness_by_client(trace, runs),
         "gradients": gradient_stats(trace),
         "sync_points": sim.sync_points,
         "wait": {w.sync_point: w.mean_wait for w in waits},

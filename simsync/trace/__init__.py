@@ -20,6 +20,7 @@ from simsync.trace.staleness import (
     staleness_stats,
     stalest_client,
     throughput,
+    updates_by_run,
 )
 from simsync.trace.stats import (
     SyncWait,
@@ -55,4 +56,5 @@ __all__ = [
     "sync_waits",
     "throughput",
     "time_to_loss",
+    "updates_by_run",
 ]

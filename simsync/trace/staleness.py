@@ -26,7 +26,11 @@ __all__ = [
 ]
 
 
-def updates_by_run(trace: Trace) -> dict[tuple[str, int], tuple[bool, int]]:
+#: per run (client, step): whether its update was applied, and its staleness
+Runs = dict[tuple[str, int], tuple[bool, int]]
+
+
+def updates_by_run(trace: Trace) -> Runs:
     """One update per run (client and step): applied if any of its lines was, with the
     largest staleness of its lines. A synchronous all-reduce step writes every tower's mirrored
     copy, one ledger line each, yet moves the model once."""
@@ -35,15 +39,16 @@ def updates_by_run(trace: Trace) -> dict[tuple[str, int], tuple[bool, int]]:
         staleness = before - read  # Update.staleness, unpacked: a million lines
         found = runs.get((client, step))
         if found is None:
-            runs[client, step] = (applied, max(0, staleness))
+            runs[client, step] = (applied, staleness if staleness > 0 else 0)
         else:
             runs[client, step] = (found[0] or applied, max(found[1], staleness))
     return runs
 
 
-def staleness_stats(trace: Trace) -> dict[str, Any]:
+def staleness_stats(trace: Trace, runs: Runs | None = None) -> dict[str, Any]:
     """Mean, max and histogram (staleness -> count) of the applied updates' staleness, and how
-    many updates were applied and dropped (one update per run, see :func:`updates_by_run`).
+    many updates were applied and dropped (one update per run, see :func:`updates_by_run`;
+    ``runs``: its result, if already computed).
 
     >>> from simsync.trace.events import Update
     >>> t = Trace(updates=[Update("w0", 0, "a", 0, 0, True, 1.0),
@@ -55,23 +60,23 @@ def staleness_stats(trace: Trace) -> dict[str, Any]:
     >>> stats["updates_applied"], stats["updates_dropped"]
     (2, 1)
     """
-    runs = updates_by_run(trace).values()
-    applied = [staleness for kept, staleness in runs if kept]
+    updates = (updates_by_run(trace) if runs is None else runs).values()
+    applied = [staleness for kept, staleness in updates if kept]
     counts = Counter(applied)
     return {
         "mean": float(np.mean(applied)) if applied else 0.0,
         "max": max(applied, default=0),
         "histogram": {str(k): counts[k] for k in sorted(counts)},
         "updates_applied": len(applied),
-        "updates_dropped": len(runs) - len(applied),
+        "updates_dropped": len(updates) - len(applied),
     }
 
 
-def staleness_by_client(trace: Trace) -> dict[str, dict[str, Any]]:
+def staleness_by_client(trace: Trace, runs: Runs | None = None) -> dict[str, dict[str, Any]]:
     """Per client: updates applied and dropped, and the mean and max staleness of its applied
     updates (None if it had none), as :func:`staleness_stats` counts them."""
     rows: dict[str, list[tuple[bool, int]]] = {}
-    for (client, _), update in updates_by_run(trace).items():
+    for (client, _), update in (updates_by_run(trace) if runs is None else runs).items():
         rows.setdefault(client, []).append(update)
     result: dict[str, dict[str, Any]] = {}
     for client in sorted(rows, key=natural_key):
