@@ -220,19 +220,21 @@ class _Replay:
         records; else (a TensorFlow ledger fetched on untraced runs) the version its update
         read. Each such version is kept until the run's reads have been evaluated."""
         readers = {client: bool(count) for client, count in self.model_reads.items()}
+        state, op_of = self.state, self.op_of
         runs: dict[RunKey, dict[str, int]] = defaultdict(dict)
-        for update in self.trace.updates:
-            if readers[update.client]:
-                for variable in self.op_of[update.op].writes:
-                    runs[update.client, update.step].setdefault(variable, update.read)
-        for read in self.trace.reads:
-            for variable, version in zip(self.op_of[read.op].reads, read.versions, strict=True):
-                if variable in self.state:
-                    runs[read.client, read.step][variable] = version
+        for client, step, op, read, *_ in self.trace.updates:
+            if readers[client]:
+                versions = runs[client, step]
+                for variable in op_of[op].writes:
+                    versions.setdefault(variable, read)
+        for client, step, op, seen in self.trace.reads:
+            numbered = [(v, n) for v, n in zip(op_of[op].reads, seen, strict=True) if v in state]
+            if numbered:
+                runs[client, step].update(numbered)
         for versions in runs.values():
             for variable, version in versions.items():
-                if variable in self.state:
-                    self.state[variable].readers[version] += 1
+                if variable in state:
+                    state[variable].readers[version] += 1
         return runs
 
     def _takes(self) -> dict[Node, list[Node]]:
