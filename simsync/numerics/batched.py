@@ -13,7 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from simsync.numerics.models import Batch, ModelSpec, loss_of_output, output_gradient
+from simsync.numerics.models import (
+    Batch,
+    ModelSpec,
+    Softmax,
+    loss_of_output,
+    output_gradient,
+    softmax_parts,
+)
 
 __all__ = ["Stacked", "backward_many", "forward_many"]
 
@@ -21,12 +28,21 @@ Params = dict[str, np.ndarray]
 
 
 class Stacked:
-    """What a batched forward pass keeps for the backward pass: stacked activations."""
+    """What a batched forward pass keeps for the backward pass: stacked activations (and, for
+    cross-entropy, the softmax both passes use)."""
 
-    __slots__ = ("activations", "params", "shared", "y")
+    __slots__ = ("activations", "params", "parts", "shared", "y")
 
-    def __init__(self, params: Any, shared: bool, activations: list[np.ndarray], y: Any) -> None:
+    def __init__(
+        self,
+        params: Any,
+        shared: bool,
+        activations: list[np.ndarray],
+        y: Any,
+        parts: Softmax | None = None,
+    ) -> None:
         self.params, self.shared, self.activations, self.y = params, shared, activations, y
+        self.parts = parts
 
 
 def _stack(arrays: list[np.ndarray]) -> np.ndarray:
@@ -67,8 +83,9 @@ def forward_many(
             h = np.maximum(h, 0.0)
         activations.append(h)
     y = _stack([b.y for b in batches])
-    losses = loss_of_output(spec, h, y)
-    group = Stacked(stacked, shared, activations, y)
+    parts = None if spec.kind == "linear" else softmax_parts(h)
+    losses = loss_of_output(spec, h, y, parts)
+    group = Stacked(stacked, shared, activations, y, parts)
     return [float(v) for v in losses], [(group, i) for i in range(len(batches))]
 
 
@@ -90,7 +107,7 @@ def backward_many(spec: ModelSpec, forwards: list[Any]) -> list[Params]:
 def _gradients(spec: ModelSpec, group: Stacked) -> list[Params]:
     layers = len(spec.widths) - 1
     activations, params, shared = group.activations, group.params, group.shared
-    grad_out = output_gradient(spec, activations[-1], group.y)
+    grad_out = output_gradient(spec, activations[-1], group.y, group.parts)
     grads: dict[str, np.ndarray] = {}
     for layer in reversed(range(layers)):
         inputs = activations[layer]

@@ -17,6 +17,7 @@ import numpy as np
 __all__ = [
     "Batch",
     "ModelSpec",
+    "Softmax",
     "backward",
     "forward",
     "init_params",
@@ -24,6 +25,7 @@ __all__ = [
     "loss_of_output",
     "output_gradient",
     "parameter_shapes",
+    "softmax_parts",
 ]
 
 Params = dict[str, np.ndarray]
@@ -136,9 +138,28 @@ def backward(
     return {name: grads[name] for name in params}
 
 
-def loss_of_output(spec: ModelSpec, output: np.ndarray, y: np.ndarray) -> Any:
+class Softmax(NamedTuple):
+    """What the cross-entropy and its gradient share: the logits less their row maximum, their
+    exponentials and the rows' sums of those (computed once for both)."""
+
+    shifted: np.ndarray
+    weights: np.ndarray
+    total: np.ndarray
+
+
+def softmax_parts(output: np.ndarray) -> Softmax:
+    """The :class:`Softmax` of ``output`` (its last axis holds the classes)."""
+    shifted = output - output.max(axis=-1, keepdims=True)
+    weights = np.exp(shifted)
+    return Softmax(shifted, weights, weights.sum(axis=-1, keepdims=True))
+
+
+def loss_of_output(
+    spec: ModelSpec, output: np.ndarray, y: np.ndarray, parts: Softmax | None = None
+) -> Any:
     """The mean loss of ``output`` (examples x outputs) against ``y``; with leading axes
-    (towers x examples x outputs), one loss per tower.
+    (towers x examples x outputs), one loss per tower. ``parts``: ``softmax_parts(output)``,
+    if already computed.
 
     >>> spec = ModelSpec(kind="softmax", features=2, classes=2)
     >>> out, y = np.zeros((3, 2)), np.array([0, 1, 1])
@@ -148,20 +169,22 @@ def loss_of_output(spec: ModelSpec, output: np.ndarray, y: np.ndarray) -> Any:
     """
     if spec.kind == "linear":
         return 0.5 * np.mean(np.sum((output - y) ** 2, axis=-1), axis=-1)
-    shifted = output - output.max(axis=-1, keepdims=True)
-    log_probs = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-    picked = np.take_along_axis(log_probs, y[..., None], axis=-1)[..., 0]
+    shifted, _, total = softmax_parts(output) if parts is None else parts
+    # the log-probabilities of the targets only: shifted - log(total), where y points
+    picked = np.take_along_axis(shifted, y[..., None], axis=-1)[..., 0] - np.log(total)[..., 0]
     return -np.mean(picked, axis=-1)
 
 
-def output_gradient(spec: ModelSpec, output: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """The gradient of :func:`loss_of_output` by ``output`` (with the same leading axes)."""
+def output_gradient(
+    spec: ModelSpec, output: np.ndarray, y: np.ndarray, parts: Softmax | None = None
+) -> np.ndarray:
+    """The gradient of :func:`loss_of_output` by ``output`` (with the same leading axes);
+    ``parts`` as there."""
     n = output.shape[-2]
     if spec.kind == "linear":
         return (output - y) / n
-    shifted = output - output.max(axis=-1, keepdims=True)
-    probs = np.exp(shifted)
-    probs /= probs.sum(axis=-1, keepdims=True)
+    _, weights, total = softmax_parts(output) if parts is None else parts
+    probs = weights / total
     picked = np.take_along_axis(probs, y[..., None], axis=-1)
     np.put_along_axis(probs, y[..., None], picked - 1.0, axis=-1)
     return probs / n
