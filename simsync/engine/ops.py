@@ -172,16 +172,19 @@ class Execution:
         self._acquire(None)
 
     def _acquire(self, _event: simpy.Event | None) -> None:
-        devices = self.node.devices
-        if self.held < len(devices):
-            self.held += 1
-            devices[self.held - 1].request(self._acquire)
-        elif self.node.pool is not None and self.duration > 0:
+        devices, held, pool = self.node.devices, self.held, self.node.pool
+        cores = pool is not None and self.duration > 0
+        if held < len(devices):
+            self.held = held + 1
+            # once the last device is granted, begin at once unless a core is needed too
+            last = self.held == len(devices) and not cores
+            devices[held].request(self._begin if last else self._acquire)
+        elif pool is not None and cores:
             self.core = True
-            if self.node.pool.claim(self.run, self.node.index):  # kept by the op before
+            if pool.claim(self.run, self.node.index):  # kept by the op before
                 self._begin(None)
             else:
-                self.node.pool.request(self._begin, first=bool(self.node.inputs))
+                pool.request(self._begin, first=bool(self.node.inputs))
         else:
             self._begin(None)
 
