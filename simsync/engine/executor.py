@@ -254,8 +254,10 @@ class Engine:
         values = replay(self.graph, self.trace, model, self.seed)
         self.trace.params = values.params
         self.trace.values = values.values
+        losses = values.losses
         self.trace.steps = [
-            s._replace(loss=values.losses.get((s.client, s.step))) for s in self.trace.steps
+            StepRecord(client, step, start, end, losses.get((client, step)))
+            for client, step, start, end, _ in self.trace.steps
         ]
 
     def _initial_tokens(self) -> None:
