@@ -16,6 +16,8 @@ Usage::
 
     python bench/engine.py            # full run, a minute or two on two cores
     python bench/engine.py --quick    # smaller sizes, for a smoke test
+    python bench/engine.py --numerics-only --runs 5   # section 4 only
+    python bench/engine.py --async-run 1000 1000      # one async run end to end (section 5)
 """
 
 from __future__ import annotations
@@ -548,6 +550,26 @@ def report_numerics(towers: int, steps: int, workers: int, updates: int, runs: i
     )
 
 
+def report_async_run(workers: int, updates: int) -> None:
+    """One asynchronous simulation end to end with numerics on, as ``simsync simulate --json``
+    runs it (``summary(simulate(...))``, ``detail=False``): wall seconds, updates per second,
+    events, mean staleness and the process's peak RSS. Run it in a fresh process: the peak RSS
+    is the process's own."""
+    scenario = async_scenario(workers, updates)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    result, seconds = timed(lambda: summary(simulate(scenario, detail=False)))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    applied = result["updates_applied"]
+    print(
+        f"\n5. Asynchronous training end to end with numerics on: {workers:,} workers x "
+        f"{updates:,} updates each, detail off\n"
+        f"{seconds:.1f} s, {applied:,} updates applied ({result['updates_dropped']:,} dropped), "
+        f"{applied / seconds:,.0f} updates/s, {result['events']:,} events; mean staleness "
+        f"{result['staleness']['mean']:.1f} (N - 1 = {workers - 1}); peak RSS {peak:.0f} MiB "
+        f"({before:.0f} MiB before the run)"
+    )
+
+
 # -- main ---------------------------------------------------------------------------------------
 
 
@@ -576,6 +598,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="run only section 4 (end to end with numerics on, beside bare SimPy)",
     )
+    parser.add_argument(
+        "--async-run",
+        type=int,
+        nargs=2,
+        metavar=("WORKERS", "UPDATES"),
+        help="run only one asynchronous simulation end to end with numerics on (section 5), "
+        "e.g. 1000 1000",
+    )
     return parser.parse_args(argv)
 
 
@@ -586,6 +616,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     largest, steps, rounds = (256, 5, 1) if args.quick else (1024, 20, 3)
     sizes = [2**k for k in range(largest.bit_length())]
     print(machine())
+    if args.async_run:
+        report_async_run(*args.async_run)
+        return
     if args.numerics_only:
         report_numerics(256, 200, 500, 100, args.runs or 3)
         return
