@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from simsync.crosscheck.evidence import (
     side_by_side,
 )
 from simsync.crosscheck.moving import moving_statistics
-from simsync.engine import Simulation, simulate
+from simsync.engine import Simulation, median_step_time, simulate
 from simsync.ir import Graph, racing_clients, run_order
 from simsync.patterns import build, tower_device
 from simsync.scenario import Scenario
@@ -100,10 +99,11 @@ def crosscheck(
 
         return crosscheck_async(scenario, profile=profile, warmup=warmup)
     variants = _variants(scenario)
+    # The work is sized at this machine's speed now (measured once per process), so the
+    # profile's compute scale holds though the machine's speed drifts between runs.
     real = run_on_tensorflow(
         scenario,
         warmup=warmup,
-        seconds_per_row=profile.seconds_per_row if profile else None,
         variants=[variant for variant, _ in variants],
         rounds=ROUNDS,
     )
@@ -230,23 +230,9 @@ def _evidence(
 
 def _simulated_steps(scenario: Scenario, variant: Variant) -> tuple[float, float]:
     """The simulated median step times of ``scenario`` and of its ``variant``."""
-    speeds = tuple(
-        variant.speeds.get(tower_device(t), speed)
-        for t, speed in enumerate(scenario.cluster.speeds)
+    return median_step_time(scenario, PREDICTION_STEPS), median_step_time(
+        variant.apply(scenario), PREDICTION_STEPS
     )
-    other = dataclasses.replace(
-        scenario, cluster=dataclasses.replace(scenario.cluster, speeds=speeds)
-    )
-    mine, theirs = (
-        statistics.median(
-            step.duration
-            for step in simulate(
-                x.with_run(steps=PREDICTION_STEPS), numerics=False, detail=False
-            ).trace.steps
-        )
-        for x in (scenario, other)
-    )
-    return mine, theirs
 
 
 def predicted_scenario(

@@ -9,6 +9,7 @@ from simsync.engine.race import Race, Runner, race
 from simsync.engine.simulate import (
     Simulation,
     expected_updates,
+    median_step_time,
     simulate,
     summary,
     training_clients,
@@ -21,6 +22,7 @@ __all__ = [
     "Runner",
     "Simulation",
     "expected_updates",
+    "median_step_time",
     "race",
     "simulate",
     "summary",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import statistics
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +27,14 @@ from simsync.trace import (
     updates_by_run,
 )
 
-__all__ = ["Simulation", "expected_updates", "simulate", "summary", "training_clients"]
+__all__ = [
+    "Simulation",
+    "expected_updates",
+    "median_step_time",
+    "simulate",
+    "summary",
+    "training_clients",
+]
 
 
 @dataclass
@@ -42,6 +50,12 @@ class Simulation:
     def sync_points(self) -> list[str]:
         """The graph's sync points, computed once (summary, views and lessons all ask)."""
         return sync_points(self.graph)
+
+
+def median_step_time(scenario: Scenario, steps: int = 200) -> float:
+    """The median simulated step time of ``scenario`` over ``steps`` steps (numerics off)."""
+    trace = simulate(scenario.with_run(steps=steps), numerics=False, detail=False).trace
+    return float(statistics.median(step.duration for step in trace.steps))
 
 
 def simulate(

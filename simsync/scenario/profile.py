@@ -9,8 +9,10 @@ this machine's TensorFlow will do:
 - ``session_run``: what each ``sess.run`` spends outside the ops;
 - ``latency_us``: the delay of a tensor between two devices; ``host_cores``: how many ops the
   devices can run at once, and ``core_efficiency``: how fast each runs when all do;
-- ``seconds_per_row``: how the TensorFlow backend sized its work when calibrating; a run
-  predicted from the profile sizes its work the same way, so ``compute_scale`` still holds.
+- ``seconds_per_row``: how fast the work op ran when calibrating. A cross-check sizes its work
+  at the speed it measures then (this machine's speed drifts by several per cent over
+  minutes), so ``compute_scale``, real seconds per second the work was sized for, still
+  holds.
 
 Applying a profile never changes what is computed, only how long it takes.
 """

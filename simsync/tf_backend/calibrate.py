@@ -14,7 +14,9 @@ same aggregation, same compute distribution) and reads off its real trace:
 4. ``latency_us``: the median gap between an op's end and the start of a consumer on another
    device;
 5. ``host_cores``: the cores the session lets ops share (its inter-op threads), and
-   ``core_efficiency``: a microbenchmark times the work op alone and on every core at once.
+   ``core_efficiency``: one tower per core all working against one tower working alone, in
+   interleaved rounds; the efficiency is the one with which the simulator gives their
+   measured ratio.
 
 A profile measured on one tower then predicts two, four, eight, with stragglers or without:
 the cross-check tells how well.
@@ -29,15 +31,13 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from simsync.engine import simulate
+from simsync.engine import median_step_time, simulate
 from simsync.ir import Graph
 from simsync.patterns import build, tower_device
 from simsync.scenario import LinkConfig, Scenario
-from simsync.scenario.profile import Profile
+from simsync.scenario.profile import Profile, apply_profile
 from simsync.scenario.schema import COST_KINDS, MAX_SPEED
 from simsync.tf_backend.execute import TensorFlowRun, Variant, run_on_tensorflow
-from simsync.tf_backend.runtime import load_tensorflow, session_config
-from simsync.tf_backend.work import measure_core_efficiency
 from simsync.trace import OpRecord
 
 __all__ = ["calibrate", "one_tower"]
@@ -63,17 +63,16 @@ def calibrate(
     idle = Variant("no work", {tower_device(0): MAX_SPEED})
     run = run_on_tensorflow(probe, warmup=warmup, variants=[idle], rounds=2 * steps)
     graph = build(probe)
-    efficiency = _core_efficiency(run)
     records = run.trace.ops
     costs, latency = _fixed_costs(records), _latency(graph, records)
-    return Profile(
+    profile = Profile(
         costs=costs,
         compute_scale=_compute_scale(run, idle),
         compute_overhead=0.0,
         session_run=_session_time(probe, run, idle, costs, latency),
         latency_us=latency * 1e6,
         host_cores=run.devices.host_cores,
-        core_efficiency=efficiency,
+        core_efficiency=1.0,
         devices=run.devices.kind,
         tensorflow=run.tensorflow,
         seconds_per_row=run.seconds_per_row,
@@ -87,18 +86,53 @@ def calibrate(
             **({"machine": machine} if machine is not None else {}),
         },
     )
+    return dataclasses.replace(
+        profile, core_efficiency=_core_efficiency(scenario, profile, warmup, 2 * steps)
+    )
 
 
-def _core_efficiency(run: TensorFlowRun) -> float:
-    cores = run.devices.host_cores
-    if not cores or cores < 2:
+#: The most towers the probe of :func:`_core_efficiency` runs (one per core up to this).
+EFFICIENCY_TOWERS = 8
+
+
+def _core_efficiency(scenario: Scenario, profile: Profile, warmup: int, rounds: int) -> float:
+    """How much busy cores slow each other, as the simulator must model it: one tower per core
+    (up to :data:`EFFICIENCY_TOWERS`) all working, against one tower working alone, in
+    interleaved rounds; the efficiency is the one for which the simulator, with the rest of
+    the profile, gives the measured median ratio of the two (found by bisection: the ratio
+    falls as the efficiency rises)."""
+    cores = profile.host_cores
+    if profile.devices == "gpu" or not cores or cores < 2:
         return 1.0
-    tf = load_tensorflow()
-    usable = min(cores, run.devices.cpu_devices - 1)  # CPU:0 holds the variables
-    if usable < 2:
-        return 1.0
-    devices = [f"/device:CPU:{i + 1}" for i in range(usable)]
-    return measure_core_efficiency(tf, session_config(run.devices), devices)
+    towers = min(cores, EFFICIENCY_TOWERS)
+    cluster = dataclasses.replace(scenario.cluster, devices=towers, speeds=(1.0,) * towers)
+    probe = dataclasses.replace(scenario, cluster=cluster).with_run(steps=2)
+    alone = Variant("one tower working", {tower_device(t): MAX_SPEED for t in range(1, towers)})
+    run = run_on_tensorflow(
+        probe,
+        warmup=warmup,
+        seconds_per_row=profile.seconds_per_row,
+        variants=[alone],
+        rounds=rounds,
+    )
+    measured = statistics.median(
+        all_ / one
+        for all_, one in zip(run.interleaved["scenario"], run.interleaved[alone.name], strict=True)
+    )
+
+    def ratio(efficiency: float) -> float:
+        predicted = apply_profile(probe, dataclasses.replace(profile, core_efficiency=efficiency))
+        return median_step_time(predicted, 50) / median_step_time(alone.apply(predicted), 50)
+
+    low, high = 0.05, 1.0
+    if measured <= ratio(high):
+        return high
+    if measured >= ratio(low):
+        return low
+    for _ in range(16):
+        middle = (low + high) / 2
+        low, high = (middle, high) if ratio(middle) > measured else (low, middle)
+    return round((low + high) / 2, 4)
 
 
 def _fixed_costs(records: list[OpRecord]) -> dict[str, float]:

@@ -18,6 +18,7 @@ times, round by round, measure what the configuration changes and nothing else.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -67,6 +68,16 @@ class Variant:
 
     name: str
     speeds: Mapping[str, float]
+
+    def apply(self, scenario: Scenario) -> Scenario:
+        """``scenario`` with this variant's speeds, for the simulator to predict it."""
+        speeds = tuple(
+            self.speeds.get(tower_device(tower), speed)
+            for tower, speed in enumerate(scenario.cluster.speeds)
+        )
+        return dataclasses.replace(
+            scenario, cluster=dataclasses.replace(scenario.cluster, speeds=speeds)
+        )
 
 
 @dataclass

@@ -25,7 +25,6 @@ from typing import Any
 
 __all__ = [
     "WORK_WIDTH",
-    "measure_core_efficiency",
     "measure_seconds_per_row",
     "rows_for",
     "work_op",
@@ -80,41 +79,24 @@ def rows_for(seconds: float, seconds_per_row: float) -> int:
     return rows
 
 
-def measure_seconds_per_row(tf: Any, config: Any, device: str, repeats: int = 9) -> float:
+def measure_seconds_per_row(tf: Any, config: Any, device: str, repeats: int = 25) -> float:
     """Seconds one row of work takes on ``device`` here: the slope between a small and a large
-    product (so the fixed cost of running an op is not counted), median of ``repeats``."""
-    small, large = 1024, 8192
+    product (so the fixed cost of running an op is not counted), alternated, median of
+    ``repeats`` after a few untimed ones (about 0.4 s in all; the large product takes some
+    8 ms)."""
+    small, large = 1024, 16 * BLOCK
     graph = tf.Graph()
     with graph.as_default(), tf.device(device):
         rows = tf.compat.v1.placeholder(tf.int32, [])
         total = work_op(tf, rows)
     with tf.compat.v1.Session(graph=graph, config=config) as session:
-        session.run(total, {rows: large})  # warm-up
+        for _ in range(5):  # warm-up: the first products run slower
+            session.run(total, {rows: large})
         slopes = []
         for _ in range(repeats):
             times = [_time(session, total, {rows: count}) for count in (small, large)]
             slopes.append((times[1] - times[0]) / (large - small))
     return max(statistics.median(slopes), 1e-9)
-
-
-def measure_core_efficiency(tf: Any, config: Any, devices: list[str], repeats: int = 15) -> float:
-    """How fast each core runs when ``len(devices)`` work ops run at once, relative to one op
-    alone (1.0 = no interference; less when they share caches, memory or hyper-threads)."""
-    graph = tf.Graph()
-    with graph.as_default():
-        rows = tf.compat.v1.placeholder(tf.int32, [])
-        outputs = []
-        for device in devices:
-            with tf.device(device):
-                outputs.append(work_op(tf, rows))
-    with tf.compat.v1.Session(graph=graph, config=config) as session:
-        session.run(outputs, {rows: 2048})  # warm-up
-        ratios = []
-        for _ in range(repeats):  # alternate, so a slow spell of the machine hits both
-            alone = _time(session, outputs[:1], {rows: 8192})
-            together = _time(session, outputs, {rows: 8192})
-            ratios.append(alone / together)
-    return min(1.0, statistics.median(ratios))
 
 
 def _time(session: Any, fetches: Any, feeds: dict[Any, Any]) -> float:
