@@ -164,7 +164,10 @@ def _variants(scenario: Scenario) -> list[tuple[Variant, Hypotheses]]:
         found.append(
             (
                 Variant("one tower working", idle),
-                {"side by side": lambda s: s, "one after another": _one_op_at_a_time},
+                {
+                    "as long as side by side": lambda s: s,
+                    "as long as one after another": _one_op_at_a_time,
+                },
             )
         )
     if len(set(speeds)) > 1:

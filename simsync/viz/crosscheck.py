@@ -422,12 +422,13 @@ def _ratio(ratio: Mapping[str, Any]) -> tuple[str, Text, str]:
         )
     elif ratio["verdict"] == "inconclusive":
         evidence += "; no prediction lies within the interval, so this gives no verdict"
-    first = next(iter(ratio["hypotheses"]))
-    return (
-        COMPARED.get(ratio["variant"], ratio["variant"]),
-        _verdict(ratio["verdict"], first),
-        evidence,
+    verdict = ratio["verdict"]
+    answer = (
+        Text("inconclusive here", style="bold yellow")
+        if verdict == "inconclusive"
+        else Text(verdict, style="bold cyan")  # a measurement, neither right nor wrong
     )
+    return COMPARED.get(ratio["variant"], ratio["variant"]), answer, evidence
 
 
 def _stale(stale: Mapping[str, Any]) -> tuple[str, Text, str]:
