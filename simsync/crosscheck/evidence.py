@@ -190,7 +190,7 @@ def _tower(towers: frozenset[int] | set[int]) -> str:
 
 
 def usually_last(found: Mapping[str, Any]) -> str | None:
-    """The tower whose input arrived last clearly more often than any other (the sign test
+    """The tower whose input arrived last more often than chance allows (the binomial test
     of :func:`simsync.trace.straggler`), or None when no tower did."""
     return straggler(found["last"]) or None
 
