@@ -118,8 +118,11 @@ def _staleness(simulated: Trace, real: Trace) -> dict[str, Any]:
 
 
 def _throughput(simulated: Trace, real: Trace, timed: set[tuple[str, int]]) -> dict[str, Any]:
-    predicted = throughput(simulated)
+    """Updates per second over the same phase on both sides: the real timed runs are the last
+    ones taken from the pool, so the prediction counts the simulation's last runs as many."""
     measured = throughput(real, timed) if timed else throughput(real)
+    last = sorted(simulated.steps, key=lambda s: s.start)[-len(timed) :] if timed else []
+    predicted = throughput(simulated, {(s.client, s.step) for s in last} or None)
     return {
         "predicted": predicted,
         "measured": measured,

@@ -99,7 +99,7 @@ def crosscheck(
 
         return crosscheck_async(scenario, profile=profile, warmup=warmup)
     variants = _variants(scenario)
-    # The work is sized at this machine's speed now (measured once per process), so the
+    # The work is sized at this machine's speed now (measured for this run), so the
     # profile's compute scale holds though the machine's speed drifts between runs.
     real = run_on_tensorflow(
         scenario,

@@ -193,7 +193,8 @@ def prepare(
     lowered = lower(graph, scenario.model, scenario.run.seed, plan)
     config = session_config(plan)
     if seconds_per_row is None:
-        seconds_per_row = _measured_seconds_per_row(tf, config, plan.mapping[tower_device(0)])
+        # measured for every run: this machine's speed drifts by several per cent in minutes
+        seconds_per_row = measure_seconds_per_row(tf, config, plan.mapping[tower_device(0)])
     return Setup(scenario, tf, graph, plan, lowered, config, seconds_per_row)
 
 
@@ -241,16 +242,6 @@ def record_accesses(
                         variable, op_name, client, step, time_at, int(version) + bump, write
                     )
                 )
-
-
-_MEASURED: dict[str, float] = {}
-
-
-def _measured_seconds_per_row(tf: Any, config: Any, device: str) -> float:
-    """Measured once per process: every run of a process sizes its work alike."""
-    if "seconds" not in _MEASURED:
-        _MEASURED["seconds"] = measure_seconds_per_row(tf, config, device)
-    return _MEASURED["seconds"]
 
 
 class Feeder:
