@@ -498,9 +498,11 @@ class ProfileView:
         table.add_column("measured", justify="right")
         for kind, seconds in p["costs"].items():
             table.add_row(f"{kind} op", f"{seconds * 1e6:.0f} us")
+        overhead = p["compute_overhead"]
         table.add_row(
-            "compute: duration = overhead + scale x nominal",
-            f"{p['compute_overhead'] * 1e6:.0f} us + {p['compute_scale']:.3f} x",
+            "compute: real seconds per second of work asked for",
+            f"{p['compute_scale']:.3f}"
+            + (f" + {overhead * 1e6:.0f} us per op" if overhead else ""),
         )
         table.add_row("sess.run outside the ops", f"{p['session_run'] * 1e6:.0f} us")
         table.add_row("copy between devices", f"{p['latency_us']:.0f} us")
