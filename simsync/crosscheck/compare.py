@@ -203,24 +203,14 @@ def _evidence(
     """What the real run shows (see :mod:`simsync.crosscheck.evidence`), and whether the
     machine still runs a variant as fast as its profile says (its load may have changed
     since it was measured)."""
-    ratios, machine = [], None
+    ratios = []
     for variant, hypotheses in variants:
         expected = {}
         for name, change in hypotheses.items():
             mine, theirs = _simulated_steps(change(predicted), variant)
             expected[name] = mine / theirs if theirs > 0 else math.inf
-            if machine is None:  # the first variant, as the prediction itself sees it
-                measured, low, high = median_interval(real.interleaved[variant.name])
-                machine = {
-                    "variant": variant.name,
-                    "predicted": theirs,
-                    "measured": measured,
-                    "interval": [low, high],
-                    "error": relative_error(theirs, measured),
-                }
         ratios.append(interleaved_ratio(real.interleaved, variant.name, expected))
-    if machine is not None:
-        machine["drifted"] = drifted(machine)
+    machine = _machine_check(real, predicted, variants[0][0]) if variants else None
     if machine and machine["drifted"]:  # predictions from an out-of-date profile: no yardstick
         ratios = [{**ratio, "verdict": INCONCLUSIVE, "out_of_date": True} for ratio in ratios]
     return {
@@ -229,6 +219,21 @@ def _evidence(
         "ratios": ratios,
         "machine": machine,
     }
+
+
+def _machine_check(real: TensorFlowRun, predicted: Scenario, variant: Variant) -> dict[str, Any]:
+    """The variant's measured step time against its prediction: whether this machine still
+    runs as its profile says."""
+    theirs = median_step_time(variant.apply(predicted), PREDICTION_STEPS)
+    measured, low, high = median_interval(real.interleaved[variant.name])
+    machine = {
+        "variant": variant.name,
+        "predicted": theirs,
+        "measured": measured,
+        "interval": [low, high],
+        "error": relative_error(theirs, measured),
+    }
+    return {**machine, "drifted": drifted(machine)}
 
 
 def _simulated_steps(scenario: Scenario, variant: Variant) -> tuple[float, float]:

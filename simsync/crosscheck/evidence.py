@@ -15,9 +15,10 @@ machine's noise; otherwise the finding says "inconclusive on this machine" and w
 - :func:`interleaved_ratio`: a configuration's step time against the scenario's, round by round:
   the median ratio, with a 95 % confidence interval of that median (order statistics, no
   assumption about the noise), against each hypothesis' predicted ratio. A hypothesis is
-  named only when its ratio lies inside the interval and every other one outside it, and
-  only while this machine still runs as its profile says (a prediction from an out-of-date
-  profile is no yardstick).
+  named only when its ratio lies inside the interval and every other one outside it and more
+  than :data:`DRIFT` away (the machine drifts between runs by more than one session's
+  interval shows), and only while this machine still runs as its profile says (a prediction
+  from an out-of-date profile is no yardstick).
 
 - :func:`staleness`: whether the real updates were stale, and whether their staleness is the
   predicted one: the ledger's applied updates, in the order they landed, cut into blocks whose
@@ -59,6 +60,10 @@ __all__ = [
 INCONCLUSIVE = "inconclusive"
 #: A finding about steps holds when it holds in at least this share of them.
 MOST_STEPS = 2 / 3
+#: How far this machine drifts between runs, relatively: a variant's predicted step further
+#: outside its measured interval says the machine runs otherwise than when its profile was
+#: measured, and hypotheses closer than this cannot be told apart by one session.
+DRIFT = 0.15
 #: The share of the shorter tower's compute that must overlap another's for "side by side".
 OVERLAP = 0.5
 
@@ -202,7 +207,9 @@ def interleaved_ratio(
 ) -> dict[str, Any]:
     """The scenario's step time over ``variant``'s, round by round, with the 95 % interval of
     its median, against each hypothesis' predicted ratio. ``verdict``: the one hypothesis
-    inside the interval when all others lie outside it; else ``"inconclusive"``.
+    inside the interval when all others lie outside it and more than :data:`DRIFT` away
+    from it (the interval is one session's; between runs the machine drifts by more); else
+    ``"inconclusive"``.
 
     >>> measured = {"scenario": [2.0, 2.1, 1.9, 2.0, 2.2, 1.8, 2.0, 2.1], "one": [1.0] * 8}
     >>> r = interleaved_ratio(measured, "one", {"side by side": 1.0, "one after another": 2.0})
@@ -212,6 +219,8 @@ def interleaved_ratio(
     'inconclusive'
     >>> interleaved_ratio(measured, "one", {"a": 1.0, "b": 2.5})["verdict"]  # neither inside
     'inconclusive'
+    >>> interleaved_ratio(measured, "one", {"a": 2.0, "b": 2.25})["verdict"]  # too close
+    'inconclusive'
     """
     ratios = [
         mine / theirs
@@ -220,7 +229,13 @@ def interleaved_ratio(
     ]
     median, low, high = median_interval(ratios)
     inside = [name for name, ratio in hypotheses.items() if low <= ratio <= high]
-    verdict = inside[0] if len(inside) == 1 else INCONCLUSIVE
+    verdict = INCONCLUSIVE
+    why: str | None = "none inside" if not inside else "several inside"
+    if len(inside) == 1:  # and apart from the others by more than the machine's drift
+        named = hypotheses[inside[0]]
+        others = [ratio for name, ratio in hypotheses.items() if name != inside[0]]
+        apart = all(abs(ratio - named) > DRIFT * named for ratio in others)
+        verdict, why = (inside[0], None) if apart else (INCONCLUSIVE, "too close")
     return {
         "variant": variant,
         "rounds": len(ratios),
@@ -229,6 +244,7 @@ def interleaved_ratio(
         "spread": (high - low) / 2 / median if median > 0 else None,
         "hypotheses": dict(hypotheses),
         "verdict": verdict,
+        "why": why,  # why no verdict: "none inside", "several inside" or "too close"
     }
 
 
@@ -323,11 +339,6 @@ def contradictions(runs: Sequence[Mapping[str, str]]) -> dict[str, list[str]]:
         for name, given in answers.items()
         if len({a for a in given if a != INCONCLUSIVE}) > 1
     }
-
-
-#: How far outside its measured interval a variant's predicted step may lie before this
-#: machine is said to run otherwise than when its profile was measured.
-DRIFT = 0.15
 
 
 def drifted(machine: Mapping[str, Any] | None) -> bool:

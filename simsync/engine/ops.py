@@ -204,16 +204,14 @@ class Execution:
         node, run = self.node, self.run
         for device in node.devices:
             device.release()
-        kept = False
-        if self.core and node.pool is not None:
-            successor = self._successor()
-            if successor is not None:  # the run's next op goes on on this core
-                node.pool.keep(run, successor)
-                kept = True
+        cores = node.pool if self.core else None
+        successor = self._successor() if cores is not None else None
+        if cores is not None and successor is not None:  # the run's next op goes on here
+            cores.keep(run, successor)
         self.engine.finished(self)
-        if self.core and node.pool is not None and not kept:
+        if cores is not None and successor is None:
             # after the outputs went on: a consumer that asked for a core meanwhile goes first
-            node.pool.release()
+            cores.release()
 
     def _successor(self) -> int | None:
         """The op of this run to keep the core for: the first consumer on the same cores that
@@ -226,7 +224,7 @@ class Execution:
                 run.pending[output.dst] == 1
                 and after.pool is pool
                 and not after.op.locks
-                and after.kind.action in (None, "push", "enqueue")
+                and not after.waits
                 and all(slot.count == 0 for slot in after.devices)
                 and output.dst not in run.handoffs
                 and after.duration(run.draws) > 0

@@ -37,6 +37,7 @@ Usage::
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 import time
@@ -55,11 +56,11 @@ from simsync.tf_backend.cluster_config import (
     TensorFlowTestWorkload,
     tensorflow_test_config,
 )
-from simsync.tf_backend.cluster_ledger import LedgerError, NodeTiming, build_ledger
+from simsync.tf_backend.cluster_ledger import Ledger, LedgerError, NodeTiming, build_ledger
 from simsync.tf_backend.cluster_namespace import namespace_available
 from simsync.tf_backend.cluster_processes import ClusterError, ClusterProcesses, StartedCluster
 from simsync.tf_backend.runtime import BackendError
-from simsync.trace import ResourceEvent, Trace
+from simsync.trace import ResourceEvent
 
 __all__ = [
     "ClusterAddresses",
@@ -88,9 +89,9 @@ class Observation:
     local_steps: dict[str, int]  # "worker_0" -> its local step (the last token it got)
 
 
-@dataclass
-class ClusterRun:
-    """A cluster run's real ledger and end state.
+@dataclass(kw_only=True)
+class ClusterRun(Ledger):
+    """A cluster run's real ledger (the fields of :class:`Ledger`) and end state.
 
     ``trace`` holds a :class:`~simsync.trace.StepRecord` per worker run and per ``sync_op``
     run (client ``queue_runner``, step k = the run that made global step k), and the
@@ -102,14 +103,6 @@ class ClusterRun:
     ``run_seconds``: from the barrier to the last report."""
 
     config: ClusterConfig
-    trace: Trace
-    params: dict[str, np.ndarray]
-    global_step: int
-    local_steps: dict[str, int]
-    nodes: list[NodeTiming]
-    pushed: dict[tuple[str, int], dict[str, Any]]
-    read_versions: dict[tuple[str, int], dict[str, int]]
-    pending: dict[str, int]
     observations: list[Observation]
     addresses: dict[str, list[str]]
     namespace: bool
@@ -118,8 +111,6 @@ class ClusterRun:
     start_seconds: float
     run_seconds: float
     tensorflow: str = field(default="")
-    settled_by_value: int = 0  # pushes whose fate only the takes' averages could settle
-    order_disagreements: int = 0  # takes whose set the kernel order alone would get wrong
 
     def events(
         self, resource: str | None = None, action: str | None = None, client: str | None = None
@@ -175,15 +166,8 @@ def run_sync_replicas_cluster(
         shutil.rmtree(workdir, ignore_errors=True)
     ledger = build_ledger(config, reports)
     return ClusterRun(
+        **{f.name: getattr(ledger, f.name) for f in dataclasses.fields(ledger)},
         config=config,
-        trace=ledger.trace,
-        params=ledger.params,
-        global_step=ledger.global_step,
-        local_steps=ledger.local_steps,
-        nodes=ledger.nodes,
-        pushed=ledger.pushed,
-        read_versions=ledger.read_versions,
-        pending=ledger.pending,
         observations=observations,
         addresses=processes.addresses,
         namespace=namespace,
@@ -192,8 +176,6 @@ def run_sync_replicas_cluster(
         start_seconds=barrier - launched,
         run_seconds=finished - barrier,
         tensorflow=str(reports[0].get("tensorflow", "")),
-        settled_by_value=ledger.settled_by_value,
-        order_disagreements=ledger.order_disagreements,
     )
 
 

@@ -274,9 +274,11 @@ class Feeder:
             name: [] for name in lowered.work_rows if name in names
         }
 
-    def feeds(self, step: int, speeds: Mapping[str, float] | None = None) -> dict[Any, Any]:
-        """The step's feeds; the work sizes are also kept in ``work_rows`` (but not those of
-        a step run at other ``speeds``: device -> speed)."""
+    def feeds(
+        self, step: int, speeds: Mapping[str, float] | None = None, *, keep: bool = True
+    ) -> dict[Any, Any]:
+        """The step's feeds, the devices in ``speeds`` at those speeds; the work sizes are
+        kept in ``work_rows`` unless ``keep`` is false (an interleaved step)."""
         spec, seed = self.scenario.model, self.scenario.run.seed
         feeds: dict[Any, Any] = {}
         batches = make_batches(spec, seed, self.client, step, len(self.positions))
@@ -291,7 +293,7 @@ class Feeder:
             assert op.cost.group is not None
             seconds = draws[op.cost.group] * op.cost.fraction / speed
             feeds[rows] = rows_for(seconds, self.seconds_per_row)
-            if speeds is None:
+            if keep:
                 self.work_rows[name].append(feeds[rows])
         return feeds
 
@@ -355,7 +357,7 @@ class _Client:
                 break  # long steps (many towers): fewer rounds, a wider interval
             order = configurations if index % 2 == 0 else configurations[::-1]
             for name, speeds in order:
-                feeds = self.feeder.feeds(first + index, speeds or {})
+                feeds = self.feeder.feeds(first + index, speeds, keep=False)
                 if speeds is None:
                     rows = sum(feeds[self.lowered.work_rows[n]] for n in self.feeder.work_rows)
                     self.interleaved_work.append(rows * self.feeder.seconds_per_row)

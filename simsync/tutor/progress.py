@@ -80,36 +80,35 @@ class Progress:
         """Write the lessons this process changed, merged into the file as it is now."""
         if not self.persist:
             return
-        self._check_folder()
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self._locked():
-                lessons = self._read_locked()
-                if self._forget_all:
-                    lessons = {}
-                for slug in self._changed:
-                    if slug in self.lessons:
-                        lessons[slug] = self.lessons[slug]
-                    else:
-                        lessons.pop(slug, None)
-                text = json.dumps({"version": VERSION, "lessons": lessons}, indent=2)
-                write_text(self.path, text + "\n")
-        except OSError as error:
-            raise UsageError(
-                f"cannot save your progress in {self.path.parent}: {error.strerror or error}"
-                f"{_where_else()}"
-            ) from None
+        with self._writing():
+            lessons = self._read_locked()
+            if self._forget_all:
+                lessons = {}
+            for slug in self._changed:
+                if slug in self.lessons:
+                    lessons[slug] = self.lessons[slug]
+                else:
+                    lessons.pop(slug, None)
+            text = json.dumps({"version": VERSION, "lessons": lessons}, indent=2)
+            write_text(self.path, text + "\n")
         self.lessons, self._changed, self._forget_all = lessons, set(), False
 
     def check_writable(self) -> None:
         """Fail now, not after the first step, when progress cannot be saved."""
         if not self.persist:
             return
+        with self._writing():
+            pass
+
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """The progress folder made and the lock held for the block; a system error on the
+        way is one line saying where progress cannot be kept."""
         self._check_folder()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._locked():
-                pass
+                yield
         except OSError as error:
             raise UsageError(
                 f"cannot save your progress in {self.path.parent}: {error.strerror or error}"

@@ -312,17 +312,13 @@ def _drift(machine: Mapping[str, Any] | None, costs: str) -> RenderResult:
         return
     faster = machine["predicted"] > machine["interval"][1]
     yield Text(
-        f"Steps with {WORKING.get(machine['variant'], machine['variant'])} took "
+        f"Steps with {VARIANTS[machine['variant']][1]} took "
         f"{_ms(machine['measured'])} ms here, where this machine's profile predicts "
         f"{_ms(machine['predicted'])} ms: the machine is {'faster' if faster else 'slower'} "
         "now than when it was measured (its load has changed), so the comparisons below "
         "give no verdict. `simsync calibrate` measures it again.",
         style="yellow",
     )
-
-
-#: A variant's steps, in words.
-WORKING = {"one tower working": "only one tower working", "no slow tower": "no slow tower"}
 
 
 def _costs_kind(costs: str) -> str:
@@ -397,10 +393,24 @@ def _last(found: Mapping[str, Any]) -> tuple[Text, str]:
     )
 
 
-#: How each comparison reads, by its variant's name.
-COMPARED = {
-    "one tower working": "a step against one tower working alone",
-    "no slow tower": "a step against the same step with no slow tower",
+#: Each variant of the interleaved rounds in words: the question its comparison answers, and
+#: its steps (after "Steps with").
+VARIANTS = {
+    "one tower working": (
+        "a step against one tower working alone",
+        "only one tower working",
+    ),
+    "no slow tower": ("a step against the same step with no slow tower", "no slow tower"),
+}
+
+
+#: Why a comparison gave no verdict, by the ``why`` of its report.
+NO_VERDICT = {
+    "several inside": "more than one prediction lies within the interval (spread ±{spread:.0f} "
+    "%), so this machine cannot tell them apart",
+    "none inside": "no prediction lies within the interval, so this gives no verdict",
+    "too close": "the predictions are closer than this machine drifts between runs, so one "
+    "session cannot tell them apart",
 }
 
 
@@ -412,23 +422,17 @@ def _ratio(ratio: Mapping[str, Any]) -> tuple[str, Text, str]:
         f"{ratio['rounds']} alternating rounds in one session); predicted for this machine: "
         f"{hypotheses}"
     )
-    inside = [v for v in ratio["hypotheses"].values() if low <= v <= high]
     if ratio.get("out_of_date"):
         evidence += "; no verdict: this machine's profile is out of date (see above)"
-    elif ratio["verdict"] == "inconclusive" and inside:
-        evidence += (
-            f"; more than one prediction lies within the interval (spread "
-            f"±{(ratio['spread'] or 0) * 100:.0f} %), so this machine cannot tell them apart"
-        )
     elif ratio["verdict"] == "inconclusive":
-        evidence += "; no prediction lies within the interval, so this gives no verdict"
+        evidence += "; " + NO_VERDICT[ratio["why"]].format(spread=(ratio["spread"] or 0) * 100)
     verdict = ratio["verdict"]
     answer = (
         Text("inconclusive here", style="bold yellow")
         if verdict == "inconclusive"
         else Text(verdict, style="bold cyan")  # a measurement, neither right nor wrong
     )
-    return COMPARED.get(ratio["variant"], ratio["variant"]), answer, evidence
+    return VARIANTS[ratio["variant"]][0], answer, evidence
 
 
 def _stale(stale: Mapping[str, Any]) -> tuple[str, Text, str]:
