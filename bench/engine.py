@@ -18,12 +18,14 @@ Usage::
     python bench/engine.py --quick    # smaller sizes, for a smoke test
     python bench/engine.py --numerics-only --runs 5   # section 4 only
     python bench/engine.py --async-run 1000 1000      # one async run end to end (section 5)
+    python bench/engine.py --breakdown --runs 3       # where an async update's time goes (6)
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import gc
 import os
 import platform
@@ -38,9 +40,11 @@ from typing import Any
 
 import simpy
 
-from simsync.engine import CountingEnvironment, Engine, simulate, summary
+from simsync.engine import CountingEnvironment, Engine, Simulation, simulate, summary
 from simsync.ir import Graph
-from simsync.patterns import build_towers
+from simsync.kinds import KINDS
+from simsync.kinds.replay import replay
+from simsync.patterns import build, build_towers
 from simsync.scenario import ClusterConfig, ComputeConfig, LinkConfig, Scenario, TrainingConfig
 
 # -- the workload -------------------------------------------------------------------------------
@@ -570,6 +574,105 @@ def report_async_run(workers: int, updates: int) -> None:
     )
 
 
+def _rules_timed(spent: dict[str, float]) -> dict[str, Any]:
+    """Replace every kind in the registry by a copy whose numpy rules add their time to
+    ``spent`` (by kind); return the originals, for :func:`_rules_restored`."""
+    saved = dict(KINDS)
+
+    def timed(name: str, rule: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return rule(*args)
+            finally:
+                spent[name] = spent.get(name, 0.0) + time.perf_counter() - started
+
+        return run
+
+    for name, kind in saved.items():
+        KINDS[name] = dataclasses.replace(
+            kind,
+            numpy=None if kind.numpy is None else timed(name, kind.numpy),
+            numpy_batch=None if kind.numpy_batch is None else timed(name, kind.numpy_batch),
+        )
+    return saved
+
+
+def report_breakdown(workers: int, updates: int, runs: int) -> None:
+    """Where the time of ``summary(simulate(...))`` goes for asynchronous training, numerics
+    on, detail off, in microseconds per update and in bare SimPy events (its time per event
+    measured in the same rounds): the engine alone (numerics off), the replay of its trace
+    (collector paused, as the engine runs it), the part of the replay spent inside the kinds'
+    numpy rules (the arithmetic and its per-op Python; a second replay, with the rules
+    wrapped), and the summary. Interleaved rounds; median and spread."""
+    scenario = async_scenario(workers, updates)
+    bare_load = Workload(256, 200)  # section 4's yardstick
+    param_bytes = parameter_bytes(build_towers(bare_load.scenario()))
+    parts: dict[str, list[float]] = {}
+
+    def note(part: str, seconds: float) -> None:
+        parts.setdefault(part, []).append(seconds)
+
+    for _ in range(runs):
+        bare = run_bare(bare_load, param_bytes)
+        note("bare", bare.seconds / bare.events)
+        graph = build(scenario)
+        engine = Engine(graph, steps=updates, seed=scenario.run.seed, detail=False)
+        trace, seconds = timed(engine.run)
+        note("engine", seconds)
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            values = functools.partial(replay, graph, trace, scenario.model, scenario.run.seed)
+            _, seconds = timed(values)
+            note("replay", seconds)
+            spent: dict[str, float] = {}
+            saved = _rules_timed(spent)
+            try:
+                values()
+            finally:
+                KINDS.clear()
+                KINDS.update(saved)
+            note("rules", sum(spent.values()))
+        finally:
+            if collecting:
+                gc.enable()
+        sim = Simulation(scenario, graph, trace, 0.0)
+        _, seconds = timed(functools.partial(summary, sim))
+        note("summary", seconds)
+        _, seconds = timed(lambda: summary(simulate(scenario, detail=False)))
+        note("end to end", seconds)
+    count = workers * updates
+    bare_us = statistics.median(parts["bare"]) * 1e6
+    parts["bookkeeping"] = [r - k for r, k in zip(parts["replay"], parts["rules"], strict=True)]
+    rows = []
+    labels = {
+        "engine": "engine (Engine.run, numerics off)",
+        "replay": "replay of the trace (values, losses)",
+        "rules": "  inside the kinds' numpy rules",
+        "bookkeeping": "  the replay's own bookkeeping",
+        "summary": "summary",
+        "end to end": "end to end: summary(simulate(...))",
+    }
+    for part, label in labels.items():
+        per_update = [seconds / count * 1e6 for seconds in parts[part]]
+        middle = statistics.median(per_update)
+        rows.append([
+            label, f"{middle:.1f}", f"{min(per_update):.1f}-{max(per_update):.1f}",
+            f"{middle / bare_us:.1f}",
+        ])  # fmt: skip
+    print(
+        f"\n6. Where an asynchronous update's time goes: {workers} workers x {updates} updates, "
+        f"numerics on, detail off, {runs} interleaved rounds; bare SimPy "
+        f"{bare_us:.2f} us per event (median)\n"
+    )
+    print(table(["part", "us per update", "spread", "bare SimPy events"], rows))
+    print(
+        "the 0.05 target allows 20 bare SimPy events per update, end to end; the rules' "
+        "time includes their per-op Python"
+    )
+
+
 # -- main ---------------------------------------------------------------------------------------
 
 
@@ -599,6 +702,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="run only section 4 (end to end with numerics on, beside bare SimPy)",
     )
     parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="run only section 6: where an asynchronous update's time goes (engine, replay, "
+        "the kinds' numpy rules, summary), 500 workers x 100 updates",
+    )
+    parser.add_argument(
         "--async-run",
         type=int,
         nargs=2,
@@ -621,6 +730,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     if args.numerics_only:
         report_numerics(256, 200, 500, 100, args.runs or 3)
+        return
+    if args.breakdown:
+        report_breakdown(500, 100, args.runs or 3)
         return
     report_rates(rate_workload, runs)
     report_scaling(sizes, steps, rounds)
