@@ -42,7 +42,6 @@ processes: the same behaviour with a third fewer events. Only clients are proces
 
 from __future__ import annotations
 
-import gc
 import itertools
 from collections.abc import Callable, Generator
 from typing import Any
@@ -50,6 +49,7 @@ from typing import Any
 import simpy
 
 from simsync.engine.clocks import Clocks
+from simsync.engine.collection import collector_paused
 from simsync.engine.deadlock import explain_deadlock
 from simsync.engine.draws import DrawStreams
 from simsync.engine.environment import CountingEnvironment
@@ -228,11 +228,7 @@ class Engine:
         """Simulate until every client has finished; explain it if something never can."""
         self._initial_tokens()
         finished = [self.env.process(self._client(plan)) for plan in self.plans]
-        collecting = gc.isenabled()
-        # a run and its replay make no lasting reference cycles: the collector would only cost
-        # time, scanning the trace again and again as it grows
-        gc.disable()
-        try:
+        with collector_paused():  # a run and its replay make no lasting reference cycles
             self.env.run()
             stuck = [
                 p.name
@@ -244,9 +240,6 @@ class Engine:
             self.trace.events = self.env.events
             if self.model is not None:
                 self._values(self.model)
-        finally:
-            if collecting:
-                gc.enable()
         return self.trace
 
     def _values(self, model: ModelSpec) -> None:

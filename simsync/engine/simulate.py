@@ -9,6 +9,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from simsync.engine.collection import collector_paused
 from simsync.engine.executor import Engine, StepCallback
 from simsync.ir import Graph, critical_path, run_orders, sync_points, updating_clients
 from simsync.kinds import kind_of
@@ -126,6 +127,11 @@ def summary(sim: Simulation) -> dict[str, Any]:
     ``staleness`` describes the applied updates of the ledger; ``gradients`` the gradients
     pushed to accumulators (None when there are none).
     """
+    with collector_paused():  # the trace's records make no cycles: nothing to collect
+        return _summary(sim)
+
+
+def _summary(sim: Simulation) -> dict[str, Any]:
     scenario, trace, graph = sim.scenario, sim.trace, sim.graph
     updating = set(updating_clients(graph))
     batches = batches_per_run(graph)
