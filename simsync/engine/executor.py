@@ -52,7 +52,7 @@ from simsync.engine.clocks import Clocks
 from simsync.engine.collection import collector_paused
 from simsync.engine.deadlock import explain_deadlock
 from simsync.engine.draws import DrawStreams
-from simsync.engine.environment import CountingEnvironment
+from simsync.engine.environment import EngineEnvironment
 from simsync.engine.ops import Execution, Node, Output, Plan, Run, Transfer
 from simsync.engine.resources import Accumulator, Cores, Slot, TokenQueue
 from simsync.ir import (
@@ -124,7 +124,7 @@ class Engine:
         validate(graph)
         self.graph, self.seed, self.on_step, self.detail = graph, seed, on_step, detail
         self.model, self.steps = model, steps
-        self.env = CountingEnvironment()
+        self.env = EngineEnvironment()
         self.trace = Trace(source="simulator")
         self.devices = {d: Slot(self.env) for d in graph.devices}
         self.out_ports = {d: Slot(self.env) for d in graph.devices}
