@@ -331,9 +331,12 @@ def test_a_run_goes_on_on_the_core_that_finished_its_last_input() -> None:
     assert sum(1 for r in ops if r.kind == "read" and r.start > r.ready) > 10  # they queued
 
 
-def _event_log(env, plan: list[list[tuple[int, float]]]) -> list[tuple[float, int, int]]:
+def _event_log(
+    env, plan: list[list[tuple[int, float]]], pause: float | None = None
+) -> list[tuple[float, int, int]]:
     """Processes that each wait for timeouts, a succeeded event or the next process's end,
-    from ``plan`` (per process: kind, delay); the order in which they resume."""
+    from ``plan`` (per process: kind, delay); the order in which they resume. ``pause``: run
+    until then first (SimPy's ``run(until)``, event by event through ``step``)."""
     log: list[tuple[float, int, int]] = []
     processes: list = []
 
@@ -349,6 +352,8 @@ def _event_log(env, plan: list[list[tuple[int, float]]]) -> list[tuple[float, in
 
     for index, steps in enumerate(plan):
         processes.append(env.process(worker(index, steps)))
+    if pause is not None:
+        env.run(until=pause)
     env.run()
     return log
 
@@ -372,5 +377,9 @@ def test_engine_environment_keeps_simpy_order(plan) -> None:
     from simsync.engine.environment import CountingEnvironment, EngineEnvironment
 
     ours, counting, theirs = EngineEnvironment(), CountingEnvironment(), simpy.Environment()
-    assert _event_log(ours, plan) == _event_log(counting, plan) == _event_log(theirs, plan)
+    expected = _event_log(theirs, plan)
+    assert _event_log(ours, plan) == _event_log(counting, plan) == expected
     assert ours.events == counting.events and ours.now == theirs.now
+    paused = EngineEnvironment()
+    assert _event_log(paused, plan, pause=1.0) == expected
+    assert paused.events == ours.events + 1  # the event that stopped run(until)
