@@ -49,7 +49,7 @@ from typing import Any
 import simpy
 
 from simsync.engine.clocks import Clocks
-from simsync.engine.collection import collector_paused
+from simsync.engine.collection import with_collector_paused
 from simsync.engine.deadlock import explain_deadlock
 from simsync.engine.draws import DrawStreams
 from simsync.engine.environment import EngineEnvironment
@@ -226,20 +226,23 @@ class Engine:
     # -- running --------------------------------------------------------------------------
     def run(self) -> Trace:
         """Simulate until every client has finished; explain it if something never can."""
+        # a run and its replay make no lasting reference cycles
+        return with_collector_paused(Engine._run, self)
+
+    def _run(self) -> Trace:
         self._initial_tokens()
         finished = [self.env.process(self._client(plan)) for plan in self.plans]
-        with collector_paused():  # a run and its replay make no lasting reference cycles
-            self.env.run()
-            stuck = [
-                p.name
-                for p, f in zip(self.plans, finished, strict=True)
-                if not f.triggered and not p.daemon
-            ]
-            if stuck:
-                raise explain_deadlock(self, stuck)
-            self.trace.events = self.env.events
-            if self.model is not None:
-                self._values(self.model)
+        self.env.run()
+        stuck = [
+            p.name
+            for p, f in zip(self.plans, finished, strict=True)
+            if not f.triggered and not p.daemon
+        ]
+        if stuck:
+            raise explain_deadlock(self, stuck)
+        self.trace.events = self.env.events
+        if self.model is not None:
+            self._values(self.model)
         return self.trace
 
     def _values(self, model: ModelSpec) -> None:

@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from simsync.engine.collection import collector_paused
+from simsync.engine.collection import with_collector_paused
 from simsync.engine.executor import Engine, StepCallback
 from simsync.ir import Graph, critical_path, run_orders, sync_points, updating_clients
 from simsync.kinds import kind_of
@@ -127,8 +127,7 @@ def summary(sim: Simulation) -> dict[str, Any]:
     ``staleness`` describes the applied updates of the ledger; ``gradients`` the gradients
     pushed to accumulators (None when there are none).
     """
-    with collector_paused():  # the trace's records make no cycles: nothing to collect
-        return _summary(sim)
+    return with_collector_paused(_summary, sim)  # the trace's records make no cycles
 
 
 def _summary(sim: Simulation) -> dict[str, Any]:
