@@ -329,3 +329,57 @@ def test_a_run_goes_on_on_the_core_that_finished_its_last_input() -> None:
     backwards = [r for r in ops if r.kind == "backward"]
     assert backwards and all(r.start == by_run[r.client, r.step, "forward"].end for r in backwards)
     assert sum(1 for r in ops if r.kind == "read" and r.start > r.ready) > 10  # they queued
+
+
+def _event_log(
+    env, plan: list[list[tuple[int, float]]], pause: float | None = None
+) -> list[tuple[float, int, int]]:
+    """Processes that each wait for timeouts, a succeeded event or the next process's end,
+    from ``plan`` (per process: kind, delay); the order in which they resume. ``pause``: run
+    until then first (SimPy's ``run(until)``, event by event through ``step``)."""
+    log: list[tuple[float, int, int]] = []
+    processes: list = []
+
+    def worker(index: int, steps: list[tuple[int, float]]):
+        for i, (kind, delay) in enumerate(steps):
+            if kind == 0:
+                yield env.timeout(delay)
+            elif kind == 1:
+                yield env.event().succeed(i)
+            elif index + 1 < len(processes):
+                yield processes[index + 1] | env.timeout(delay)
+            log.append((env.now, index, i))
+
+    for index, steps in enumerate(plan):
+        processes.append(env.process(worker(index, steps)))
+    if pause is not None:
+        env.run(until=pause)
+    env.run()
+    return log
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(st.integers(0, 2), st.sampled_from([0, 0, 0.5, 1.0, 1.5])),
+            max_size=6,
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_engine_environment_keeps_simpy_order(plan) -> None:
+    """The engine's environment processes exactly SimPy's events in SimPy's order, ties at
+    one time included (they decide lessons' answers)."""
+    import simpy
+
+    from simsync.engine.environment import CountingEnvironment, EngineEnvironment
+
+    ours, counting, theirs = EngineEnvironment(), CountingEnvironment(), simpy.Environment()
+    expected = _event_log(theirs, plan)
+    assert _event_log(ours, plan) == _event_log(counting, plan) == expected
+    assert ours.events == counting.events and ours.now == theirs.now
+    paused = EngineEnvironment()
+    assert _event_log(paused, plan, pause=1.0) == expected
+    assert paused.events == ours.events + 1  # the event that stopped run(until)

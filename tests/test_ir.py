@@ -20,7 +20,10 @@ from simsync.ir import (
     critical_path,
     generations,
     run_order,
+    run_orders,
     sync_points,
+    topological_order,
+    tower_dependencies,
     validate,
 )
 from simsync.patterns import build_towers
@@ -51,6 +54,26 @@ def test_cycle_is_named() -> None:
     g.add_tensor(Tensor("b", "a"))
     with pytest.raises(GraphError, match=r"cycle: (a -> b -> a|b -> a -> b)"):
         validate(g)
+
+
+def test_a_changed_graph_gets_fresh_orders() -> None:
+    """Orders are computed once per graph (Graph.memo), and again once an op or tensor is
+    added; callers get copies they may change."""
+    g = two_op_graph()
+    assert topological_order(g) == ["a", "b"] and run_order(g, ("b",)) == ["a", "b"]
+    assert tower_dependencies(g) == {"a": frozenset(), "b": frozenset()}
+    run_order(g, ("b",)).append("junk")
+    topological_order(g).clear()
+    assert run_order(g, ("b",)) == ["a", "b"] and topological_order(g) == ["a", "b"]
+    g.add_op(Op("c", "apply", "/gpu:0", tower=3))
+    assert sorted(topological_order(g)) == ["a", "b", "c"] and run_order(g, ("b",)) == ["a", "b"]
+    g.add_tensor(Tensor("c", "a"))
+    assert topological_order(g) == ["c", "a", "b"]
+    assert run_orders(g, [("b",), ("c",)]) == [["c", "a", "b"], ["c"]]
+    assert tower_dependencies(g)["b"] == frozenset({3})
+    g.add_tensor(Tensor("b", "c"))
+    with pytest.raises(GraphError, match="cycle"):
+        run_order(g, ("b",))
 
 
 def test_dangling_input_is_named() -> None:

@@ -42,7 +42,6 @@ processes: the same behaviour with a third fewer events. Only clients are proces
 
 from __future__ import annotations
 
-import gc
 import itertools
 from collections.abc import Callable, Generator
 from typing import Any
@@ -50,9 +49,10 @@ from typing import Any
 import simpy
 
 from simsync.engine.clocks import Clocks
+from simsync.engine.collection import with_collector_paused
 from simsync.engine.deadlock import explain_deadlock
 from simsync.engine.draws import DrawStreams
-from simsync.engine.environment import CountingEnvironment
+from simsync.engine.environment import EngineEnvironment
 from simsync.engine.ops import Execution, Node, Output, Plan, Run, Transfer
 from simsync.engine.resources import Accumulator, Cores, Slot, TokenQueue
 from simsync.ir import (
@@ -124,7 +124,7 @@ class Engine:
         validate(graph)
         self.graph, self.seed, self.on_step, self.detail = graph, seed, on_step, detail
         self.model, self.steps = model, steps
-        self.env = CountingEnvironment()
+        self.env = EngineEnvironment()
         self.trace = Trace(source="simulator")
         self.devices = {d: Slot(self.env) for d in graph.devices}
         self.out_ports = {d: Slot(self.env) for d in graph.devices}
@@ -226,27 +226,23 @@ class Engine:
     # -- running --------------------------------------------------------------------------
     def run(self) -> Trace:
         """Simulate until every client has finished; explain it if something never can."""
+        # a run and its replay make no lasting reference cycles
+        return with_collector_paused(Engine._run, self)
+
+    def _run(self) -> Trace:
         self._initial_tokens()
         finished = [self.env.process(self._client(plan)) for plan in self.plans]
-        collecting = gc.isenabled()
-        # a run and its replay make no lasting reference cycles: the collector would only cost
-        # time, scanning the trace again and again as it grows
-        gc.disable()
-        try:
-            self.env.run()
-            stuck = [
-                p.name
-                for p, f in zip(self.plans, finished, strict=True)
-                if not f.triggered and not p.daemon
-            ]
-            if stuck:
-                raise explain_deadlock(self, stuck)
-            self.trace.events = self.env.events
-            if self.model is not None:
-                self._values(self.model)
-        finally:
-            if collecting:
-                gc.enable()
+        self.env.run()
+        stuck = [
+            p.name
+            for p, f in zip(self.plans, finished, strict=True)
+            if not f.triggered and not p.daemon
+        ]
+        if stuck:
+            raise explain_deadlock(self, stuck)
+        self.trace.events = self.env.events
+        if self.model is not None:
+            self._values(self.model)
         return self.trace
 
     def _values(self, model: ModelSpec) -> None:

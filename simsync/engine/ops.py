@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["Execution", "Node", "Output", "Plan", "Run", "Transfer"]
 
 
-@dataclass
+@dataclass(slots=True)
 class Output:
     """A tensor leaving a node: where to, and what travelling costs."""
 
@@ -41,7 +41,7 @@ class Output:
         self.free = self.seconds <= 0 and self.latency <= 0
 
 
-@dataclass
+@dataclass(slots=True)
 class Node:
     """One op of a client's run, with everything the hot path needs precomputed."""
 
@@ -81,7 +81,7 @@ class Node:
         return base / self.speed + self.overhead + self.ring
 
 
-@dataclass
+@dataclass(slots=True)
 class Plan:
     client: int
     name: str

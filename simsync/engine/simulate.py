@@ -5,9 +5,11 @@ from __future__ import annotations
 import functools
 import statistics
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from simsync.engine.collection import with_collector_paused
 from simsync.engine.executor import Engine, StepCallback
 from simsync.ir import Graph, critical_path, run_orders, sync_points, updating_clients
 from simsync.kinds import kind_of
@@ -15,6 +17,7 @@ from simsync.kinds.moving_average import race_outcomes
 from simsync.patterns import build
 from simsync.scenario import Scenario
 from simsync.trace import (
+    StepRecord,
     Trace,
     gradient_stats,
     racing_updates,
@@ -124,14 +127,18 @@ def summary(sim: Simulation) -> dict[str, Any]:
     ``staleness`` describes the applied updates of the ledger; ``gradients`` the gradients
     pushed to accumulators (None when there are none).
     """
+    return with_collector_paused(_summary, sim)  # the trace's records make no cycles
+
+
+def _summary(sim: Simulation) -> dict[str, Any]:
     scenario, trace, graph = sim.scenario, sim.trace, sim.graph
     updating = set(updating_clients(graph))
     batches = batches_per_run(graph)
     training = {client for client, count in batches.items() if count}
-    steps = [s for s in trace.steps if s.client in updating]
+    steps = _runs_of(sim, updating)
     stats = step_time_stats(Trace(steps=steps))
     waits = sync_waits(graph, trace, sim.sync_points)
-    losses = [s.loss for s in trace.steps if s.client in training]
+    losses = [s.loss for s in _runs_of(sim, training)]
     path, path_seconds = critical_path(graph)
     runs = updates_by_run(trace)  # read twice below
     ledger = staleness_stats(trace, runs)
@@ -196,11 +203,19 @@ def _allowed_outcomes(graph: Graph) -> list[str]:
     return list(race_outcomes(0.0, [0.0] * updates, 0.5))
 
 
+def _runs_of(sim: Simulation, clients: set[str]) -> list[StepRecord]:
+    """The runs of ``clients``, in order: the trace's own list when they are all the graph's."""
+    if all(client.name in clients for client in sim.graph.clients):
+        return sim.trace.steps
+    return [s for s in sim.trace.steps if s.client in clients]
+
+
 def _samples_per_second(sim: Simulation, batches: dict[str, int]) -> float | None:
     """Examples trained per second: every training run's batches over the span of the runs."""
-    runs = [s for s in sim.trace.steps if batches[s.client]]
+    runs = _runs_of(sim, {client for client, count in batches.items() if count})
     if not runs:
         return None
-    span = max(s.end for s in runs) - min(s.start for s in runs)
-    samples = sum(batches[s.client] for s in runs) * sim.scenario.model.batch_size
-    return samples / span if span > 0 else None
+    span = max(end for _, _, _, end, _ in runs) - min(start for _, _, start, _, _ in runs)
+    made = Counter(s.client for s in runs)
+    samples = sum(batches[client] * count for client, count in made.items())
+    return samples * sim.scenario.model.batch_size / span if span > 0 else None

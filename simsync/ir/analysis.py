@@ -6,6 +6,7 @@ Plain functions over a :class:`~simsync.ir.graph.Graph`, in the manner of networ
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
 import networkx as nx
 
@@ -27,7 +28,8 @@ __all__ = [
 
 
 def topological_order(graph: Graph) -> list[str]:
-    """The ops in an order where every op comes after its inputs.
+    """The ops in an order where every op comes after its inputs (sorted once per graph, see
+    :meth:`~simsync.ir.graph.Graph.memo`).
 
     Raises
     ------
@@ -44,6 +46,10 @@ def topological_order(graph: Graph) -> list[str]:
     ...
     simsync.errors.GraphError: the graph has a cycle: a -> b -> a
     """
+    return list(graph.memo("topological_order", lambda: tuple(_sort(graph))))
+
+
+def _sort(graph: Graph) -> list[str]:
     try:
         return list(nx.topological_sort(graph.nx))
     except nx.NetworkXUnfeasible:
@@ -77,36 +83,51 @@ def run_order(graph: Graph, fetches: tuple[str, ...]) -> list[str]:
 
 def run_orders(graph: Graph, fetch_sets: Sequence[tuple[str, ...]]) -> list[list[str]]:
     """:func:`run_order` for many clients at once, sorting the graph only once: with N
-    clients of a few ops each, N sorts of the whole graph would be quadratic.
+    clients of a few ops each, N sorts of the whole graph would be quadratic. Each fetch set's
+    order is computed once per graph (the engine, the replay and the summary all ask).
 
     >>> from simsync.patterns import tiny_example
     >>> orders = run_orders(tiny_example(), [("tower_0/loss",), ("tower_1/gradients",)])
     >>> [len(order) for order in orders]
     [3, 4]
     """
-    position = {name: i for i, name in enumerate(topological_order(graph))}
-    orders = []
-    for fetches in fetch_sets:
-        for fetch in fetches:
-            graph.op(fetch)
-        needed: set[str] = set(fetches)
-        frontier = list(fetches)
-        while frontier:  # one walk up from all fetches at once: linear in what is needed
-            for parent in graph.nx.predecessors(frontier.pop()):
-                if parent not in needed:
-                    needed.add(parent)
-                    frontier.append(parent)
-        orders.append(sorted(needed, key=position.__getitem__))
-    return orders
+    return [
+        list(graph.memo(("run_order", tuple(fetches)), partial(_run_order, graph, fetches)))
+        for fetches in fetch_sets
+    ]
+
+
+def _run_order(graph: Graph, fetches: tuple[str, ...]) -> tuple[str, ...]:
+    position = graph.memo("topological_position", partial(_positions, graph))
+    for fetch in fetches:
+        graph.op(fetch)
+    needed: set[str] = set(fetches)
+    frontier = list(fetches)
+    while frontier:  # one walk up from all fetches at once: linear in what is needed
+        for parent in graph.nx.predecessors(frontier.pop()):
+            if parent not in needed:
+                needed.add(parent)
+                frontier.append(parent)
+    return tuple(sorted(needed, key=position.__getitem__))
+
+
+def _positions(graph: Graph) -> dict[str, int]:
+    """Each op's place in :func:`topological_order`."""
+    return {name: i for i, name in enumerate(topological_order(graph))}
 
 
 def tower_dependencies(graph: Graph) -> dict[str, frozenset[int]]:
-    """For every op, the towers whose ops it depends on (itself included).
+    """For every op, the towers whose ops it depends on (itself included); computed once per
+    graph.
 
     >>> from simsync.patterns import tiny_example
     >>> sorted(tower_dependencies(tiny_example())["average_gradients"])
     [0, 1]
     """
+    return dict(graph.memo("tower_dependencies", partial(_tower_dependencies, graph)))
+
+
+def _tower_dependencies(graph: Graph) -> dict[str, frozenset[int]]:
     towers: dict[str, frozenset[int]] = {}
     for name in topological_order(graph):
         own = graph.op(name).tower

@@ -14,14 +14,19 @@ The graph is a :class:`networkx.MultiDiGraph` underneath (``Graph.nx``): nodes a
 the :class:`Op` under ``"op"``, edges carry the :class:`Tensor` under ``"tensor"``; two ops may
 share several tensors (a data edge and a control edge). Devices live on hosts; a transfer
 between two hosts crosses the link of that pair (:meth:`Graph.link_between`).
+
+Build the graph's structure through :meth:`Graph.add_op` and :meth:`Graph.add_tensor`, never by
+changing ``Graph.nx`` directly: analyses of the structure alone (a topological order, each
+client's run order) are computed once and kept until one of these methods changes it
+(:meth:`Graph.memo`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import networkx as nx
 
@@ -39,6 +44,8 @@ __all__ = [
     "Variable",
     "natural_key",
 ]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -257,6 +264,8 @@ class Graph:
         self.host_cores: dict[str, int] = {}
         #: per host: each core's speed when all its cores are busy, relative to one busy core
         self.core_efficiency: dict[str, float] = {}
+        #: analyses of the ops and tensors alone, kept until they change (see :meth:`memo`)
+        self._memo: dict[Hashable, Any] = {}
 
     # -- building -----------------------------------------------------------------------
     def add_device(self, device: Device) -> None:
@@ -300,6 +309,7 @@ class Graph:
         if op.name in self.nx:
             raise GraphError(f"op '{op.name}' is defined twice")
         self.nx.add_node(op.name, op=op)
+        self._memo.clear()
 
     def add_tensor(self, tensor: Tensor) -> None:
         for end in (tensor.src, tensor.dst):
@@ -308,9 +318,32 @@ class Graph:
                     f"tensor {tensor.src} -> {tensor.dst}: dangling input, no op named '{end}'"
                 )
         self.nx.add_edge(tensor.src, tensor.dst, tensor=tensor)
+        self._memo.clear()
 
     def add_client(self, client: Client) -> None:
         self.clients.append(client)
+
+    def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()``, computed once per ``key`` and kept until an op or a tensor is added.
+
+        For analyses that depend on the ops and tensors alone (a topological order, a run
+        order): a simulation asks for them many times (the engine, the replay, the summary).
+        Keep the result immutable (a tuple), or copy it before handing it out.
+
+        >>> g = Graph()
+        >>> g.add_device(Device("/gpu:0"))
+        >>> g.add_op(Op("a", "forward", "/gpu:0"))
+        >>> g.memo("size", lambda: len(g)), g.memo("size", lambda: -1)
+        (1, 1)
+        >>> g.add_op(Op("b", "forward", "/gpu:0"))
+        >>> g.memo("size", lambda: len(g))
+        2
+        """
+        try:
+            value: T = self._memo[key]
+        except KeyError:
+            value = self._memo[key] = compute()
+        return value
 
     # -- reading ------------------------------------------------------------------------
     def op(self, name: str) -> Op:

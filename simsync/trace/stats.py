@@ -23,7 +23,7 @@ def step_time_stats(trace: Trace) -> dict[str, float]:
     >>> {k: round(v, 3) for k, v in step_time_stats(t).items()}
     {'mean': 0.05, 'p50': 0.05, 'p95': 0.05}
     """
-    durations = np.array([s.duration for s in trace.steps])
+    durations = np.array([end - start for _, _, start, end, _ in trace.steps])  # .duration
     if durations.size == 0:
         return {"mean": 0.0, "p50": 0.0, "p95": 0.0}
     return {
@@ -61,6 +61,7 @@ def sync_waits(graph: Graph, trace: Trace, points: list[str]) -> list[SyncWait]:
     ready exactly when its last input arrives.
     """
     towers = tower_dependencies(graph)
+    label_of: dict[str, str] = {}  # per input op: its towers' label, made once
     result = []
     for point in points:
         total: dict[str, float] = defaultdict(float)
@@ -68,9 +69,12 @@ def sync_waits(graph: Graph, trace: Trace, points: list[str]) -> list[SyncWait]:
         runs = [r for r in trace.ops if r.op == point]
         for record in runs:
             for src, arrived in record.arrivals:
-                total[_label(towers[src])] += record.ready - arrived
+                label = label_of.get(src)
+                if label is None:
+                    label = label_of[src] = _label(towers[src])
+                total[label] += record.ready - arrived
                 if arrived == record.ready:  # ties: every input that came last counts
-                    last[_label(towers[src])] += 1
+                    last[label] += 1
         count = max(len(runs), 1)
         labels = sorted(total, key=natural_key)
         result.append(
