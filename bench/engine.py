@@ -42,8 +42,10 @@ import simpy
 
 from simsync.engine import CountingEnvironment, Engine, Simulation, simulate, summary
 from simsync.ir import Graph
-from simsync.kinds import KINDS
+from simsync.kinds import KINDS, sgd_step
+from simsync.kinds.forward import Forward
 from simsync.kinds.replay import replay
+from simsync.numerics import ModelSpec, backward_many, batch_source, forward_many, init_params
 from simsync.patterns import build, build_towers
 from simsync.scenario import ClusterConfig, ComputeConfig, LinkConfig, Scenario, TrainingConfig
 
@@ -574,9 +576,9 @@ def report_async_run(workers: int, updates: int) -> None:
     )
 
 
-def _rules_timed(spent: dict[str, float]) -> dict[str, Any]:
+def _rules_timed(spent: dict[str, float], calls: dict[str, int]) -> dict[str, Any]:
     """Replace every kind in the registry by a copy whose numpy rules add their time to
-    ``spent`` (by kind); return the originals, for :func:`_rules_restored`."""
+    ``spent`` and their calls to ``calls`` (by kind); return the originals, to put back."""
     saved = dict(KINDS)
 
     def timed(name: str, rule: Callable[..., Any]) -> Callable[..., Any]:
@@ -586,6 +588,7 @@ def _rules_timed(spent: dict[str, float]) -> dict[str, Any]:
                 return rule(*args)
             finally:
                 spent[name] = spent.get(name, 0.0) + time.perf_counter() - started
+                calls[name] = calls.get(name, 0) + 1
 
         return run
 
@@ -596,6 +599,27 @@ def _rules_timed(spent: dict[str, float]) -> dict[str, Any]:
             numpy_batch=None if kind.numpy_batch is None else timed(name, kind.numpy_batch),
         )
     return saved
+
+
+def arithmetic_alone(spec: ModelSpec, updates: int, batch: int) -> float:
+    """Seconds of the numpy arithmetic that ``updates`` asynchronous updates need, with nothing
+    around it: a batch drawn per run, the batched forward and backward passes in batches of
+    ``batch`` runs (each run at its own parameter version, as asynchronous workers read them),
+    and one SGD step per parameter per update."""
+    first = init_params(spec, 0)
+    versions = [{k: v + 1e-3 * i for k, v in first.items()} for i in range(batch)]
+    source, rate = batch_source(spec, 0), spec.learning_rate
+    started = time.perf_counter()
+    for start in range(0, updates, batch):
+        runs = range(start, min(start + batch, updates))
+        drawn = [source(run % 500, run // 500, 1)[0] for run in runs]
+        params = versions[: len(drawn)]
+        losses, handles = forward_many(spec, params, drawn)
+        forwards = [Forward(*args) for args in zip(losses, params, drawn, handles, strict=True)]
+        for grads in backward_many(spec, forwards):
+            for name, value in first.items():
+                sgd_step(value, grads[name], rate)
+    return time.perf_counter() - started
 
 
 def report_breakdown(workers: int, updates: int, runs: int) -> None:
@@ -627,13 +651,16 @@ def report_breakdown(workers: int, updates: int, runs: int) -> None:
             _, seconds = timed(values)
             note("replay", seconds)
             spent: dict[str, float] = {}
-            saved = _rules_timed(spent)
+            calls: dict[str, int] = {}
+            saved = _rules_timed(spent, calls)
             try:
                 values()
             finally:
                 KINDS.clear()
                 KINDS.update(saved)
             note("rules", sum(spent.values()))
+            batch = round(workers * updates / calls["forward"])
+            note("arithmetic", arithmetic_alone(scenario.model, workers * updates, batch))
         finally:
             if collecting:
                 gc.enable()
@@ -651,6 +678,7 @@ def report_breakdown(workers: int, updates: int, runs: int) -> None:
         "replay": "replay of the trace (values, losses)",
         "rules": "  inside the kinds' numpy rules",
         "bookkeeping": "  the replay's own bookkeeping",
+        "arithmetic": "  the arithmetic alone, without the replay",
         "summary": "summary",
         "end to end": "end to end: summary(simulate(...))",
     }
