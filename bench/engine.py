@@ -5,8 +5,9 @@ Two measurements, taken in the same run on the same machine:
 1. **Event rate vs bare SimPy.** simsync's :class:`~simsync.engine.Engine` runs the tower
    pattern (``simsync.patterns.build_towers``, numerics off) and a hand-written SimPy model
    runs the *same* workload the way a SimPy user would write it (no simsync code). Both count
-   events with :class:`~simsync.engine.CountingEnvironment`, so the counting overhead is the
-   same on both sides. The design target is ours/bare >= 0.5. A row with numerics on
+   events the same way (bare SimPy on :class:`~simsync.engine.CountingEnvironment`, the engine
+   on its subclass ``EngineEnvironment``, which processes the same events in SimPy's order). The
+   design target is ours/bare >= 0.5. A row with numerics on
    (softmax model) shows what real parameter values cost.
 2. **Scaling with towers.** towers = 1, 2, 4, ..., 1024 at a fixed number of steps: wall
    seconds, events and seconds per tower-step (constant if the engine grows linearly), and the
@@ -355,7 +356,10 @@ def report_rates(workload: Workload, runs: int) -> None:
         f"\n1. Event rate vs bare SimPy: {workload.towers} towers x {workload.steps} steps, "
         f"{runs} interleaved rounds; best wall time, ratios are medians over rounds"
     )
-    print("   (both count events with simsync.engine.CountingEnvironment; ours times Engine.run)\n")
+    print(
+        "   (bare SimPy counts events with simsync.engine.CountingEnvironment, ours with its "
+        "subclass EngineEnvironment: the same count; ours times Engine.run)\n"
+    )
     param_bytes = parameter_bytes(build_towers(workload.scenario()))
     rows, verdicts, overheads = [], [], []
     for distribution, numerics in (("constant", False), ("exponential", True)):
