@@ -92,11 +92,13 @@ def run_autograder(root: Path, submission: Path) -> dict:
 
 
 def test_simsync_in_the_autograder_is_the_packed_wheel(autograder: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     done = subprocess.run(
         [str(autograder / "venv/bin/python"), "-c", "import simsync; print(simsync.__file__)"],
         capture_output=True,
         text=True,
         cwd=autograder,
+        env=env,  # as run_autograder runs it
     )
     assert done.stdout.startswith(str(autograder / "venv")), done.stdout + done.stderr
 

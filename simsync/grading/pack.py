@@ -34,6 +34,7 @@ SETUP = """\
 #!/usr/bin/env bash
 # Gradescope runs this once, when it builds the autograder's image.
 set -euo pipefail
+unset PYTHONPATH PYTHONHOME  # the venv's own packages, not whatever the environment adds
 ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
 PYTHON="${{SIMSYNC_PYTHON:-python3}}"
 "$PYTHON" -m venv "$ROOT/venv"
@@ -48,6 +49,7 @@ RUN = """\
 # Gradescope runs this for every submission: the submission is in $ROOT/submission, the
 # results go to $ROOT/results/results.json.
 ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
+unset PYTHONPATH PYTHONHOME  # the simsync packed in this zip, never another on the path
 export SIMSYNC_ASSIGNMENTS="$ROOT/source/assignments"   # the assignment packed with this zip
 mkdir -p "$ROOT/results"
 cd "$ROOT"
