@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 from collections import defaultdict
+from collections.abc import Generator
 
 import numpy as np
 import pytest
+import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simsync.engine import Engine, simulate, summary
+from simsync.engine.resources import Cores
 from simsync.ir import critical_path
 from simsync.numerics import backward, forward, init_params, make_batch
 from simsync.patterns import build_towers
@@ -383,3 +387,30 @@ def test_engine_environment_keeps_simpy_order(plan) -> None:
     paused = EngineEnvironment()
     assert _event_log(paused, plan, pause=1.0) == expected
     assert paused.events == ours.events + 1  # the event that stopped run(until)
+
+
+@pytest.mark.parametrize("start", [2e4, 1e5, 1e7])
+def test_shared_cores_finish_far_from_time_zero(start: float) -> None:
+    # Far from time 0, a few picoseconds of work left are below the resolution of the clock:
+    # the op must still end (it once rescheduled itself at the same moment for ever).
+    env, ended = simpy.Environment(initial_time=start), []
+    cores, rng = Cores(env, 2, 0.7), random.Random(0)
+
+    def op(work: float, delay: float) -> Generator[simpy.Event, None, None]:
+        yield env.timeout(delay)
+        granted = env.event()
+        cores.request(lambda _e: granted.succeed())
+        yield granted
+        done = env.event()
+        cores.run(work, lambda _e: done.succeed())
+        yield done
+        cores.release()
+        ended.append(env.now)
+
+    for _ in range(200):
+        env.process(op(rng.uniform(1e-4, 1e-2), rng.uniform(0, 0.05)))
+    for _ in range(100_000):  # a bounded number of events: a loop at one moment fails here
+        if env.peek() == float("inf"):
+            break
+        env.step()
+    assert len(ended) == 200

@@ -182,8 +182,12 @@ class Cores(Slot):
         if generation != self.generation:  # an op started or ended since: rescheduled
             return
         self._advance()
-        ended = [entry for entry in self.running if entry[0] <= 1e-12]
-        self.running = [entry for entry in self.running if entry[0] > 1e-12]
+        # the op the timer was set for ends, whatever is left of its work: far from time 0, a
+        # remainder below half a unit in the last place of ``now`` would set the timer to now
+        # again, for ever
+        limit = max(1e-12, min(entry[0] for entry in self.running))
+        ended = [entry for entry in self.running if entry[0] <= limit]
+        self.running = [entry for entry in self.running if entry[0] > limit]
         self._schedule()
         for _, done in ended:
             done(event)
