@@ -37,7 +37,8 @@ def test_crosscheck_measures_the_machine_once_then_reuses_it(tmp_path: Path) -> 
     assert machine["tensorflow"] and machine["cores"] == os.cpu_count()
     assert stored["calibrated_on"]["scenario"] == "machine reference"  # not the predicted one
     report = json.loads(first.stdout)
-    assert report["costs"].startswith("this machine's profile (measured ")
+    assert report["costs"].startswith("this machine's profile (measured 20")  # the date too
+    assert report["costs_kind"] == "machine" and report["evidence"]["machine"] is not None
     assert report["devices"].endswith("sharing " + ("1 core" if os.cpu_count() == 1 else
                                                     f"{os.cpu_count()} cores"))  # fmt: skip
 
@@ -49,7 +50,12 @@ def test_crosscheck_measures_the_machine_once_then_reuses_it(tmp_path: Path) -> 
 
     own = simsync("crosscheck", str(TWO), "--steps", "3", "--json", "--scenario-costs", cache=cache)
     assert own.returncode == 0, own.stderr[-3000:]
-    assert json.loads(own.stdout)["costs"] == "scenario"
+    own_report = json.loads(own.stdout)
+    assert own_report["costs"] == "scenario" and own_report["costs_kind"] == "scenario"
+    # predictions from the scenario's own costs are not this machine's: no drift check, so no
+    # verdict is withheld as "out of date"
+    assert own_report["evidence"]["machine"] is None
+    assert not any(r.get("out_of_date") for r in own_report["evidence"]["ratios"])
 
 
 def test_a_profile_of_another_machine_or_a_broken_one_is_measured_again(tmp_path: Path) -> None:

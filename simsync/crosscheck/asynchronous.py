@@ -23,6 +23,7 @@ import numpy as np
 from simsync.crosscheck.compare import (
     VALUE_TOLERANCE,
     CrossCheck,
+    costs_kind,
     costs_label,
     predicted_scenario,
     relative_error,
@@ -52,6 +53,7 @@ def crosscheck_async(
     simulation = simulate(predicted.with_run(steps=per_worker))
     traced = [run for run, phase in real.phases.items() if phase == "traced"]
     timed = {run for run, phase in real.phases.items() if phase == "timed"}
+    stale = _staleness(simulation.trace, real.trace)
     report = {
         "scenario": scenario.name,
         "mode": simulation.graph.facts.get("mode"),
@@ -62,11 +64,12 @@ def crosscheck_async(
         "devices": real.devices.describe(),
         "tensorflow": real.tensorflow,
         "costs": costs_label(profile),
+        "costs_kind": costs_kind(profile),
         "structure": {**structure(simulation.graph, real.trace, traced), "runs": len(traced)},
         "values": _replayed(scenario, simulation.graph, real),
-        "staleness": _staleness(simulation.trace, real.trace),
+        "staleness": stale,
         "throughput": _throughput(simulation.trace, real.trace, timed),
-        "evidence": {"staleness": staleness(real.trace, staleness_stats(simulation.trace)["mean"])},
+        "evidence": {"staleness": staleness(real.trace, stale["predicted"]["mean"])},
         "unmapped_tensorflow_ops": dict(real.census.unmapped),
     }
     return CrossCheck(scenario, predicted, simulation, real, report)

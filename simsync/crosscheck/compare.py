@@ -117,10 +117,11 @@ def crosscheck(
         "devices": real.devices.describe(),
         "tensorflow": real.tensorflow,
         "costs": costs_label(profile),
+        "costs_kind": costs_kind(profile),
         "structure": structure(simulation.graph, real.trace),
         "values": _values(simulation, real),
         "timing": _timing(simulation.trace, real, traced),
-        "evidence": _evidence(graph, real, predicted, variants),
+        "evidence": _evidence(graph, real, predicted, variants, costs_kind(profile) == "machine"),
         "unmapped_tensorflow_ops": dict(real.census.unmapped),
     }
     return CrossCheck(scenario, predicted, simulation, real, report)
@@ -138,13 +139,21 @@ def resolve_profile(
     return profile
 
 
-def costs_label(profile: Profile | None) -> str:
-    """Where the predicted costs come from, for a report."""
+def costs_kind(profile: Profile | None) -> str:
+    """Where the predicted costs come from: ``scenario`` (its own costs), ``machine`` (this
+    machine's measured profile) or ``file`` (a calibration profile from a file)."""
     if profile is None:
         return "scenario"
-    if profile.calibrated_on.get("machine"):
-        measured = str(profile.calibrated_on.get("measured", "")).partition(" ")[2]
-        return f"this machine's profile (measured at {measured})"
+    return "machine" if profile.calibrated_on.get("machine") else "file"
+
+
+def costs_label(profile: Profile | None) -> str:
+    """Where the predicted costs come from, in words, for a report."""
+    kind = costs_kind(profile)
+    if profile is None or kind == "scenario":
+        return "scenario"
+    if kind == "machine":
+        return f"this machine's profile (measured {profile.calibrated_on.get('measured', '')})"
     return f"calibration profile {profile.source}".strip()
 
 
@@ -199,10 +208,11 @@ def _evidence(
     real: TensorFlowRun,
     predicted: Scenario,
     variants: list[tuple[Variant, Hypotheses]],
+    for_this_machine: bool,
 ) -> dict[str, Any]:
-    """What the real run shows (see :mod:`simsync.crosscheck.evidence`), and whether the
-    machine still runs a variant as fast as its profile says (its load may have changed
-    since it was measured)."""
+    """What the real run shows (see :mod:`simsync.crosscheck.evidence`), and, when the
+    predictions are for this machine (its measured profile), whether it still runs a variant
+    as fast as its profile says (its load may have changed since it was measured)."""
     ratios = []
     for variant, hypotheses in variants:
         expected = {}
@@ -210,7 +220,8 @@ def _evidence(
             mine, theirs = _simulated_steps(change(predicted), variant)
             expected[name] = mine / theirs if theirs > 0 else math.inf
         ratios.append(interleaved_ratio(real.interleaved, variant.name, expected))
-    machine = _machine_check(real, predicted, variants[0][0]) if variants else None
+    check = variants and for_this_machine
+    machine = _machine_check(real, predicted, variants[0][0]) if check else None
     if machine and machine["drifted"]:  # predictions from an out-of-date profile: no yardstick
         ratios = [{**ratio, "verdict": INCONCLUSIVE, "out_of_date": True} for ratio in ratios]
     return {

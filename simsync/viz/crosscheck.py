@@ -89,12 +89,12 @@ class CrossCheckView:
                 f"The predicted median step time is off by {_percent(error)}"
                 + (", within this machine's noise. " if noise else ". ")
                 + WHY_TIMING_DIFFERS
-                + REMEDY[_costs_kind(r["costs"])],
+                + REMEDY[r["costs_kind"]],
                 style="yellow",
             )
         if r.get("evidence"):
-            yield from _drift(r["evidence"].get("machine"), r["costs"])
-            yield EvidenceView(r["evidence"])
+            yield from _drift(r["evidence"].get("machine"))
+            yield EvidenceView(r["evidence"], r["costs"], r["costs_kind"])
         yield from self._problems()
 
     def _problems(self) -> RenderResult:
@@ -223,7 +223,7 @@ class CrossCheckView:
                 style="yellow",
             )
         if r.get("evidence"):
-            yield EvidenceView(r["evidence"])
+            yield EvidenceView(r["evidence"], r["costs"], r["costs_kind"])
         yield from self._problems()
 
     def _staleness(self) -> Table:
@@ -306,9 +306,10 @@ class CrossCheckView:
         return table
 
 
-def _drift(machine: Mapping[str, Any] | None, costs: str) -> RenderResult:
-    """A note when the machine no longer runs as its profile says."""
-    if not machine or _costs_kind(costs) != "machine" or not machine.get("drifted"):
+def _drift(machine: Mapping[str, Any] | None) -> RenderResult:
+    """A note when the machine no longer runs as its profile says (checked only when the
+    predictions are for this machine)."""
+    if not machine or not machine.get("drifted"):
         return
     faster = machine["predicted"] > machine["interval"][1]
     yield Text(
@@ -321,13 +322,6 @@ def _drift(machine: Mapping[str, Any] | None, costs: str) -> RenderResult:
     )
 
 
-def _costs_kind(costs: str) -> str:
-    """``scenario``, ``machine`` or ``file``: where a report's predicted costs came from."""
-    if costs == "scenario":
-        return "scenario"
-    return "machine" if costs.startswith("this machine") else "file"
-
-
 def _costs(costs: str) -> str:
     """The timing table's words for where the predicted costs came from."""
     return "the scenario's own costs" if costs == "scenario" else costs
@@ -335,10 +329,13 @@ def _costs(costs: str) -> str:
 
 class EvidenceView:
     """What the real run shows (:mod:`simsync.crosscheck.evidence`), one row per finding:
-    its verdict, or "inconclusive here" with the reason, and the numbers behind it."""
+    its verdict, or "inconclusive here" with the reason, and the numbers behind it.
+    ``costs`` and ``kind``: where the predictions came from (the report's ``costs`` and
+    ``costs_kind``). Nothing is shown when there is no finding (one tower)."""
 
-    def __init__(self, evidence: Mapping[str, Any]) -> None:
+    def __init__(self, evidence: Mapping[str, Any], costs: str, kind: str) -> None:
         self.evidence = evidence
+        self.predicted = "for this machine" if kind == "machine" else f"from {_costs(costs)}"
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         table = Table(title="What the real run shows", title_justify="left")
@@ -348,7 +345,7 @@ class EvidenceView:
         if together:
             table.add_row(
                 "did the towers run side by side?",
-                _verdict(together["verdict"], "side by side", "one after another"),
+                _verdict(together["verdict"], "side by side"),
                 f"in {together['overlapped_steps']} of {together['steps']} traced steps the "
                 "towers' forward and backward ops ran at the same time for at least half of "
                 f"the shorter tower's compute (median {together['median_share'] * 100:.0f} %); "
@@ -359,18 +356,20 @@ class EvidenceView:
                 f"who arrived last at {found['sync_point']}?", *_last(found)
             )  # fmt: skip
         for ratio in self.evidence.get("ratios", []):
-            table.add_row(*_ratio(ratio))
+            table.add_row(*_ratio(ratio, self.predicted))
         stale = self.evidence.get("staleness")
         if stale:
             table.add_row(*_stale(stale))
-            table.add_row(*_stale_predicted(stale))
-        yield table
+            table.add_row(*_stale_predicted(stale, self.predicted))
+        if table.row_count:
+            yield table
 
 
-def _verdict(verdict: str, *expected: str) -> Text:
+def _verdict(verdict: str, expected: str) -> Text:
+    """``verdict`` in green if it is the ``expected`` one, in red if not."""
     if verdict == "inconclusive":
         return Text("inconclusive here", style="bold yellow")
-    style = "bold green" if verdict == expected[0] else "bold red"
+    style = "bold green" if verdict == expected else "bold red"
     return Text(verdict, style=style)
 
 
@@ -383,7 +382,7 @@ def _last(found: Mapping[str, Any]) -> tuple[Text, str]:
         others = [w for t, w in waits.items() if t != tower]
         wait = sum(others) / len(others) * 1e3 if others else 0.0
         return Text(tower, style="bold green"), (
-            f"{tower}'s input came last in {count} of {steps} traced steps; the others' "
+            f"{tower}'s input came last in {count} of {steps} traced steps; the others "
             f"waited for it {wait:.2f} ms on average"
         )
     counts = ", ".join(f"{t} {n}" for t, n in last.items())
@@ -414,12 +413,12 @@ NO_VERDICT = {
 }
 
 
-def _ratio(ratio: Mapping[str, Any]) -> tuple[str, Text, str]:
+def _ratio(ratio: Mapping[str, Any], predicted: str) -> tuple[str, Text, str]:
     low, high = ratio["interval"]
     hypotheses = ", ".join(f"{name} {value:.2f}x" for name, value in ratio["hypotheses"].items())
     evidence = (
         f"{ratio['ratio']:.2f}x as long (95 % interval {low:.2f}–{high:.2f}, "
-        f"{ratio['rounds']} alternating rounds in one session); predicted for this machine: "
+        f"{ratio['rounds']} alternating rounds in one session); predicted {predicted}: "
         f"{hypotheses}"
     )
     if ratio.get("out_of_date"):
@@ -437,11 +436,10 @@ def _ratio(ratio: Mapping[str, Any]) -> tuple[str, Text, str]:
 
 def _stale(stale: Mapping[str, Any]) -> tuple[str, Text, str]:
     low, _ = stale["interval"]
-    answer = {"yes": "yes", "no": "no", "inconclusive": "inconclusive"}[stale["verdict"]]
     text = (
         Text("inconclusive here", style="bold yellow")
-        if answer == "inconclusive"
-        else Text(answer, style="bold")
+        if stale["verdict"] == "inconclusive"
+        else Text(stale["verdict"], style="bold")
     )
     return (
         "were the updates stale?",
@@ -452,7 +450,7 @@ def _stale(stale: Mapping[str, Any]) -> tuple[str, Text, str]:
     )
 
 
-def _stale_predicted(stale: Mapping[str, Any]) -> tuple[str, Text, str]:
+def _stale_predicted(stale: Mapping[str, Any], predicted: str) -> tuple[str, Text, str]:
     low, high = stale["interval"]
     verdict = stale["prediction"]
     style = {"as predicted": "bold green", "not as predicted": "bold red"}.get(verdict)
@@ -465,7 +463,7 @@ def _stale_predicted(stale: Mapping[str, Any]) -> tuple[str, Text, str]:
     return (
         "is the staleness the predicted one?",
         text,
-        f"predicted {stale['predicted']:.2f} for this machine, {note} the 95 % interval "
+        f"predicted {stale['predicted']:.2f} {predicted}, {note} the 95 % interval "
         f"{low:.2f}–{high:.2f} of the measured one ({stale['blocks']} blocks of the ledger, "
         "in the order the updates landed)",
     )
