@@ -226,12 +226,13 @@ class Engine:
     # -- running --------------------------------------------------------------------------
     def run(self) -> Trace:
         """Simulate until every client has finished; explain it if something never can."""
-        # a run and its replay make no lasting reference cycles
+        # a run and its replay make no lasting reference cycles (see _run)
         return with_collector_paused(Engine._run, self)
 
     def _run(self) -> Trace:
         self._initial_tokens()
-        finished = [self.env.process(self._client(plan)) for plan in self.plans]
+        clients = [self._client(plan) for plan in self.plans]
+        finished = [self.env.process(client) for client in clients]
         self.env.run()
         stuck = [
             p.name
@@ -240,6 +241,15 @@ class Engine:
         ]
         if stuck:
             raise explain_deadlock(self, stuck)
+        # a daemon (a queue runner) ends blocked on its resource: let go of its waiting op and
+        # its suspended loop, which refer back to the engine (reference cycles that would keep
+        # the trace alive until the next full collection)
+        for queue in self.queues.values():
+            queue.waiters.clear()
+        for accumulator in self.accumulators.values():
+            accumulator.waiters.clear()
+        for client in clients:
+            client.close()
         self.trace.events = self.env.events
         if self.model is not None:
             self._values(self.model)
