@@ -9,11 +9,12 @@ Rules, as TensorFlow's executor follows them:
    device (one op at a time per device, unless the device is concurrent) and, if the host's
    cores are shared, for a core; busy cores slow each other by the host's core efficiency,
    re-decided whenever an op on them starts or ends (:class:`~simsync.engine.resources.Cores`).
-   As TensorFlow's executor runs the op an op makes ready on the same thread, an op whose
-   last input was the one that just finished on a shared core takes that core at once (unless
-   it must wait for a lock or a resource), and ops that continue a run queue before those
-   that start one. The clients' own work (``sess.run``'s time outside the ops) takes the
-   process's GIL and a core.
+   As TensorFlow's executor runs the op an op makes ready on the same thread, the op that
+   finished keeps its core for the op whose last input it was (unless that op must wait for
+   a lock or a resource, or its devices are busy); the core is kept until that op's devices
+   are granted, and goes to whoever asks for a core first meanwhile. Ops that continue a run
+   queue before those that start one (the latest first). The clients' own work
+   (``sess.run``'s time outside the ops) takes the process's GIL and a core.
 3. It runs for its cost divided by its device's speed (collectives: at the slowest
    participant's speed, plus the ring all-reduce time).
 4. A tensor to another device is a transfer: it holds the sender's out-port and the receiver's

@@ -108,7 +108,6 @@ class Run:
         "arrivals",
         "done",
         "draws",
-        "handoffs",
         "pending",
         "plan",
         "read_versions",
@@ -132,9 +131,6 @@ class Run:
         self.remaining = len(plan.nodes)
         self.read_versions: dict[str, int] = {}
         self.token = 0  # the token its dequeue took, if any
-        #: the nodes a finished op kept its core for (TensorFlow runs the next op of a run on
-        #: the thread that finished the one before)
-        self.handoffs: set[int] = set()
         self.done = env.event()
 
 
@@ -226,7 +222,6 @@ class Execution:
                 and not after.op.locks
                 and not after.waits
                 and all(slot.count == 0 for slot in after.devices)
-                and output.dst not in run.handoffs
                 and after.duration(run.draws) > 0
             ):
                 return output.dst

@@ -121,11 +121,11 @@ class Cores(Slot):
     def request(self, callback: Callback, first: bool = False) -> None:
         """Call ``callback`` once a core is granted. ``first``: an op whose run is already
         under way (TensorFlow's thread that finished its input runs it next): it goes before
-        the ops that start a run. A core kept for an op that has not come yet (:meth:`keep`)
-        goes to whoever asks first: nobody waits for a core that sits idle."""
+        the ops that start a run, and before the continuations already waiting (latest
+        first). A core kept for an op that has not come yet (:meth:`keep`) goes to whoever
+        asks for a core next; ops already queued when it was kept go on waiting."""
         if self.count >= self.capacity and self.kept:
-            run, node = self.kept.popleft()
-            run.handoffs.discard(node)
+            self.kept.popleft()
             self._grant(callback)
         elif first and self.count >= self.capacity:
             self.waiters.appendleft(callback)
@@ -135,14 +135,13 @@ class Cores(Slot):
     def keep(self, run: Any, node: int) -> None:
         """A finished op keeps its core for ``node`` of ``run``, which it made ready; unless
         someone asks for a core first, ``node`` takes it with :meth:`claim`."""
-        run.handoffs.add(node)
         self.kept.append((run, node))
 
     def claim(self, run: Any, node: int) -> bool:
-        """Take the core kept for ``node`` of ``run``, if it is still kept."""
-        if node not in run.handoffs:
+        """Take the core kept for ``node`` of ``run``, if it is still kept (at most one per
+        core is: the search is short)."""
+        if (run, node) not in self.kept:
             return False
-        run.handoffs.remove(node)
         self.kept.remove((run, node))
         return True
 
