@@ -341,7 +341,7 @@ class Engine:
         """A taking op got what it waited for: a token's value, or the gradients averaged."""
         op, now, client = node.op, self.env.now, run.plan.name
         resource = str(op.resource)
-        if node.kind.action == "dequeue":
+        if node.dequeues:
             run.token = value
             self.trace.resources.append(
                 ResourceEvent(resource, "dequeue", op.name, client, run.step, now, value)

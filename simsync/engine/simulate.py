@@ -138,7 +138,8 @@ def _summary(sim: Simulation) -> dict[str, Any]:
     steps = _runs_of(sim, updating)
     stats = step_time_stats(Trace(steps=steps))
     waits = sync_waits(graph, trace, sim.sync_points)
-    losses = [s.loss for s in _runs_of(sim, training)]
+    training_runs = _runs_of(sim, training)
+    losses = [s.loss for s in training_runs]
     path, path_seconds = critical_path(graph)
     runs = updates_by_run(trace)  # read twice below
     ledger = staleness_stats(trace, runs)
@@ -153,7 +154,7 @@ def _summary(sim: Simulation) -> dict[str, Any]:
         "steps": len(steps),
         "seed": scenario.run.seed,
         "step_time": stats,
-        "throughput": _samples_per_second(sim, batches),
+        "throughput": _samples_per_second(sim, batches, training_runs),
         "updates_per_second": throughput(Trace(steps=steps)),
         "staleness": {k: ledger[k] for k in ("mean", "max", "histogram")},
         "updates_applied": ledger["updates_applied"],
@@ -210,9 +211,10 @@ def _runs_of(sim: Simulation, clients: set[str]) -> list[StepRecord]:
     return [s for s in sim.trace.steps if s.client in clients]
 
 
-def _samples_per_second(sim: Simulation, batches: dict[str, int]) -> float | None:
-    """Examples trained per second: every training run's batches over the span of the runs."""
-    runs = _runs_of(sim, {client for client, count in batches.items() if count})
+def _samples_per_second(
+    sim: Simulation, batches: dict[str, int], runs: list[StepRecord]
+) -> float | None:
+    """Examples trained per second: the training ``runs``' batches over their span."""
     if not runs:
         return None
     span = max(end for _, _, _, end, _ in runs) - min(start for _, _, start, _, _ in runs)
