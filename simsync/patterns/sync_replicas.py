@@ -9,7 +9,7 @@ from simsync.scenario import Scenario
 
 __all__ = [
     "APPLY_GRADIENTS",
-    "ENQUEUE_TOKENS",
+    "ENQUEUE_TOKENS_OP",
     "GLOBAL_STEP",
     "PARAMETER_SERVER",
     "QUEUE_RUNNER",
@@ -30,7 +30,7 @@ QUEUE_RUNNER = "queue_runner"
 #: The queue runner's op that moves the global step once every variable is updated.
 APPLY_GRADIENTS = "sync_replicas/apply_gradients"
 #: The queue runner's op that hands out the next step's tokens.
-ENQUEUE_TOKENS = "sync_replicas/enqueue_tokens"
+ENQUEUE_TOKENS_OP = "sync_replicas/enqueue_tokens"
 
 
 def update_op(variable: str) -> str:
@@ -181,7 +181,7 @@ def _add_queue_runner(
     graph: Graph, scenario: Scenario, variables: tuple[str, ...], replicas: int, tokens: int
 ) -> None:
     costs = scenario.costs
-    apply, enqueue = APPLY_GRADIENTS, ENQUEUE_TOKENS
+    apply, enqueue = APPLY_GRADIENTS, ENQUEUE_TOKENS_OP
     graph.add_op(Op(apply, "apply", PARAMETER_SERVER, writes=(GLOBAL_STEP,)))
     graph.add_op(Op(enqueue, "enqueue_tokens", PARAMETER_SERVER,
                     Cost(costs.get("enqueue_tokens", 0.0)), reads=(GLOBAL_STEP,),

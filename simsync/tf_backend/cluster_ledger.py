@@ -40,13 +40,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from simsync.patterns.sync_replicas import ENQUEUE_TOKENS_OP, QUEUE_RUNNER, TOKEN_QUEUE
 from simsync.tf_backend.cluster_acceptance import LedgerError, Push, Take, same, settle
 from simsync.tf_backend.cluster_config import ClusterConfig, ModelWorkload
 from simsync.trace import ResourceEvent, StepRecord, Trace
 
 __all__ = ["Ledger", "LedgerError", "NodeTiming", "build_ledger"]
-
-TOKENS = "sync_token_q"
 
 
 class NodeTiming(NamedTuple):
@@ -91,7 +90,7 @@ def build_ledger(config: ClusterConfig, reports: dict[int, dict[str, Any]]) -> L
     init = chief["init_tokens"]
     if init["count"] > 0:
         events.append(
-            ResourceEvent(TOKENS, "enqueue", "sync_replicas/init_tokens", "queue_runner", 0,
+            ResourceEvent(TOKEN_QUEUE, "enqueue", "sync_replicas/init_tokens", QUEUE_RUNNER, 0,
                           init["time"] - base, init["value"], init["count"])
         )  # fmt: skip
     dtypes, pending, uncertain, disagreements = chief["dtypes"], {}, 0, 0
@@ -141,7 +140,7 @@ def _worker_runs(
         pushed[(client, step)] = run["gradients"]
         _, dequeued = _span(spans, ("dequeue", ""), client, step)
         trace.resources.append(
-            ResourceEvent(TOKENS, "dequeue", f"{client}/dequeue_token", client, step, dequeued,
+            ResourceEvent(TOKEN_QUEUE, "dequeue", f"{client}/dequeue_token", client, step, dequeued,
                           run["token"])
         )  # fmt: skip
 
@@ -179,15 +178,15 @@ def _queue_runner(
     takes: dict[str, list[Take]] = defaultdict(list)
     for run in chief["queue_runner"]:
         k = run["step"]
-        trace.steps.append(StepRecord("queue_runner", k, run["start"] - base, run["end"] - base))
-        spans = _spans("queue_runner", k, run["nodes"], chief["roles"], base, nodes)
+        trace.steps.append(StepRecord(QUEUE_RUNNER, k, run["start"] - base, run["end"] - base))
+        spans = _spans(QUEUE_RUNNER, k, run["nodes"], chief["roles"], base, nodes)
         for variable, average in run["takes"].items():
-            start, end = _span(spans, ("take", variable), "queue_runner", k)
+            start, end = _span(spans, ("take", variable), QUEUE_RUNNER, k)
             takes[variable].append(Take(k, start, end, average))
-        enqueued, _ = _span(spans, ("enqueue", ""), "queue_runner", k)
+        enqueued, _ = _span(spans, ("enqueue", ""), QUEUE_RUNNER, k)
         tokens = run["tokens"]
         trace.resources.append(
-            ResourceEvent(TOKENS, "enqueue", "sync_replicas/enqueue_tokens", "queue_runner", k,
+            ResourceEvent(TOKEN_QUEUE, "enqueue", ENQUEUE_TOKENS_OP, QUEUE_RUNNER, k,
                           enqueued, int(tokens[0]), len(tokens))
         )  # fmt: skip
     return takes

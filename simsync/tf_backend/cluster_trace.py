@@ -24,7 +24,7 @@ from typing import Any
 from simsync.ir import Graph
 from simsync.patterns.sync_replicas import (
     APPLY_GRADIENTS,
-    ENQUEUE_TOKENS,
+    ENQUEUE_TOKENS_OP,
     QUEUE_RUNNER,
     update_op,
 )
@@ -44,9 +44,9 @@ NODE_OPS: tuple[tuple[str, str], ...] = (
     (r"^sync_replicas/ResourceAccumulatorTakeGradient(?P<k>_\d+)?$",
      "sync_replicas/take_gradients/{variable}"),
     (r"^GradientDescent/update_(?P<v>.+)/ResourceApplyGradientDescent$",
-     "sync_replicas/update/{named}"),
+     update_op("{named}")),
     (r"^GradientDescent(/update)?$", APPLY_GRADIENTS),
-    (r"^sync_token_q_EnqueueMany$", ENQUEUE_TOKENS),
+    (r"^sync_token_q_EnqueueMany$", ENQUEUE_TOKENS_OP),
     (r"^(MatMul|add|Relu|Max|sub|Exp|Sum|Log|GatherV2|Neg|Mean|Square)(_\d+)?$", "{scope}/loss"),
 )  # fmt: skip
 _COMPILED = [(re.compile(pattern), template) for pattern, template in NODE_OPS]

@@ -123,7 +123,7 @@ def run_on_tensorflow(
 ) -> TensorFlowRun:
     """Run ``warmup``, then ``[run] steps`` traced, then ``timing_steps`` (default: as many)
     untraced steps of ``scenario``. The work ops are sized with ``seconds_per_row`` (a
-    calibration's), or with this process's own measurement.
+    calibration's), or with a measurement of this machine's speed made for this run.
 
     With several clients (asynchronous workers) the steps are per client, taken from a common
     pool by one thread per client (see :mod:`simsync.tf_backend.asynchronous`). ``graph``:
