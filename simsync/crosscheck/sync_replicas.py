@@ -37,6 +37,7 @@ from simsync.patterns import build
 from simsync.patterns.sync_replicas import QUEUE_RUNNER
 from simsync.scenario import Scenario
 from simsync.trace import Trace, gradient_stats
+from simsync.words import plural
 
 __all__ = ["crosscheck_sync_replicas", "needs_cluster"]
 
@@ -74,8 +75,8 @@ def crosscheck_sync_replicas(
         "steps": scenario.run.steps,
         "workers": scenario.towers,
         "replicas_to_aggregate": graph.facts["replicas_to_aggregate"],
-        "devices": f"{_count(config.parameter_servers, 'parameter server')} and "
-        f"{_count(config.workers, 'worker')} as separate processes"
+        "devices": f"{plural(config.parameter_servers, 'parameter server')} and "
+        f"{plural(config.workers, 'worker')} as separate processes"
         + (" in a private loopback-only network" if real.namespace else ", ports open"),
         "tensorflow": real.tensorflow,
         "cluster": {
@@ -136,10 +137,6 @@ def _cluster_config(
         open_ports=open_ports,
         cluster=addresses,
     )
-
-
-def _count(n: int, thing: str) -> str:
-    return f"{n} {thing}{'' if n == 1 else 's'}"
 
 
 def _as_tf_config(text: str) -> str:

@@ -23,6 +23,7 @@ from simsync.viz.graph_text import (
     short_name,
 )
 from simsync.viz.timeline import KINDS, device_sort_key, kind_style
+from simsync.words import plural
 
 __all__ = ["write_png"]
 
@@ -277,8 +278,7 @@ def _draw(graph: Graph, path: str | os.PathLike[str], max_lanes: int) -> None:
     _draw_legend(fig, ax, graph, layout, syncs)
     towers = len(graph.towers)
     fig.suptitle(
-        f"Dataflow graph '{graph.name}': {len(graph)} ops, {towers} "
-        f"{lane_unit(graph)}{'s' if towers != 1 else ''}"
+        f"Dataflow graph '{graph.name}': {len(graph)} ops, {plural(towers, lane_unit(graph))}"
         + (f" ({towers - layout.hidden} drawn)" if layout.hidden else ""),
         y=1 - 0.12 / height_in,
         va="top",

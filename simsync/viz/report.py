@@ -17,8 +17,9 @@ from rich.table import Table
 from rich.text import Text
 
 from simsync.trace import stalest_client, straggler
+from simsync.words import plural
 
-__all__ = ["LedgerView", "SummaryView", "straggler"]
+__all__ = ["LedgerView", "SummaryView"]
 
 
 def _ms(seconds: float | None) -> str:
@@ -86,7 +87,7 @@ class SummaryView:
             steps = s.get("steps", "–")
             parts = [
                 f"mode {s.get('mode', '–')}",
-                f"{workers} worker{'' if workers == 1 else 's'}",
+                plural(workers, "worker"),
                 f"{steps} {unit}{'' if steps == 1 else 's'}",
             ]
         else:
