@@ -351,7 +351,7 @@ def _add_calibrate(commands: Any) -> None:
         "calibrate",
         help="measure this machine's costs (cross-checks and lessons predict with them)",
         description="Measure what TensorFlow costs on this machine: each kind of op, the "
-        "framework's overhead per op and per sess.run, copies between devices, the cores the "
+        "framework's overhead per sess.run, copies between devices, the cores the "
         "devices share and how much busy cores slow each other. Without FILE, on a small "
         "reference scenario: the result is this machine's profile, kept in the cache folder "
         "($SIMSYNC_CACHE_DIR, else $XDG_CACHE_HOME/simsync, else ~/.cache/simsync) and used "
@@ -373,7 +373,11 @@ def _add_calibrate(commands: Any) -> None:
         metavar="PROFILE.json",
         help="write the profile there too (required with FILE)",
     )
-    p.add_argument("--steps", type=_steps, default=20, help="traced steps (default 20)")
+    p.add_argument(
+        "--steps",
+        type=_steps,
+        help="traced steps, with FILE (default 20; this machine's own profile always takes 20)",
+    )
     p.set_defaults(run=_calibrate)
 
 
@@ -568,21 +572,28 @@ def _calibrate(args: argparse.Namespace) -> int:
             "calibrate FILE needs -o PROFILE.json (without FILE it measures this machine's "
             "own profile, kept in the cache)"
         )
+    if args.file is None and args.steps is not None:
+        raise UsageError(
+            "--steps applies to calibrate FILE; this machine's own profile is always measured "
+            "on the same 20 steps of its reference scenario"
+        )
     scenario = _load(args.file) if args.file is not None else None
     _check_writable(args.output, [args.file])
     status = "Calibrating on a one-tower run of TensorFlow..."
     if scenario is None:
         status = "Measuring this machine on TensorFlow (a few seconds)..."
     with Console(stderr=True).status(status):
-        from simsync.tf_backend.calibrate import calibrate
-        from simsync.tf_backend.machine import machine_profile, store_machine_profile
+        from simsync.tf_backend.calibrate import STEPS, calibrate
+        from simsync.tf_backend.machine import machine_profile
 
         if scenario is None:
             profile = machine_profile(refresh=True)
         else:
-            profile = calibrate(scenario, steps=args.steps)
+            profile = calibrate(scenario, steps=args.steps or STEPS)
     if args.output is not None:
-        store_machine_profile(profile, args.output)
+        from simsync.scenario.profile import save_profile
+
+        save_profile(profile, args.output)
     from simsync.viz import ProfileView
 
     Console().print(ProfileView(profile.to_json()))

@@ -94,6 +94,13 @@ def test_graph_formats(tmp_path: Path, fmt: str) -> None:
         assert b"average_gradients" in data
 
 
+def test_calibrate_steps_apply_only_to_a_file() -> None:
+    # this machine's own profile is measured on fixed steps: --steps there would be ignored
+    result = run("calibrate", "--steps", "5")
+    assert result.returncode == 2
+    assert "--steps applies to calibrate FILE" in result.stderr
+
+
 def test_graph_png_needs_output() -> None:
     result = run("graph", FOUR, "--format", "png")
     assert result.returncode == 2

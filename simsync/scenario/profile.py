@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from simsync.errors import ScenarioError, printable
-from simsync.files import read_text
+from simsync.files import read_text, write_text
 from simsync.scenario.load import check_scenario
 from simsync.scenario.model import LinkConfig, Scenario
 from simsync.scenario.schema import COST_KINDS, MAX_SECONDS
 
-__all__ = ["PROFILE_VERSION", "Profile", "apply_profile", "load_profile"]
+__all__ = ["PROFILE_VERSION", "Profile", "apply_profile", "load_profile", "save_profile"]
 
 PROFILE_VERSION = 1
 
@@ -57,6 +57,13 @@ class Profile:
         data = dataclasses.asdict(self)
         data.pop("source")
         return {"simsync_profile": PROFILE_VERSION, **data}
+
+
+def save_profile(profile: Profile, path: str | Path) -> Profile:
+    """Write ``profile`` to ``path`` atomically (a reader never sees half a file); the profile
+    as read back from there (its ``source`` is the path)."""
+    write_text(path, json.dumps(profile.to_json(), indent=2) + "\n")
+    return dataclasses.replace(profile, source=str(path))
 
 
 def load_profile(path: str | Path) -> Profile:

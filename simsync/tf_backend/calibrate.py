@@ -40,7 +40,7 @@ from simsync.scenario.schema import COST_KINDS, MAX_SPEED
 from simsync.tf_backend.execute import TensorFlowRun, Variant, run_on_tensorflow
 from simsync.trace import OpRecord
 
-__all__ = ["calibrate", "one_tower"]
+__all__ = ["STEPS", "calibrate", "one_tower"]
 
 
 def one_tower(scenario: Scenario) -> Scenario:
@@ -49,10 +49,14 @@ def one_tower(scenario: Scenario) -> Scenario:
     return dataclasses.replace(scenario, cluster=cluster, name=f"{scenario.name} (1 tower)")
 
 
+#: Traced steps of a calibration (and rounds: twice as many), unless told otherwise.
+STEPS = 20
+
+
 def calibrate(
     scenario: Scenario,
     *,
-    steps: int = 20,
+    steps: int = STEPS,
     warmup: int = 3,
     machine: dict[str, Any] | None = None,
 ) -> Profile:
@@ -61,7 +65,8 @@ def calibrate(
     (:func:`simsync.tf_backend.machine.machine_key`)."""
     probe = one_tower(scenario).with_run(steps=steps)
     idle = Variant("no work", {tower_device(0): MAX_SPEED})
-    run = run_on_tensorflow(probe, warmup=warmup, variants=[idle], rounds=2 * steps)
+    # the step times come from the interleaved rounds: no untraced timing steps
+    run = run_on_tensorflow(probe, warmup=warmup, timing_steps=0, variants=[idle], rounds=2 * steps)
     graph = build(probe)
     records = run.trace.ops
     costs, latency = _fixed_costs(records), _latency(graph, records)
@@ -111,6 +116,7 @@ def _core_efficiency(scenario: Scenario, profile: Profile, warmup: int, rounds: 
     run = run_on_tensorflow(
         probe,
         warmup=warmup,
+        timing_steps=0,
         seconds_per_row=profile.seconds_per_row,
         variants=[alone],
         rounds=rounds,

@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from simsync.errors import ScenarioError
-from simsync.files import locked, write_text
+from simsync.files import locked
 from simsync.scenario import ClusterConfig, ComputeConfig, LinkConfig, ModelConfig, Scenario
-from simsync.scenario.profile import Profile, load_profile
+from simsync.scenario.profile import Profile, load_profile, save_profile
 
 __all__ = [
     "REFERENCE",
@@ -38,7 +38,6 @@ __all__ = [
     "machine_key",
     "machine_profile",
     "profile_path",
-    "store_machine_profile",
 ]
 
 #: What the machine is measured on: one tower of a small softmax model, 10 ms of compute per
@@ -109,13 +108,7 @@ def machine_profile(
         from simsync.tf_backend.calibrate import calibrate
 
         profile = calibrate(REFERENCE, machine=key)
-        store_machine_profile(profile, path)
-        return load_profile(path)
-
-
-def store_machine_profile(profile: Profile, path: Path) -> None:
-    """Write ``profile`` to ``path`` atomically (a reader never sees half a file)."""
-    write_text(path, json.dumps(profile.to_json(), indent=2) + "\n")
+        return save_profile(profile, path)
 
 
 def _cached(path: Path, key: dict[str, Any]) -> Profile | None:
