@@ -213,15 +213,16 @@ def _evidence(
     """What the real run shows (see :mod:`simsync.crosscheck.evidence`), and, when the
     predictions are for this machine (its measured profile), whether it still runs a variant
     as fast as its profile says (its load may have changed since it was measured)."""
-    ratios = []
+    ratios, step_time = [], _StepTimes()
     for variant, hypotheses in variants:
         expected = {}
         for name, change in hypotheses.items():
-            mine, theirs = _simulated_steps(change(predicted), variant)
+            changed = change(predicted)
+            mine, theirs = step_time(changed), step_time(variant.apply(changed))
             expected[name] = mine / theirs if theirs > 0 else math.inf
         ratios.append(interleaved_ratio(real.interleaved, variant.name, expected))
     check = variants and for_this_machine
-    machine = _machine_check(real, predicted, variants[0][0]) if check else None
+    machine = _machine_check(real, predicted, variants[0][0], step_time) if check else None
     if machine and machine["drifted"]:  # predictions from an out-of-date profile: no yardstick
         ratios = [{**ratio, "verdict": INCONCLUSIVE, "out_of_date": True} for ratio in ratios]
     return {
@@ -232,10 +233,12 @@ def _evidence(
     }
 
 
-def _machine_check(real: TensorFlowRun, predicted: Scenario, variant: Variant) -> dict[str, Any]:
+def _machine_check(
+    real: TensorFlowRun, predicted: Scenario, variant: Variant, step_time: _StepTimes
+) -> dict[str, Any]:
     """The variant's measured step time against its prediction: whether this machine still
     runs as its profile says."""
-    theirs = median_step_time(variant.apply(predicted), PREDICTION_STEPS)
+    theirs = step_time(variant.apply(predicted))
     measured, low, high = median_interval(real.interleaved[variant.name])
     machine = {
         "variant": variant.name,
@@ -247,11 +250,18 @@ def _machine_check(real: TensorFlowRun, predicted: Scenario, variant: Variant) -
     return {**machine, "drifted": drifted(machine)}
 
 
-def _simulated_steps(scenario: Scenario, variant: Variant) -> tuple[float, float]:
-    """The simulated median step times of ``scenario`` and of its ``variant``."""
-    return median_step_time(scenario, PREDICTION_STEPS), median_step_time(
-        variant.apply(scenario), PREDICTION_STEPS
-    )
+class _StepTimes:
+    """The simulated median step time of a scenario, simulated once per distinct scenario
+    (the hypotheses and the machine check ask for the same ones again)."""
+
+    def __init__(self) -> None:
+        self.known: dict[str, float] = {}
+
+    def __call__(self, scenario: Scenario) -> float:
+        key = repr(scenario)
+        if key not in self.known:
+            self.known[key] = median_step_time(scenario, PREDICTION_STEPS)
+        return self.known[key]
 
 
 def predicted_scenario(
