@@ -40,7 +40,6 @@ from simsync.ir import Graph, racing_clients, run_order
 from simsync.patterns import build, tower_device
 from simsync.scenario import Scenario
 from simsync.scenario.profile import Profile, apply_profile
-from simsync.scenario.schema import MAX_SPEED
 from simsync.tf_backend import TensorFlowRun, run_on_tensorflow
 from simsync.tf_backend.execute import Variant
 from simsync.trace import Trace
@@ -169,10 +168,9 @@ def _variants(scenario: Scenario) -> list[tuple[Variant, Hypotheses]]:
     speeds = scenario.cluster.speeds
     found: list[tuple[Variant, Hypotheses]] = []
     if scenario.towers > 1:
-        idle = {tower_device(t): MAX_SPEED for t in range(1, scenario.towers)}
         found.append(
             (
-                Variant("one tower working", idle),
+                Variant.one_tower_working(scenario.towers),
                 {
                     "as long as side by side": lambda s: s,
                     "as long as one after another": _one_op_at_a_time,

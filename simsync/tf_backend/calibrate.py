@@ -112,7 +112,7 @@ def _core_efficiency(scenario: Scenario, profile: Profile, warmup: int, rounds: 
     towers = min(cores, EFFICIENCY_TOWERS)
     cluster = dataclasses.replace(scenario.cluster, devices=towers, speeds=(1.0,) * towers)
     probe = dataclasses.replace(scenario, cluster=cluster).with_run(steps=2)
-    alone = Variant("one tower working", {tower_device(t): MAX_SPEED for t in range(1, towers)})
+    alone = Variant.one_tower_working(towers)
     run = run_on_tensorflow(
         probe,
         warmup=warmup,

@@ -32,6 +32,7 @@ from simsync.kinds.dequeue import batch_positions
 from simsync.numerics import make_batches
 from simsync.patterns import build, tower_device
 from simsync.scenario import Scenario
+from simsync.scenario.schema import MAX_SPEED
 from simsync.tf_backend.lower import Lowered, lower
 from simsync.tf_backend.runtime import (
     BackendError,
@@ -78,6 +79,11 @@ class Variant:
         return dataclasses.replace(
             scenario, cluster=dataclasses.replace(scenario.cluster, speeds=speeds)
         )
+
+    @classmethod
+    def one_tower_working(cls, towers: int) -> Variant:
+        """Every tower but the first with next to no work: the first one working alone."""
+        return cls("one tower working", {tower_device(t): MAX_SPEED for t in range(1, towers)})
 
 
 @dataclass
