@@ -1,6 +1,7 @@
 """Engine speed: simsync's event rate beside bare SimPy, and how run time grows with towers.
 
-Two measurements, taken in the same run on the same machine:
+Measurements taken in the same run on the same machine (sections 3 to 6, the end-to-end
+ones, are described in ``docs/performance.md`` and in their functions' docstrings):
 
 1. **Event rate vs bare SimPy.** simsync's :class:`~simsync.engine.Engine` runs the tower
    pattern (``simsync.patterns.build_towers``, numerics off) and a hand-written SimPy model
@@ -42,6 +43,7 @@ from typing import Any
 import simpy
 
 from simsync.engine import CountingEnvironment, Engine, Simulation, simulate, summary
+from simsync.engine.collection import with_collector_paused
 from simsync.ir import Graph
 from simsync.kinds import KINDS, sgd_step
 from simsync.kinds.forward import Forward
@@ -648,26 +650,21 @@ def report_breakdown(workers: int, updates: int, runs: int) -> None:
         engine = Engine(graph, steps=updates, seed=scenario.run.seed, detail=False)
         trace, seconds = timed(engine.run)
         note("engine", seconds)
-        collecting = gc.isenabled()
-        gc.disable()
+        # the replay as the engine runs it: with the collector paused
+        values = functools.partial(replay, graph, trace, scenario.model, scenario.run.seed)
+        _, seconds = with_collector_paused(timed, values)
+        note("replay", seconds)
+        spent: dict[str, float] = {}
+        calls: dict[str, int] = {}
+        saved = _rules_timed(spent, calls)
         try:
-            values = functools.partial(replay, graph, trace, scenario.model, scenario.run.seed)
-            _, seconds = timed(values)
-            note("replay", seconds)
-            spent: dict[str, float] = {}
-            calls: dict[str, int] = {}
-            saved = _rules_timed(spent, calls)
-            try:
-                values()
-            finally:
-                KINDS.clear()
-                KINDS.update(saved)
-            note("rules", sum(spent.values()))
-            batch = round(workers * updates / calls["forward"])
-            note("arithmetic", arithmetic_alone(scenario.model, workers * updates, batch))
+            with_collector_paused(timed, values)
         finally:
-            if collecting:
-                gc.enable()
+            KINDS.clear()
+            KINDS.update(saved)
+        note("rules", sum(spent.values()))
+        batch = round(workers * updates / calls["forward"])
+        note("arithmetic", arithmetic_alone(scenario.model, workers * updates, batch))
         sim = Simulation(scenario, graph, trace, 0.0)
         _, seconds = timed(functools.partial(summary, sim))
         note("summary", seconds)
