@@ -144,6 +144,7 @@ def _add_course(commands: Any) -> None:
     check.add_argument(
         "--no-tensorflow", action="store_true", help="skip the checks that run TensorFlow"
     )
+    _add_unsafe(check)
     pack = actions.add_parser("pack", help="build a Gradescope autograder zip for assignment N")
     pack.add_argument("number", type=_at_least(1), metavar="N")
     pack.add_argument("-o", "--output", type=Path, required=True, help="the zip to write")
@@ -153,7 +154,10 @@ def _add_course(commands: Any) -> None:
         "grade",
         help="grade a submission folder",
         description="Grade the submission in DIR against assignment N: one line per check, "
-        "with what it found. Hidden checks run only with --hidden.",
+        "with what it found. Hidden checks run only with --hidden. The submission's code, "
+        "its graph and its files are read only inside a sandbox made by bubblewrap (no "
+        "network, no other processes, writes only to a copy, CPU, memory and time limits); "
+        "where it cannot start, grade refuses and says why.",
     )
     g.add_argument("folder", type=Path, metavar="DIR")
     g.add_argument("--assignment", type=_at_least(1), required=True, metavar="N")
@@ -162,9 +166,23 @@ def _add_course(commands: Any) -> None:
         "--no-tensorflow", action="store_true", help="skip the checks that run TensorFlow"
     )
     g.add_argument(
-        "--gradescope", type=Path, metavar="OUT", help="also write Gradescope's results.json"
+        "--gradescope",
+        type=Path,
+        metavar="OUT",
+        help="also write Gradescope's results.json to OUT, outside the submission "
+        "(-: to standard output, the report then to standard error)",
     )
+    _add_unsafe(g)
     g.set_defaults(run=_grade)
+
+
+def _add_unsafe(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--unsafe-no-sandbox",
+        action="store_true",
+        help="run the code graded without the sandbox (bubblewrap), with its limits only: "
+        "for trusted code on a machine where the sandbox cannot start",
+    )
 
 
 def _assignments(args: argparse.Namespace) -> int:
@@ -175,7 +193,9 @@ def _assignments(args: argparse.Namespace) -> int:
     if args.action == "start":
         return commands.assignments_start(args.number, args.folder, solution=args.solution)
     if args.action == "check":
-        return commands.assignments_check(tensorflow=not args.no_tensorflow)
+        return commands.assignments_check(
+            tensorflow=not args.no_tensorflow, unsafe=args.unsafe_no_sandbox
+        )
     from simsync.grading.pack import pack
 
     return pack(args.number, args.output)
@@ -190,6 +210,7 @@ def _grade(args: argparse.Namespace) -> int:
         hidden=args.hidden,
         tensorflow=not args.no_tensorflow,
         gradescope=args.gradescope,
+        unsafe=args.unsafe_no_sandbox,
     )
 
 

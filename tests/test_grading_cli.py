@@ -83,3 +83,64 @@ def test_check_proves_every_assignment_without_tensorflow() -> None:
     done = run("assignments", "check", "--no-tensorflow")
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count("reference") == 3 and "all assignments check" in done.stdout
+
+
+def test_results_are_never_written_into_the_submission(tmp_path: Path) -> None:
+    folder = tmp_path / "hw"
+    assert run("assignments", "start", "1", str(folder)).returncode == 0
+    towers = (folder / "towers.py").read_bytes()
+    for target in (folder / "towers.py", folder / "results.json", folder / "."):
+        done = run("grade", str(folder), "--assignment", "1", "--gradescope", str(target))
+        assert done.returncode == 2, done.stdout
+        assert "cannot write" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert (folder / "towers.py").read_bytes() == towers
+    assert not (folder / "results.json").exists()
+
+
+def test_results_json_to_standard_output(tmp_path: Path) -> None:
+    folder = tmp_path / "hw"
+    run("assignments", "start", "3", str(folder))
+    done = run("grade", str(folder), "--assignment", "3", "--gradescope", "-", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["score"] == 2 and "Score: 2/8" in done.stderr
+    assert not (tmp_path / "-").exists()
+
+
+def test_without_bubblewrap_grading_refuses_in_one_line(tmp_path: Path) -> None:
+    """A PATH with Python but no bwrap: grade says what is missing and grades nothing;
+    --unsafe-no-sandbox grades, and says it was not sandboxed."""
+    folder = tmp_path / "hw"
+    run("assignments", "start", "3", str(folder))
+    bare = {**os.environ, "PATH": str(tmp_path / "empty")}
+    command = [sys.executable, "-m", "simsync", "grade", str(folder), "--assignment", "3"]
+    done = subprocess.run(command, capture_output=True, text=True, env=bare, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    assert "bubblewrap, which is not installed" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    done = subprocess.run(
+        [*command, "--unsafe-no-sandbox"], capture_output=True, text=True, env=bare, timeout=120
+    )
+    assert done.returncode == 0 and "sandbox: NONE" in done.stdout
+
+
+def test_start_makes_its_folder_whole_or_not_at_all(tmp_path: Path) -> None:
+    """Files limited to 100 bytes, as a full disk would stop them: no folder, nothing left
+    beside it, and the retry works."""
+    import resource
+
+    folder = tmp_path / "hw"
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (100, 100))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "simsync", "assignments", "start", "1", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=small_files,
+    )
+    assert done.returncode == 2 and f"cannot make {folder}" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+    assert run("assignments", "start", "1", str(folder)).returncode == 0
+    assert sorted(p.name for p in folder.iterdir()) == ["README.md", "scenario.toml", "towers.py"]

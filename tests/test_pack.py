@@ -126,3 +126,38 @@ def test_an_empty_submission_still_writes_results(autograder: Path, tmp_path: Pa
 def test_the_format_check_can_fail() -> None:
     bad = {"score": 1, "tests": [{"name": "x", "score": "1", "visibility": "public"}]}
     assert len(gradescope_problems(bad)) == 3
+
+
+INSIDE = """
+import subprocess, sys, tempfile
+from importlib.resources import files
+from pathlib import Path
+from simsync.grading import load_assignments, sandbox
+from simsync.grading.graphs import _hidden
+
+packaged = Path(str(files("simsync.assignments")))
+assignment = load_assignments()[0]
+with tempfile.TemporaryDirectory() as folder:
+    bwrap = sandbox.find_sandbox().bwrap
+    command = sandbox._bwrap_command(bwrap, Path(folder), Path(folder), _hidden(assignment), 2**20)
+    look = "import os, sys; print([os.path.exists(p) for p in sys.argv[1:]])"
+    paths = [str(packaged), str(packaged / assignment.slug / "solution"), str(assignment.folder)]
+    done = subprocess.run([*command, sandbox._interpreter(), "-I", "-c", look, *paths],
+                          capture_output=True, text=True)
+print(packaged.is_dir(), str(assignment.folder).startswith(sys.argv[1]), done.stdout.strip())
+"""
+
+
+def test_the_sandbox_of_the_autograder_shows_no_solution(autograder: Path) -> None:
+    """In the packed autograder the solutions are twice on disk (the wheel's copy in the
+    venv, the assignment in source/): the sandbox shows neither."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env["SIMSYNC_ASSIGNMENTS"] = str(autograder / "source" / "assignments")
+    done = subprocess.run(
+        [str(autograder / "venv/bin/python"), "-I", "-c", INSIDE, str(autograder)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.stdout.strip() == "True True [True, False, False]", done.stdout + done.stderr

@@ -1,21 +1,27 @@
-"""Hostile and broken submissions really run, under tiny limits, and cost only their checks."""
+"""Hostile and broken submissions, graded for real in the real sandbox (bubblewrap), under
+small limits: nothing written outside the copy, nothing of the solution seen, nothing left
+running, and each one costs only its own checks."""
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from pathlib import Path
 
 import pytest
 
 from simsync.grading import grade, load_assignments
-from simsync.grading.sandbox import Limits, namespaces, run_function
+from simsync.grading.grader import Grade
+from simsync.grading.sandbox import Limits, find_sandbox
 
 ASSIGNMENT = load_assignments()[0]
-TINY = Limits(cpu_seconds=2, memory_bytes=1536 * 2**20, file_bytes=2**20, wall_seconds=8)
+TINY = Limits(cpu_seconds=4, memory_bytes=1536 * 2**20, file_bytes=2**20, wall_seconds=12)
 
 
 def submit(folder: Path, body: str) -> Path:
     """A towers.py whose build(scenario) runs ``body`` first, then builds the reference."""
+    folder.mkdir(parents=True, exist_ok=True)
     reference = (ASSIGNMENT.solution / "towers.py").read_text()
     code = reference.replace(
         "def build(scenario: Scenario) -> Graph:\n",
@@ -26,80 +32,184 @@ def submit(folder: Path, body: str) -> Path:
     return folder
 
 
-def run(folder: Path, limits: Limits = TINY):
-    return run_function(folder, "towers", "build", ASSIGNMENT.scenario, limits)
+def graded(folder: Path, limits: Limits = TINY) -> Grade:
+    """The visible checks, without TensorFlow: one build and one evaluation of the graph."""
+    return grade(ASSIGNMENT, folder, tensorflow=False, limits=limits)
 
 
-def test_the_reference_runs_in_the_sandbox(tmp_path: Path) -> None:
-    outcome = run(submit(tmp_path, "pass"))
-    assert outcome.error is None and outcome.graph is not None
-    assert {"cpu", "memory", "wall_clock", "network", "files"} <= set(outcome.protections)
+def outputs(result: Grade) -> str:
+    return "\n".join(r.output for r in result.results)
+
+
+def test_the_reference_gets_its_points_in_the_sandbox(tmp_path: Path) -> None:
+    result = graded(submit(tmp_path, "pass"))
+    assert result.score == result.max_score > 0, outputs(result)
+    assert result.protections["sandbox"].startswith("bubblewrap")
+    assert {"CPU time", "memory", "wall clock", "processes", "network", "files"} <= set(
+        result.protections
+    )
 
 
 def test_an_endless_loop_is_stopped_by_the_cpu_limit(tmp_path: Path) -> None:
     started = time.monotonic()
-    outcome = run(submit(tmp_path, "while True:\n    pass"))
-    assert outcome.error == "stopped: used more than 2 s of CPU time"
+    result = graded(submit(tmp_path, "while True:\n    pass"))
+    assert "stopped: used more than 4 s of CPU time" in outputs(result)
+    assert all(r.score == 0 for r in result.results if r.check.graph.endswith(":build"))
     assert time.monotonic() - started < TINY.wall_seconds
 
 
 def test_sleeping_forever_is_stopped_by_the_wall_clock(tmp_path: Path) -> None:
     limits = Limits(cpu_seconds=5, memory_bytes=TINY.memory_bytes, wall_seconds=3)
     started = time.monotonic()
-    outcome = run(submit(tmp_path, "import time\ntime.sleep(600)"), limits)
-    assert outcome.error == "stopped: took longer than 3 s"
+    result = graded(submit(tmp_path, "import time\ntime.sleep(600)"), limits)
+    assert "stopped: took longer than 3 s" in outputs(result)
     assert time.monotonic() - started < 10
 
 
 def test_a_12_gib_allocation_fails_at_once(tmp_path: Path) -> None:
     started = time.monotonic()
-    outcome = run(submit(tmp_path, "hoard = bytearray(12 * 2**30)"))
-    assert outcome.error is not None and outcome.error.startswith("MemoryError")
-    assert "towers.py" in outcome.error
-    assert time.monotonic() - started < 5
+    result = graded(submit(tmp_path, "hoard = bytearray(12 * 2**30)"))
+    assert "MemoryError" in outputs(result) and "towers.py" in outputs(result)
+    assert time.monotonic() - started < 8
 
 
-def test_a_socket_is_refused(tmp_path: Path) -> None:
+def test_a_socket_is_refused_and_there_is_only_loopback(tmp_path: Path) -> None:
     body = "import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=2)"
-    outcome = run(submit(tmp_path, body))
-    assert outcome.error is not None and outcome.error.startswith("PermissionError")
-    assert "socket" in outcome.error
+    assert "PermissionError" in outputs(graded(submit(tmp_path / "a", body)))
+    # the kernel's wall, whatever the audit hook does: no interface but the loopback
+    body = "import socket\nraise RuntimeError(sorted(n for _, n in socket.if_nameindex()))"
+    assert "RuntimeError: ['lo']" in outputs(graded(submit(tmp_path / "b", body)))
 
 
-@pytest.mark.skipif(not namespaces(), reason="no user namespaces on this machine")
-def test_the_namespaces_is_reported_when_active(tmp_path: Path) -> None:
-    protections = run(submit(tmp_path, "pass")).protections
-    assert "unshare -rnm" in protections["network"] and "read-only" in protections["files"]
+def test_writes_go_to_a_copy_and_nowhere_else(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    body = (
+        "open('notes.txt', 'w').write('fine')\n"
+        "import os\n"
+        "try:\n"
+        f"    d = os.open({str(outside)!r}, os.O_RDONLY)\n"  # not even there inside
+        "    os.close(os.open('planted', os.O_WRONLY | os.O_CREAT, dir_fd=d))\n"
+        "except OSError:\n"
+        "    pass\n"
+        f"open({str(outside / 'x')!r}, 'w').write('gotcha')"
+    )
+    folder = submit(tmp_path / "submission", body)
+    before = sorted(p.name for p in folder.iterdir())
+    result = graded(folder)
+    assert "PermissionError: not allowed while grading: writing" in outputs(result)
+    assert list(outside.iterdir()) == []
+    assert sorted(p.name for p in folder.iterdir()) == before  # the submission untouched
 
 
-def test_a_write_outside_the_submission_is_refused(tmp_path: Path) -> None:
-    target = tmp_path / "outside.txt"
-    folder = tmp_path / "submission"
-    folder.mkdir()
-    outcome = run(submit(folder, f"open({str(target)!r}, 'w').write('gotcha')"))
-    assert outcome.error is not None and outcome.error.startswith("PermissionError")
+FORK_EXEC = """
+import _posixsubprocess, os
+r, w = os.pipe()
+_posixsubprocess.fork_exec(["/bin/sh", "-c", {command!r}], [b"/bin/sh"], True, (), None, None,
+    -1, -1, -1, -1, -1, -1, r, w, True, {setsid}, -1, None, None, None, -1, None, False)
+"""
+
+
+def test_the_remount_escape_writes_nothing_outside(tmp_path: Path) -> None:
+    """The escape that beat the old sandbox: a process started past the audit hook, then a
+    remount of / read-write. No process starts at all."""
+    target = tmp_path / "escaped"
+    command = f"mount -o remount,bind,rw / && echo out > {target}"
+    result = graded(submit(tmp_path / "s", FORK_EXEC.format(command=command, setsid=False)))
+    assert "PermissionError" in outputs(result) and "Operation not permitted" in outputs(result)
     assert not target.exists()
 
 
-def test_writes_inside_go_to_a_temporary_copy(tmp_path: Path) -> None:
-    outcome = run(submit(tmp_path, "open('notes.txt', 'w').write('fine')"))
-    assert outcome.error is None
-    assert not (tmp_path / "notes.txt").exists()  # the submission itself is untouched
+def test_a_process_left_behind_cannot_forge_the_results(tmp_path: Path) -> None:
+    """A session of its own, waiting for results.json to rewrite it: it never starts, and
+    the file written is the grader's."""
+    results = tmp_path / "results.json"
+    forge = (
+        f"for i in $(seq 100); do sleep 0.05; [ -f {results} ] && "
+        f"echo '{{\"score\": 100, \"output\": \"FORGED\"}}' > {results}; done"
+    )
+    folder = submit(tmp_path / "s", FORK_EXEC.format(command=forge, setsid=True))
+    from simsync.grading.commands import grade_command
+
+    grade_command(folder, ASSIGNMENT.number, tensorflow=False, gradescope=results)
+    time.sleep(1.0)
+    written = json.loads(results.read_text())
+    assert "FORGED" not in results.read_text() and written["score"] < 100
 
 
-def test_a_new_process_is_refused(tmp_path: Path) -> None:
-    target = tmp_path / "spawned"
-    outcome = run(submit(tmp_path, f"import os\nos.system('touch {target}')"))
-    assert outcome.error is not None and outcome.error.startswith("PermissionError")
-    assert not target.exists()
+def test_many_background_processes_are_refused(tmp_path: Path) -> None:
+    body = (
+        "import subprocess\n"
+        "for _ in range(100):\n"
+        "    subprocess.Popen(['sleep', '7777.25'], start_new_session=True)"
+    )
+    result = graded(submit(tmp_path, body))
+    assert "PermissionError" in outputs(result)
+    assert not [pid for pid in _processes() if "7777.25" in _command_line(pid)]
 
 
-def test_ctypes_is_refused(tmp_path: Path) -> None:
-    target = tmp_path / "spawned"
-    body = f"import ctypes\nctypes.CDLL(None).system(b'touch {target}')"
-    outcome = run(submit(tmp_path, body))
-    assert outcome.error is not None and "ctypes" in outcome.error
-    assert not target.exists()
+def test_the_solution_is_not_in_the_sandbox(tmp_path: Path) -> None:
+    """The solution, the assignment's folder and the installed assignments are not there,
+    and the request names none of them."""
+    from importlib.resources import files
+
+    places = [ASSIGNMENT.solution / "towers.py", ASSIGNMENT.folder, files("simsync.assignments")]
+    body = (
+        "import os\n"
+        f"seen = [os.path.exists(str(p)) for p in {[str(p) for p in places]!r}]\n"
+        f"named = {str(ASSIGNMENT.folder)!r} in open('/tmp/grader/request.json').read()\n"
+        "raise RuntimeError(f'seen {seen} named {named}')"
+    )
+    assert "seen [False, False, False] named False" in outputs(graded(submit(tmp_path, body)))
+
+
+def test_links_fifos_and_devices_are_left_out(tmp_path: Path) -> None:
+    """``ln -s / root``, a FIFO, a link to /dev/zero, a link to the solution: not copied,
+    named in the report; the grading neither blocks nor reads them."""
+    folder = submit(tmp_path / "s", "pass")
+    (folder / "root").symlink_to("/")
+    (folder / "zero").symlink_to("/dev/zero")
+    (folder / "solution.py").symlink_to(ASSIGNMENT.solution / "towers.py")
+    os.mkfifo(folder / "answers.toml")
+    started = time.monotonic()
+    result = graded(folder)
+    assert time.monotonic() - started < 20
+    assert result.score == result.max_score
+    assert sorted(result.left_out) == [
+        "answers.toml (a FIFO)",
+        "root (a link)",
+        "solution.py (a link)",
+        "zero (a link)",
+    ]
+
+
+def test_a_linked_training_file_is_not_graded() -> None:
+    """Assignment 3 with training.toml and answers.toml linked to the solution's: 0 points."""
+    assignment = load_assignments()[2]
+    folder = Path(os.environ.get("TMPDIR", "/tmp"))
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir=folder) as name:
+        for file in assignment.files:
+            Path(name, file).symlink_to(assignment.solution / file)
+        result = grade(assignment, Path(name), hidden=True, tensorflow=False, limits=TINY)
+    assert result.score == 0, outputs(result)
+    assert "missing" in outputs(result)
+
+
+def test_a_huge_graph_is_refused_without_the_graders_paths(tmp_path: Path) -> None:
+    """6,000 ops: refused before it is simulated, in one line that shows no path of the
+    grader's machine."""
+    body = (
+        "graph = device_graph(scenario)\n"
+        "for i in range(6000):\n"
+        "    graph.add_op(Op(f'op{i}', 'aggregate', PARAMETER_DEVICE))\n"
+        "graph.add_client(Client('main', fetches=('op0',)))\n"
+        "return graph"
+    )
+    text = outputs(graded(submit(tmp_path, body)))
+    assert "the graph has 6000 ops; at most 5000 are graded" in text
+    assert "Traceback" not in text and "site-packages" not in text and "/simsync/" not in text
 
 
 def test_an_exception_at_import_costs_only_that_submission(tmp_path: Path) -> None:
@@ -113,31 +223,33 @@ def test_an_exception_at_import_costs_only_that_submission(tmp_path: Path) -> No
 
 def test_printing_does_not_corrupt_the_result(tmp_path: Path) -> None:
     body = 'print("{\\"graph\\": null}")\nimport os\nos.write(1, b"noise\\n" * 1000)'
-    outcome = run(submit(tmp_path, body))
-    assert outcome.error is None and outcome.graph is not None
+    result = graded(submit(tmp_path, body))
+    assert result.score == result.max_score
 
 
-@pytest.mark.skipif(not namespaces(), reason="no user namespaces on this machine")
-def test_inside_the_namespace_there_is_only_loopback(tmp_path: Path) -> None:
-    """The kernel's protection on its own, whatever the audit hook does: the child sees no
-    network interface but the loopback."""
-    body = "import socket\nraise RuntimeError(sorted(n for _, n in socket.if_nameindex()))"
-    outcome = run(submit(tmp_path, body))
-    assert outcome.error is not None and outcome.error.startswith("RuntimeError: ['lo']")
-
-
-@pytest.mark.skipif(not namespaces(), reason="no user namespaces on this machine")
-def test_a_write_the_audit_hook_misses_is_refused_by_the_kernel(tmp_path: Path) -> None:
-    """A write relative to a directory descriptor looks, to the audit hook, like a file in the
-    working folder; the read-only mounts refuse it all the same."""
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    folder = tmp_path / "submission"
-    folder.mkdir()
-    body = (
-        f"import os\nd = os.open({str(outside)!r}, os.O_RDONLY)\n"
-        "os.close(os.open('planted', os.O_WRONLY | os.O_CREAT, dir_fd=d))"
+def test_the_unsafe_mode_says_so(tmp_path: Path) -> None:
+    result = grade(
+        ASSIGNMENT, submit(tmp_path, "pass"), tensorflow=False, sandbox=find_sandbox(unsafe=True)
     )
-    outcome = run(submit(folder, body))
-    assert outcome.error is not None and "Read-only file system" in outcome.error
-    assert not (outside / "planted").exists()
+    assert result.score == result.max_score
+    assert result.protections["sandbox"].startswith("NONE")
+
+
+def _processes() -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def _command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def test_too_many_files_refuse_the_submission_in_one_line(tmp_path: Path) -> None:
+    folder = submit(tmp_path, "pass")
+    for i in range(250):
+        (folder / f"f{i}.txt").write_text("x")
+    result = graded(folder)
+    assert result.score == 0
+    assert {r.output for r in result.results} == {"more than 200 files; at most 200 are graded"}

@@ -4,15 +4,14 @@ speaks to the student and says what was expected and what was found."""
 from __future__ import annotations
 
 import math
-import tomllib
-from pathlib import Path
 from typing import Any
 
 import networkx as nx
+import numpy as np
 
 from simsync.grading.assignment import Check
 from simsync.grading.graphs import Built
-from simsync.ir import sync_points
+from simsync.ir import Graph, sync_points
 from simsync.tutor.facts import ExpressionError, evaluate
 
 __all__ = ["VALUE_TOLERANCE", "answer", "simulation", "structure", "tensorflow"]
@@ -21,12 +20,14 @@ __all__ = ["VALUE_TOLERANCE", "answer", "simulation", "structure", "tensorflow"]
 VALUE_TOLERANCE = 1e-9
 
 Verdict = tuple[bool, str]
+#: a simulation's facts, as the sandbox sent them
+Facts = dict[str, Any]
 
 
-def structure(check: Check, built: Built) -> Verdict:
+def structure(check: Check, graph: Graph) -> Verdict:
     """Sync points (exactly these), devices (op -> device), happens-before pairs (a path from
     the first op to the second) and the number of towers, read off the graph."""
-    graph, keys, problems, found = built.graph, check.keys, [], []
+    keys, problems, found = check.keys, [], []
     if "sync_points" in keys:
         points = sync_points(graph)
         found.append(f"sync points: {points}")
@@ -50,14 +51,14 @@ def structure(check: Check, built: Built) -> Verdict:
     return (not problems, "; ".join(problems) if problems else "; ".join(found) or "as asked")
 
 
-def simulation(check: Check, built: Built, reference: Built | None) -> Verdict:
+def simulation(check: Check, facts: Facts, reference: Facts | None) -> Verdict:
     """An expression over the simulation's facts against ``equals``, ``at_most``,
     ``at_least`` or the reference's value of the same expression (``reference = true``)."""
     keys, expression = check.keys, check.keys["expression"]
-    value = _evaluate(expression, built)
+    value = _evaluate(expression, facts)
     tolerance = float(keys.get("tolerance", 0.01))
     if keys.get("reference"):
-        if reference is None or reference.facts is None:
+        if reference is None:
             return False, "the reference solution could not be simulated"
         expected = _evaluate(expression, reference)
         return _compare(expression, value, expected, tolerance, "the reference gives")
@@ -78,11 +79,11 @@ def simulation(check: Check, built: Built, reference: Built | None) -> Verdict:
     return True, f"{expression} = {_show(value)}"
 
 
-def _bound(limit: Any, expression: str, reference: Built | None) -> float:
+def _bound(limit: Any, expression: str, reference: Facts | None) -> float:
     """A limit: a number, or ``"reference"`` (the reference's value of the expression)."""
     if limit != "reference":
         return float(limit)
-    if reference is None or reference.facts is None:
+    if reference is None:
         raise ExpressionError("the reference solution could not be simulated")
     value = _evaluate(expression, reference)
     if value is None:
@@ -90,20 +91,22 @@ def _bound(limit: Any, expression: str, reference: Built | None) -> float:
     return float(value)
 
 
-def answer(check: Check, submission: Path, built: Built) -> Verdict:
-    """The student's answer (``answers.toml``, key ``answer``) against the expression's value
-    over the simulation of ``of`` (the submission's graph or the reference's)."""
+def answer(
+    check: Check, answers: tuple[dict[str, Any] | None, str | None], facts: Facts
+) -> Verdict:
+    """The student's answer (``answers.toml``, key ``answer``; read in the sandbox: the table
+    or why it could not be) against the expression's value over the simulation of ``of``
+    (the submission's graph or the reference's)."""
     key, expression = check.keys["answer"], check.keys["expression"]
-    try:
-        answers = tomllib.loads((submission / "answers.toml").read_text())
-    except (OSError, tomllib.TOMLDecodeError) as error:
-        return False, f"answers.toml could not be read: {error}"
-    if key not in answers:
+    table, problem = answers
+    if table is None:
+        return False, problem or "answers.toml could not be read"
+    if key not in table:
         return False, f"answers.toml has no '{key}'"
-    expected = _evaluate(expression, built)
+    expected = _evaluate(expression, facts)
     return _compare(
         key,
-        answers[key],
+        table[key],
         expected,
         float(check.keys.get("tolerance", 0.05)),
         "the simulation gives",
@@ -111,9 +114,14 @@ def answer(check: Check, submission: Path, built: Built) -> Verdict:
 
 
 def tensorflow(check: Check, submission: Built, reference: Built) -> Verdict:
-    """Run both graphs on TensorFlow for ``steps`` steps; the parameters must be equal."""
+    """Both graphs ran ``steps`` steps on TensorFlow (in the sandbox); the parameters must be
+    equal."""
     steps = int(check.keys.get("steps", 3))
-    mine, theirs = _params(submission, steps), _params(reference, steps)
+    if reference.params is None:
+        return False, f"the reference solution failed on TensorFlow: {reference.params_error}"
+    if submission.params is None:
+        return False, f"your graph could not run on TensorFlow: {submission.params_error}"
+    mine, theirs = _arrays(submission.params), _arrays(reference.params)
     if set(mine) != set(theirs):
         return False, f"your variables {sorted(mine)} are not the reference's {sorted(theirs)}"
     worst = max(float(abs(mine[n] - theirs[n]).max()) for n in mine)
@@ -122,24 +130,13 @@ def tensorflow(check: Check, submission: Built, reference: Built) -> Verdict:
     return True, f"after {steps} steps on TensorFlow the parameters agree (max |diff| {worst:.1e})"
 
 
-def _params(built: Built, steps: int) -> dict[str, Any]:
-    if built.tensorflow is None:
-        from simsync.tf_backend import run_on_tensorflow
-
-        run = run_on_tensorflow(
-            built.scenario.with_run(steps=steps), warmup=0, timing_steps=0, graph=built.graph
-        )
-        built.tensorflow = {
-            built.graph.variable(n).model_parameter: v for n, v in run.params.items()
-        }
-    params: dict[str, Any] = built.tensorflow
-    return params
+def _arrays(params: dict[str, Any]) -> dict[str, np.ndarray]:
+    return {name: np.asarray(value, dtype=float) for name, value in params.items()}
 
 
-def _evaluate(expression: str, built: Built) -> Any:
-    assert built.facts is not None
+def _evaluate(expression: str, facts: Facts) -> Any:
     try:
-        return evaluate(expression, built.facts)
+        return evaluate(expression, facts)
     except (ExpressionError, TypeError, ArithmeticError) as error:
         raise ExpressionError(f"{expression} cannot be computed for this graph: {error}") from None
 

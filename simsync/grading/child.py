@@ -1,33 +1,47 @@
-"""The sandboxed side: import the student's module and build a graph, in a process of its own.
+"""The sandboxed side of grading: everything that touches a submission, in a process of its own.
 
-Run as ``python -I -m simsync.grading.child REQUEST`` by :mod:`simsync.grading.sandbox`, with
-the temporary copy of the submission as its working directory. In order:
+Run by :mod:`simsync.grading.sandbox` as ``python -I -m simsync.grading.child REQUEST
+SUBMISSION WORK``, inside the sandbox. It writes JSON lines to its standard output (the
+result); anything else printed goes to standard error. A request is one of two stages, never
+both in one process, so a student's code cannot reach the numbers it is graded on:
 
-1. Import what the grader needs (before any limit, so the limits measure the student's code).
-2. Set the limits: CPU seconds, address space, file size (``resource.setrlimit``).
-3. Install an audit hook that refuses file writes outside the working directory, sockets,
-   new processes and ``ctypes``.
-4. Import the student's module and call the function on the scenario.
-5. Write one JSON line, ``{"graph": ...}`` or ``{"error": ...}``, to the result descriptor;
-   anything the student prints goes to stderr.
+``build``
+    Copy the submission into ``WORK``, install an audit hook (a second wall behind the
+    sandbox: no writes outside ``WORK``, no sockets, processes or ``ctypes``), import the
+    student's module and call its function on the scenario. Says ``{"graph": ...}`` (the
+    graph as data) or ``{"error": ...}``.
+``evaluate``
+    No student code runs. Build the graph from the data of a ``build`` (or from the
+    scenario and the submission's ``training.toml``), then, as asked, simulate it, run it on
+    TensorFlow and read ``answers.toml``. Says each product on its own line as soon as it is
+    known (``graph``, ``facts``, ``params``, ``answers``), or ``<product>_error``, so a time
+    limit reached in TensorFlow keeps the simulation's facts.
 """
 
 from __future__ import annotations
 
+import errno
 import importlib
 import json
 import os
-import resource
+import shutil
 import sys
+import tomllib
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from simsync.ir import Graph, graph_to_dict
-from simsync.scenario import load_scenario
+from simsync.errors import SimsyncError
+from simsync.ir import Graph, graph_from_dict, graph_to_dict
+from simsync.scenario import Scenario, scenario_from_dict
 
-__all__ = ["main"]
+__all__ = ["MAX_OPS", "TOO_LARGE", "main"]
 
+#: a graph larger than this is refused before it is simulated
+MAX_OPS = 5000
+#: the exit status that says: the answer was larger than the file size limit
+TOO_LARGE = 3
 #: audit events refused outright
 REFUSED = ("socket.", "subprocess.", "os.system", "os.exec", "os.posix_spawn", "os.fork",
            "os.spawn", "ctypes.", "pty.", "os.kill", "os.forkpty", "webbrowser.")  # fmt: skip
@@ -37,31 +51,53 @@ WRITES = ("os.remove", "os.rename", "os.mkdir", "os.rmdir", "os.chmod", "os.syml
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 
-def main(request_path: str) -> int:
+def main(request_path: str, submission: str, work: str) -> int:
     request = json.loads(Path(request_path).read_text())
-    result_fd = os.dup(1)
-    os.dup2(2, 1)  # the student's prints go to stderr, never into the result
+    result = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # whatever is printed goes to stderr, never into the result
     sys.stdout = sys.stderr
+
+    def say(**line: Any) -> None:
+        result.write(json.dumps(line, default=_plain) + "\n")
+        result.flush()
+
+    scenario = _scenario(request)
     try:
-        scenario = load_scenario(Path(request["scenario"]))
-        _limit(request["limits"])
-        _guard(Path.cwd().resolve())
-        sys.path.insert(0, str(Path.cwd()))
-        module = importlib.import_module(request["module"])
-        graph = getattr(module, request["function"])(scenario)
-        if not isinstance(graph, Graph):
-            raise TypeError(f"{request['function']}() returned {type(graph).__name__}, not a Graph")
-        out: dict[str, Any] = {"graph": graph_to_dict(graph)}
-    except BaseException as error:  # the student's exception, whatever it is
-        out = {"error": _describe(error)}
-    os.write(result_fd, (json.dumps(out) + "\n").encode())
+        if request["stage"] == "build":
+            say(**_build(request, Path(submission), Path(work), scenario))
+        else:
+            _evaluate(request, Path(submission), scenario, say)
+    except OSError as error:
+        if error.errno == errno.EFBIG:  # the answer is over the file size limit
+            return TOO_LARGE
+        raise
     return 0
 
 
-def _limit(limits: dict[str, int]) -> None:
-    resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu_seconds"], limits["cpu_seconds"] + 1))
-    resource.setrlimit(resource.RLIMIT_AS, (limits["memory_bytes"], limits["memory_bytes"]))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits["file_bytes"], limits["file_bytes"]))
+def _scenario(request: dict[str, Any]) -> Scenario:
+    return scenario_from_dict(tomllib.loads(request["scenario"]), source="scenario.toml")
+
+
+# ## Stage 1: the student's code
+
+
+def _build(request: dict[str, Any], submission: Path, work: Path, scenario: Scenario) -> dict:
+    shutil.copytree(submission, work, dirs_exist_ok=True)
+    os.chdir(work)
+    _guard(work.resolve())
+    sys.path.insert(0, str(work))
+    function = request["function"]
+    try:
+        module = importlib.import_module(request["module"])
+        graph = getattr(module, function)(scenario)
+        if not isinstance(graph, Graph):
+            raise TypeError(f"{function}() returned {type(graph).__name__}, not a Graph")
+        _reasonable(graph, scenario.run.steps)
+        return {"graph": graph_to_dict(graph)}
+    except SimsyncError as error:
+        return {"error": str(error)}
+    except BaseException as error:  # the student's exception, whatever it is
+        return {"error": _describe(error)}
 
 
 def _guard(root: Path) -> None:
@@ -97,5 +133,109 @@ def _describe(error: BaseException) -> str:
     return f"{text}{where}"
 
 
+# ## Stage 2: the graph, its simulation, TensorFlow and the answers; no student code
+
+
+def _evaluate(
+    request: dict[str, Any], submission: Path, scenario: Scenario, say: Callable[..., None]
+) -> None:
+    if request.get("answers"):
+        say(**_product("answers", lambda: _answers(submission / "answers.toml")))
+    if request.get("graph") is None and request.get("training") is None:
+        return
+    try:
+        if request.get("training") is not None:
+            scenario = _with_training(request["scenario"], submission / request["training"])
+            from simsync.patterns import build
+
+            graph = build(scenario)
+        else:
+            graph = graph_from_dict(request["graph"])
+        _reasonable(graph, scenario.run.steps)
+    except SimsyncError as error:
+        say(error=str(error))
+        return
+    say(graph=graph_to_dict(graph))
+    if request.get("facts"):
+        say(**_product("facts", lambda: _facts(graph, scenario, request.get("target_loss"))))
+    if request.get("tensorflow_steps"):
+        steps = int(request["tensorflow_steps"])
+        say(**_product("params", lambda: _params(graph, scenario, steps)))
+
+
+def _product(name: str, make: Callable[[], Any]) -> dict[str, Any]:
+    try:
+        return {name: make()}
+    except SimsyncError as error:
+        return {f"{name}_error": str(error)}
+    except Exception as error:  # whatever the student's graph does to the machinery
+        return {f"{name}_error": f"{type(error).__name__}: {error}"}
+
+
+def _with_training(scenario_text: str, path: Path) -> Scenario:
+    """The assignment's scenario with the ``[training]`` table of the submitted file: the only
+    table a submission sets (the cluster, the model and the run stay the assignment's), checked
+    as any scenario is."""
+    if not path.is_file():
+        raise SimsyncError(f"{path.name}: the file is missing from your submission")
+    submitted = _toml(path)
+    data = tomllib.loads(scenario_text)
+    data["training"] = submitted.get("training", {})
+    return scenario_from_dict(data, source=path.name)
+
+
+def _answers(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise SimsyncError("answers.toml could not be read: the file is missing")
+    return _toml(path)
+
+
+def _toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8-sig"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise SimsyncError(f"{path.name}: not valid TOML: {error}") from None
+
+
+def _reasonable(graph: Graph, steps: int) -> None:
+    if len(graph) > MAX_OPS:
+        raise SimsyncError(f"the graph has {len(graph)} ops; at most {MAX_OPS} are graded")
+    for client in graph.clients:
+        if client.steps is not None and client.steps > 10 * steps:
+            raise SimsyncError(
+                f"client '{client.name}' runs {client.steps} steps; at most {10 * steps}"
+            )
+
+
+def _facts(graph: Graph, scenario: Scenario, target_loss: float | None) -> dict[str, Any]:
+    from simsync.engine import simulate, training_clients
+    from simsync.trace import loss_curve, time_to_loss
+    from simsync.tutor.facts import simulation_facts
+
+    sim = simulate(scenario, graph=graph)
+    facts = simulation_facts(sim)
+    if target_loss is not None:
+        curve = loss_curve(sim.trace, max(1, len(training_clients(sim.graph))))
+        facts["target_loss"] = target_loss
+        facts["time_to_target"] = time_to_loss(curve, target_loss)
+    return facts
+
+
+def _params(graph: Graph, scenario: Scenario, steps: int) -> dict[str, Any]:
+    from simsync.tf_backend import run_on_tensorflow
+
+    run = run_on_tensorflow(scenario.with_run(steps=steps), warmup=0, timing_steps=0, graph=graph)
+    return {graph.variable(n).model_parameter: value for n, value in run.params.items()}
+
+
+def _plain(value: Any) -> Any:
+    """numpy's numbers and arrays, tuples and dates as JSON has them."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, set | frozenset):
+        return sorted(value)
+    return str(value)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(*sys.argv[1:4]))

@@ -6,14 +6,21 @@ Gradescope's stdout. Bad input is a :class:`~simsync.errors.UsageError` (status 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import signal
+import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from simsync.errors import UsageError
+from simsync.files import atomic_writer
 from simsync.grading.assignment import Assignment, find_assignment, load_assignments
-from simsync.grading.grader import Grade, grade
+from simsync.grading.grader import LEFT_OUT, Grade, grade
+from simsync.grading.sandbox import Sandbox, find_sandbox
 from simsync.words import plural
 
 __all__ = [
@@ -21,25 +28,7 @@ __all__ = [
     "assignments_list",
     "assignments_start",
     "grade_command",
-    "write_atomically",
 ]
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write ``path`` whole or not at all: a temporary file in the same folder, renamed."""
-    handle, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(partial, 0o666 & ~mask)  # as open() would create it, not mkstemp's 0600
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(partial, path)
-    except BaseException:
-        Path(partial).unlink(missing_ok=True)
-        raise
 
 
 def assignments_list() -> int:
@@ -52,20 +41,37 @@ def assignments_list() -> int:
 
 
 def assignments_start(number: int, folder: Path, *, solution: bool = False) -> int:
-    """Copy the starter (or the reference solution) with the README and the scenario."""
+    """Copy the starter (or the reference solution) with the README and the scenario: the
+    folder is made whole, beside its place, and renamed there, so a failure (a full disk)
+    leaves nothing behind and a retry starts afresh."""
     assignment = find_assignment(number)
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise UsageError(f"{folder} exists and is not an empty folder; choose a new one")
-    folder.mkdir(parents=True, exist_ok=True)
+    parent = folder.absolute().parent
+    if not parent.is_dir():
+        raise UsageError(f"cannot make {folder}: no folder {parent}")
     source = assignment.solution if solution else assignment.starter
     copies = [source / name for name in assignment.files]
     copies += [assignment.folder / "README.md", assignment.scenario]
-    for path in copies:
-        write_atomically(folder / path.name, path.read_bytes())
+    try:
+        with tempfile.TemporaryDirectory(prefix=".simsync-start-", dir=parent) as staging:
+            for path in copies:
+                shutil.copyfile(path, Path(staging, path.name))
+            os.chmod(staging, 0o777 & ~_umask())
+            os.replace(staging, folder)  # an empty folder is replaced as a whole
+            os.mkdir(staging)  # for TemporaryDirectory to remove
+    except OSError as error:
+        raise UsageError(f"cannot make {folder}: {error.strerror or error}") from None
     which = "reference solution" if solution else "starter"
     print(f"Assignment {number} ({which}) in {folder}: edit {', '.join(assignment.files)}, then")
     print(f"  simsync grade {folder} --assignment {number}")
     return 0
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def grade_command(
@@ -75,19 +81,62 @@ def grade_command(
     hidden: bool = False,
     tensorflow: bool = True,
     gradescope: Path | None = None,
+    unsafe: bool = False,
 ) -> int:
+    """Grade ``folder`` and print the report; with ``gradescope``, also write results.json
+    there (``-``: to standard output, the report then to standard error)."""
     if not folder.is_dir():
         raise UsageError(f"{folder}: no such folder (the submission to grade)")
-    if gradescope is not None and not gradescope.parent.is_dir():
-        raise UsageError(f"cannot write {gradescope}: no folder {gradescope.parent}")
+    to_stdout = gradescope is not None and str(gradescope) == "-"
+    if gradescope is not None and not to_stdout:
+        _check_target(gradescope, folder)
     assignment = find_assignment(number)
-    result = grade(assignment, folder, hidden=hidden, tensorflow=tensorflow)
-    print(report(result, hidden=hidden))
+    sandbox = find_sandbox(unsafe)
+    with _terminate_as_interrupt():
+        result = grade(assignment, folder, hidden=hidden, tensorflow=tensorflow, sandbox=sandbox)
+    print(report(result, hidden=hidden), file=sys.stderr if to_stdout else sys.stdout)
     if gradescope is not None:
         text = json.dumps(result.gradescope(), indent=2) + "\n"
-        write_atomically(gradescope, text.encode())
-        print(f"wrote {gradescope}")
+        if to_stdout:
+            sys.stdout.write(text)
+        else:
+            with atomic_writer(gradescope) as out:
+                out.write(text)
+            print(f"wrote {gradescope}")
     return 0
+
+
+def _check_target(target: Path, submission: Path) -> None:
+    """results.json is never written into the submission (an input) nor over a folder."""
+    if not target.absolute().parent.is_dir():
+        raise UsageError(f"cannot write {target}: no folder {target.parent}")
+    if target.is_dir():
+        raise UsageError(f"cannot write {target}: it is a folder")
+    inside = target.absolute().parent.resolve()
+    graded = submission.resolve()
+    if inside == graded or graded in inside.parents:
+        raise UsageError(
+            f"cannot write {target}: it is inside the submission being graded "
+            f"({submission}); write results outside it"
+        )
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops grading as Ctrl-C does: the sandbox ended, temporary folders removed."""
+
+    def stop(number: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread: nothing to install
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def report(result: Grade, *, hidden: bool) -> str:
@@ -103,26 +152,29 @@ def report(result: Grade, *, hidden: bool) -> str:
     skipped = len(a.checks) - len(result.results)
     note = f" (not run: {skipped} hidden or TensorFlow checks)" if skipped else ""
     lines.append(f"Score: {result.score:g}/{result.max_score:g}{note}")
+    if result.left_out:
+        lines.append(f"{LEFT_OUT}: {', '.join(result.left_out)}")
     if result.protections:  # some of the submission's code ran: say how it was contained
         lines.append(
-            "Your code ran in a sandbox: "
-            + "; ".join(f"{k} {v}" for k, v in result.protections.items())
+            "How your code was run: "
+            + "; ".join(f"{k}: {v}" for k, v in result.protections.items())
         )
     return "\n".join(lines)
 
 
-def assignments_check(*, tensorflow: bool = True) -> int:
+def assignments_check(*, tensorflow: bool = True, unsafe: bool = False) -> int:
     """Prove every assignment: the reference gets full marks, the starter does not."""
     failures = 0
+    sandbox = find_sandbox(unsafe)
     for a in load_assignments():
-        failures += _prove(a, tensorflow)
+        failures += _prove(a, tensorflow, sandbox)
     print("all assignments check" if not failures else plural(failures, "problem"))
     return 1 if failures else 0
 
 
-def _prove(a: Assignment, tensorflow: bool) -> int:
-    reference = grade(a, a.solution, hidden=True, tensorflow=tensorflow)
-    starter = grade(a, a.starter, hidden=True, tensorflow=tensorflow)
+def _prove(a: Assignment, tensorflow: bool, sandbox: Sandbox) -> int:
+    reference = grade(a, a.solution, hidden=True, tensorflow=tensorflow, sandbox=sandbox)
+    starter = grade(a, a.starter, hidden=True, tensorflow=tensorflow, sandbox=sandbox)
     problems = 0
     if reference.score < reference.max_score:
         problems += 1

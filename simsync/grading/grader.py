@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,10 +11,14 @@ from typing import Any
 from simsync.errors import SimsyncError
 from simsync.grading import checks
 from simsync.grading.assignment import Assignment, Check
-from simsync.grading.graphs import Built, Graphs
-from simsync.grading.sandbox import Limits
+from simsync.grading.graphs import REFERENCE, SUBMISSION, Built, Sides, wants_reference
+from simsync.grading.sandbox import Limits, Sandbox, find_sandbox
+from simsync.grading.submission import SubmissionRefused, copy_submission
 
-__all__ = ["Grade", "Result", "grade"]
+__all__ = ["LEFT_OUT", "Grade", "Result", "grade"]
+
+#: how a report introduces the files of a submission that were not graded
+LEFT_OUT = "Not graded (only regular files are copied)"
 
 
 @dataclass
@@ -33,6 +38,8 @@ class Grade:
     results: list[Result]
     seconds: float
     protections: dict[str, str] = field(default_factory=dict)
+    #: what of the submission was not copied, with why (links, FIFOs, devices)
+    left_out: list[str] = field(default_factory=list)
 
     @property
     def score(self) -> float:
@@ -51,6 +58,7 @@ class Grade:
             "score": self.score,
             "execution_time": round(self.seconds, 3),
             "output": f"{self.assignment.title}: {self.score:g}/{self.max_score:g}"
+            + (f"\n{LEFT_OUT}: {', '.join(self.left_out)}" if self.left_out else "")
             + (f"\nSandbox: {sandbox}" if sandbox else ""),
             "visibility": "visible",
             "stdout_visibility": "hidden",
@@ -76,50 +84,68 @@ def grade(
     hidden: bool = False,
     tensorflow: bool = True,
     limits: Limits | None = None,
+    sandbox: Sandbox | None = None,
 ) -> Grade:
     """Run the assignment's checks on ``submission`` (visible ones unless ``hidden``; the
-    TensorFlow ones unless ``tensorflow`` is false). The reference solution is built the same
-    way, for checks that compare with it. A broken or hostile submission costs the checks that
-    need its graph, with the reason as their output."""
+    TensorFlow ones unless ``tensorflow`` is false). The submission is copied first (regular
+    files only, :mod:`~simsync.grading.submission`); everything that reads the copy runs in
+    ``sandbox`` (default: bubblewrap, or :class:`~simsync.grading.sandbox.SandboxUnavailable`
+    when it cannot start here). The reference solution is built the same way, for checks that
+    compare with it. A broken or hostile submission costs the checks that need its graph,
+    with the reason as their output."""
     started = time.perf_counter()
-    graphs = Graphs(assignment, limits or Limits())
-    results = []
-    for check in assignment.checks:
-        if (check.hidden and not hidden) or (check.kind == "tensorflow" and not tensorflow):
-            continue
-        passed, output = _run(check, graphs, submission, assignment.solution)
-        results.append(Result(check, check.points if passed else 0.0, output))
-    return Grade(assignment, results, time.perf_counter() - started, graphs.protections())
+    sandbox = sandbox or find_sandbox()
+    limits = limits or Limits()
+    checks = [
+        c
+        for c in assignment.checks
+        if (hidden or not c.hidden) and (tensorflow or c.kind != "tensorflow")
+    ]
+    with tempfile.TemporaryDirectory(prefix="simsync-grade-") as scratch:
+        folders = {SUBMISSION: Path(scratch, SUBMISSION), REFERENCE: Path(scratch, REFERENCE)}
+        for folder in folders.values():
+            folder.mkdir()
+        copy_submission(assignment.solution, folders[REFERENCE])
+        try:
+            left_out = copy_submission(submission, folders[SUBMISSION]).left_out
+        except SubmissionRefused as refused:  # every check gets the reason
+            left_out, results = [], [Result(c, 0.0, str(refused)) for c in checks]
+        else:
+            sides = Sides(assignment, folders, checks, sandbox, limits)
+            results = [_result(check, sides) for check in checks]
+    seconds = time.perf_counter() - started
+    return Grade(assignment, results, seconds, sandbox.protections(limits), left_out)
 
 
-def _run(check: Check, graphs: Graphs, submission: Path, solution: Path) -> tuple[bool, str]:
-    needs_facts = check.kind in ("simulation", "answer")
-    get = graphs.facts if needs_facts else graphs.get
-    of_reference = check.kind == "answer" and check.keys.get("of", "submission") == "reference"
-    built = get(solution if of_reference else submission, check.graph)
+def _result(check: Check, sides: Sides) -> Result:
+    passed, output = _run(check, sides)
+    return Result(check, check.points if passed else 0.0, output)
+
+
+def _run(check: Check, sides: Sides) -> tuple[bool, str]:
+    side = REFERENCE if check.keys.get("of") == "reference" else SUBMISSION
+    built = sides.get(side, check.graph)
     if built.error is not None:
         return False, built.error
     try:
         if check.kind == "structure":
-            return checks.structure(check, built)
+            return checks.structure(check, built.graph)
+        if check.kind == "tensorflow":
+            return checks.tensorflow(check, built, _reference(sides, check))
+        if built.facts is None:
+            return False, f"the simulation of your graph failed: {built.facts_error}"
         if check.kind == "simulation":
-            wanted = check.keys.get("reference") or "reference" in (
-                check.keys.get("at_most"),
-                check.keys.get("at_least"),
-            )
-            reference = graphs.facts(solution, check.graph) if wanted else None
-            return checks.simulation(check, built, reference)
-        if check.kind == "answer":
-            return checks.answer(check, submission, built)
-        return checks.tensorflow(check, built, _reference(graphs, solution, check))
+            reference = sides.get(REFERENCE, check.graph).facts if wants_reference(check) else None
+            return checks.simulation(check, built.facts, reference)
+        return checks.answer(check, sides.answers(), built.facts)
     except SimsyncError as error:
         return False, str(error)
     except Exception as error:  # a graph the checks' machinery cannot handle: this check only
         return False, f"could not check your graph: {type(error).__name__}: {error}"
 
 
-def _reference(graphs: Graphs, solution: Path, check: Check) -> Built:
-    reference = graphs.get(solution, check.graph)
+def _reference(sides: Sides, check: Check) -> Built:
+    reference = sides.get(REFERENCE, check.graph)
     if reference.error is not None:
         raise SimsyncError(f"the reference solution failed: {reference.error}")
     return reference

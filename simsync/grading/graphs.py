@@ -1,127 +1,187 @@
-"""Where a check's graph comes from: a function of the submission (run in the sandbox) or a
-scenario whose ``[training]`` table the submission sets; and its simulation, once."""
+"""What each check needs of a graph, gathered before anything runs, and got from the sandbox
+in as few runs as that allows.
+
+A check's graph is a function of a side's code (``"towers.py:build"``: the student's
+submission, or the reference solution) or a side's ``training.toml`` with the assignment's
+scenario. For each (side, graph) the grader runs, in the sandbox:
+
+1. for a function, a ``build`` child: the side's code, alone, returns the graph as data;
+2. an ``evaluate`` child with that data (or the TOML): the graph checked and rebuilt, then
+   only what the checks need of it: the simulation's facts, the parameters after some steps
+   on TensorFlow; and, once per grading, the submission's ``answers.toml``.
+
+Everything comes back as JSON (:mod:`simsync.grading.sandbox`); :class:`Built` holds it,
+or the one line that says why there is none.
+"""
 
 from __future__ import annotations
 
-import tomllib
-from dataclasses import dataclass, field
+import contextlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from simsync.errors import SimsyncError
-from simsync.grading.assignment import Assignment
-from simsync.grading.sandbox import Limits, run_function
+from simsync.grading.assignment import Assignment, Check
+from simsync.grading.child import MAX_OPS
+from simsync.grading.sandbox import Limits, Outcome, Sandbox, run_child
 
-__all__ = ["MAX_OPS", "Built", "Graphs"]
+__all__ = [
+    "MAX_OPS",
+    "REFERENCE",
+    "SUBMISSION",
+    "Built",
+    "Needs",
+    "Sides",
+    "needs_of",
+    "wants_reference",
+]
 
-#: a graph larger than this is refused before it is simulated (the grader's own time)
-MAX_OPS = 5000
+SUBMISSION, REFERENCE = "submission", "reference"
+
+
+@dataclass
+class Needs:
+    """What the checks need of one (side, graph)."""
+
+    facts: bool = False
+    tensorflow_steps: int = 0
 
 
 @dataclass
 class Built:
-    """A graph ready to grade, or the one line that says why there is none."""
+    """A graph ready to grade, or the one line that says why there is none; each product
+    (``facts``, ``params``) may be missing with its own reason."""
 
     graph: Any = None  # simsync.ir.Graph
-    scenario: Any = None  # simsync.scenario.Scenario
     error: str | None = None
     facts: dict[str, Any] | None = None
-    tensorflow: Any = None  # the parameters after a TensorFlow run
-    protections: dict[str, str] = field(default_factory=dict)
+    facts_error: str | None = None
+    params: dict[str, Any] | None = None
+    params_error: str | None = None
 
 
-class Graphs:
-    """Builds each (folder, graph spec) once per grading and keeps its simulation's facts."""
+def needs_of(checks: list[Check]) -> dict[tuple[str, str], Needs]:
+    """For every (side, graph) some check reads: what it must provide."""
+    needs: dict[tuple[str, str], Needs] = {}
 
-    def __init__(self, assignment: Assignment, limits: Limits) -> None:
-        self.assignment, self.limits = assignment, limits
-        self._built: dict[tuple[Path, str], Built] = {}
+    def need(side: str, spec: str) -> Needs:
+        return needs.setdefault((side, spec), Needs())
 
-    def get(self, folder: Path, spec: str) -> Built:
-        key = (folder, spec)
+    for check in checks:
+        keys = check.keys
+        if check.kind == "structure":
+            need(SUBMISSION, check.graph)
+        elif check.kind == "simulation":
+            need(SUBMISSION, check.graph).facts = True
+            if wants_reference(check):
+                need(REFERENCE, check.graph).facts = True
+        elif check.kind == "answer":
+            need(keys.get("of", SUBMISSION), check.graph).facts = True
+        elif check.kind == "tensorflow":
+            steps = int(keys.get("steps", 3))
+            for side in (SUBMISSION, REFERENCE):
+                entry = need(side, check.graph)
+                entry.tensorflow_steps = max(entry.tensorflow_steps, steps)
+    return needs
+
+
+def wants_reference(check: Check) -> bool:
+    """Whether a simulation check compares with the reference's value."""
+    keys = check.keys
+    return bool(keys.get("reference")) or "reference" in (keys.get("at_most"), keys.get("at_least"))
+
+
+class Sides:
+    """The two sides of a grading (the submission's copy, the reference solution's) and
+    everything got from the sandbox for them, each asked for once."""
+
+    def __init__(
+        self,
+        assignment: Assignment,
+        folders: dict[str, Path],
+        checks: list[Check],
+        sandbox: Sandbox,
+        limits: Limits,
+    ) -> None:
+        self.assignment, self.folders = assignment, folders
+        self.sandbox, self.limits = sandbox, limits
+        self.needs = needs_of(checks)
+        self._built: dict[tuple[str, str], Built] = {}
+        self._answers: tuple[dict[str, Any] | None, str | None] | None = None
+        self.scenario = assignment.scenario.read_text()
+        self.hidden = _hidden(assignment)
+
+    def get(self, side: str, spec: str) -> Built:
+        key = (side, spec)
         if key not in self._built:
-            self._built[key] = self._build(folder, spec)
+            self._built[key] = self._build(side, spec, self.needs.get(key, Needs()))
         return self._built[key]
 
-    def facts(self, folder: Path, spec: str) -> Built:
-        """The graph and the facts of simulating it (``facts`` stays None on error)."""
-        built = self.get(folder, spec)
-        if built.error is None and built.facts is None:
-            try:
-                built.facts = _facts(built, self.assignment.target_loss)
-            except Exception as error:  # whatever the student's graph does to the simulator
-                built.error = (
-                    f"the simulation of your graph failed: {type(error).__name__}: {error}"
-                )
-        return built
+    def answers(self) -> tuple[dict[str, Any] | None, str | None]:
+        """The submission's ``answers.toml``, read in the sandbox: the table, or why not."""
+        if self._answers is None:
+            outcome = self._run(SUBMISSION, {"stage": "evaluate", "answers": True})
+            said = outcome.said
+            self._answers = (said.get("answers"), said.get("answers_error") or outcome.error)
+        return self._answers
 
-    def protections(self) -> dict[str, str]:
-        """The sandbox's protections, as reported by the first run of student code."""
-        return next((b.protections for b in self._built.values() if b.protections), {})
-
-    def _build(self, folder: Path, spec: str) -> Built:
-        from simsync.ir import graph_from_dict
-        from simsync.patterns import build
-        from simsync.scenario import load_scenario
-
-        scenario = load_scenario(self.assignment.scenario)
+    def _build(self, side: str, spec: str, needs: Needs) -> Built:
+        request: dict[str, Any] = {
+            "stage": "evaluate",
+            "facts": needs.facts,
+            "tensorflow_steps": needs.tensorflow_steps,
+            "target_loss": self.assignment.target_loss,
+        }
         if spec.endswith(".toml"):
-            try:
-                scenario = _with_training(self.assignment.scenario, folder / spec)
-                return Built(build(scenario), scenario)
-            except SimsyncError as error:  # it names the file
-                return Built(error=str(error))
-        file, _, function = spec.partition(":")
-        outcome = run_function(
-            folder, Path(file).stem, function, self.assignment.scenario, self.limits
-        )
-        if outcome.error is not None or outcome.graph is None:
-            message = f"your {function}(scenario) in {file} failed: {outcome.error}"
-            return Built(error=message, protections=outcome.protections)
-        try:
-            graph = graph_from_dict(outcome.graph)
-            _reasonable(graph, scenario.run.steps)
-        except SimsyncError as error:
-            return Built(error=f"the graph your {function}() built: {error}")
-        return Built(graph, scenario, protections=outcome.protections)
-
-
-def _with_training(assignment_scenario: Path, path: Path) -> Any:
-    """The assignment's scenario with the ``[training]`` table of the submitted file: the only
-    table a submission sets (the cluster, the model and the run stay the assignment's), checked
-    as any scenario is."""
-    from simsync.scenario import scenario_from_dict
-
-    if not path.is_file():
-        raise SimsyncError(f"{path.name}: the file is missing from your submission")
-    try:
-        submitted = tomllib.loads(path.read_text())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-        raise SimsyncError(f"{path.name}: not valid TOML: {error}") from None
-    data = tomllib.loads(assignment_scenario.read_text())
-    data["training"] = submitted.get("training", {})
-    return scenario_from_dict(data, source=path.name)
-
-
-def _reasonable(graph: Any, steps: int) -> None:
-    if len(graph) > MAX_OPS:
-        raise SimsyncError(f"{len(graph)} ops; at most {MAX_OPS} are graded")
-    for client in graph.clients:
-        if client.steps is not None and client.steps > 10 * steps:
-            raise SimsyncError(
-                f"client '{client.name}' runs {client.steps} steps; at most {10 * steps}"
+            request["training"] = spec
+        else:
+            file, _, function = spec.partition(":")
+            built = self._run(
+                side, {"stage": "build", "module": Path(file).stem, "function": function}
             )
+            graph = built.said.get("graph")
+            if built.error is not None or graph is None:
+                reason = built.said.get("error") or built.error or "no graph came back"
+                return Built(error=f"your {function}(scenario) in {file} failed: {reason}")
+            request["graph"] = graph
+        return _built(self._run(side, request), spec)
+
+    def _run(self, side: str, request: dict[str, Any]) -> Outcome:
+        request = {**request, "scenario": self.scenario}
+        return run_child(self.sandbox, request, self.folders[side], self.limits, self.hidden)
 
 
-def _facts(built: Built, target_loss: float | None) -> dict[str, Any]:
-    from simsync.engine import simulate, training_clients
-    from simsync.trace import loss_curve, time_to_loss
-    from simsync.tutor.facts import simulation_facts
+def _built(outcome: Outcome, spec: str) -> Built:
+    """The evaluate child's answer as a :class:`Built`."""
+    from simsync.ir import graph_from_dict
 
-    sim = simulate(built.scenario, graph=built.graph)
-    facts = simulation_facts(sim)
-    if target_loss is not None:
-        curve = loss_curve(sim.trace, max(1, len(training_clients(sim.graph))))
-        facts["target_loss"] = target_loss
-        facts["time_to_target"] = time_to_loss(curve, target_loss)
-    return facts
+    said = outcome.said
+    if said.get("error") is not None or said.get("graph") is None:
+        reason = said.get("error") or outcome.error or "no graph came back"
+        prefix = "" if spec.endswith(".toml") else "the graph your code built: "
+        return Built(error=f"{prefix}{reason}")
+    try:
+        graph = graph_from_dict(said["graph"])
+    except SimsyncError as error:
+        return Built(error=f"the graph your code built: {error}")
+    missing = outcome.error or "the grader's process stopped before it got there"
+    return Built(
+        graph,
+        facts=said.get("facts"),
+        facts_error=said.get("facts_error") or (None if "facts" in said else missing),
+        params=said.get("params"),
+        params_error=said.get("params_error") or (None if "params" in said else missing),
+    )
+
+
+def _hidden(assignment: Assignment) -> tuple[Path, ...]:
+    """Folders the sandbox shows empty: every assignment's, the solutions among them."""
+    from importlib.resources import files
+
+    from simsync.grading.assignment import assignments_root
+
+    found = [assignment.folder, assignments_root()]
+    with contextlib.suppress(ModuleNotFoundError):
+        found.append(Path(str(files("simsync.assignments"))))
+    return tuple(found)

@@ -2,8 +2,9 @@
 
 The zip holds, at its root (Gradescope's autograder specification):
 
-* ``setup.sh``: makes a venv and installs simsync from the wheel in the zip (``--find-links``
-  the zip's folder); simsync's dependencies (TensorFlow, SimPy, ...) come from PyPI;
+* ``setup.sh``: installs bubblewrap (the sandbox) when it is missing, makes a venv and
+  installs simsync from the wheel in the zip (``--find-links`` the zip's folder); simsync's
+  dependencies (TensorFlow, SimPy, ...) come from PyPI;
 * ``run_autograder``: grades ``/autograder/submission`` with every check, hidden ones
   included, and writes ``/autograder/results/results.json``; if the grader itself fails, it
   still writes a results.json that says so;
@@ -25,8 +26,8 @@ from importlib.metadata import version
 from pathlib import Path
 
 from simsync.errors import UsageError
+from simsync.files import atomic_writer
 from simsync.grading.assignment import find_assignment
-from simsync.grading.commands import write_atomically
 
 __all__ = ["pack", "project_root"]
 
@@ -37,6 +38,11 @@ set -euo pipefail
 unset PYTHONPATH PYTHONHOME  # the venv's own packages, not whatever the environment adds
 ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
 PYTHON="${{SIMSYNC_PYTHON:-python3}}"
+# the sandbox student code runs in (bubblewrap, Debian/Ubuntu's package); grading refuses
+# to run without it
+if ! command -v bwrap >/dev/null; then
+    apt-get update -qq && apt-get install -y -qq bubblewrap
+fi
 "$PYTHON" -m venv "$ROOT/venv"
 # simsync from the wheel in this zip; its dependencies from PyPI (SIMSYNC_PIP_OPTIONS adds
 # options, e.g. --no-index --no-deps to try it offline against dependencies already present)
@@ -54,11 +60,14 @@ export SIMSYNC_ASSIGNMENTS="$ROOT/source/assignments"   # the assignment packed 
 mkdir -p "$ROOT/results"
 cd "$ROOT"
 if ! "$ROOT/venv/bin/simsync" grade "$ROOT/submission" --assignment {number} --hidden \\
-        --gradescope "$ROOT/results/results.json"; then
-    cat > "$ROOT/results/results.json" <<'JSON'
-{{"score": 0, "tests": [],
- "output": "The grader could not run on this submission: please tell your instructor."}}
-JSON
+        --gradescope "$ROOT/results/results.json" 2> "$ROOT/results/grader.err"; then
+    # the grader's own one-line reason (e.g. the sandbox cannot start) for the instructor
+    "$ROOT/venv/bin/python" -I -c '
+import json, sys
+why = open(sys.argv[1], errors="replace").read().strip().splitlines()[-1:]
+json.dump({{"score": 0, "tests": [], "output": "The grader could not run on this "
+    "submission: please tell your instructor." + ("\\n" + why[0] if why else "")}},
+    open(sys.argv[2], "w"))' "$ROOT/results/grader.err" "$ROOT/results/results.json"
 fi
 """
 
@@ -87,7 +96,8 @@ def pack(number: int, output: Path) -> int:
             if path.is_file() and "__pycache__" not in path.parts:
                 relative = path.relative_to(assignment.folder.parent)
                 _add(archive, f"assignments/{relative.as_posix()}", path.read_bytes(), 0o644)
-    write_atomically(output, buffer.getvalue())
+    with atomic_writer(output, binary=True) as out:
+        out.write(buffer.getvalue())
     size = output.stat().st_size
     print(f"wrote {output} ({size / 1024:.0f} KiB): assignment {number}, {assignment.title}")
     return 0

@@ -1,162 +1,371 @@
-"""Run a student's function in a separate, limited process and bring back its graph as data.
+"""Run the grader's child process in a sandbox made by bubblewrap, and bring back what it says.
 
-Protections, each reported in :attr:`Outcome.protections` as active or not:
+Everything of a grading that touches the student's input runs in such a child (see
+:mod:`simsync.grading.child`): importing and calling the student's code, simulating the graph
+it returns, running it on TensorFlow, reading ``training.toml`` and ``answers.toml``. The
+grader outside reads only the JSON lines the child writes, at most ``Limits.file_bytes``.
 
-* **CPU time** (``RLIMIT_CPU``), **memory** (``RLIMIT_AS``: a huge allocation fails at once
-  with ``MemoryError``) and **file size** (``RLIMIT_FSIZE``), set in the child;
-* **wall clock**: the parent kills the child's process group after ``wall_seconds``;
-* **no network**: a network namespace of its own (``unshare -rnm``: loopback only) where the
-  system allows user namespaces; sockets are refused by the audit hook in any case;
-* **files**: the child works in a temporary copy of the submission; in the same namespace
-  every other mount is read-only (the kernel refuses writes); an audit hook also refuses
-  writes outside it, new processes and ``ctypes`` (a Python-level guard, the only one where
-  namespaces are not available).
+The sandbox is bubblewrap (``bwrap``, the one Flatpak uses), run with:
+
+* ``--unshare-all --unshare-user --disable-userns``: its own user, PID, network (loopback
+  only), IPC and UTS namespaces, and no further user namespace inside;
+* ``--cap-drop ALL`` (and bubblewrap's ``no_new_privs``): the mounts it made cannot be undone;
+* ``--die-with-parent``, its own PID namespace and ``--new-session``: when the child ends, or
+  the grader dies (even by ``kill -9``), every process inside ends with it;
+* a seccomp filter (:mod:`simsync.grading.seccomp`): no new processes at all, no mounts, no
+  namespaces;
+* a file system holding only the system's ``/usr``, the Python interpreter and the installed
+  packages (read-only; the assignments' folders are hidden under empty ones), the copy of the
+  submission (read-only; the child copies it into its working folder), and a ``/tmp`` in
+  memory of ``Limits.scratch_bytes``;
+* the limits of :class:`Limits` (``setrlimit`` before bubblewrap starts, inherited), and the
+  grader's wall clock.
+
+Where bubblewrap is missing or cannot start (a container without user namespaces),
+:func:`find_sandbox` says so in one line; an instructor may choose :data:`NO_SANDBOX` on
+purpose (``--unsafe-no-sandbox``), which keeps the limits and the child's audit hook only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import tempfile
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Limits", "Outcome", "namespaces", "run_function"]
+from simsync.errors import UsageError
+from simsync.grading import seccomp
+from simsync.grading.child import TOO_LARGE
+
+__all__ = [
+    "NO_SANDBOX",
+    "Limits",
+    "Outcome",
+    "Sandbox",
+    "SandboxUnavailable",
+    "find_sandbox",
+    "run_child",
+]
+
+#: where things are inside the sandbox
+INSIDE_REQUEST = "/tmp/grader/request.json"
+INSIDE_SUBMISSION = "/tmp/grader/submission"
+INSIDE_WORK = "/tmp/work"
 
 
 @dataclass(frozen=True)
 class Limits:
-    cpu_seconds: int = 20
-    memory_bytes: int = 2 * 2**30
+    """What one run of the child may use. The submission's copy has limits of its own
+    (:mod:`simsync.grading.submission`)."""
+
+    cpu_seconds: int = 60
+    #: address space: TensorFlow alone reserves about 1.6 GiB
+    memory_bytes: int = 4 * 2**30
+    #: any one file written, the child's answer and its messages included
     file_bytes: int = 16 * 2**20
-    wall_seconds: float = 60.0
+    wall_seconds: float = 120.0
+    #: the sandbox's /tmp, in memory: the working copy and anything written there
+    scratch_bytes: int = 64 * 2**20
+
+
+class SandboxUnavailable(UsageError):
+    """The sandbox cannot start here: one line saying what is missing."""
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """How the child is contained: ``bubblewrap`` (its path in ``bwrap``) or nothing."""
+
+    name: str
+    bwrap: str | None = None
+    version: str = ""
+
+    def protections(self, limits: Limits) -> dict[str, str]:
+        """What contained the student's code, for the report: one phrase per protection."""
+        common = {
+            "CPU time": f"{limits.cpu_seconds} s",
+            "memory": f"{limits.memory_bytes / 2**30:g} GiB",
+            "wall clock": f"{limits.wall_seconds:g} s",
+        }
+        if self.bwrap is None:
+            return {
+                "sandbox": "NONE (graded with --unsafe-no-sandbox)",
+                **common,
+                "network": "NOT isolated; sockets refused by an audit hook only",
+                "files": "NOT isolated; writes outside a copy refused by an audit hook only",
+            }
+        filtered = "no new ones" if seccomp.program() else "no seccomp filter on this machine"
+        return {
+            "sandbox": f"bubblewrap {self.version}".strip(),
+            **common,
+            "processes": f"{filtered}; all ended with the grading",
+            "network": "none (loopback only)",
+            "files": "the interpreter and its packages, read-only; writes only to a copy of "
+            f"the submission ({limits.scratch_bytes // 2**20} MiB in memory)",
+        }
+
+
+NO_SANDBOX = Sandbox("none")
 
 
 @dataclass
 class Outcome:
-    """What came back: the graph as data, or one line saying what went wrong."""
+    """What the child said, line by line merged into one dict, or why it said nothing."""
 
-    graph: dict[str, Any] | None
-    error: str | None
-    protections: dict[str, str] = field(default_factory=dict)
+    said: dict[str, Any]
+    error: str | None = None
     stderr: str = ""
 
 
-#: run inside ``unshare -rnm``: every mount read-only, then the work folder bound writable
-#: again over itself (and entered anew: the old working directory is on the read-only mount);
-#: then the command. Exit 97: the work folder could not be made writable.
-READ_ONLY = """
-work="$1"; shift
-awk '{print $5}' /proc/self/mountinfo | sort -r | while read -r point; do
-    mount -o remount,bind,ro "$point" 2>/dev/null
-done
-mount --bind "$work" "$work" && mount -o remount,bind,rw "$work" && cd "$work" || exit 97
-exec "$@"
-"""
+def find_sandbox(unsafe: bool = False) -> Sandbox:
+    """The sandbox of this machine: bubblewrap when it starts here, :data:`NO_SANDBOX` when
+    ``unsafe``; else :class:`SandboxUnavailable` saying what is missing."""
+    if unsafe:
+        return NO_SANDBOX
+    found = _probe()
+    if isinstance(found, str):
+        raise SandboxUnavailable(found)
+    return found
 
 
 @functools.cache
-def namespaces() -> bool:
-    """Whether a user namespace with its own network and mounts works here (``unshare
-    -rnm``), with every mount read-only but one folder."""
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        return False
-    with tempfile.TemporaryDirectory(prefix="grading-probe-") as folder:
-        command = [unshare, "-rnm", "sh", "-c", READ_ONLY, "sh", folder, "touch", f"{folder}/ok"]
-        try:
-            done = subprocess.run(command, capture_output=True, timeout=10)
-        except (OSError, subprocess.TimeoutExpired):
-            return False
-        return done.returncode == 0 and Path(folder, "ok").exists()
-
-
-def run_function(
-    submission: Path, module: str, function: str, scenario: Path, limits: Limits = Limits()
-) -> Outcome:
-    """Call ``module.function(scenario)`` from a temporary copy of ``submission`` in the
-    sandbox; the graph it returns comes back as a dict."""
-    isolated = namespaces()
-    protections = {
-        "cpu": f"RLIMIT_CPU {limits.cpu_seconds} s",
-        "memory": f"RLIMIT_AS {limits.memory_bytes / 2**30:g} GiB",
-        "wall_clock": f"{limits.wall_seconds:g} s",
-        "network": "own network namespace, loopback only (unshare -rnm)"
-        if isolated
-        else "NOT isolated (no user namespaces here); sockets refused by the audit hook",
-        "files": "temporary copy; the rest of the file system read-only (mount namespace), "
-        "and writes elsewhere refused by an audit hook"
-        if isolated
-        else "temporary copy; writes elsewhere refused by an audit hook (Python-level only)",
-    }
-    with tempfile.TemporaryDirectory(prefix="grading-") as scratch:
-        work = Path(scratch) / "submission"
-        shutil.copytree(submission, work, symlinks=False, ignore=_ignore)
-        request = Path(scratch) / "request.json"
-        request.write_text(
-            json.dumps(
-                {
-                    "module": module,
-                    "function": function,
-                    "scenario": str(scenario.resolve()),
-                    "limits": {
-                        "cpu_seconds": limits.cpu_seconds,
-                        "memory_bytes": limits.memory_bytes,
-                        "file_bytes": limits.file_bytes,
-                    },
-                }
-            )
+def _probe() -> Sandbox | str:
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return (
+            "grading runs student code in a sandbox made by bubblewrap, which is not "
+            "installed: install it (Debian/Ubuntu: apt-get install bubblewrap), or pass "
+            "--unsafe-no-sandbox to grade trusted code without one"
         )
-        command = [sys.executable, "-I", "-m", "simsync.grading.child", str(request)]
-        if isolated:
-            unshare = str(shutil.which("unshare"))
-            command = [unshare, "-rnm", "sh", "-c", READ_ONLY, "sh", str(work), *command]
-        outcome = _run(command, work, Path(scratch), limits)
-    outcome.protections = protections
-    return outcome
+    with tempfile.TemporaryDirectory(prefix="simsync-probe-") as folder:
+        command = _bwrap_command(bwrap, Path(folder), Path(folder), (), 2**20)
+        try:
+            done = subprocess.run(
+                [*command, "/bin/true"], capture_output=True, timeout=20, stdin=subprocess.DEVNULL
+            )
+        except (OSError, subprocess.TimeoutExpired) as error:
+            return f"bubblewrap ({bwrap}) could not start: {error}"
+    if done.returncode != 0:
+        why = (done.stderr.decode(errors="replace").strip().splitlines() or ["no message"])[-1]
+        return (
+            f"bubblewrap ({bwrap}) cannot make a sandbox here: {why} (it needs user "
+            "namespaces, which this system or container forbids); grade on a machine that "
+            "allows them, or pass --unsafe-no-sandbox to grade trusted code without one"
+        )
+    version = subprocess.run([bwrap, "--version"], capture_output=True, text=True).stdout
+    return Sandbox("bubblewrap", bwrap, version.split()[-1] if version.split() else "")
 
 
-def _run(command: list[str], work: Path, scratch: Path, limits: Limits) -> Outcome:
+def run_child(
+    sandbox: Sandbox,
+    request: dict[str, Any],
+    submission: Path,
+    limits: Limits,
+    hidden: tuple[Path, ...] = (),
+) -> Outcome:
+    """Run ``python -I -m simsync.grading.child`` on ``request`` with ``submission`` (a clean
+    copy, see :mod:`simsync.grading.submission`) in ``sandbox``; ``hidden`` folders are
+    empty inside. The child's JSON lines are merged into :attr:`Outcome.said`."""
+    with tempfile.TemporaryDirectory(prefix="simsync-grading-") as scratch_name:
+        scratch = Path(scratch_name)
+        request_file = scratch / "request.json"
+        request_file.write_text(json.dumps(request))
+        child = [_interpreter(), "-I", "-m", "simsync.grading.child"]
+        if sandbox.bwrap is None:
+            work = scratch / "work"
+            work.mkdir()
+            command = [*child, str(request_file), str(submission), str(work)]
+            return _run(command, work, scratch, limits, False)
+        inside = [*child, INSIDE_REQUEST, INSIDE_SUBMISSION, INSIDE_WORK]
+        bwrap = _bwrap_command(
+            sandbox.bwrap, request_file, submission, hidden, limits.scratch_bytes
+        )
+        return _run([*bwrap, *inside], scratch, scratch, limits, True)
+
+
+def _bwrap_command(
+    bwrap: str, request: Path, submission: Path, hidden: tuple[Path, ...], scratch_bytes: int
+) -> list[str]:
+    """bubblewrap's arguments, up to the ``--`` before the command."""
+    command = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns"]
+    command += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    # first the sandbox's own /tmp, in memory: what is bound after it may lie under /tmp
+    command += ["--size", str(scratch_bytes), "--tmpfs", "/tmp", "--dir", INSIDE_WORK]
+    command += ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
+        if os.path.islink(top):
+            command += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            command += ["--ro-bind", top, top]
+    for path in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime"):
+        if os.path.exists(path):
+            command += ["--ro-bind", path, path]
+    for path in _python_paths():
+        command += ["--ro-bind", path, path]
+    for path in _inside(hidden, _python_paths()):
+        command += ["--tmpfs", path]
+    command += ["--proc", "/proc", "--dev", "/dev"]
+    command += ["--ro-bind", str(request), INSIDE_REQUEST]
+    command += ["--ro-bind", str(submission), INSIDE_SUBMISSION, "--chdir", INSIDE_WORK]
+    return command
+
+
+def _interpreter() -> str:
+    """This interpreter by a path that holds inside: its folder resolved (the sandbox has no
+    links above it), its own name kept (a venv's ``python`` is a link whose name matters)."""
+    folder, name = os.path.split(sys.executable)
+    return os.path.join(os.path.realpath(folder), name)
+
+
+@functools.cache
+def _python_paths() -> tuple[str, ...]:
+    """The folders the child's interpreter needs: its installation, the environment's
+    packages (with the folders its ``.pth`` files add), and simsync's own folder (outside
+    them in an editable install)."""
+    import simsync
+
+    paths = sysconfig.get_paths()
+    wanted = {sys.base_prefix, sys.prefix, paths["stdlib"], paths["purelib"], paths["platlib"]}
+    # and what the environment's .pth files add (an isolated child reads them too)
+    ignored = {"", os.getcwd(), *os.environ.get("PYTHONPATH", "").split(os.pathsep)}
+    wanted |= {p for p in sys.path if p not in ignored}
+    wanted.add(str(Path(simsync.__file__).resolve().parent))
+    wanted.add(str(Path(os.path.realpath(sys.executable)).parent))
+    real = sorted({os.path.realpath(p) for p in wanted if p and os.path.isdir(p)})
+    # a folder inside another one already bound needs no bind of its own
+    return tuple(p for p in real if not any(p.startswith(q + os.sep) for q in real if q != p))
+
+
+def _inside(hidden: tuple[Path, ...], bound: tuple[str, ...]) -> list[str]:
+    """The hidden folders that would be visible: those inside a bound folder."""
+    real = sorted({os.path.realpath(p) for p in hidden if p.is_dir()})
+    return [p for p in real if any(p == q or p.startswith(q + os.sep) for q in bound)]
+
+
+def _run(command: list[str], cwd: Path, scratch: Path, limits: Limits, sandboxed: bool) -> Outcome:
+    work = INSIDE_WORK if sandboxed else str(cwd)
     env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(work),
+        "PATH": "/usr/bin:/bin",
+        "HOME": work,
+        "TMPDIR": "/tmp" if sandboxed else work,
         "PYTHONDONTWRITEBYTECODE": "1",
         "OPENBLAS_NUM_THREADS": "1",
         "OMP_NUM_THREADS": "1",
-        "MPLCONFIGDIR": str(work),
+        "MPLCONFIGDIR": work,
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+        "LANG": "C.UTF-8",
     }
-    with open(scratch / "out", "w+b") as out, open(scratch / "err", "w+b") as err:
-        process = subprocess.Popen(
-            command, cwd=work, env=env, stdout=out, stderr=err, start_new_session=True
-        )
-        try:
-            status = process.wait(timeout=limits.wall_seconds)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            return Outcome(None, f"stopped: took longer than {limits.wall_seconds:g} s")
+    out_path, err_path = scratch / "out", scratch / "err"
+    filter_code = seccomp.program() if sandboxed else None
+    with _filter_fd(filter_code) as fds, open(out_path, "w+b") as out, open(err_path, "w+b") as err:
+        if fds:
+            command = [command[0], "--add-seccomp-fd", str(fds[0]), *command[1:]]
+        status = _wait(command, cwd, env, out, err, fds, limits)
         out.seek(0)
         err.seek(0)
-        result, stderr = out.read(1 << 24), err.read(1 << 16).decode(errors="replace")
-    if status < 0:
-        return Outcome(None, _signal_message(-status, limits), stderr=stderr)
-    if status == 97 and not result:
-        return Outcome(None, "the sandbox could not be set up (read-only mounts)", stderr=stderr)
+        result = out.read(limits.file_bytes)
+        stderr = err.read(1 << 16).decode(errors="replace")
+    if isinstance(status, str):
+        return Outcome({}, status, stderr)
+    said = _merge(result)
+    signalled = -status if status < 0 else status - 128 if sandboxed and status > 128 else 0
+    if signalled and "error" not in said:  # bubblewrap exits 128 + the signal of its child
+        said["error"] = _signal_message(signalled, limits)
+    if not said and status == TOO_LARGE:
+        mib = limits.file_bytes / 2**20
+        return Outcome({}, f"stopped: its answer is larger than {mib:g} MiB", stderr)
+    if not said:
+        last = stderr.strip().splitlines()[-1:] or [f"exit status {status}, no output"]
+        return Outcome({}, f"the grader's process failed: {last[0]}", stderr)
+    return Outcome(said, None, stderr)
+
+
+def _wait(
+    command: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    out: Any,
+    err: Any,
+    fds: tuple[int, ...],
+    limits: Limits,
+) -> int | str:
+    """Start the child, wait for it within the wall clock, and leave nothing running: its
+    process group is killed whatever happens (a timeout, Ctrl-C, an exception here)."""
+    process = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=err,
+        pass_fds=fds,
+        start_new_session=True,
+        preexec_fn=functools.partial(_set_limits, limits),
+    )
     try:
-        line = result.decode().strip().splitlines()[-1]
-        data = json.loads(line)
-    except (UnicodeDecodeError, IndexError, json.JSONDecodeError):
-        last = stderr.strip().splitlines()[-1:] or ["no output"]
-        return Outcome(None, f"the grader's process failed: {last[0]}", stderr=stderr)
-    if "error" in data:
-        return Outcome(None, str(data["error"]), stderr=stderr)
-    return Outcome(data.get("graph"), None, stderr=stderr)
+        return process.wait(timeout=limits.wall_seconds)
+    except subprocess.TimeoutExpired:
+        return f"stopped: took longer than {limits.wall_seconds:g} s"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def _set_limits(limits: Limits) -> None:
+    """In the new process, before bubblewrap: inherited by everything it starts."""
+    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 1))
+    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+class _filter_fd:
+    """The seccomp program in an anonymous file, open for bubblewrap to read."""
+
+    def __init__(self, code: bytes | None) -> None:
+        self.code, self.fd = code, -1
+
+    def __enter__(self) -> tuple[int, ...]:
+        if self.code is None:
+            return ()
+        self.fd = os.memfd_create("simsync-seccomp", 0)
+        os.write(self.fd, self.code)
+        os.lseek(self.fd, 0, os.SEEK_SET)
+        return (self.fd,)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+
+
+def _merge(result: bytes) -> dict[str, Any]:
+    """The child's JSON lines, later keys over earlier ones; a line that is not a JSON object
+    is ignored (a student's code may write anything to any descriptor)."""
+    said: dict[str, Any] = {}
+    for line in _lines(result):
+        try:
+            data = json.loads(line)
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            continue
+        if isinstance(data, dict):
+            said.update(data)
+    return said
+
+
+def _lines(result: bytes) -> Iterator[bytes]:
+    yield from (line for line in result.splitlines() if line.strip())
 
 
 def _signal_message(number: int, limits: Limits) -> str:
@@ -164,8 +373,9 @@ def _signal_message(number: int, limits: Limits) -> str:
         return f"stopped: used more than {limits.cpu_seconds} s of CPU time"
     if number == signal.SIGXFSZ:
         return f"stopped: wrote a file larger than {limits.file_bytes // 2**20} MiB"
-    return f"stopped by signal {signal.Signals(number).name}"
-
-
-def _ignore(folder: str, names: list[str]) -> list[str]:
-    return [n for n in names if n in ("__pycache__", ".git", ".venv")]
+    if number == signal.SIGSYS:
+        return "stopped: made a system call the sandbox forbids"
+    try:
+        return f"stopped by signal {signal.Signals(number).name}"
+    except ValueError:
+        return f"stopped by signal {number}"
