@@ -126,7 +126,7 @@ def test_a_process_left_behind_cannot_forge_the_results(tmp_path: Path) -> None:
     results = tmp_path / "results.json"
     forge = (
         f"for i in $(seq 100); do sleep 0.05; [ -f {results} ] && "
-        f"echo '{{\"score\": 100, \"output\": \"FORGED\"}}' > {results}; done"
+        f'echo \'{{"score": 100, "output": "FORGED"}}\' > {results}; done'
     )
     folder = submit(tmp_path / "s", FORK_EXEC.format(command=forge, setsid=True))
     from simsync.grading.commands import grade_command
@@ -253,3 +253,17 @@ def test_too_many_files_refuse_the_submission_in_one_line(tmp_path: Path) -> Non
     result = graded(folder)
     assert result.score == 0
     assert {r.output for r in result.results} == {"more than 200 files; at most 200 are graded"}
+
+
+def test_a_graph_that_would_never_end_is_refused(tmp_path: Path) -> None:
+    """Every client a daemon: the simulation would loop for ever; it is refused in one line."""
+    tmp_path.mkdir(exist_ok=True)
+    code = (ASSIGNMENT.solution / "towers.py").read_text()
+    code = code.replace(
+        'fetches=("apply_gradients",))', 'fetches=("apply_gradients",), daemon=True)'
+    )
+    (tmp_path / "towers.py").write_text(code)
+    started = time.monotonic()
+    text = outputs(graded(tmp_path))
+    assert "every client is a daemon" in text
+    assert time.monotonic() - started < 10

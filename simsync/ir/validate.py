@@ -14,7 +14,8 @@ def validate(graph: Graph) -> None:
 
     Checks: the graph is acyclic (the cycle is named), every op's devices exist, every variable
     an op reads or writes exists, every resource an op acts on exists, every fetch names an op,
-    every client's ``until`` names a variable, and there is at least one client.
+    every client's ``until`` names a variable, and there is at least one client that is not a
+    daemon.
 
     Examples
     --------
@@ -52,6 +53,11 @@ def validate(graph: Graph) -> None:
     topological_order(graph)  # names a cycle
     if not graph.clients:
         raise GraphError("the graph has no client: nothing would ever run it")
+    if all(client.daemon for client in graph.clients):
+        raise GraphError(
+            "every client is a daemon (it loops until the others are done): nothing would "
+            "ever end; make the training loop's client daemon=False"
+        )
     for client in graph.clients:
         for fetch in client.fetches:
             if fetch not in graph.nx:
