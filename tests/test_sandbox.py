@@ -9,8 +9,6 @@ import os
 import time
 from pathlib import Path
 
-import pytest
-
 from simsync.grading import grade, load_assignments
 from simsync.grading.grader import Grade
 from simsync.grading.sandbox import Limits, find_sandbox
