@@ -10,7 +10,7 @@ from simsync.patterns.towers import (
     BYTES_PER_ELEMENT,
     PARAMETER_DEVICE,
     add_variables,
-    compute_cost,
+    add_worker_body,
     device_graph,
     tower_device,
 )
@@ -71,7 +71,7 @@ def build_async(scenario: Scenario) -> Graph:
     locks = (PARAMETERS_LOCK,) if training.apply == "locked" else ()
     for worker in range(scenario.towers):
         scope = worker_name(worker)
-        _add_worker(graph, scenario, worker, scope, param_bytes)
+        add_worker_body(graph, scenario, scope, tower_device(worker), worker)
         graph.add_op(
             Op(
                 f"{scope}/read_variables",
@@ -109,41 +109,3 @@ def build_async(scenario: Scenario) -> Graph:
     graph.facts.update(mode="async", apply=training.apply)
     validate(graph)
     return graph
-
-
-def _add_worker(
-    graph: Graph, scenario: Scenario, worker: int, scope: str, param_bytes: int
-) -> None:
-    """The worker's own part, on its device: dequeue, forward, backward."""
-    spec, device = scenario.model, tower_device(worker)
-    graph.add_op(
-        Op(
-            f"{scope}/dequeue",
-            "dequeue",
-            device,
-            Cost(scenario.costs.get("dequeue", 0.0)),
-            tower=worker,
-        )
-    )
-    graph.add_op(
-        Op(
-            f"{scope}/loss",
-            "forward",
-            device,
-            compute_cost(scenario, scope, scenario.compute.forward_fraction),
-            tower=worker,
-        )
-    )
-    graph.add_op(
-        Op(
-            f"{scope}/gradients",
-            "backward",
-            device,
-            compute_cost(scenario, scope, 1 - scenario.compute.forward_fraction),
-            tower=worker,
-        )
-    )
-    batch_bytes = spec.batch_size * spec.features * BYTES_PER_ELEMENT
-    activation_bytes = spec.batch_size * sum(spec.widths[1:]) * BYTES_PER_ELEMENT
-    graph.add_tensor(Tensor(f"{scope}/dequeue", f"{scope}/loss", batch_bytes))
-    graph.add_tensor(Tensor(f"{scope}/loss", f"{scope}/gradients", activation_bytes))

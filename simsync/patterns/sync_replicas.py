@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from simsync.ir import Client, Cost, Device, Graph, Link, Op, Resource, Tensor, Variable, validate
 from simsync.numerics import parameter_shapes
-from simsync.patterns.towers import BYTES_PER_ELEMENT, add_variables, compute_cost
+from simsync.patterns.towers import add_variables, add_worker_body
 from simsync.scenario import Scenario
 
 __all__ = [
@@ -138,31 +138,17 @@ def _accumulator_note(workers: int, replicas: int, init_tokens: int) -> str:
 
 
 def _add_worker(graph: Graph, scenario: Scenario, worker: int, variables: tuple[str, ...]) -> None:
-    spec, costs, scope = scenario.model, scenario.costs, f"worker_{worker}"
+    costs, scope = scenario.costs, f"worker_{worker}"
     device = worker_device(worker)
     local_step = f"{scope}/local_step"
     graph.add_variable(Variable(local_step, device, trainable=False))
     param_bytes = sum(graph.variables[v].nbytes for v in variables)
-    batch_bytes = spec.batch_size * spec.features * BYTES_PER_ELEMENT
-    activation_bytes = spec.batch_size * sum(spec.widths[1:]) * BYTES_PER_ELEMENT
-    fraction = scenario.compute.forward_fraction
-    ops = [
-        Op(f"{scope}/read_variables", "read", PARAMETER_SERVER, Cost(costs.get("read", 0.0)),
-           tower=worker, reads=variables),
-        Op(f"{scope}/dequeue", "dequeue", device, Cost(costs.get("dequeue", 0.0)), tower=worker),
-        Op(f"{scope}/loss", "forward", device, compute_cost(scenario, scope, fraction),
-           tower=worker),
-        Op(f"{scope}/gradients", "backward", device,
-           compute_cost(scenario, scope, 1 - fraction), tower=worker),
-        Op(f"{scope}/dequeue_token", "dequeue_token", PARAMETER_SERVER,
-           Cost(costs.get("dequeue_token", 0.0)), tower=worker, writes=(local_step,),
-           resource=TOKEN_QUEUE),
-    ]  # fmt: skip
-    for op in ops:
-        graph.add_op(op)
-    graph.add_tensor(Tensor(f"{scope}/read_variables", f"{scope}/loss", param_bytes))
-    graph.add_tensor(Tensor(f"{scope}/dequeue", f"{scope}/loss", batch_bytes))
-    graph.add_tensor(Tensor(f"{scope}/loss", f"{scope}/gradients", activation_bytes))
+    graph.add_op(Op(f"{scope}/read_variables", "read", PARAMETER_SERVER,
+                    Cost(costs.get("read", 0.0)), tower=worker, reads=variables))  # fmt: skip
+    add_worker_body(graph, scenario, scope, device, worker, parameter_bytes=param_bytes)
+    graph.add_op(Op(f"{scope}/dequeue_token", "dequeue_token", PARAMETER_SERVER,
+                    Cost(costs.get("dequeue_token", 0.0)), tower=worker, writes=(local_step,),
+                    resource=TOKEN_QUEUE))  # fmt: skip
     for variable in variables:
         push = f"{scope}/push_gradients/{variable}"
         graph.add_op(Op(push, "push_gradients", PARAMETER_SERVER,

@@ -160,7 +160,7 @@ def _add_tower(
     variant: Variant,
 ) -> None:
     scope, device = f"tower_{tower}", tower_device(tower)
-    costs, compute = scenario.costs, scenario.compute
+    costs = scenario.costs
     variables_device = device if mirrored else PARAMETER_DEVICE
     variables = add_variables(graph, shapes, variables_device, f"{scope}/" if mirrored else "")
 
@@ -174,30 +174,37 @@ def _add_tower(
             reads=variables + moving,
         )
     )
-    graph.add_op(
-        Op(f"{scope}/dequeue", "dequeue", device, Cost(costs.get("dequeue", 0.0)), tower=tower)
-    )
-    graph.add_op(
-        Op(
-            f"{scope}/loss",
-            "forward",
-            device,
-            compute_cost(scenario, scope, compute.forward_fraction * variant.share),
-            tower=tower,
-        )
-    )
-    graph.add_op(
-        Op(
-            f"{scope}/gradients",
-            "backward",
-            device,
-            compute_cost(scenario, scope, (1 - compute.forward_fraction) * variant.share),
-            tower=tower,
-        )
-    )
+    add_worker_body(graph, scenario, scope, device, tower, variant.share, param_bytes)
+
+
+def add_worker_body(
+    graph: Graph,
+    scenario: Scenario,
+    scope: str,
+    device: str,
+    tower: int,
+    share: float = 1.0,
+    parameter_bytes: int | None = None,
+) -> None:
+    """The part every pattern's tower or worker has, on its own ``device``: ``dequeue`` a
+    batch, the forward pass (``loss``) and the backward pass (``gradients``), with the
+    tensors between them. The caller adds what reads the variables and what takes the
+    gradients; with ``parameter_bytes``, the caller's ``<scope>/read_variables`` feeds the
+    loss first (the order of a loss's inputs decides ties on the critical path).
+    ``share`` scales the compute (a variant's one tower working alone)."""
+    spec, fraction = scenario.model, scenario.compute.forward_fraction
+    dequeue = Cost(scenario.costs.get("dequeue", 0.0))
+    graph.add_op(Op(f"{scope}/dequeue", "dequeue", device, dequeue, tower=tower))
+    for name, kind, part in (
+        ("loss", "forward", fraction),
+        ("gradients", "backward", 1 - fraction),
+    ):
+        cost = compute_cost(scenario, scope, part * share)
+        graph.add_op(Op(f"{scope}/{name}", kind, device, cost, tower=tower))
     batch_bytes = spec.batch_size * spec.features * BYTES_PER_ELEMENT
     activation_bytes = spec.batch_size * sum(spec.widths[1:]) * BYTES_PER_ELEMENT
-    graph.add_tensor(Tensor(f"{scope}/read_variables", f"{scope}/loss", param_bytes))
+    if parameter_bytes is not None:
+        graph.add_tensor(Tensor(f"{scope}/read_variables", f"{scope}/loss", parameter_bytes))
     graph.add_tensor(Tensor(f"{scope}/dequeue", f"{scope}/loss", batch_bytes))
     graph.add_tensor(Tensor(f"{scope}/loss", f"{scope}/gradients", activation_bytes))
 

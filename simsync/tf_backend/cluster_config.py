@@ -65,6 +65,14 @@ class ModelWorkload:
     spec: ModelSpec = field(default_factory=ModelSpec)
     kind: str = "model"
 
+    @property
+    def learning_rate(self) -> float:
+        return self.spec.learning_rate
+
+
+#: the learning rate of TensorFlow's sync_replicas_optimizer_test.py
+TENSORFLOW_TEST_LEARNING_RATE = 2.0
+
 
 @dataclass(frozen=True)
 class TensorFlowTestWorkload:
@@ -74,6 +82,11 @@ class TensorFlowTestWorkload:
 
     test: str = "test2Workers"
     kind: str = "tensorflow_test"
+
+    @property
+    def learning_rate(self) -> float:
+        """The tests' own: ``GradientDescentOptimizer(2.0)``."""
+        return TENSORFLOW_TEST_LEARNING_RATE
 
 
 #: TensorFlow's tests: (workers, replicas_to_aggregate, schedule). The schedules are the tests'

@@ -23,7 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simsync.numerics import init_params
-from simsync.tf_backend.cluster_config import ClusterConfig, ModelWorkload
+from simsync.tf_backend.cluster_config import (
+    TENSORFLOW_TEST_LEARNING_RATE,
+    ClusterConfig,
+    ModelWorkload,
+)
 from simsync.tf_backend.model import model_loss
 from simsync.tf_backend.work import work_op
 
@@ -238,7 +242,7 @@ def _test_part(tf: Any, worker: int) -> tuple[Any, ...]:
             },
         }
     values = {n: v.read_value() for n, v in variables.items()}
-    return variables, values, gradients, global_step, 2.0
+    return variables, values, gradients, global_step, TENSORFLOW_TEST_LEARNING_RATE
 
 
 def _token_dequeue(graph: Any) -> Any:

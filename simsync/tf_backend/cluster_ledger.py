@@ -40,6 +40,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from simsync.kinds.apply import sgd_step
 from simsync.patterns.sync_replicas import ENQUEUE_TOKENS_OP, QUEUE_RUNNER, TOKEN_QUEUE
 from simsync.tf_backend.cluster_acceptance import LedgerError, Push, Take, same, settle
 from simsync.tf_backend.cluster_config import ClusterConfig, ModelWorkload
@@ -196,8 +197,8 @@ def _history(
     config: ClusterConfig, chief: dict[str, Any], takes: dict[str, list[Take]], dtypes: Any
 ) -> list[dict[str, np.ndarray]]:
     """The variables at every global step, from the initial values and the takes' averages
-    (plain SGD: ``variable -= learning_rate * average``)."""
-    rate = config.workload.spec.learning_rate if isinstance(config.workload, ModelWorkload) else 2.0
+    (the one SGD step, :func:`~simsync.kinds.apply.sgd_step`, at the workload's rate)."""
+    rate = config.workload.learning_rate
     current = {n: np.asarray(v, dtype=np.float64) for n, v in chief["initial_params"].items()}
     history = [current]
     for k in range(len(chief["queue_runner"])):
@@ -206,9 +207,10 @@ def _history(
             average = takes[variable][k].average
             if isinstance(average, dict):
                 for index, row in zip(average["indices"], average["values"], strict=True):
-                    current[variable][int(index)] -= rate * np.asarray(row)
+                    row_now = current[variable][int(index)]
+                    current[variable][int(index)] = sgd_step(row_now, np.asarray(row), rate)
             else:
-                current[variable] -= rate * np.asarray(average)
+                current[variable] = sgd_step(current[variable], np.asarray(average), rate)
         history.append(current)
     return history
 
