@@ -7,7 +7,7 @@ import pytest
 from simsync.engine import simulate
 from simsync.ir import sync_points
 from simsync.scenario import ClusterConfig, ComputeConfig, Scenario
-from simsync.trace import StepRecord, Trace, step_time_stats, sync_waits
+from simsync.trace import StepRecord, Trace, step_time_stats, straggler, sync_waits
 
 
 def test_waits_by_hand() -> None:
@@ -20,7 +20,7 @@ def test_waits_by_hand() -> None:
     assert wait.sync_point == "average_gradients" and wait.executions == 4
     assert wait.mean_wait == pytest.approx({"tower_0": 0.01, "tower_1": 0.01, "tower_2": 0.0})
     assert wait.last == {"tower_0": 0, "tower_1": 0, "tower_2": 4}
-    assert wait.slowest == "tower_2"
+    assert straggler(wait.last) == ""  # last in 4 of 4 of 3 towers: chance allows it (p 0.04)
 
 
 def test_step_time_percentiles() -> None:

@@ -36,17 +36,13 @@ def step_time_stats(trace: Trace) -> dict[str, float]:
 @dataclass(frozen=True)
 class SyncWait:
     """At one sync point: mean seconds each tower's input sat waiting for the last one, and how
-    often each tower was the last (the one everybody waited for; on a tie, all the last ones)."""
+    often each tower was the last (the one everybody waited for; on a tie, all the last ones).
+    Which tower, if any, is *the* straggler is :func:`straggler`'s to say, from ``last``."""
 
     sync_point: str
     mean_wait: dict[str, float]
     last: dict[str, int]
     executions: int
-
-    @property
-    def slowest(self) -> str:
-        """The tower most often last."""
-        return max(self.last, key=lambda t: self.last[t])
 
 
 def _label(towers: frozenset[int]) -> str:
