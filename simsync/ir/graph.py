@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 import networkx as nx
 
 from simsync.errors import GraphError
+from simsync.ir import values
 
 __all__ = [
     "Client",
@@ -62,6 +63,9 @@ class Device:
     host: str = "localhost"
     concurrent: bool = False
 
+    def __post_init__(self) -> None:
+        values.check_fields(self, f"device '{self.name}'", values.DEVICE)
+
 
 @dataclass(frozen=True)
 class Link:
@@ -70,6 +74,9 @@ class Link:
 
     bytes_per_second: float = float("inf")
     latency: float = 0.0
+
+    def __post_init__(self) -> None:
+        values.check_fields(self, "link", values.LINK)
 
     def transfer_time(self, nbytes: int) -> float:
         """Seconds a transfer of ``nbytes`` holds the ports.
@@ -88,6 +95,8 @@ class Cost:
     ``distribution`` with mean ``mean``; each op of the group takes ``fraction`` of the draw, so a
     tower's forward and backward share one draw of its compute time. ``overhead`` is added to
     every execution and not divided by the device's speed (a framework's fixed cost per op).
+    The op that takes a cost checks its numbers (:func:`simsync.ir.values.check_cost`), so
+    the message names the op.
     """
 
     mean: float = 0.0
@@ -125,6 +134,9 @@ class Variable:
     #: not trainable, but holding numbers: where every element starts (None: a counter)
     initial: float | None = None
 
+    def __post_init__(self) -> None:
+        values.check_fields(self, f"variable '{self.name}'", values.VARIABLE)
+
     @property
     def model_parameter(self) -> str:
         """The name of the model parameter the variable holds."""
@@ -153,6 +165,9 @@ class Resource:
     device: str
     initial: int = 0
     note: str = ""
+
+    def __post_init__(self) -> None:
+        values.check_fields(self, f"resource '{self.name}'", values.RESOURCE)
 
 
 @dataclass(frozen=True)
@@ -189,6 +204,13 @@ class Op:
     amount: int = 0
     gradient: str | None = None
 
+    def __post_init__(self) -> None:
+        owner = f"op '{self.name}'"
+        values.check_fields(self, owner, values.OP)
+        if not isinstance(self.cost, Cost):
+            raise GraphError(f"{owner}: cost {self.cost!r}: must be a Cost, e.g. Cost(0.01)")
+        values.check_cost(self.cost, owner)
+
     @property
     def devices(self) -> tuple[str, ...]:
         """The devices the op occupies while it runs."""
@@ -206,6 +228,9 @@ class Tensor:
     control: bool = False
     shape: tuple[int, ...] | None = None
     dtype: str | None = None
+
+    def __post_init__(self) -> None:
+        values.check_fields(self, f"tensor {self.src} -> {self.dst}", values.TENSOR)
 
 
 @dataclass(frozen=True)
@@ -231,6 +256,9 @@ class Client:
     shared_steps: bool = False
     until: str | None = None
     daemon: bool = False
+
+    def __post_init__(self) -> None:
+        values.check_fields(self, f"client '{self.name}'", values.CLIENT)
 
 
 class Graph:
@@ -275,11 +303,6 @@ class Graph:
         self.variables[variable.name] = variable
 
     def add_resource(self, resource: Resource) -> None:
-        if resource.kind not in ("queue", "accumulator"):
-            raise GraphError(
-                f"resource '{resource.name}': unknown kind {resource.kind!r}; "
-                "allowed: queue, accumulator"
-            )
         self.resources[resource.name] = resource
 
     def set_link(self, host_a: str, host_b: str, link: Link) -> None:

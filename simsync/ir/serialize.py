@@ -1,9 +1,10 @@
 """A graph as plain data (JSON-ready dicts) and back: how a graph crosses a process boundary.
 
 Only data crosses: devices, links, variables, resources, ops, tensors and clients as dicts of
-numbers, strings and lists. Reading one back builds every object through its constructor and
-validates the graph, so a malformed description is a :class:`~simsync.errors.GraphError`, never
-code that runs (unlike a pickle).
+numbers, strings and lists. Reading one back builds every object through its constructor (which
+checks its values) and validates the graph, so a malformed description is a
+:class:`~simsync.errors.GraphError`, never code that runs (unlike a pickle) nor numbers
+simulated wrongly.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from simsync.errors import GraphError
 from simsync.ir.analysis import topological_order
-from simsync.ir.graph import Graph
+from simsync.ir.graph import Graph, Link
+from simsync.ir.values import check_host_tables
 
 __all__ = ["validate"]
 
@@ -14,7 +15,10 @@ def validate(graph: Graph) -> None:
 
     Checks: the graph is acyclic (the cycle is named), every op's devices exist, every variable
     an op reads or writes exists, every resource an op acts on exists, every fetch names an op,
-    every client's ``until`` names a variable, and there is at least one client.
+    every client's ``until`` names a variable, there is at least one client, the graph's links
+    are :class:`Link` objects, and its ``host_cores`` and ``core_efficiency`` hold allowed
+    numbers. (Ops, tensors, devices, variables, resources, links and clients checked their own
+    values when they were made, and are frozen.)
 
     Examples
     --------
@@ -50,6 +54,7 @@ def validate(graph: Graph) -> None:
                 f"resource '{resource.name}' lives on unknown device '{resource.device}'"
             )
     topological_order(graph)  # names a cycle
+    _check_graph_tables(graph)
     if not graph.clients:
         raise GraphError("the graph has no client: nothing would ever run it")
     for client in graph.clients:
@@ -58,3 +63,12 @@ def validate(graph: Graph) -> None:
                 raise GraphError(f"client '{client.name}' fetches unknown op '{fetch}'")
         if client.until is not None and client.until not in graph.variables:
             raise GraphError(f"client '{client.name}' runs until unknown variable '{client.until}'")
+
+
+def _check_graph_tables(graph: Graph) -> None:
+    """What can change on a graph after it is built: its links and its tables per host."""
+    for pair, link in (("", graph.link), *graph.links.items()):
+        if not isinstance(link, Link):
+            where = f" between '{pair[0]}' and '{pair[1]}'" if pair else ""
+            raise GraphError(f"link{where}: {link!r} is not a Link")
+    check_host_tables(graph.host_cores, graph.core_efficiency)
