@@ -185,6 +185,8 @@ def test_validate_checks_what_changes_after_building() -> None:
          "host 'localhost': core_efficiency nan: must be a number from 0.01 to 1"),
         (lambda g: g.core_efficiency.update(localhost=0), "host 'localhost': core_efficiency 0"),
         (lambda g: setattr(g, "link", 5), "link: 5 is not a Link"),
+        (lambda g: setattr(g, "clients", [*g.clients, *g.clients]),
+         "client 'main' is defined twice"),
     ]  # fmt: skip
     for change, message in changes:
         g = graph()
@@ -192,6 +194,50 @@ def test_validate_checks_what_changes_after_building() -> None:
         change(g)
         with pytest.raises(GraphError, match=f"^{message}"):
             validate(g)
+
+
+def test_every_name_is_registered_once() -> None:
+    g = Graph()
+    g.add_device(Device("/gpu:0"))
+    g.add_variable(Variable("w", "/gpu:0"))
+    g.add_resource(Resource("q", "queue", "/gpu:0"))
+    g.add_op(Op("a", "forward", "/gpu:0"))
+    g.add_op(Op("b", "backward", "/gpu:0"))
+    g.add_tensor(Tensor("a", "b", nbytes=8))
+    g.add_tensor(Tensor("a", "b", control=True))  # a data and a control edge may share a pair
+    g.add_client(Client("main", ("b",)))
+    g.set_link("ps", "w0", Link(1e9))
+    again: list[tuple[Callable[[], Any], str]] = [
+        (lambda: g.add_device(Device("/gpu:0", speed=0.5)), "device '/gpu:0' is defined twice"),
+        (lambda: g.add_variable(Variable("w", "/gpu:0")), "variable 'w' is defined twice"),
+        (lambda: g.add_resource(Resource("q", "accumulator", "/gpu:0")),
+         "resource 'q' is defined twice"),
+        (lambda: g.add_op(Op("a", "backward", "/gpu:0")), "op 'a' is defined twice"),
+        (lambda: g.add_tensor(Tensor("a", "b", nbytes=16)), "data tensor a -> b is defined twice"),
+        (lambda: g.add_tensor(Tensor("a", "b", control=True)),
+         "control edge a -> b is defined twice"),
+        (lambda: g.add_client(Client("main", ("a",))), "client 'main' is defined twice"),
+        (lambda: g.set_link("w0", "ps", Link(1e6)), "link between 'ps' and 'w0' is defined twice"),
+    ]  # fmt: skip
+    for add, message in again:
+        with pytest.raises(GraphError, match=f"^{message}$"):
+            add()
+    assert g.device("/gpu:0").speed == 1.0 and g.resource("q").kind == "queue"
+    assert len(g.tensors("a", "b")) == 2 and len(g.clients) == 1
+
+
+def test_a_client_list_changed_by_hand_is_checked_too() -> None:
+    g = Graph()
+    g.add_device(Device("/gpu:0"))
+    g.add_op(Op("x", "forward", "/gpu:0"))
+    g.add_client(Client("a", ("x",)))
+    g.clients = [dataclasses.replace(c, name="b") for c in g.clients]  # as docs/api.md does
+    g.add_client(Client("a", ("x",)))  # the name was freed
+    with pytest.raises(GraphError, match=r"^client 'b' is defined twice$"):
+        g.add_client(Client("b", ("x",)))
+    g.clients[0] = Client("a", ("x",))  # in place: validate() finds it
+    with pytest.raises(GraphError, match=r"^client 'a' is defined twice$"):
+        validate(g)
 
 
 def small_graph() -> dict[str, Any]:
@@ -205,6 +251,9 @@ def small_graph() -> dict[str, Any]:
 @pytest.mark.parametrize(
     "change, message",
     [
+        (lambda d: d["devices"].append(dict(d["devices"][0])), "device '/gpu:0' is defined twice"),
+        (lambda d: d["clients"].append(dict(d["clients"][0])), "client 'main' is defined twice"),
+        (lambda d: d.update(links=[["x", "y", {}], ["y", "x", {}]]), "link between 'x' and"),
         (lambda d: d["ops"][0]["cost"].update(mean=json.loads("NaN")), "op 'a': cost.mean nan"),
         (lambda d: d["clients"][0].update(steps=-5), "client 'main': steps -5"),
         (lambda d: d["devices"][0].update(speed="inf"), "device '/gpu:0': speed inf"),

@@ -294,20 +294,33 @@ class Graph:
         self.core_efficiency: dict[str, float] = {}
         #: analyses of the ops and tensors alone, kept until they change (see :meth:`memo`)
         self._memo: dict[Hashable, Any] = {}
+        #: the client list last seen by add_client, and the names in it
+        self._client_names: tuple[list[Client], set[str]] = (self.clients, set())
 
     # -- building -----------------------------------------------------------------------
+    # Every name is registered once: a second object of the same name is a GraphError, never
+    # a silent replacement of the first.
     def add_device(self, device: Device) -> None:
-        self.devices[device.name] = device
+        """Add ``device``: a :class:`GraphError` if a device of its name is there already."""
+        _register(self.devices, device.name, device, "device")
 
     def add_variable(self, variable: Variable) -> None:
-        self.variables[variable.name] = variable
+        """Add ``variable``: a :class:`GraphError` if one of its name is there already."""
+        _register(self.variables, variable.name, variable, "variable")
 
     def add_resource(self, resource: Resource) -> None:
-        self.resources[resource.name] = resource
+        """Add ``resource``: a :class:`GraphError` if one of its name is there already."""
+        _register(self.resources, resource.name, resource, "resource")
 
     def set_link(self, host_a: str, host_b: str, link: Link) -> None:
-        """The link between two hosts (either order)."""
-        self.links[_pair(host_a, host_b)] = link
+        """Set the link between two hosts (either order): a :class:`GraphError` if the pair
+        has one already."""
+        if not isinstance(link, Link):
+            raise GraphError(f"link between '{host_a}' and '{host_b}': {link!r} is not a Link")
+        pair = _pair(host_a, host_b)
+        if pair in self.links:
+            raise GraphError(f"link between '{pair[0]}' and '{pair[1]}' is defined twice")
+        self.links[pair] = link
 
     def link_between(self, device_a: str, device_b: str) -> Link:
         """The link a transfer between two devices crosses.
@@ -329,22 +342,37 @@ class Graph:
             raise GraphError(f"no device named '{name}'") from None
 
     def add_op(self, op: Op) -> None:
+        """Add ``op``: a :class:`GraphError` if an op of its name is there already."""
         if op.name in self.nx:
             raise GraphError(f"op '{op.name}' is defined twice")
         self.nx.add_node(op.name, op=op)
         self._memo.clear()
 
     def add_tensor(self, tensor: Tensor) -> None:
+        """Add an edge between two ops already added: a pair of ops shares at most one data
+        tensor and one control edge (a :class:`GraphError` otherwise)."""
         for end in (tensor.src, tensor.dst):
             if end not in self.nx:
                 raise GraphError(
                     f"tensor {tensor.src} -> {tensor.dst}: dangling input, no op named '{end}'"
                 )
+        if any(t.control == tensor.control for t in self.tensors(tensor.src, tensor.dst)):
+            edge = "control edge" if tensor.control else "data tensor"
+            raise GraphError(f"{edge} {tensor.src} -> {tensor.dst} is defined twice")
         self.nx.add_edge(tensor.src, tensor.dst, tensor=tensor)
         self._memo.clear()
 
     def add_client(self, client: Client) -> None:
+        """Add ``client``: a :class:`GraphError` if a client of its name is there already."""
+        # ``clients`` is a plain list that may be replaced or changed: the names are read again
+        # when it was replaced, a hit is confirmed, and validate() checks the list itself
+        if self._client_names[0] is not self.clients:
+            self._client_names = (self.clients, {c.name for c in self.clients})
+        names = self._client_names[1]
+        if client.name in names and any(c.name == client.name for c in self.clients):
+            raise GraphError(f"client '{client.name}' is defined twice")
         self.clients.append(client)
+        names.add(client.name)
 
     def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
         """``compute()``, computed once per ``key`` and kept until an op or a tensor is added.
@@ -446,6 +474,12 @@ class Graph:
             f"Graph({self.name!r}, ops={len(self)}, tensors={self.nx.number_of_edges()}, "
             f"devices={len(self.devices)}, clients={len(self.clients)})"
         )
+
+
+def _register(registry: dict[str, T], name: str, item: T, what: str) -> None:
+    if name in registry:
+        raise GraphError(f"{what} '{name}' is defined twice")
+    registry[name] = item
 
 
 def _pair(a: str, b: str) -> tuple[str, str]:

@@ -2,9 +2,9 @@
 
 Only data crosses: devices, links, variables, resources, ops, tensors and clients as dicts of
 numbers, strings and lists. Reading one back builds every object through its constructor (which
-checks its values) and validates the graph, so a malformed description is a
-:class:`~simsync.errors.GraphError`, never code that runs (unlike a pickle) nor numbers
-simulated wrongly.
+checks its values), adds it to the graph (which refuses a name given twice) and validates the
+graph, so a malformed description is a :class:`~simsync.errors.GraphError`, never code that
+runs (unlike a pickle) nor numbers simulated wrongly.
 """
 
 from __future__ import annotations

@@ -15,10 +15,10 @@ def validate(graph: Graph) -> None:
 
     Checks: the graph is acyclic (the cycle is named), every op's devices exist, every variable
     an op reads or writes exists, every resource an op acts on exists, every fetch names an op,
-    every client's ``until`` names a variable, there is at least one client, the graph's links
-    are :class:`Link` objects, and its ``host_cores`` and ``core_efficiency`` hold allowed
-    numbers. (Ops, tensors, devices, variables, resources, links and clients checked their own
-    values when they were made, and are frozen.)
+    every client's ``until`` names a variable, there is at least one client and no two share a
+    name, the graph's links are :class:`Link` objects, and its ``host_cores`` and
+    ``core_efficiency`` hold allowed numbers. (Ops, tensors, devices, variables, resources,
+    links and clients checked their own values when they were made, and are frozen.)
 
     Examples
     --------
@@ -57,7 +57,11 @@ def validate(graph: Graph) -> None:
     _check_graph_tables(graph)
     if not graph.clients:
         raise GraphError("the graph has no client: nothing would ever run it")
+    names: set[str] = set()
     for client in graph.clients:
+        if client.name in names:
+            raise GraphError(f"client '{client.name}' is defined twice")
+        names.add(client.name)
         for fetch in client.fetches:
             if fetch not in graph.nx:
                 raise GraphError(f"client '{client.name}' fetches unknown op '{fetch}'")
