@@ -270,6 +270,14 @@ def test_graph_from_dict_refuses_the_same(
         graph_from_dict(data)
 
 
+def test_graph_from_dict_reads_inf_as_a_number_only_in_a_number_field() -> None:
+    data = small_graph()
+    data["ops"][0]["name"] = data["clients"][0]["fetches"][0] = "inf"
+    data["link"]["bytes_per_second"] = "inf"
+    graph = graph_from_dict(data)
+    assert graph.op("inf").name == "inf" and graph.link.bytes_per_second == INF
+
+
 # -- the hostile user, automated ----------------------------------------------------------------
 
 SCENARIO = Scenario("hostile", cluster=ClusterConfig(devices=1), compute=ComputeConfig(mean=0.01))
