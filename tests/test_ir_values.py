@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simsync.engine import simulate, summary
-from simsync.errors import GraphError
+from simsync.errors import GraphError, ScenarioError
 from simsync.ir import (
     Client,
     Cost,
@@ -276,6 +276,14 @@ def test_graph_from_dict_reads_inf_as_a_number_only_in_a_number_field() -> None:
     data["link"]["bytes_per_second"] = "inf"
     graph = graph_from_dict(data)
     assert graph.op("inf").name == "inf" and graph.link.bytes_per_second == INF
+
+
+def test_simulate_checks_the_scenario_of_a_given_graph() -> None:
+    scenario = Scenario("s", compute=ComputeConfig(mean=0.01), cluster=ClusterConfig(devices=1))
+    graph = graph_from_dict(small_graph())
+    assert len(simulate(scenario.with_run(steps=2), graph=graph, numerics=False).trace.steps) == 2
+    with pytest.raises(ScenarioError, match=r"\[run\] steps: must be from 1"):
+        simulate(scenario.with_run(steps=-5), graph=graph, numerics=False)
 
 
 # -- the hostile user, automated ----------------------------------------------------------------
