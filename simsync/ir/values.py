@@ -9,7 +9,9 @@ API, a pattern builder or :func:`~simsync.ir.graph_from_dict`. The objects are f
 nothing changes afterwards; the graph's own tables (cores and their efficiency per host) are
 plain dicts, checked by :func:`~simsync.ir.validate` through :func:`check_host_tables`.
 
-The limits keep every sum of times finite and every allocation small.
+The limits keep every sum of times finite and every allocation small. The scenario schema
+(:mod:`simsync.scenario.schema`) reads the same limits from here, so a valid scenario always
+builds.
 
 Examples
 --------
