@@ -13,7 +13,8 @@ import dataclasses
 from typing import Any
 
 from simsync.errors import GraphError
-from simsync.ir.graph import Client, Cost, Device, Graph, Link, Op, Resource, Tensor, Variable
+from simsync.ir.graph import Graph
+from simsync.ir.objects import Client, Cost, Device, Link, Op, Resource, Tensor, Variable
 from simsync.ir.validate import validate
 
 __all__ = ["graph_from_dict", "graph_to_dict"]

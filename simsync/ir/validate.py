@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from simsync.errors import GraphError
 from simsync.ir.analysis import topological_order
-from simsync.ir.graph import Graph, Link
+from simsync.ir.graph import Graph
+from simsync.ir.objects import Link
 from simsync.ir.values import check_host_tables
 
 __all__ = ["validate"]
@@ -22,7 +23,7 @@ def validate(graph: Graph) -> None:
 
     Examples
     --------
-    >>> from simsync.ir.graph import Device, Op, Tensor, Client
+    >>> from simsync.ir.objects import Device, Op, Tensor, Client
     >>> g = Graph()
     >>> g.add_device(Device("/gpu:0"))
     >>> g.add_op(Op("a", "forward", "/gpu:0")); g.add_op(Op("b", "backward", "/gpu:1"))
