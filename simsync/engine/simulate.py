@@ -16,6 +16,7 @@ from simsync.kinds import kind_of
 from simsync.kinds.moving_average import race_outcomes
 from simsync.patterns import build
 from simsync.scenario import Scenario
+from simsync.scenario.load import check_scenario
 from simsync.trace import (
     StepRecord,
     Trace,
@@ -72,6 +73,10 @@ def simulate(
     """Build the scenario's graph (unless given) and run it for ``[run] steps`` steps
     (``detail=False``: keep only steps and the ledger, see :class:`Engine`).
 
+    The scenario is checked against the schema either way (a given graph does not skip
+    ``[run] steps`` or the model's numbers): a :class:`~simsync.errors.ScenarioError` names
+    the value; a malformed graph is a :class:`~simsync.errors.GraphError`.
+
     >>> from simsync.patterns import tiny_example
     >>> from simsync.scenario import Scenario, ClusterConfig, ComputeConfig
     >>> sim = simulate(Scenario("two", cluster=ClusterConfig(2, (1.0, 0.5)),
@@ -79,7 +84,10 @@ def simulate(
     >>> [round(s.duration, 6) for s in sim.trace.steps], sim.sync_points
     ([0.02, 0.02], ['average_gradients'])
     """
-    graph = build(scenario) if graph is None else graph
+    if graph is None:
+        graph = build(scenario)  # checks the scenario
+    else:
+        check_scenario(scenario)
     engine = Engine(
         graph,
         steps=scenario.run.steps,

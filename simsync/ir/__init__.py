@@ -23,18 +23,8 @@ from simsync.ir.costs import (
     tensor_link,
     transfer_duration,
 )
-from simsync.ir.graph import (
-    Client,
-    Cost,
-    Device,
-    Graph,
-    Link,
-    Op,
-    Resource,
-    Tensor,
-    Variable,
-    natural_key,
-)
+from simsync.ir.graph import Graph, natural_key
+from simsync.ir.objects import Client, Cost, Device, Link, Op, Resource, Tensor, Variable
 from simsync.ir.serialize import graph_from_dict, graph_to_dict
 from simsync.ir.validate import validate
 

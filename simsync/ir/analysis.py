@@ -36,7 +36,7 @@ def topological_order(graph: Graph) -> list[str]:
     GraphError
         If the graph has a cycle (the cycle is named).
 
-    >>> from simsync.ir.graph import Device, Op, Tensor
+    >>> from simsync.ir.objects import Device, Op, Tensor
     >>> g = Graph()
     >>> g.add_device(Device("/gpu:0"))
     >>> for name in "ab": g.add_op(Op(name, "forward", "/gpu:0"))

@@ -6,7 +6,8 @@ critical path and the tests use.
 
 from __future__ import annotations
 
-from simsync.ir.graph import Graph, Link, Op, Tensor
+from simsync.ir.graph import Graph
+from simsync.ir.objects import Link, Op, Tensor
 
 __all__ = [
     "communication_time",
@@ -40,7 +41,7 @@ def ring_allreduce_time(participants: int, nbytes: int, link: Link) -> float:
 def transfer_duration(graph: Graph, tensor: Tensor) -> float:
     """Seconds from the producer's end to the tensor's arrival (0 on one device).
 
-    >>> from simsync.ir.graph import Device
+    >>> from simsync.ir.objects import Device
     >>> g = Graph(link=Link(bytes_per_second=1e6, latency=0.001))
     >>> for d in ("/cpu:0", "/gpu:0"): g.add_device(Device(d))
     >>> g.add_op(Op("a", "read", "/cpu:0")); g.add_op(Op("b", "forward", "/gpu:0"))

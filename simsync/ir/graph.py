@@ -1,19 +1,12 @@
 """The dataflow graph: ops placed on devices, tensors between them, and client loops.
 
-This is TensorFlow's model of a program, reduced to what decides *when* things run:
-
-- an :class:`Op` runs on one device (a collective op on several) and costs time;
-- a :class:`Tensor` carries bytes from one op to another; crossing devices costs a transfer,
-  and a control edge (``nbytes=0, control=True``) only orders;
-- a :class:`Variable` is state on a device; ops declare which variables they read and write;
-- a :class:`Resource` is other state that outlives a run: a FIFO queue of tokens, or a
-  ConditionalAccumulator of gradients; an op names the resource it acts on;
-- a :class:`Client` is a loop running ``sess.run(fetches)`` again and again.
-
-The graph is a :class:`networkx.MultiDiGraph` underneath (``Graph.nx``): nodes are op names with
-the :class:`Op` under ``"op"``, edges carry the :class:`Tensor` under ``"tensor"``; two ops may
-share several tensors (a data edge and a control edge). Devices live on hosts; a transfer
-between two hosts crosses the link of that pair (:meth:`Graph.link_between`).
+The objects it holds (:class:`Op`, :class:`Tensor`, :class:`Device`, :class:`Link`,
+:class:`Variable`, :class:`Resource`, :class:`Client`) are defined in :mod:`simsync.ir.objects`
+and importable from here too. The graph is a :class:`networkx.MultiDiGraph` underneath
+(``Graph.nx``): nodes are op names with the :class:`Op` under ``"op"``, edges carry the
+:class:`Tensor` under ``"tensor"``; two ops may share several tensors (a data edge and a
+control edge). Devices live on hosts; a transfer between two hosts crosses the link of that
+pair (:meth:`Graph.link_between`).
 
 Build the graph's structure through :meth:`Graph.add_op` and :meth:`Graph.add_tensor`, never by
 changing ``Graph.nx`` directly: analyses of the structure alone (a topological order, each
@@ -25,12 +18,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Hashable, Iterator
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import networkx as nx
 
 from simsync.errors import GraphError
+from simsync.ir.objects import Client, Cost, Device, Link, Op, Resource, Tensor, Variable
 
 __all__ = [
     "Client",
@@ -46,191 +39,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Device:
-    """A place that runs ops: ``/gpu:0``, ``/cpu:0``. ``speed`` divides compute costs.
-
-    A device runs one op at a time, unless it is ``concurrent``: a parameter device's CPU runs
-    many small ops at once on TensorFlow's inter-op threads (reads and applies of many workers).
-    """
-
-    name: str
-    kind: str = "gpu"
-    speed: float = 1.0
-    host: str = "localhost"
-    concurrent: bool = False
-
-
-@dataclass(frozen=True)
-class Link:
-    """Every device's port: a transfer holds the sender's out-port and the receiver's in-port
-    for ``nbytes / bytes_per_second``, then arrives ``latency`` seconds later."""
-
-    bytes_per_second: float = float("inf")
-    latency: float = 0.0
-
-    def transfer_time(self, nbytes: int) -> float:
-        """Seconds a transfer of ``nbytes`` holds the ports.
-
-        >>> Link(bytes_per_second=1e9).transfer_time(5 * 10**8)
-        0.5
-        """
-        return nbytes / self.bytes_per_second
-
-
-@dataclass(frozen=True)
-class Cost:
-    """How long an op takes at speed 1.
-
-    A fixed cost is ``Cost(seconds)``. A random one names a ``group`` drawn once per step from
-    ``distribution`` with mean ``mean``; each op of the group takes ``fraction`` of the draw, so a
-    tower's forward and backward share one draw of its compute time. ``overhead`` is added to
-    every execution and not divided by the device's speed (a framework's fixed cost per op).
-    """
-
-    mean: float = 0.0
-    distribution: str = "constant"
-    group: str | None = None
-    fraction: float = 1.0
-    shift: float = 0.0
-    sigma: float = 0.5
-    overhead: float = 0.0
-
-    @property
-    def expected(self) -> float:
-        """Expected seconds at speed 1 (``fraction`` of the group's mean), without overhead."""
-        return self.mean * self.fraction
-
-
-@dataclass(frozen=True)
-class Variable:
-    """State on a device. Every write bumps its version; every read records the version seen.
-
-    A variable that is not ``trainable`` holds a counter, not a model parameter: a
-    ``global_step`` (its value is its version) or a worker's ``local_step`` (set from a token);
-    or, with an ``initial`` value, numbers that update ops write and the model reads but no
-    gradient moves (batch norm's moving statistics: every element starts at ``initial``).
-    """
-
-    name: str
-    device: str
-    shape: tuple[int, ...] = ()
-    nbytes: int = 0
-    trainable: bool = True
-    #: the model parameter it holds (a mirrored copy ``tower_1/layer_0/kernel`` holds
-    #: ``layer_0/kernel``); empty: the variable's own name
-    parameter: str = ""
-    #: not trainable, but holding numbers: where every element starts (None: a counter)
-    initial: float | None = None
-
-    @property
-    def model_parameter(self) -> str:
-        """The name of the model parameter the variable holds."""
-        return self.parameter or self.name
-
-    @property
-    def counter(self) -> bool:
-        """Whether the variable counts (a global or local step) rather than holds numbers."""
-        return not self.trainable and self.initial is None
-
-
-@dataclass(frozen=True)
-class Resource:
-    """State that outlives one ``sess.run`` besides variables.
-
-    ``kind`` is ``"queue"`` (a FIFO of tokens: enqueue, enqueue_many, blocking dequeue; it
-    starts with ``initial`` tokens of value 0) or ``"accumulator"`` (a ConditionalAccumulator:
-    gradients pushed with a local step are accepted if not stale; a take of R blocks until R
-    were accepted, returns their mean and bumps the accumulator's step). ``note`` says, in a
-    learner's words, what the resource needs to make progress: a deadlock's explanation quotes
-    it.
-    """
-
-    name: str
-    kind: str
-    device: str
-    initial: int = 0
-    note: str = ""
-
-
-@dataclass(frozen=True)
-class Op:
-    """A node of the graph.
-
-    ``name`` is a TensorFlow-style scope (``tower_2/backward``); ``kind`` says what it does
-    (read, dequeue, forward, backward, aggregate, apply, allreduce, ...); ``tower`` is the tower
-    it belongs to, or ``None`` for shared ops. A collective op lists all its ``participants``
-    and runs on all of them at once; ``nbytes`` is what each participant contributes.
-
-    ``locks`` are mutexes the op holds while it runs (a critical section around a read or an
-    apply). An op that writes variables with ``max_staleness`` set drops its update, as
-    TensorFlow's ``DropStaleGradientOptimizer`` does, when more than that many updates were
-    applied since its client's run read them.
-
-    An op whose kind acts on a resource names it in ``resource``; ``amount`` is how many
-    gradients a take waits for (R) or how many tokens an enqueue puts, and ``gradient`` the
-    variable whose gradient a push sends.
-    """
-
-    name: str
-    kind: str
-    device: str
-    cost: Cost = field(default_factory=Cost)
-    tower: int | None = None
-    reads: tuple[str, ...] = ()
-    writes: tuple[str, ...] = ()
-    participants: tuple[str, ...] = ()
-    nbytes: int = 0
-    locks: tuple[str, ...] = ()
-    max_staleness: int | None = None
-    resource: str | None = None
-    amount: int = 0
-    gradient: str | None = None
-
-    @property
-    def devices(self) -> tuple[str, ...]:
-        """The devices the op occupies while it runs."""
-        return self.participants or (self.device,)
-
-
-@dataclass(frozen=True)
-class Tensor:
-    """An edge: ``nbytes`` from ``src`` to ``dst`` (``shape`` and ``dtype`` where known);
-    ``control`` edges only order."""
-
-    src: str
-    dst: str
-    nbytes: int = 0
-    control: bool = False
-    shape: tuple[int, ...] | None = None
-    dtype: str | None = None
-
-
-@dataclass(frozen=True)
-class Client:
-    """A loop running ``sess.run(fetches)`` ``steps`` times (``None``: the scenario's steps).
-
-    ``overhead`` is what each ``sess.run`` spends outside the ops (feeding, starting the
-    executor, fetching), charged before the step's first op. Clients with a
-    ``staleness_bound`` s run stale-synchronously: one starts its run k only when every such
-    client has finished k - s runs. Clients with ``shared_steps`` take their runs from one
-    pool, ``steps`` per such client, like threads that stop when a global step counter reaches
-    its limit: a fast client makes more runs than a slow one. A client with ``until`` runs
-    until that variable's version reaches the scenario's steps (workers that stop at a global
-    step). A ``daemon`` client (a queue runner's thread) loops until the others are done: it
-    need not finish, and a run left blocked when they are is not a deadlock.
-    """
-
-    name: str
-    fetches: tuple[str, ...]
-    steps: int | None = None
-    overhead: float = 0.0
-    staleness_bound: int | None = None
-    shared_steps: bool = False
-    until: str | None = None
-    daemon: bool = False
 
 
 class Graph:
@@ -266,25 +74,33 @@ class Graph:
         self.core_efficiency: dict[str, float] = {}
         #: analyses of the ops and tensors alone, kept until they change (see :meth:`memo`)
         self._memo: dict[Hashable, Any] = {}
+        #: the client list last seen by add_client, and the names in it
+        self._client_names: tuple[list[Client], set[str]] = (self.clients, set())
 
     # -- building -----------------------------------------------------------------------
+    # Every name is registered once: a second object of the same name is a GraphError, never
+    # a silent replacement of the first.
     def add_device(self, device: Device) -> None:
-        self.devices[device.name] = device
+        """Add ``device``: a :class:`GraphError` if a device of its name is there already."""
+        _register(self.devices, device.name, device, "device")
 
     def add_variable(self, variable: Variable) -> None:
-        self.variables[variable.name] = variable
+        """Add ``variable``: a :class:`GraphError` if one of its name is there already."""
+        _register(self.variables, variable.name, variable, "variable")
 
     def add_resource(self, resource: Resource) -> None:
-        if resource.kind not in ("queue", "accumulator"):
-            raise GraphError(
-                f"resource '{resource.name}': unknown kind {resource.kind!r}; "
-                "allowed: queue, accumulator"
-            )
-        self.resources[resource.name] = resource
+        """Add ``resource``: a :class:`GraphError` if one of its name is there already."""
+        _register(self.resources, resource.name, resource, "resource")
 
     def set_link(self, host_a: str, host_b: str, link: Link) -> None:
-        """The link between two hosts (either order)."""
-        self.links[_pair(host_a, host_b)] = link
+        """Set the link between two hosts (either order): a :class:`GraphError` if the pair
+        has one already."""
+        if not isinstance(link, Link):
+            raise GraphError(f"link between '{host_a}' and '{host_b}': {link!r} is not a Link")
+        pair = _pair(host_a, host_b)
+        if pair in self.links:
+            raise GraphError(f"link between '{pair[0]}' and '{pair[1]}' is defined twice")
+        self.links[pair] = link
 
     def link_between(self, device_a: str, device_b: str) -> Link:
         """The link a transfer between two devices crosses.
@@ -306,22 +122,37 @@ class Graph:
             raise GraphError(f"no device named '{name}'") from None
 
     def add_op(self, op: Op) -> None:
+        """Add ``op``: a :class:`GraphError` if an op of its name is there already."""
         if op.name in self.nx:
             raise GraphError(f"op '{op.name}' is defined twice")
         self.nx.add_node(op.name, op=op)
         self._memo.clear()
 
     def add_tensor(self, tensor: Tensor) -> None:
+        """Add an edge between two ops already added: a pair of ops shares at most one data
+        tensor and one control edge (a :class:`GraphError` otherwise)."""
         for end in (tensor.src, tensor.dst):
             if end not in self.nx:
                 raise GraphError(
                     f"tensor {tensor.src} -> {tensor.dst}: dangling input, no op named '{end}'"
                 )
+        if any(t.control == tensor.control for t in self.tensors(tensor.src, tensor.dst)):
+            edge = "control edge" if tensor.control else "data tensor"
+            raise GraphError(f"{edge} {tensor.src} -> {tensor.dst} is defined twice")
         self.nx.add_edge(tensor.src, tensor.dst, tensor=tensor)
         self._memo.clear()
 
     def add_client(self, client: Client) -> None:
+        """Add ``client``: a :class:`GraphError` if a client of its name is there already."""
+        # ``clients`` is a plain list that may be replaced or changed: the names are read again
+        # when it was replaced, a hit is confirmed, and validate() checks the list itself
+        if self._client_names[0] is not self.clients:
+            self._client_names = (self.clients, {c.name for c in self.clients})
+        names = self._client_names[1]
+        if client.name in names and any(c.name == client.name for c in self.clients):
+            raise GraphError(f"client '{client.name}' is defined twice")
         self.clients.append(client)
+        names.add(client.name)
 
     def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
         """``compute()``, computed once per ``key`` and kept until an op or a tensor is added.
@@ -423,6 +254,12 @@ class Graph:
             f"Graph({self.name!r}, ops={len(self)}, tensors={self.nx.number_of_edges()}, "
             f"devices={len(self.devices)}, clients={len(self.clients)})"
         )
+
+
+def _register(registry: dict[str, T], name: str, item: T, what: str) -> None:
+    if name in registry:
+        raise GraphError(f"{what} '{name}' is defined twice")
+    registry[name] = item
 
 
 def _pair(a: str, b: str) -> tuple[str, str]:

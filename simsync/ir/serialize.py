@@ -1,9 +1,10 @@
 """A graph as plain data (JSON-ready dicts) and back: how a graph crosses a process boundary.
 
 Only data crosses: devices, links, variables, resources, ops, tensors and clients as dicts of
-numbers, strings and lists. Reading one back builds every object through its constructor and
-validates the graph, so a malformed description is a :class:`~simsync.errors.GraphError`, never
-code that runs (unlike a pickle).
+numbers, strings and lists. Reading one back builds every object through its constructor (which
+checks its values), adds it to the graph (which refuses a name given twice) and validates the
+graph, so a malformed description is a :class:`~simsync.errors.GraphError`, never code that
+runs (unlike a pickle) nor numbers simulated wrongly.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import dataclasses
 from typing import Any
 
 from simsync.errors import GraphError
-from simsync.ir.graph import Client, Cost, Device, Graph, Link, Op, Resource, Tensor, Variable
+from simsync.ir.graph import Graph
+from simsync.ir.objects import Client, Cost, Device, Link, Op, Resource, Tensor, Variable
 from simsync.ir.validate import validate
 
 __all__ = ["graph_from_dict", "graph_to_dict"]
@@ -94,13 +96,15 @@ def _jsonable(value: Any) -> Any:
 
 
 def _make(cls: type[Any], item: dict[str, Any]) -> Any:
-    """``cls(**item)`` with lists back to tuples and ``"inf"`` back to infinity; unknown keys
-    are an error."""
+    """``cls(**item)`` with lists back to tuples and ``"inf"`` back to infinity in a number's
+    field (an op may be named "inf"); unknown keys are an error. The constructor checks the
+    values (:mod:`simsync.ir.values`)."""
     if not isinstance(item, dict):
         raise TypeError(f"{cls.__name__}: expected a table, got {type(item).__name__}")
+    numbers = {f.name for f in dataclasses.fields(cls) if str(f.type).startswith("float")}
     kwargs = {}
     for key, value in item.items():
-        if value == "inf":
+        if key in numbers and value == "inf":
             value = float("inf")
         kwargs[key] = tuple(value) if isinstance(value, list) else value
     return cls(**kwargs)

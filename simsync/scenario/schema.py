@@ -12,6 +12,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from simsync.ir.values import (
+    DISTRIBUTIONS,
+    MAX_SECONDS,
+    MAX_SIGMA,
+    MAX_SPEED,
+    MAX_STEPS,
+    MAX_TOKENS,
+    MIN_CORE_EFFICIENCY,
+    MIN_SPEED,
+)
 from simsync.kinds import cost_keys, kind_of
 
 __all__ = [
@@ -33,14 +43,13 @@ MAX_DEVICES = 16384
 #: Marks a field without a default.
 REQUIRED: Any = object()
 
-DISTRIBUTIONS = ("constant", "exponential", "shifted_exponential", "lognormal")
 MODEL_KINDS = ("linear", "softmax", "mlp")
 MODES = ("sync", "async", "sync_replicas")
 APPLY_MODES = ("locked", "lock_free")
 AGGREGATIONS = ("parameter_server", "allreduce")
 BATCH_NORMS = ("none", "local", "update_ops", "synchronized")
-#: The fastest a device may be, relative to speed 1: its compute is then next to nothing.
-MAX_SPEED = 1e3
+# The limits of the numbers a graph holds (speeds, seconds, steps, tokens, sigma, core
+# efficiency) are the IR's (simsync.ir.values): a valid scenario always builds.
 
 #: Op kinds whose fixed cost a ``[costs]`` table may set (seconds, at speed 1): read off the
 #: registry of op kinds.
@@ -90,7 +99,7 @@ def _all_positive(values: Any) -> str | None:
 
 def _sigma(value: Any) -> str | None:
     # beyond about 4 the lognormal's mean rests on draws too rare to ever be sampled
-    return None if 0 < value <= 4 else "must be greater than 0 and at most 4"
+    return None if 0 < value <= MAX_SIGMA else f"must be greater than 0 and at most {MAX_SIGMA:g}"
 
 
 def _fraction(value: Any) -> str | None:
@@ -124,10 +133,6 @@ def _printable(value: Any) -> str | None:
     if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in value):
         return "must not contain control characters (escape codes, line breaks)"
     return None
-
-
-#: Seconds of one op or one ``sess.run``: at most about eleven days.
-MAX_SECONDS = 1e6
 
 
 def _one_of(choices: tuple[str, ...]) -> Callable[[Any], str | None]:
@@ -165,9 +170,9 @@ FIELDS: tuple[Field, ...] = (
         "steps",
         "int",
         100,
-        "an integer from 1 to 1000000",
+        f"an integer from 1 to {MAX_STEPS}",
         "Training steps to simulate (each step is one `sess.run(train_op)`).",
-        _between(1, 1_000_000),
+        _between(1, MAX_STEPS),
     ),
     Field(
         "run",
@@ -193,9 +198,9 @@ FIELDS: tuple[Field, ...] = (
         "speeds",
         "floats",
         None,
-        "a list of numbers from 0.001 to 1000, one per device",
+        f"a list of numbers from {MIN_SPEED:g} to {MAX_SPEED:g}, one per device",
         "Relative speed of each device (0.5 = half as fast). Default: all 1.",
-        _all_between(1e-3, MAX_SPEED),
+        _all_between(MIN_SPEED, MAX_SPEED),
     ),
     Field(
         "cluster",
@@ -212,12 +217,12 @@ FIELDS: tuple[Field, ...] = (
         "core_efficiency",
         "float",
         1.0,
-        "a number from 0.01 to 1",
+        f"a number from {MIN_CORE_EFFICIENCY:g} to 1",
         "With `host_cores`: each core's speed when all of them are busy, relative to one busy "
         "core (shared caches and memory, hyper-threads). While k of n cores are busy, each op "
         "on them progresses at 1 - (k-1)/(n-1) x (1 - efficiency) of its speed, re-decided "
         "whenever an op starts or ends. `simsync calibrate` measures it.",
-        _between(0.01, 1),
+        _between(MIN_CORE_EFFICIENCY, 1),
     ),
     Field(
         "cluster.link",
@@ -272,7 +277,7 @@ FIELDS: tuple[Field, ...] = (
         "sigma",
         "float",
         0.5,
-        "a number > 0 and <= 4",
+        f"a number > 0 and <= {MAX_SIGMA:g}",
         "lognormal only: standard deviation of the underlying normal.",
         _sigma,
     ),
@@ -453,21 +458,21 @@ FIELDS: tuple[Field, ...] = (
         "replicas_to_aggregate",
         "int",
         None,
-        "an integer from 1 to 65536",
+        f"an integer from 1 to {MAX_TOKENS}",
         "sync_replicas only: R, the gradients averaged per variable per step. Below the "
         "number of workers, the others are backup workers. Default: one per worker.",
-        _between(1, 65536),
+        _between(1, MAX_TOKENS),
     ),
     Field(
         "training",
         "init_tokens",
         "int",
         None,
-        "an integer from 0 to 65536",
+        f"an integer from 0 to {MAX_TOKENS}",
         "sync_replicas only: tokens in the queue at start (`get_init_tokens_op`). Default: R. "
         "With R above the workers, fewer than R - workers deadlocks (TensorFlow refuses; "
         "simsync explains the deadlock).",
-        _between(0, 65536),
+        _between(0, MAX_TOKENS),
     ),
     Field(
         "training",

@@ -1,0 +1,238 @@
+"""The objects a dataflow graph holds: ops, tensors, devices, links, variables, resources,
+clients, and an op's cost.
+
+This is TensorFlow's model of a program, reduced to what decides *when* things run:
+
+- an :class:`Op` runs on one device (a collective op on several) and costs time;
+- a :class:`Tensor` carries bytes from one op to another; crossing devices costs a transfer,
+  and a control edge (``nbytes=0, control=True``) only orders;
+- a :class:`Variable` is state on a device; ops declare which variables they read and write;
+- a :class:`Resource` is other state that outlives a run: a FIFO queue of tokens, or a
+  ConditionalAccumulator of gradients; an op names the resource it acts on;
+- a :class:`Client` is a loop running ``sess.run(fetches)`` again and again.
+
+Every object is frozen and checks its values when it is made (:mod:`simsync.ir.values`): a
+negative cost or a zero speed never reaches a graph. :class:`~simsync.ir.graph.Graph` holds
+them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from simsync.errors import GraphError
+from simsync.ir import values
+
+__all__ = ["Client", "Cost", "Device", "Link", "Op", "Resource", "Tensor", "Variable"]
+
+
+@dataclass(frozen=True)
+class Device:
+    """A place that runs ops: ``/gpu:0``, ``/cpu:0``. ``speed`` divides compute costs.
+
+    A device runs one op at a time, unless it is ``concurrent``: a parameter device's CPU runs
+    many small ops at once on TensorFlow's inter-op threads (reads and applies of many workers).
+    """
+
+    name: str
+    kind: str = "gpu"
+    speed: float = 1.0
+    host: str = "localhost"
+    concurrent: bool = False
+
+    def __post_init__(self) -> None:
+        values.check_fields(self, f"device '{self.name}'", values.DEVICE)
+
+
+@dataclass(frozen=True)
+class Link:
+    """Every device's port: a transfer holds the sender's out-port and the receiver's in-port
+    for ``nbytes / bytes_per_second``, then arrives ``latency`` seconds later."""
+
+    bytes_per_second: float = float("inf")
+    latency: float = 0.0
+
+    def __post_init__(self) -> None:
+        values.check_fields(self, "link", values.LINK)
+
+    def transfer_time(self, nbytes: int) -> float:
+        """Seconds a transfer of ``nbytes`` holds the ports.
+
+        >>> Link(bytes_per_second=1e9).transfer_time(5 * 10**8)
+        0.5
+        """
+        return nbytes / self.bytes_per_second
+
+
+@dataclass(frozen=True)
+class Cost:
+    """How long an op takes at speed 1.
+
+    A fixed cost is ``Cost(seconds)``. A random one names a ``group`` drawn once per step from
+    ``distribution`` with mean ``mean``; each op of the group takes ``fraction`` of the draw, so a
+    tower's forward and backward share one draw of its compute time. ``overhead`` is added to
+    every execution and not divided by the device's speed (a framework's fixed cost per op).
+    The op that takes a cost checks its numbers (:func:`simsync.ir.values.check_cost`), so
+    the message names the op.
+    """
+
+    mean: float = 0.0
+    distribution: str = "constant"
+    group: str | None = None
+    fraction: float = 1.0
+    shift: float = 0.0
+    sigma: float = 0.5
+    overhead: float = 0.0
+
+    @property
+    def expected(self) -> float:
+        """Expected seconds at speed 1 (``fraction`` of the group's mean), without overhead."""
+        return self.mean * self.fraction
+
+
+@dataclass(frozen=True)
+class Variable:
+    """State on a device. Every write bumps its version; every read records the version seen.
+
+    A variable that is not ``trainable`` holds a counter, not a model parameter: a
+    ``global_step`` (its value is its version) or a worker's ``local_step`` (set from a token);
+    or, with an ``initial`` value, numbers that update ops write and the model reads but no
+    gradient moves (batch norm's moving statistics: every element starts at ``initial``).
+    """
+
+    name: str
+    device: str
+    shape: tuple[int, ...] = ()
+    nbytes: int = 0
+    trainable: bool = True
+    #: the model parameter it holds (a mirrored copy ``tower_1/layer_0/kernel`` holds
+    #: ``layer_0/kernel``); empty: the variable's own name
+    parameter: str = ""
+    #: not trainable, but holding numbers: where every element starts (None: a counter)
+    initial: float | None = None
+
+    def __post_init__(self) -> None:
+        values.check_fields(self, f"variable '{self.name}'", values.VARIABLE)
+
+    @property
+    def model_parameter(self) -> str:
+        """The name of the model parameter the variable holds."""
+        return self.parameter or self.name
+
+    @property
+    def counter(self) -> bool:
+        """Whether the variable counts (a global or local step) rather than holds numbers."""
+        return not self.trainable and self.initial is None
+
+
+@dataclass(frozen=True)
+class Resource:
+    """State that outlives one ``sess.run`` besides variables.
+
+    ``kind`` is ``"queue"`` (a FIFO of tokens: enqueue, enqueue_many, blocking dequeue; it
+    starts with ``initial`` tokens of value 0) or ``"accumulator"`` (a ConditionalAccumulator:
+    gradients pushed with a local step are accepted if not stale; a take of R blocks until R
+    were accepted, returns their mean and bumps the accumulator's step). ``note`` says, in a
+    learner's words, what the resource needs to make progress: a deadlock's explanation quotes
+    it.
+    """
+
+    name: str
+    kind: str
+    device: str
+    initial: int = 0
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        values.check_fields(self, f"resource '{self.name}'", values.RESOURCE)
+
+
+@dataclass(frozen=True)
+class Op:
+    """A node of the graph.
+
+    ``name`` is a TensorFlow-style scope (``tower_2/backward``); ``kind`` says what it does
+    (read, dequeue, forward, backward, aggregate, apply, allreduce, ...); ``tower`` is the tower
+    it belongs to, or ``None`` for shared ops. A collective op lists all its ``participants``
+    and runs on all of them at once; ``nbytes`` is what each participant contributes.
+
+    ``locks`` are mutexes the op holds while it runs (a critical section around a read or an
+    apply). An op that writes variables with ``max_staleness`` set drops its update, as
+    TensorFlow's ``DropStaleGradientOptimizer`` does, when more than that many updates were
+    applied since its client's run read them.
+
+    An op whose kind acts on a resource names it in ``resource``; ``amount`` is how many
+    gradients a take waits for (R) or how many tokens an enqueue puts, and ``gradient`` the
+    variable whose gradient a push sends.
+    """
+
+    name: str
+    kind: str
+    device: str
+    cost: Cost = field(default_factory=Cost)
+    tower: int | None = None
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    participants: tuple[str, ...] = ()
+    nbytes: int = 0
+    locks: tuple[str, ...] = ()
+    max_staleness: int | None = None
+    resource: str | None = None
+    amount: int = 0
+    gradient: str | None = None
+
+    def __post_init__(self) -> None:
+        owner = f"op '{self.name}'"
+        values.check_fields(self, owner, values.OP)
+        if not isinstance(self.cost, Cost):
+            raise GraphError(f"{owner}: cost {self.cost!r}: must be a Cost, e.g. Cost(0.01)")
+        values.check_cost(self.cost, owner)
+
+    @property
+    def devices(self) -> tuple[str, ...]:
+        """The devices the op occupies while it runs."""
+        return self.participants or (self.device,)
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """An edge: ``nbytes`` from ``src`` to ``dst`` (``shape`` and ``dtype`` where known);
+    ``control`` edges only order."""
+
+    src: str
+    dst: str
+    nbytes: int = 0
+    control: bool = False
+    shape: tuple[int, ...] | None = None
+    dtype: str | None = None
+
+    def __post_init__(self) -> None:
+        values.check_fields(self, f"tensor {self.src} -> {self.dst}", values.TENSOR)
+
+
+@dataclass(frozen=True)
+class Client:
+    """A loop running ``sess.run(fetches)`` ``steps`` times (``None``: the scenario's steps).
+
+    ``overhead`` is what each ``sess.run`` spends outside the ops (feeding, starting the
+    executor, fetching), charged before the step's first op. Clients with a
+    ``staleness_bound`` s run stale-synchronously: one starts its run k only when every such
+    client has finished k - s runs. Clients with ``shared_steps`` take their runs from one
+    pool, ``steps`` per such client, like threads that stop when a global step counter reaches
+    its limit: a fast client makes more runs than a slow one. A client with ``until`` runs
+    until that variable's version reaches the scenario's steps (workers that stop at a global
+    step). A ``daemon`` client (a queue runner's thread) loops until the others are done: it
+    need not finish, and a run left blocked when they are is not a deadlock.
+    """
+
+    name: str
+    fetches: tuple[str, ...]
+    steps: int | None = None
+    overhead: float = 0.0
+    staleness_bound: int | None = None
+    shared_steps: bool = False
+    until: str | None = None
+    daemon: bool = False
+
+    def __post_init__(self) -> None:
+        values.check_fields(self, f"client '{self.name}'", values.CLIENT)
