@@ -250,7 +250,9 @@ def test_too_many_files_refuse_the_submission_in_one_line(tmp_path: Path) -> Non
         (folder / f"f{i}.txt").write_text("x")
     result = graded(folder)
     assert result.score == 0
-    assert {r.output for r in result.results} == {"more than 200 files; at most 200 are graded"}
+    assert {r.output for r in result.results} == {
+        "more than 200 files and folders; at most 200 are graded"
+    }
 
 
 def test_a_graph_that_would_never_end_is_refused(tmp_path: Path) -> None:

@@ -6,12 +6,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import networkx as nx
 import numpy as np
 
 from simsync.grading.assignment import Check
 from simsync.grading.graphs import Built
-from simsync.ir import Graph, sync_points
 from simsync.tutor.facts import ExpressionError, evaluate
 
 __all__ = ["VALUE_TOLERANCE", "answer", "simulation", "structure", "tensorflow"]
@@ -24,31 +22,34 @@ Verdict = tuple[bool, str]
 Facts = dict[str, Any]
 
 
-def structure(check: Check, graph: Graph) -> Verdict:
+def structure(check: Check, found: dict[str, Any]) -> Verdict:
     """Sync points (exactly these), devices (op -> device), happens-before pairs (a path from
-    the first op to the second) and the number of towers, read off the graph."""
-    keys, problems, found = check.keys, [], []
+    the first op to the second) and the number of towers, as the sandbox read them off the
+    graph (:func:`simsync.grading.child.structure_of`)."""
+    keys, problems, shown = check.keys, [], []
     if "sync_points" in keys:
-        points = sync_points(graph)
-        found.append(f"sync points: {points}")
+        points = found["sync_points"]
+        shown.append(f"sync points: {points}")
         if points != list(keys["sync_points"]):
             problems.append(f"expected the sync points {list(keys['sync_points'])}, found {points}")
     for op, device in keys.get("devices", {}).items():
-        if op not in graph.nx:
+        placed = found["devices"].get(op)
+        if placed is None:
             problems.append(f"no op named '{op}'")
-        elif graph.op(op).device != device and device not in graph.op(op).participants:
-            problems.append(f"'{op}' runs on {graph.op(op).device}, expected {device}")
+        elif placed["device"] != device and device not in placed["participants"]:
+            problems.append(f"'{op}' runs on {placed['device']}, expected {device}")
+    paths = {(p["before"], p["after"]): p for p in found["before"]}
     for before, after in keys.get("before", []):
-        if before not in graph.nx or after not in graph.nx:
-            missing = before if before not in graph.nx else after
-            problems.append(f"no op named '{missing}'")
-        elif not nx.has_path(graph.nx, before, after):
+        pair = paths[(before, after)]
+        if pair["missing"] is not None:
+            problems.append(f"no op named '{pair['missing']}'")
+        elif not pair["path"]:
             problems.append(f"'{after}' does not wait for '{before}' (no path between them)")
     if "towers" in keys:
-        found.append(f"towers: {len(graph.towers)}")
-        if len(graph.towers) != keys["towers"]:
-            problems.append(f"expected {keys['towers']} towers, found {len(graph.towers)}")
-    return (not problems, "; ".join(problems) if problems else "; ".join(found) or "as asked")
+        shown.append(f"towers: {found['towers']}")
+        if found["towers"] != keys["towers"]:
+            problems.append(f"expected {keys['towers']} towers, found {found['towers']}")
+    return (not problems, "; ".join(problems) if problems else "; ".join(shown) or "as asked")
 
 
 def simulation(check: Check, facts: Facts, reference: Facts | None) -> Verdict:

@@ -36,7 +36,7 @@ from simsync.errors import SimsyncError
 from simsync.ir import Graph, graph_from_dict, graph_to_dict
 from simsync.scenario import Scenario, scenario_from_dict
 
-__all__ = ["MAX_OPS", "TOO_LARGE", "main"]
+__all__ = ["MAX_OPS", "TOO_LARGE", "main", "simsync_folder", "structure_of"]
 
 #: a graph larger than this is refused before it is simulated
 MAX_OPS = 5000
@@ -61,6 +61,12 @@ def main(request_path: str, submission: str, work: str) -> int:
         result.write(json.dumps(line, default=_plain) + "\n")
         result.flush()
 
+    if request.get("simsync") not in (None, simsync_folder()):
+        say(
+            error=f"the grader uses simsync from {request['simsync']}, but its sandbox finds "
+            f"another in {simsync_folder()} (is PYTHONPATH set?): grade without PYTHONPATH"
+        )
+        return 0
     scenario = _scenario(request)
     try:
         if request["stage"] == "build":
@@ -72,6 +78,13 @@ def main(request_path: str, submission: str, work: str) -> int:
             return TOO_LARGE
         raise
     return 0
+
+
+def simsync_folder() -> str:
+    """Where this simsync is installed: the grader and its sandbox must use the same."""
+    import simsync
+
+    return str(Path(simsync.__file__).resolve().parent)
 
 
 def _scenario(request: dict[str, Any]) -> Scenario:
@@ -102,24 +115,33 @@ def _build(request: dict[str, Any], submission: Path, work: Path, scenario: Scen
 
 def _guard(root: Path) -> None:
     """Refuse writes outside ``root``, sockets, processes and ctypes (an audit hook cannot be
-    removed once installed)."""
+    removed once installed; what it reads is bound now, so changing this module's names
+    later changes nothing)."""
     prefix = str(root) + os.sep
 
-    def inside(path: Any) -> bool:
+    def inside(
+        path: Any, root: str = str(root), realpath: Any = os.path.realpath, null: str = os.devnull
+    ) -> bool:
         if isinstance(path, int):  # an open descriptor: already allowed when it was opened
             return True
-        full = os.path.realpath(os.fsdecode(path))
-        return full == str(root) or full.startswith(prefix) or full == os.devnull
+        full = realpath(os.fsdecode(path))
+        return full in (root, null) or full.startswith(prefix)
 
-    def hook(event: str, args: tuple[Any, ...]) -> None:
-        if event.startswith(REFUSED) or (event == "import" and args[0] == "ctypes"):
+    def hook(
+        event: str,
+        args: tuple[Any, ...],
+        refused: tuple[str, ...] = REFUSED,
+        writes: tuple[str, ...] = WRITES,
+        flags_written: int = WRITE_FLAGS,
+    ) -> None:
+        if event.startswith(refused) or (event == "import" and args[0] == "ctypes"):
             raise PermissionError(f"not allowed while grading: {event}")
         if event == "open" and args[0] is not None:
             mode, flags = args[1], args[2]
-            writing = any(c in str(mode or "") for c in "wax+") or bool(flags & WRITE_FLAGS)
+            writing = any(c in str(mode or "") for c in "wax+") or bool(flags & flags_written)
             if writing and not inside(args[0]):
                 raise PermissionError(f"not allowed while grading: writing {args[0]}")
-        elif event in WRITES and not all(inside(a) for a in args[:2] if isinstance(a, str)):
+        elif event in writes and not all(inside(a) for a in args[:2] if isinstance(a, str)):
             raise PermissionError(f"not allowed while grading: {event} {args[0]}")
 
     sys.addaudithook(hook)
@@ -155,12 +177,39 @@ def _evaluate(
     except SimsyncError as error:
         say(error=str(error))
         return
-    say(graph=graph_to_dict(graph))
+    say(structure=structure_of(graph, request.get("devices", []), request.get("before", [])))
     if request.get("facts"):
         say(**_product("facts", lambda: _facts(graph, scenario, request.get("target_loss"))))
     if request.get("tensorflow_steps"):
         steps = int(request["tensorflow_steps"])
         say(**_product("params", lambda: _params(graph, scenario, steps)))
+
+
+def structure_of(graph: Graph, devices: list[str], before: list[list[str]]) -> dict[str, Any]:
+    """What the structure checks read off a graph: its sync points and towers, where each op
+    of ``devices`` runs (None: no such op), and for each pair of ``before`` whether a path
+    leads from the first op to the second (or which of them does not exist)."""
+    import networkx as nx
+
+    from simsync.ir import sync_points
+
+    def placed(name: str) -> dict[str, Any] | None:
+        if name not in graph.nx:
+            return None
+        op = graph.op(name)
+        return {"device": op.device, "participants": list(op.participants)}
+
+    def path(first: str, second: str) -> dict[str, Any]:
+        missing = next((n for n in (first, second) if n not in graph.nx), None)
+        found = missing is None and nx.has_path(graph.nx, first, second)
+        return {"before": first, "after": second, "missing": missing, "path": found}
+
+    return {
+        "sync_points": sync_points(graph),
+        "towers": len(graph.towers),
+        "devices": {name: placed(name) for name in devices},
+        "before": [path(str(a), str(b)) for a, b in before],
+    }
 
 
 def _product(name: str, make: Callable[[], Any]) -> dict[str, Any]:
@@ -195,6 +244,8 @@ def _toml(path: Path) -> dict[str, Any]:
         return tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise SimsyncError(f"{path.name}: not valid TOML: {error}") from None
+    except RecursionError:
+        raise SimsyncError(f"{path.name}: not valid TOML: nested too deeply") from None
 
 
 def _reasonable(graph: Graph, steps: int) -> None:

@@ -112,6 +112,11 @@ def _check_target(target: Path, submission: Path) -> None:
         raise UsageError(f"cannot write {target}: no folder {target.parent}")
     if target.is_dir():
         raise UsageError(f"cannot write {target}: it is a folder")
+    if target.is_symlink() or (target.exists() and not target.is_file()):
+        raise UsageError(
+            f"cannot write {target}: it is not a regular file (a link, a device or a FIFO); "
+            "name a file of its own for results.json"
+        )
     inside = target.absolute().parent.resolve()
     graded = submission.resolve()
     if inside == graded or graded in inside.parents:

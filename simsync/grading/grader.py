@@ -2,23 +2,34 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simsync.errors import SimsyncError
+from simsync.errors import SimsyncError, printable
 from simsync.grading import checks
 from simsync.grading.assignment import Assignment, Check
-from simsync.grading.graphs import REFERENCE, SUBMISSION, Built, Sides, wants_reference
-from simsync.grading.sandbox import Limits, Sandbox, find_sandbox
+from simsync.grading.graphs import (
+    REFERENCE,
+    SUBMISSION,
+    Built,
+    ReferenceFailed,
+    Sides,
+    wants_reference,
+)
+from simsync.grading.sandbox import Limits, Sandbox, find_sandbox, remove_stale_folders
 from simsync.grading.submission import SubmissionRefused, copy_submission
 
-__all__ = ["LEFT_OUT", "Grade", "Result", "grade"]
+__all__ = ["LEFT_OUT", "Grade", "Result", "grade", "shown"]
 
 #: how a report introduces the files of a submission that were not graded
 LEFT_OUT = "Not graded (only regular files are copied)"
+#: the longest output of one check, and the most left-out files named
+MAX_OUTPUT = 2000
+MAX_LEFT_OUT = 20
 
 
 @dataclass
@@ -101,15 +112,16 @@ def grade(
         for c in assignment.checks
         if (hidden or not c.hidden) and (tensorflow or c.kind != "tensorflow")
     ]
-    with tempfile.TemporaryDirectory(prefix="simsync-grade-") as scratch:
+    remove_stale_folders()
+    with tempfile.TemporaryDirectory(prefix=f"simsync-grade-{os.getpid()}-") as scratch:
         folders = {SUBMISSION: Path(scratch, SUBMISSION), REFERENCE: Path(scratch, REFERENCE)}
         for folder in folders.values():
             folder.mkdir()
         copy_submission(assignment.solution, folders[REFERENCE])
         try:
-            left_out = copy_submission(submission, folders[SUBMISSION]).left_out
+            left_out = _few(copy_submission(submission, folders[SUBMISSION]).left_out)
         except SubmissionRefused as refused:  # every check gets the reason
-            left_out, results = [], [Result(c, 0.0, str(refused)) for c in checks]
+            left_out, results = [], [Result(c, 0.0, shown(str(refused))) for c in checks]
         else:
             sides = Sides(assignment, folders, checks, sandbox, limits)
             results = [_result(check, sides) for check in checks]
@@ -117,9 +129,27 @@ def grade(
     return Grade(assignment, results, seconds, sandbox.protections(limits), left_out)
 
 
+def _few(names: list[str]) -> list[str]:
+    rest = len(names) - MAX_LEFT_OUT
+    kept = [shown(name, 300) for name in names[:MAX_LEFT_OUT]]
+    return [*kept, f"and {rest:,} more"] if rest > 0 else kept
+
+
 def _result(check: Check, sides: Sides) -> Result:
     passed, output = _run(check, sides)
-    return Result(check, check.points if passed else 0.0, output)
+    return Result(check, check.points if passed else 0.0, shown(output))
+
+
+def shown(text: str, most: int = MAX_OUTPUT) -> str:
+    """``text`` as a report may show it: one line, no terminal controls, any bytes a file
+    name held as escapes, at most ``most`` characters.
+
+    >>> shown("ok\\n  ✓ 3/3 forged\\x1b[2K"), shown("x" * 30, most=10)
+    ('ok\\\\n  ✓ 3/3 forged\\\\x1b[2K', 'xxxxxxxxxx… (20 more characters)')
+    """
+    text = printable(text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", " "))
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text if len(text) <= most else f"{text[:most]}… ({len(text) - most:,} more characters)"
 
 
 def _run(check: Check, sides: Sides) -> tuple[bool, str]:
@@ -129,7 +159,8 @@ def _run(check: Check, sides: Sides) -> tuple[bool, str]:
         return False, built.error
     try:
         if check.kind == "structure":
-            return checks.structure(check, built.graph)
+            assert built.structure is not None
+            return checks.structure(check, built.structure)
         if check.kind == "tensorflow":
             return checks.tensorflow(check, built, _reference(sides, check))
         if built.facts is None:
@@ -138,6 +169,8 @@ def _run(check: Check, sides: Sides) -> tuple[bool, str]:
             reference = sides.get(REFERENCE, check.graph).facts if wants_reference(check) else None
             return checks.simulation(check, built.facts, reference)
         return checks.answer(check, sides.answers(), built.facts)
+    except ReferenceFailed:
+        raise
     except SimsyncError as error:
         return False, str(error)
     except Exception as error:  # a graph the checks' machinery cannot handle: this check only
@@ -145,7 +178,4 @@ def _run(check: Check, sides: Sides) -> tuple[bool, str]:
 
 
 def _reference(sides: Sides, check: Check) -> Built:
-    reference = sides.get(REFERENCE, check.graph)
-    if reference.error is not None:
-        raise SimsyncError(f"the reference solution failed: {reference.error}")
-    return reference
+    return sides.get(REFERENCE, check.graph)  # a failure of its own stops the grading

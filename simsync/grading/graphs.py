@@ -17,13 +17,15 @@ or the one line that says why there is none.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+import dataclasses
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from simsync.errors import SimsyncError
 from simsync.grading.assignment import Assignment, Check
-from simsync.grading.child import MAX_OPS
+from simsync.grading.child import MAX_OPS, simsync_folder
 from simsync.grading.sandbox import Limits, Outcome, Sandbox, run_child
 
 __all__ = [
@@ -32,6 +34,7 @@ __all__ = [
     "SUBMISSION",
     "Built",
     "Needs",
+    "ReferenceFailed",
     "Sides",
     "needs_of",
     "wants_reference",
@@ -42,18 +45,22 @@ SUBMISSION, REFERENCE = "submission", "reference"
 
 @dataclass
 class Needs:
-    """What the checks need of one (side, graph)."""
+    """What the checks need of one (side, graph): the structure checks' ops and pairs (their
+    answers are computed in the sandbox too), the simulation's facts, TensorFlow's steps."""
 
     facts: bool = False
     tensorflow_steps: int = 0
+    devices: list[str] = field(default_factory=list)
+    before: list[list[str]] = field(default_factory=list)
 
 
 @dataclass
 class Built:
-    """A graph ready to grade, or the one line that says why there is none; each product
-    (``facts``, ``params``) may be missing with its own reason."""
+    """What the sandbox found of a graph, or the one line that says why there is none; each
+    product (``facts``, ``params``) may be missing with its own reason. ``structure`` holds
+    the structure checks' answers (:func:`simsync.grading.child.structure_of`)."""
 
-    graph: Any = None  # simsync.ir.Graph
+    structure: dict[str, Any] | None = None
     error: str | None = None
     facts: dict[str, Any] | None = None
     facts_error: str | None = None
@@ -71,7 +78,9 @@ def needs_of(checks: list[Check]) -> dict[tuple[str, str], Needs]:
     for check in checks:
         keys = check.keys
         if check.kind == "structure":
-            need(SUBMISSION, check.graph)
+            entry = need(SUBMISSION, check.graph)
+            entry.devices += list(keys.get("devices", {}))
+            entry.before += [list(pair) for pair in keys.get("before", [])]
         elif check.kind == "simulation":
             need(SUBMISSION, check.graph).facts = True
             if wants_reference(check):
@@ -111,6 +120,7 @@ class Sides:
         self._answers: tuple[dict[str, Any] | None, str | None] | None = None
         self.scenario = assignment.scenario.read_text()
         self.hidden = _hidden(assignment)
+        self.deadline = time.monotonic() + limits.grading_seconds
 
     def get(self, side: str, spec: str) -> Built:
         key = (side, spec)
@@ -132,42 +142,63 @@ class Sides:
             "facts": needs.facts,
             "tensorflow_steps": needs.tensorflow_steps,
             "target_loss": self.assignment.target_loss,
+            "devices": needs.devices,
+            "before": needs.before,
         }
         if spec.endswith(".toml"):
             request["training"] = spec
         else:
             file, _, function = spec.partition(":")
-            built = self._run(
+            outcome = self._run(
                 side, {"stage": "build", "module": Path(file).stem, "function": function}
             )
-            graph = built.said.get("graph")
-            if built.error is not None or graph is None:
-                reason = built.said.get("error") or built.error or "no graph came back"
-                return Built(error=f"your {function}(scenario) in {file} failed: {reason}")
+            graph = outcome.said.get("graph")
+            if graph is None:
+                reason = outcome.said.get("error") or outcome.error or "no graph came back"
+                return self._failed(side, f"your {function}(scenario) in {file} failed: {reason}")
             request["graph"] = graph
-        return _built(self._run(side, request), spec)
+        built = _built(self._run(side, request), spec)
+        if built.error is not None:
+            return self._failed(side, built.error)
+        if side == REFERENCE:  # the reference's numbers too, or no grade at all
+            if needs.facts and built.facts_error is not None:
+                self._failed(side, built.facts_error)
+            if needs.tensorflow_steps and built.params_error is not None:
+                self._failed(side, built.params_error)
+        return built
+
+    def _failed(self, side: str, reason: str) -> Built:
+        """A submission's failure costs its checks; the reference's stops the grading: it is
+        the instructor's to mend, and no student should get 0 for it."""
+        if side == REFERENCE:
+            raise ReferenceFailed(f"the reference solution fails: {reason}")
+        return Built(error=reason)
 
     def _run(self, side: str, request: dict[str, Any]) -> Outcome:
-        request = {**request, "scenario": self.scenario}
-        return run_child(self.sandbox, request, self.folders[side], self.limits, self.hidden)
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            seconds = self.limits.grading_seconds
+            return Outcome({}, f"not run: the grading took longer than {seconds:g} s in all")
+        limits = dataclasses.replace(self.limits, wall_seconds=min(self.limits.wall_seconds, left))
+        request = {**request, "scenario": self.scenario, "simsync": simsync_folder()}
+        return run_child(self.sandbox, request, self.folders[side], limits, self.hidden)
+
+
+class ReferenceFailed(SimsyncError):
+    """The reference solution itself could not be built or evaluated: one line."""
 
 
 def _built(outcome: Outcome, spec: str) -> Built:
-    """The evaluate child's answer as a :class:`Built`."""
-    from simsync.ir import graph_from_dict
-
+    """The evaluate child's answer as a :class:`Built`: what it said before it stopped
+    counts; what it did not get to gets the reason it stopped."""
     said = outcome.said
-    if said.get("error") is not None or said.get("graph") is None:
+    if said.get("error") is not None or said.get("structure") is None:
         reason = said.get("error") or outcome.error or "no graph came back"
         prefix = "" if spec.endswith(".toml") else "the graph your code built: "
         return Built(error=f"{prefix}{reason}")
-    try:
-        graph = graph_from_dict(said["graph"])
-    except SimsyncError as error:
-        return Built(error=f"the graph your code built: {error}")
     missing = outcome.error or "the grader's process stopped before it got there"
     return Built(
-        graph,
+        said["structure"],
         facts=said.get("facts"),
         facts_error=said.get("facts_error") or (None if "facts" in said else missing),
         params=said.get("params"),

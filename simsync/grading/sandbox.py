@@ -55,9 +55,18 @@ __all__ = [
     "Sandbox",
     "SandboxUnavailable",
     "find_sandbox",
+    "remove_stale_folders",
     "run_child",
 ]
 
+#: the prefix of the grader's temporary folders, one per sandboxed run (and one per grading,
+#: ``simsync-grade-``), with the grader's process id: a grader killed with ``kill -9`` cannot
+#: remove its own, the next one removes them (:func:`remove_stale_folders`)
+SCRATCH_PREFIX = f"simsync-grading-{os.getpid()}-"
+#: open files at once (sockets and pipes hold memory no other limit counts)
+OPEN_FILES = 256
+#: the size of the sandbox's /dev/shm
+SHARED_MEMORY_BYTES = 16 * 2**20
 #: where things are inside the sandbox
 INSIDE_REQUEST = "/tmp/grader/request.json"
 INSIDE_SUBMISSION = "/tmp/grader/submission"
@@ -77,6 +86,8 @@ class Limits:
     wall_seconds: float = 120.0
     #: the sandbox's /tmp, in memory: the working copy and anything written there
     scratch_bytes: int = 64 * 2**20
+    #: every run of one grading together (each run's wall clock is cut to what is left)
+    grading_seconds: float = 600.0
 
 
 class SandboxUnavailable(UsageError):
@@ -167,6 +178,28 @@ def _probe() -> Sandbox | str:
     return Sandbox("bubblewrap", bwrap, version.split()[-1] if version.split() else "")
 
 
+def remove_stale_folders(folder: str | None = None) -> None:
+    """Remove the temporary folders of graders that no longer run (``kill -9`` left them)."""
+    folder = folder or tempfile.gettempdir()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            parts = entry.name.split("-")
+            if len(parts) < 4 or parts[0] != "simsync" or parts[1] not in ("grade", "grading"):
+                continue
+            if parts[2].isdigit() and not _alive(int(parts[2])) and entry.is_dir():
+                shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # someone else's: alive
+        return True
+    return True
+
+
 def run_child(
     sandbox: Sandbox,
     request: dict[str, Any],
@@ -176,8 +209,10 @@ def run_child(
 ) -> Outcome:
     """Run ``python -I -m simsync.grading.child`` on ``request`` with ``submission`` (a clean
     copy, see :mod:`simsync.grading.submission`) in ``sandbox``; ``hidden`` folders are
-    empty inside. The child's JSON lines are merged into :attr:`Outcome.said`."""
-    with tempfile.TemporaryDirectory(prefix="simsync-grading-") as scratch_name:
+    empty inside. The child's JSON lines are merged into :attr:`Outcome.said`, also when a
+    limit stopped it (what it said before stays); :attr:`Outcome.error` says why it stopped.
+    Only the ``evaluate`` stage, which runs no student code, may start threads."""
+    with tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX) as scratch_name:
         scratch = Path(scratch_name)
         request_file = scratch / "request.json"
         request_file.write_text(json.dumps(request))
@@ -186,12 +221,13 @@ def run_child(
             work = scratch / "work"
             work.mkdir()
             command = [*child, str(request_file), str(submission), str(work)]
-            return _run(command, work, scratch, limits, False)
+            return _run(command, work, scratch, limits, sandboxed=False)
         inside = [*child, INSIDE_REQUEST, INSIDE_SUBMISSION, INSIDE_WORK]
         bwrap = _bwrap_command(
             sandbox.bwrap, request_file, submission, hidden, limits.scratch_bytes
         )
-        return _run([*bwrap, *inside], scratch, scratch, limits, True)
+        code = seccomp.program(threads=request.get("stage") == "evaluate")
+        return _run([*bwrap, *inside], scratch, scratch, limits, sandboxed=True, filter_code=code)
 
 
 def _bwrap_command(
@@ -202,6 +238,8 @@ def _bwrap_command(
     command += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     # first the sandbox's own /tmp, in memory: what is bound after it may lie under /tmp
     command += ["--size", str(scratch_bytes), "--tmpfs", "/tmp", "--dir", INSIDE_WORK]
+    command += ["--ro-bind", str(request), INSIDE_REQUEST]
+    command += ["--ro-bind", str(submission), INSIDE_SUBMISSION, "--chdir", INSIDE_WORK]
     command += ["--ro-bind", "/usr", "/usr"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
         if os.path.islink(top):
@@ -216,8 +254,10 @@ def _bwrap_command(
     for path in _inside(hidden, _python_paths()):
         command += ["--tmpfs", path]
     command += ["--proc", "/proc", "--dev", "/dev"]
-    command += ["--ro-bind", str(request), INSIDE_REQUEST]
-    command += ["--ro-bind", str(submission), INSIDE_SUBMISSION, "--chdir", INSIDE_WORK]
+    # /dev, and the root bubblewrap makes, are in memory with no size: read-only; shared
+    # memory gets a small tmpfs of its own
+    command += ["--size", str(SHARED_MEMORY_BYTES), "--tmpfs", "/dev/shm"]
+    command += ["--remount-ro", "/dev", "--remount-ro", "/"]
     return command
 
 
@@ -231,15 +271,16 @@ def _interpreter() -> str:
 @functools.cache
 def _python_paths() -> tuple[str, ...]:
     """The folders the child's interpreter needs: its installation, the environment's
-    packages (with the folders its ``.pth`` files add), and simsync's own folder (outside
-    them in an editable install)."""
+    packages (with the package folders its ``.pth`` files add), and simsync's own package
+    folder (outside them in an editable install: that folder alone, not the project around
+    it)."""
     import simsync
 
     paths = sysconfig.get_paths()
     wanted = {sys.base_prefix, sys.prefix, paths["stdlib"], paths["purelib"], paths["platlib"]}
-    # and what the environment's .pth files add (an isolated child reads them too)
-    ignored = {"", os.getcwd(), *os.environ.get("PYTHONPATH", "").split(os.pathsep)}
-    wanted |= {p for p in sys.path if p not in ignored}
+    # and the package folders the environment's .pth files add (an isolated child reads them
+    # too); never a project's own folder, which a .pth may add too (the solutions are there)
+    wanted |= {p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")}
     wanted.add(str(Path(simsync.__file__).resolve().parent))
     wanted.add(str(Path(os.path.realpath(sys.executable)).parent))
     real = sorted({os.path.realpath(p) for p in wanted if p and os.path.isdir(p)})
@@ -253,7 +294,15 @@ def _inside(hidden: tuple[Path, ...], bound: tuple[str, ...]) -> list[str]:
     return [p for p in real if any(p == q or p.startswith(q + os.sep) for q in bound)]
 
 
-def _run(command: list[str], cwd: Path, scratch: Path, limits: Limits, sandboxed: bool) -> Outcome:
+def _run(
+    command: list[str],
+    cwd: Path,
+    scratch: Path,
+    limits: Limits,
+    *,
+    sandboxed: bool,
+    filter_code: bytes | None = None,
+) -> Outcome:
     work = INSIDE_WORK if sandboxed else str(cwd)
     env = {
         "PATH": "/usr/bin:/bin",
@@ -267,28 +316,35 @@ def _run(command: list[str], cwd: Path, scratch: Path, limits: Limits, sandboxed
         "LANG": "C.UTF-8",
     }
     out_path, err_path = scratch / "out", scratch / "err"
-    filter_code = seccomp.program() if sandboxed else None
     with _filter_fd(filter_code) as fds, open(out_path, "w+b") as out, open(err_path, "w+b") as err:
         if fds:
             command = [command[0], "--add-seccomp-fd", str(fds[0]), *command[1:]]
         status = _wait(command, cwd, env, out, err, fds, limits)
         out.seek(0)
         err.seek(0)
-        result = out.read(limits.file_bytes)
+        said = _merge(out.read(limits.file_bytes))
         stderr = err.read(1 << 16).decode(errors="replace")
-    if isinstance(status, str):
-        return Outcome({}, status, stderr)
-    said = _merge(result)
+    return Outcome(said, _stopped(status, said, stderr, limits, sandboxed), stderr)
+
+
+def _stopped(
+    status: int | str, said: dict[str, Any], stderr: str, limits: Limits, sandboxed: bool
+) -> str | None:
+    """Why the child stopped before its work was done, or None when it finished."""
+    if isinstance(status, str):  # the wall clock
+        return status
     signalled = -status if status < 0 else status - 128 if sandboxed and status > 128 else 0
-    if signalled and "error" not in said:  # bubblewrap exits 128 + the signal of its child
-        said["error"] = _signal_message(signalled, limits)
-    if not said and status == TOO_LARGE:
-        mib = limits.file_bytes / 2**20
-        return Outcome({}, f"stopped: its answer is larger than {mib:g} MiB", stderr)
-    if not said:
-        last = stderr.strip().splitlines()[-1:] or [f"exit status {status}, no output"]
-        return Outcome({}, f"the grader's process failed: {last[0]}", stderr)
-    return Outcome(said, None, stderr)
+    if signalled:  # bubblewrap exits 128 + the signal of its child
+        return _signal_message(signalled, limits)
+    if status == TOO_LARGE:
+        return f"stopped: its answer is larger than {limits.file_bytes / 2**20:g} MiB"
+    if status != 0 or not said:
+        # bubblewrap's own message says what is wrong with the sandbox; anything else the
+        # child printed may show this machine's paths
+        last = (stderr.strip().splitlines() or [""])[-1]
+        why = f": {last}" if last.startswith("bwrap:") else ""
+        return f"the grader's process failed (exit status {status}){why}"
+    return None
 
 
 def _wait(
@@ -329,6 +385,7 @@ def _set_limits(limits: Limits) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (OPEN_FILES, OPEN_FILES))
 
 
 class _filter_fd:
@@ -357,7 +414,7 @@ def _merge(result: bytes) -> dict[str, Any]:
     for line in _lines(result):
         try:
             data = json.loads(line)
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # not JSON, or a number too long to read
             continue
         if isinstance(data, dict):
             said.update(data)

@@ -5,9 +5,10 @@ holds for that process and every thread it makes, and nothing can remove it. Wha
 
 * **new processes**: ``fork``, ``vfork``, and ``clone`` without ``CLONE_THREAD`` fail with
   ``EPERM``; ``clone3``, whose flags a filter cannot read, fails with ``ENOSYS``, so the C
-  library falls back to ``clone`` (threads still start: TensorFlow and numpy need them). A
-  student's code is one process, whatever it calls; with its memory limit, its threads are
-  bounded too;
+  library falls back to ``clone``. Threads still start where they are allowed (the process
+  that runs TensorFlow, and no student code); the one that runs a student's code gets no
+  ``clone`` at all, so it stays one thread, whatever it calls;
+* **anonymous shared memory** (``memfd_create``), which no memory limit counts;
 * **ways around the sandbox**: namespaces (``unshare``, ``setns``), mounts, ``ptrace``,
   ``io_uring``, ``bpf``, ``perf_event_open``, ``userfaultfd``, the kernel keyring, modules;
 * **any other architecture's calls** (a 32-bit call on a 64-bit kernel): the process is
@@ -85,6 +86,8 @@ REFUSED: dict[str, tuple[int | None, int | None]] = {
     "finit_module": (313, 273),
     "delete_module": (176, 106),
     "process_vm_writev": (311, 271),
+    # anonymous memory no limit counts (RLIMIT_AS does not see it until it is mapped)
+    "memfd_create": (319, 279),
     # numbered alike everywhere since Linux 5.1
     "io_uring_setup": (425, 425),
     "io_uring_enter": (426, 426),
@@ -111,9 +114,11 @@ ARCHITECTURES: dict[str, Architecture] = {
 }
 
 
-def program(machine: str | None = None) -> bytes | None:
+def program(machine: str | None = None, *, threads: bool = True) -> bytes | None:
     """The filter for ``machine`` (default: this one, ``platform.machine()``) as the bytes
-    bubblewrap reads, or None where no filter is written for it."""
+    bubblewrap reads, or None where no filter is written for it. Without ``threads``, no
+    ``clone`` at all: a process that cannot start threads either (a student's code needs
+    none, and nothing else bounds their number where the grader runs as root)."""
     arch = ARCHITECTURES.get(machine or platform.machine())
     if arch is None:
         return None
@@ -130,7 +135,8 @@ def program(machine: str | None = None) -> bytes | None:
     code += [(JUMP_EQUAL, number, "refuse", None) for number in arch.refused]
     code.append((RETURN, ALLOW, None, None))
     labels = {"clone": len(code)}
-    code += [(LOAD_WORD, ARG0_LOW, None, None), (JUMP_ANY_BIT, CLONE_THREAD, "allow", "refuse")]
+    code += [(LOAD_WORD, ARG0_LOW, None, None)]
+    code += [(JUMP_ANY_BIT, CLONE_THREAD if threads else 0, "allow", "refuse")]
     for label, answer in (
         ("allow", ALLOW),
         ("refuse", ERRNO | errno.EPERM),

@@ -34,6 +34,7 @@ IGNORED = frozenset({"__pycache__", ".git", ".venv", ".ipynb_checkpoints", ".DS_
 
 @dataclass(frozen=True)
 class SubmissionLimits:
+    #: files, folders and anything else in the submission, together
     files: int = 200
     total_bytes: int = 16 * 2**20
     depth: int = 8
@@ -59,12 +60,15 @@ def copy_submission(
     """Copy the regular files of ``source`` under ``target`` (an existing empty folder)."""
     copy = Copy(Path(target))
     budget = [limits.files, limits.total_bytes]
-    try:
-        top = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:  # the folder named may be a link (the grader's choice); nothing inside it may
+        top = os.open(os.path.realpath(source), os.O_RDONLY | os.O_DIRECTORY)
     except OSError as error:
         raise SubmissionRefused(f"{source}: cannot read the submission: {error.strerror}") from None
     try:
         _copy_folder(top, Path(target), "", copy, budget, limits, 0)
+    except OSError as error:  # removed or changed while it was copied
+        why = error.strerror or str(error)
+        raise SubmissionRefused(f"the submission could not be copied: {why}") from None
     finally:
         os.close(top)
     return copy
@@ -85,6 +89,7 @@ def _copy_folder(
         if entry in IGNORED:
             continue
         name = f"{prefix}{entry}"
+        _count(budget, limits)  # every entry counts: files, folders, links alike
         kind = stat.S_IFMT(os.stat(entry, dir_fd=folder, follow_symlinks=False).st_mode)
         if kind == stat.S_IFDIR:
             inner = os.open(entry, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
@@ -111,11 +116,6 @@ _KINDS = {
 def _copy_file(
     folder: int, entry: str, name: str, target: Path, budget: list[int], limits: SubmissionLimits
 ) -> None:
-    budget[0] -= 1
-    if budget[0] < 0:
-        raise SubmissionRefused(
-            f"more than {limits.files} files; at most {limits.files} are graded"
-        )
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
     handle = os.open(entry, flags, dir_fd=folder)
     try:
@@ -129,6 +129,13 @@ def _copy_file(
         mib = limits.total_bytes / 2**20
         raise SubmissionRefused(f"the submission is larger than {mib:g} MiB ({name} and before)")
     target.write_bytes(data)
+
+
+def _count(budget: list[int], limits: SubmissionLimits) -> None:
+    budget[0] -= 1
+    if budget[0] < 0:
+        most = limits.files
+        raise SubmissionRefused(f"more than {most} files and folders; at most {most} are graded")
 
 
 def _read(handle: int, most: int) -> bytes:
