@@ -7,8 +7,9 @@ sees the old file or the new one, never a part of either; a failure (a full disk
 caught: it may leave the hidden temporary file, never a partial target). Two processes writing
 the same target never share a temporary file.
 
-Every input goes through :func:`read_text`, which reads at most a given number of bytes, so a
-huge file (or ``/dev/zero``) is refused instead of filling the memory.
+Every input goes through :func:`read_text`, which accepts regular files only (a FIFO, a device
+or a folder is refused at once, never waited on), reads at most a given number of bytes, so a
+huge file is refused instead of filling the memory, and drops a UTF-8 byte order mark.
 
 Read-modify-write cycles that two processes may run at once (the progress file, the cached
 profile of this machine) hold :func:`locked` on a lock file beside their target.
@@ -17,7 +18,9 @@ profile of this machine) hold :func:`locked` on a lock file beside their target.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +36,7 @@ except ImportError:  # not a POSIX system: writes still replace files atomically
 __all__ = [
     "MAX_INPUT_BYTES",
     "InputTooLarge",
+    "NotRegularFile",
     "atomic_writer",
     "locked",
     "read_text",
@@ -49,27 +53,69 @@ class InputTooLarge(ValueError):
     """A file larger than the reader accepts."""
 
 
-def read_text(path: str | os.PathLike[str], limit: int = MAX_INPUT_BYTES) -> str:
-    """The UTF-8 text of ``path``, read without ever holding more than ``limit + 1`` bytes.
+class NotRegularFile(OSError):
+    """An input that is not a regular file: a folder, a FIFO, a device, a socket. Its
+    ``strerror`` says which (``a FIFO (named pipe), not a regular file``)."""
 
-    Raises :class:`InputTooLarge` for a longer file (``/dev/zero`` included),
-    ``UnicodeDecodeError`` for one that is not UTF-8, and ``OSError`` as ``open`` does.
+
+#: Opened without waiting for a FIFO's writer, and without taking a terminal as ours.
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+
+
+def read_text(path: str | os.PathLike[str], limit: int = MAX_INPUT_BYTES) -> str:
+    r"""The UTF-8 text of the regular file ``path`` (a leading byte order mark dropped), read
+    without ever holding more than ``limit + 1`` bytes.
+
+    Raises :class:`NotRegularFile` for a folder, a FIFO or a device (at once: a FIFO with no
+    writer is not waited on), :class:`InputTooLarge` for a longer file, ``UnicodeDecodeError``
+    for one that is not UTF-8, and ``OSError`` as ``open`` does.
 
     >>> import tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "a.toml")
-    >>> write_text(path, "x = 1\\n")
+    >>> write_text(path, "\ufeffx = 1\n")
     >>> read_text(path)
-    'x = 1\\n'
+    'x = 1\n'
     >>> read_text(path, limit=3)
     Traceback (most recent call last):
     ...
     simsync.files.InputTooLarge: larger than 3 bytes
+    >>> read_text(os.path.dirname(path))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    simsync.files.NotRegularFile: [Errno 21] a folder, not a file: '...'
     """
-    with open(path, "rb") as file:
+    with open(_open_regular(path), "rb") as file:
         data = file.read(limit + 1)
     if len(data) > limit:
         raise InputTooLarge(f"larger than {limit:,} bytes")
-    return data.decode("utf-8")
+    return data.decode("utf-8-sig")
+
+
+def _open_regular(path: str | os.PathLike[str]) -> int:
+    """A descriptor open for reading ``path``, a regular file; :class:`NotRegularFile` else."""
+    handle = os.open(path, _READ_FLAGS)
+    kind = _kind(os.fstat(handle).st_mode)
+    if kind is None:
+        return handle
+    os.close(handle)
+    code, what = (
+        (errno.EISDIR, "a file") if kind == "a folder" else (errno.EINVAL, "a regular file")
+    )
+    raise NotRegularFile(code, f"{kind}, not {what}", os.fspath(path))
+
+
+def _kind(mode: int) -> str | None:
+    """What a file of this mode is, unless it is a regular file (None)."""
+    if stat.S_ISREG(mode):
+        return None
+    kinds = {
+        stat.S_ISDIR: "a folder",
+        stat.S_ISFIFO: "a FIFO (named pipe)",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+        stat.S_ISSOCK: "a socket",
+    }
+    return next((name for test, name in kinds.items() if test(mode)), "not a file")
 
 
 @contextlib.contextmanager

@@ -157,12 +157,13 @@ def test_unreadable_scenario_files_are_one_line(
     one_clear_line(run("simulate", str(path)), str(path), message)
 
 
-def test_simulating_dev_zero_stops_at_the_size_limit() -> None:
-    """The issue's case: `simulate /dev/zero` read until it held 6 GB."""
+def test_simulating_dev_zero_is_refused_at_once() -> None:
+    """The issue's case: `simulate /dev/zero` read until it held 6 GB. A device is not a
+    scenario file: refused before a byte is read."""
     if not Path("/dev/zero").exists():
         pytest.skip("no /dev/zero here")
     started = time.monotonic()
-    one_clear_line(run("simulate", "/dev/zero", timeout=60), "larger than 1,000,000 bytes")
+    one_clear_line(run("simulate", "/dev/zero", timeout=60), "a character device, not a regular")
     assert time.monotonic() - started < 60
 
 
