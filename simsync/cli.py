@@ -705,12 +705,24 @@ def _check_writable(path: Path | None, inputs: Sequence[Path | None]) -> None:
 
     refuse_overwriting_inputs(path, list(inputs))
     folder = path.parent if str(path.parent) else Path(".")
+    try:
+        why = _why_not_writable(path, folder)
+    except OSError as error:  # a name longer than the system allows, a loop of links
+        why = error.strerror or str(error)
+    if why is not None:
+        raise UsageError(f"cannot write {path}: {why}")
+
+
+def _why_not_writable(path: Path, folder: Path) -> str | None:
     if not folder.is_dir():
-        raise UsageError(f"cannot write {path}: no folder {folder}")
-    if path.is_dir() or not os.access(folder, os.W_OK):
-        raise UsageError(f"cannot write {path}")
+        return f"no folder {folder}"
+    if path.is_dir():
+        return "it is a folder"
     if path.exists() and not os.access(path, os.W_OK):  # renaming over it would still work
-        raise UsageError(f"cannot write {path}: it is read-only")
+        return "it is read-only"
+    if (path.is_file() or not path.exists()) and not os.access(folder, os.W_OK):
+        return f"the folder {folder} is not writable"  # a device is written into, not replaced
+    return None
 
 
 def _write_or_print(text: str, output: Path | None) -> None:

@@ -7,6 +7,9 @@ sees the old file or the new one, never a part of either; a failure (a full disk
 caught: it may leave the hidden temporary file, never a partial target). Two processes writing
 the same target never share a temporary file.
 
+A target that is a device or a FIFO (``/dev/null``, a named pipe) has nothing to replace: it is
+written into, and never replaced by a file. Errors name the target, never the temporary file.
+
 Every input goes through :func:`read_text`, which accepts regular files only (a FIFO, a device
 or a folder is refused at once, never waited on), reads at most a given number of bytes, so a
 huge file is refused instead of filling the memory, and drops a UTF-8 byte order mark.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import stat
 import tempfile
@@ -122,10 +126,13 @@ def _kind(mode: int) -> str | None:
 def atomic_writer(path: str | os.PathLike[str], *, binary: bool = False) -> Iterator[IO[Any]]:
     """A file object whose content replaces ``path`` as a whole when the block ends.
 
-    The temporary file is ``.<name>.<random>.tmp`` beside ``path``; it is flushed and synced
-    before the rename, and removed if the block raises (any exception, Ctrl-C included). An
-    ``OSError`` while writing becomes a :class:`UsageError` naming ``path``. A new file gets
-    the permissions ``open`` would give it; a replaced one keeps its own.
+    The temporary file is ``.<name>.<random>.tmp`` beside ``path`` (``.<hash of name>.<random>
+    .tmp`` where the name is too long to take the additions); it is flushed and synced before
+    the rename, and removed if the block raises (any exception, Ctrl-C included). A ``path``
+    that is a device or a FIFO (``/dev/null``, ``/dev/full``, a named pipe) has nothing to
+    replace: it is written into, and stays what it is. A folder is refused. Every ``OSError``
+    on the way becomes a :class:`UsageError` naming ``path``, never the temporary file. A new
+    file gets the permissions ``open`` would give it; a replaced one keeps its own.
 
     >>> import tempfile, os
     >>> folder = tempfile.mkdtemp()
@@ -144,9 +151,15 @@ def atomic_writer(path: str | os.PathLike[str], *, binary: bool = False) -> Iter
     ('whole', ['out.txt'])
     """
     target = Path(path)
-    handle, temporary = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent if str(target.parent) else "."
-    )
+    kind = _existing_kind(target)
+    if kind == "a folder":
+        raise UsageError(f"cannot write {target}: it is a folder")
+    if kind is not None:
+        with _written_into(target, binary) as file:
+            yield file
+        return
+    with _naming(target):
+        handle, temporary = tempfile.mkstemp(**_temporary_name(target))
     try:
         os.chmod(temporary, _mode_for(target))
         with os.fdopen(handle, "wb" if binary else "w", **_text_options(binary)) as file:
@@ -158,7 +171,7 @@ def atomic_writer(path: str | os.PathLike[str], *, binary: bool = False) -> Iter
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         if isinstance(error, OSError):  # a full disk says only "No space left on device"
-            raise UsageError(f"cannot write {target}: {error.strerror or error}") from error
+            raise _cannot_write(target, error) from error
         raise
     _sync_folder(target.parent)
 
@@ -208,6 +221,64 @@ def refuse_overwriting_inputs(
     for source in inputs:
         if source is not None and same_file(output, source):
             raise UsageError(f"{output} is also an input of this command: refusing to overwrite it")
+
+
+def _cannot_write(target: Path, error: OSError) -> UsageError:
+    if error.errno == errno.ENXIO and target.is_fifo():
+        return UsageError(f"cannot write {target}: a FIFO (named pipe) that no process reads")
+    return UsageError(f"cannot write {target}: {error.strerror or error}")
+
+
+@contextlib.contextmanager
+def _naming(target: Path) -> Iterator[None]:
+    """An ``OSError`` in the block becomes a :class:`UsageError` naming ``target``."""
+    try:
+        yield
+    except OSError as error:
+        raise _cannot_write(target, error) from error
+
+
+def _existing_kind(target: Path) -> str | None:
+    """What ``target`` (through links) is when it exists and is not a regular file."""
+    try:
+        return _kind(os.stat(target).st_mode)
+    except (OSError, ValueError):  # absent, or a name the system refuses: said when written
+        return None
+
+
+@contextlib.contextmanager
+def _written_into(target: Path, binary: bool) -> Iterator[IO[Any]]:
+    """A device or a FIFO, opened for writing: at once, or refused when no process reads a
+    FIFO (never a hang)."""
+    flags = os.O_WRONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    with _naming(target):
+        handle = os.open(target, flags)
+        os.set_blocking(handle, True)
+        with os.fdopen(handle, "wb" if binary else "w", **_text_options(binary)) as file:
+            yield file
+            file.flush()
+
+
+#: mkstemp's additions to a name: the dots, 8 random characters and the suffix.
+_TEMPORARY_ADDS = len("..") + 8 + len(".tmp")
+
+
+def _temporary_name(target: Path) -> dict[str, Any]:
+    """``mkstemp``'s arguments for a temporary file beside ``target``: named after it,
+    or after a hash of its name when that name is too long to take the additions."""
+    folder = target.parent if str(target.parent) else Path(".")
+    name = target.name
+    if len(os.fsencode(name)) + _TEMPORARY_ADDS > _longest_name(folder):
+        name = hashlib.sha256(os.fsencode(name)).hexdigest()[:16]
+    return {"prefix": f".{name}.", "suffix": ".tmp", "dir": folder}
+
+
+def _longest_name(folder: Path) -> int:
+    """The longest file name ``folder``'s file system takes, in bytes (NAME_MAX)."""
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (AttributeError, OSError, ValueError):
+        return 255
 
 
 def _text_options(binary: bool) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,115 @@ def test_a_scenario_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
     ran = simsync("simulate", str(path), "--json")
     assert ran.returncode == 0, ran.stderr
     assert '"scenario": "four-towers"' in ran.stdout
+
+
+# -- targets --------------------------------------------------------------------------------
+def test_a_full_device_as_a_target_is_named_and_stays_a_device(tmp_path: Path) -> None:
+    """`--trace /dev/full`: the error named the hidden temporary file; as root the device
+    itself could be replaced by a file."""
+    full = Path("/dev/full")
+    if not full.is_char_device():
+        pytest.skip("no /dev/full here")
+    ran = simsync("simulate", str(FOUR), "--trace", str(full), cwd=tmp_path)
+    one_clear_line(ran, f"cannot write {full}: No space left on device")
+    assert full.is_char_device()
+    ran = simsync("graph", str(FOUR), "--format", "dot", "-o", "/dev/null", cwd=tmp_path)
+    assert ran.returncode == 0 and Path("/dev/null").is_char_device(), ran.stderr
+
+
+@needs_fifo
+def test_a_fifo_as_a_target_is_written_into(tmp_path: Path) -> None:
+    """A named pipe is written into (a reader gets the trace) and stays a pipe; with no
+    reader, one line at once instead of a hang."""
+    fifo = tmp_path / "trace.json"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # open before the writer starts
+    command = [sys.executable, "-m", "simsync", "simulate", str(FOUR), "--trace", str(fifo)]
+    writer = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        received = read_until_done(reader, writer)
+    finally:
+        os.close(reader)
+    err = writer.communicate(timeout=120)[1]
+    assert writer.returncode == 0, err
+    assert b'"traceEvents"' in received and fifo.is_fifo()
+    ran = simsync("simulate", str(FOUR), "--trace", str(fifo))
+    one_clear_line(ran, f"cannot write {fifo}: a FIFO (named pipe) that no process reads")
+
+
+def read_until_done(reader: int, writer: subprocess.Popen[bytes]) -> bytes:
+    """What comes through the pipe ``reader`` until ``writer`` has ended (never blocks)."""
+    chunks, deadline = [], time.monotonic() + 120
+    while time.monotonic() < deadline:
+        ended = writer.poll() is not None
+        try:
+            chunk = os.read(reader, 1 << 16)
+        except BlockingIOError:
+            chunk = None
+        if chunk:
+            chunks.append(chunk)
+        elif ended:
+            break
+        else:
+            time.sleep(0.01)
+    return b"".join(chunks)
+
+
+def test_a_target_name_as_long_as_the_system_allows_is_written(tmp_path: Path) -> None:
+    """A legal 250-character name failed: the temporary file's name was longer than 255."""
+    name = "t" * 245 + ".json"
+    ran = simsync("simulate", str(FOUR), "--trace", name, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert os.listdir(tmp_path) == [name] and '"traceEvents"' in (tmp_path / name).read_text()
+    ran = simsync("simulate", str(FOUR), "--trace", "t" + name + "xxxxxx", cwd=tmp_path)
+    one_clear_line(ran, "cannot write t" + name, "File name too long")
+
+
+def test_a_write_that_cannot_start_names_the_target(tmp_path: Path) -> None:
+    """The temporary file cannot be made: the error names the file asked for."""
+    from simsync.errors import UsageError
+    from simsync.files import write_text
+
+    target = tmp_path / "gone" / "r.json"
+    with pytest.raises(UsageError) as raised:
+        write_text(target, "{}")
+    assert str(raised.value) == f"cannot write {target}: No such file or directory"
+
+
+def run_in_read_only(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``simsync args`` with ``folder`` read-only: its permissions for a user; for root, who
+    ignores them, a read-only bind mount in a mount namespace of its own (skipped where the
+    system allows none)."""
+    if os.geteuid() != 0:
+        folder.chmod(0o555)
+        try:
+            return simsync(*args)
+        finally:
+            folder.chmod(0o755)
+    mount = f'mount --bind "{folder}" "{folder}" && mount -o remount,bind,ro "{folder}"'
+    script = f'{mount} || exit 99; exec "$@"'
+    command = ["unshare", "-m", "sh", "-c", script, "sh", sys.executable, "-m", "simsync"]
+    try:
+        ran = subprocess.run([*command, *args], capture_output=True, text=True, timeout=120)
+    except FileNotFoundError:
+        pytest.skip("root ignores permissions, and there is no unshare for a read-only mount")
+    if ran.returncode == 99:
+        pytest.skip(f"root ignores permissions, and no read-only mount here: {ran.stderr}")
+    return ran
+
+
+@pytest.mark.parametrize("command", ["trace", "copy"])
+def test_a_read_only_folder_is_named_with_the_target(tmp_path: Path, command: str) -> None:
+    """`simulate --trace` checks the folder first; `lessons copy` found it out when making
+    its temporary file, and named that file."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    if command == "trace":
+        target = folder / "r.json"
+        ran = run_in_read_only(folder, "simulate", str(FOUR), "--trace", str(target))
+        one_clear_line(ran, f"cannot write {target}: the folder {folder} is not writable")
+    else:
+        ran = run_in_read_only(folder, "lessons", "copy", "1", str(folder))
+        line = one_clear_line(ran, f"cannot write {folder}/")
+        assert ".tmp" not in line and ("Read-only" in line or "Permission denied" in line)
+    assert os.listdir(folder) == []
