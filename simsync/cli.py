@@ -489,11 +489,9 @@ def _compare(args: argparse.Namespace) -> int:
     _check_writable(args.png, args.files)
     _check_cost(scenarios)
     if len({(dataclasses.replace(s.model, learning_rate=0.0), s.run.seed) for s in scenarios}) > 1:
-        print(
-            "simsync: warning: the scenarios train different models or data ([model] "
-            "other than learning_rate, or [run] seed, differ); their losses are not "
-            "comparable",
-            file=sys.stderr,
+        _warn(
+            "the scenarios train different models or data ([model] other than "
+            "learning_rate, or [run] seed, differ); their losses are not comparable"
         )
     with Console(stderr=True).status("Simulating the runs..."):
         result = race(scenarios)
@@ -683,7 +681,12 @@ def _warn_inapplicable(args: argparse.Namespace, scenario: Any) -> None:
         else "only SyncReplicasOptimizer scenarios run on a cluster"
     )
     for flag in unused:
-        print(f"simsync: warning: {flag} has no effect here: {why}", file=sys.stderr)
+        _warn(f"{flag} has no effect here: {why}")
+
+
+def _warn(message: str) -> None:
+    """One line on stderr, whatever the paths in ``message`` hold."""
+    print(f"simsync: warning: {printable(message, one_line=True)}", file=sys.stderr)
 
 
 def _load(path: Path) -> Any:
@@ -692,7 +695,7 @@ def _load(path: Path) -> Any:
 
     scenario = load_scenario(path)
     for note in scenario.notes:
-        print(f"simsync: warning: {note}", file=sys.stderr)
+        _warn(note)
     return scenario
 
 
@@ -751,7 +754,7 @@ def _check_cost(scenarios: list[Any]) -> None:
             "(--steps) or fewer devices"
         )
     if cost.seconds > LONG_RUN_SECONDS:
-        print(f"simsync: warning: {what}; --steps runs fewer, Ctrl-C stops", file=sys.stderr)
+        _warn(f"{what}; --steps runs fewer, Ctrl-C stops")
 
 
 def _building(towers: int) -> Any:
@@ -803,7 +806,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         status: int = args.run(args)
     except (SimsyncError, OSError) as error:
-        print(f"simsync: error: {printable(str(error))}", file=sys.stderr)
+        print(f"simsync: error: {printable(str(error), one_line=True)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("simsync: interrupted", file=sys.stderr)

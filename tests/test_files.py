@@ -195,3 +195,15 @@ def test_a_read_only_folder_is_named_with_the_target(tmp_path: Path, command: st
         line = one_clear_line(ran, f"cannot write {folder}/")
         assert ".tmp" not in line and ("Read-only" in line or "Permission denied" in line)
     assert os.listdir(folder) == []
+
+
+# -- paths that hold control characters -----------------------------------------------------
+@pytest.mark.parametrize(
+    "args",
+    [["simulate", "new\nline.toml"], ["simulate", str(FOUR), "--trace", "no\tfolder\u2028/x.json"]],
+    ids=["scenario", "trace"],
+)
+def test_a_path_with_a_line_break_stays_on_one_error_line(args: list[str]) -> None:
+    """A newline in a path split the one error line in two; it is shown escaped."""
+    line = one_clear_line(simsync(*args))
+    assert "new\\nline.toml" in line or "no\\tfolder\\u2028/x.json" in line, line

@@ -157,11 +157,11 @@ def _warn_unknown_questions(path: Path, answers: dict[str, Any], lesson: Lesson)
     """Answers to questions the lesson does not ask are not graded: say so."""
     ids = [str(q.get("id")) for q in lesson.questions]
     for unknown in (key for key in answers if key not in ids):
-        print(
-            f"simsync: warning: {path}: lesson {lesson.number} has no question "
-            f"{printable(unknown)!r}; its questions: {', '.join(ids) or 'none'}",
-            file=sys.stderr,
+        line = (
+            f"{path}: lesson {lesson.number} has no question {unknown!r}; its questions: "
+            f"{', '.join(ids) or 'none'}"
         )
+        print(f"simsync: warning: {printable(line, one_line=True)}", file=sys.stderr)
 
 
 def lessons(
