@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -17,6 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from simsync.errors import SimsyncError, UsageError, printable
+from simsync.outputs import (
+    STDOUT,
+    check_writable,
+    output_path,
+    refuse_stdout,
+    write_or_print,
+)
 
 __all__ = ["main"]
 
@@ -146,7 +152,7 @@ def _add_course(commands: Any) -> None:
     )
     pack = actions.add_parser("pack", help="build a Gradescope autograder zip for assignment N")
     pack.add_argument("number", type=_at_least(1), metavar="N")
-    pack.add_argument("-o", "--output", type=Path, required=True, help="the zip to write")
+    pack.add_argument("-o", "--output", type=output_path, required=True, help="the zip to write")
     p.set_defaults(run=_assignments)
 
     g = commands.add_parser(
@@ -178,6 +184,7 @@ def _assignments(args: argparse.Namespace) -> int:
         return commands.assignments_check(tensorflow=not args.no_tensorflow)
     from simsync.grading.pack import pack
 
+    refuse_stdout(args.output, "-o", "a zip")
     return pack(args.number, args.output)
 
 
@@ -213,9 +220,10 @@ def _add_simulate(commands: Any) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument(
         "--trace",
-        type=Path,
+        type=output_path,
         metavar="OUT.json",
-        help="write a Chrome trace (open it in https://ui.perfetto.dev)",
+        help="write a Chrome trace (open it in https://ui.perfetto.dev); - prints it on "
+        "standard output instead of the summary",
     )
     p.add_argument(
         "--timeline-steps",
@@ -258,7 +266,9 @@ def _add_compare(commands: Any) -> None:
         "updates in all, from a shared pool)",
     )
     p.add_argument("--seed", type=_non_negative_int, help="override [run] seed of every one")
-    p.add_argument("--png", type=Path, metavar="OUT.png", help="also write the plot as a PNG")
+    p.add_argument(
+        "--png", type=output_path, metavar="OUT.png", help="also write the plot as a PNG file"
+    )
     p.add_argument(
         "--json",
         action="store_true",
@@ -339,9 +349,10 @@ def _add_crosscheck(commands: Any) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
         "--trace",
-        type=Path,
+        type=output_path,
         metavar="OUT.json",
-        help="write the simulated and the real timeline side by side (Perfetto)",
+        help="write the simulated and the real timeline side by side (Perfetto); - prints "
+        "it on standard output instead of the report",
     )
     p.set_defaults(run=_crosscheck)
 
@@ -369,9 +380,10 @@ def _add_calibrate(commands: Any) -> None:
     p.add_argument(
         "-o",
         "--output",
-        type=Path,
+        type=output_path,
         metavar="PROFILE.json",
-        help="write the profile there too (required with FILE)",
+        help="write the profile there too (required with FILE); - prints it on standard "
+        "output instead of the table",
     )
     p.add_argument(
         "--steps",
@@ -399,9 +411,10 @@ def _add_graph(commands: Any) -> None:
     p.add_argument(
         "-o",
         "--output",
-        type=Path,
+        type=output_path,
         metavar="OUT",
-        help="write to OUT (required for png; dot prints to stdout without it)",
+        help="write to OUT (required for png; text and dot print on standard output without "
+        "it, or with -)",
     )
     p.add_argument(
         "--towers",
@@ -442,7 +455,8 @@ def _simulate(args: argparse.Namespace) -> int:
     from simsync.patterns import build
 
     scenario = _load(args.file).with_run(steps=args.steps, seed=args.seed)
-    _check_writable(args.trace, [args.file, args.costs])
+    check_writable(args.trace, [args.file, args.costs])
+    _one_on_stdout(args.trace, args.json)
     if args.costs:
         from simsync.scenario.profile import apply_profile, load_profile
 
@@ -457,9 +471,9 @@ def _simulate(args: argparse.Namespace) -> int:
         sim = simulate(scenario, numerics=not args.no_numerics, on_step=on_step, graph=graph)
     result = summary(sim)
     if args.trace:
-        from simsync.viz import write_chrome_trace
-
-        write_chrome_trace(args.trace, [("simulated", sim.trace)])
+        _write_trace(args.trace, [("simulated", sim.trace)])
+        if args.trace is STDOUT:
+            return 0
     if args.json:
         print(json.dumps(result, indent=2, allow_nan=False))
         return 0
@@ -486,7 +500,8 @@ def _compare(args: argparse.Namespace) -> int:
     if not 2 <= len(args.files) <= 6:
         raise UsageError(f"compare takes 2 to 6 scenario files, got {len(args.files)}")
     scenarios = [_load(f).with_run(steps=args.steps, seed=args.seed) for f in args.files]
-    _check_writable(args.png, args.files)
+    refuse_stdout(args.png, "--png", "a PNG")
+    check_writable(args.png, args.files)
     _check_cost(scenarios)
     if len({(dataclasses.replace(s.model, learning_rate=0.0), s.run.seed) for s in scenarios}) > 1:
         _warn(
@@ -522,7 +537,8 @@ def _crosscheck(args: argparse.Namespace) -> int:
     profile: Any = load_profile(args.costs) if args.costs else MACHINE
     if args.scenario_costs:
         profile = None
-    _check_writable(args.trace, [args.file, args.costs])
+    check_writable(args.trace, [args.file, args.costs])
+    _one_on_stdout(args.trace, args.json)
     if scenario.towers > MAX_CROSSCHECK_TOWERS:
         raise UsageError(
             f"{args.file}: crosscheck runs at most {MAX_CROSSCHECK_TOWERS} towers on "
@@ -545,14 +561,11 @@ def _crosscheck(args: argparse.Namespace) -> int:
         )
     report = result.report
     if args.trace:
-        from simsync.viz import write_chrome_trace
-
-        write_chrome_trace(
-            args.trace, [("simulated", result.simulation.trace), ("tensorflow", result.real.trace)]
-        )
+        traces = [("simulated", result.simulation.trace), ("tensorflow", result.real.trace)]
+        _write_trace(args.trace, traces)
     if args.json:
         print(json.dumps(report, indent=2, allow_nan=False))
-    else:
+    elif args.trace is not STDOUT:
         from simsync.viz import CrossCheckView
 
         Console().print(CrossCheckView(report))
@@ -576,7 +589,7 @@ def _calibrate(args: argparse.Namespace) -> int:
             "on the same 20 steps of its reference scenario"
         )
     scenario = _load(args.file) if args.file is not None else None
-    _check_writable(args.output, [args.file])
+    check_writable(args.output, [args.file])
     status = "Calibrating on a one-tower run of TensorFlow..."
     if scenario is None:
         status = "Measuring this machine on TensorFlow (a few seconds)..."
@@ -588,6 +601,9 @@ def _calibrate(args: argparse.Namespace) -> int:
             profile = machine_profile(refresh=True)
         else:
             profile = calibrate(scenario, steps=args.steps or STEPS)
+    if args.output is STDOUT:
+        print(json.dumps(profile.to_json(), indent=2))
+        return 0
     if args.output is not None:
         from simsync.scenario.profile import save_profile
 
@@ -626,10 +642,11 @@ def _graph(args: argparse.Namespace) -> int:
     from simsync.patterns import build
 
     graph = build(_load(args.file))
-    _check_writable(args.output, [args.file])
+    check_writable(args.output, [args.file])
     if args.format == "png":
         if args.output is None:
             raise UsageError("--format png needs -o OUT.png")
+        refuse_stdout(args.output, "-o", "a PNG")
         if args.output.suffix.lower() != ".png":
             raise UsageError(
                 f"--format png writes PNG files: name the output *.png, not {args.output.name}"
@@ -642,14 +659,14 @@ def _graph(args: argparse.Namespace) -> int:
         from simsync.viz import to_dot
 
         text = to_dot(graph)
-        _write_or_print(text, args.output)
+        write_or_print(text, args.output)
     else:
         from rich.console import Console
 
         from simsync.viz import GraphView
 
         view = GraphView(graph, max_towers=args.towers)
-        if args.output is None:
+        if args.output is None or args.output is STDOUT:
             Console().print(view)
             return 0
         from simsync.files import atomic_writer
@@ -684,6 +701,22 @@ def _warn_inapplicable(args: argparse.Namespace, scenario: Any) -> None:
         _warn(f"{flag} has no effect here: {why}")
 
 
+def _one_on_stdout(trace: Any, json_wanted: bool) -> None:
+    """``--trace -`` and ``--json`` cannot share standard output."""
+    if trace is STDOUT and json_wanted:
+        raise UsageError("--trace - and --json both print on standard output: choose one")
+
+
+def _write_trace(output: Any, traces: list[tuple[str, Any]]) -> None:
+    """A Chrome trace of ``traces``, to its file or (``-``) on standard output."""
+    from simsync.viz import chrome_trace, write_chrome_trace
+
+    if output is STDOUT:
+        print(json.dumps(chrome_trace(traces), allow_nan=False))
+    else:
+        write_chrome_trace(output, traces)
+
+
 def _warn(message: str) -> None:
     """One line on stderr, whatever the paths in ``message`` hold."""
     print(f"simsync: warning: {printable(message, one_line=True)}", file=sys.stderr)
@@ -697,45 +730,6 @@ def _load(path: Path) -> Any:
     for note in scenario.notes:
         _warn(note)
     return scenario
-
-
-def _check_writable(path: Path | None, inputs: Sequence[Path | None]) -> None:
-    """Fail before the work, not after it, when an output file cannot be written or is one
-    of the command's inputs."""
-    if path is None:
-        return
-    from simsync.files import refuse_overwriting_inputs
-
-    refuse_overwriting_inputs(path, list(inputs))
-    folder = path.parent if str(path.parent) else Path(".")
-    try:
-        why = _why_not_writable(path, folder)
-    except OSError as error:  # a name longer than the system allows, a loop of links
-        why = error.strerror or str(error)
-    if why is not None:
-        raise UsageError(f"cannot write {path}: {why}")
-
-
-def _why_not_writable(path: Path, folder: Path) -> str | None:
-    if not folder.is_dir():
-        return f"no folder {folder}"
-    if path.is_dir():
-        return "it is a folder"
-    if path.exists() and not os.access(path, os.W_OK):  # renaming over it would still work
-        return "it is read-only"
-    if (path.is_file() or not path.exists()) and not os.access(folder, os.W_OK):
-        return f"the folder {folder} is not writable"  # a device is written into, not replaced
-    return None
-
-
-def _write_or_print(text: str, output: Path | None) -> None:
-    if output is None:
-        sys.stdout.write(text)
-        return
-    from simsync.files import write_text
-
-    write_text(output, text)
-    print(f"wrote {output}")
 
 
 #: Runs expected to take longer than this get a warning first.

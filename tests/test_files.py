@@ -207,3 +207,59 @@ def test_a_path_with_a_line_break_stays_on_one_error_line(args: list[str]) -> No
     """A newline in a path split the one error line in two; it is shown escaped."""
     line = one_clear_line(simsync(*args))
     assert "new\\nline.toml" in line or "no\\tfolder\\u2028/x.json" in line, line
+
+
+# -- `-` for standard output ----------------------------------------------------------------
+@pytest.mark.parametrize(
+    "args, printed",
+    [
+        (["simulate", str(FOUR), "--trace", "-"], '{"traceEvents": '),
+        (["graph", str(FOUR), "-o", "-"], "Graph 'four-towers'"),
+        (["graph", str(FOUR), "--format", "dot", "-o", "-"], 'digraph "four-towers"'),
+    ],
+    ids=["trace", "graph-text", "graph-dot"],
+)
+def test_dash_prints_a_text_output_on_standard_output(
+    tmp_path: Path, args: list[str], printed: str
+) -> None:
+    """`--trace -` wrote a file named `-`."""
+    ran = simsync(*args, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.startswith(printed) or printed in ran.stdout.splitlines()[0], ran.stdout
+    assert os.listdir(tmp_path) == []
+    if "--trace" in args:
+        import json
+
+        assert "traceEvents" in json.loads(ran.stdout)  # the trace alone: no summary
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["graph", str(FOUR), "--format", "png", "-o", "-"], "-o -: a PNG is binary"),
+        (["compare", str(FOUR), str(FOUR), "--png", "-"], "--png -: a PNG is binary"),
+        (["assignments", "pack", "1", "-o", "-"], "-o -: a zip is binary"),
+        (["simulate", str(FOUR), "--trace", "-", "--json"], "both print on standard output"),
+    ],
+    ids=["graph-png", "compare-png", "pack", "trace-and-json"],
+)
+def test_dash_is_refused_where_it_cannot_be_standard_output(
+    tmp_path: Path, args: list[str], said: str
+) -> None:
+    one_clear_line(simsync(*args, cwd=tmp_path), said)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_file_named_dash_is_still_written_as_dot_slash_dash(tmp_path: Path) -> None:
+    ran = simsync("graph", str(FOUR), "--format", "dot", "-o", "./-", cwd=tmp_path)
+    assert ran.returncode == 0 and ran.stdout == "wrote -\n", ran.stderr
+    assert (tmp_path / "-").read_text().startswith('digraph "four-towers"')
+
+
+@pytest.mark.tf
+def test_calibrate_prints_its_profile_with_dash(tmp_path: Path) -> None:
+    import json
+
+    ran = simsync("calibrate", str(FOUR), "-o", "-", "--steps", "3", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert "costs" in json.loads(ran.stdout) and os.listdir(tmp_path) == []
