@@ -7,8 +7,10 @@ Heavy modules (numpy, networkx, SimPy, rich, matplotlib) are imported inside the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -23,6 +25,7 @@ from simsync.outputs import (
     refuse_stdout,
     write_or_print,
 )
+from simsync.terminal import ascii_fallback
 
 __all__ = ["main"]
 
@@ -477,11 +480,9 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, indent=2, allow_nan=False))
         return 0
-    from rich.console import Console
-
     from simsync.viz import SummaryView, Timeline
 
-    console = Console()
+    console = _console()
     console.print(SummaryView(result))
     if args.timeline_steps:
         console.print(Timeline(sim.trace, steps=args.timeline_steps, sync_points=sim.sync_points))
@@ -493,8 +494,6 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from simsync.engine import race
 
     if not 2 <= len(args.files) <= 6:
@@ -508,7 +507,7 @@ def _compare(args: argparse.Namespace) -> int:
             "the scenarios train different models or data ([model] other than "
             "learning_rate, or [run] seed, differ); their losses are not comparable"
         )
-    with Console(stderr=True).status("Simulating the runs..."):
+    with _console(stderr=True).status("Simulating the runs..."):
         result = race(scenarios)
     if args.png:
         from simsync.viz import write_loss_png
@@ -519,14 +518,13 @@ def _compare(args: argparse.Namespace) -> int:
         return 0
     from simsync.viz import LossCurves
 
-    Console().print(LossCurves(result))
+    _console().print(LossCurves(result))
     if args.png:
         print(f"wrote {args.png}")
     return 0
 
 
 def _crosscheck(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.markup import escape
 
     from simsync.crosscheck.compare import MACHINE
@@ -547,7 +545,7 @@ def _crosscheck(args: argparse.Namespace) -> int:
         )
     _check_cost([scenario])  # the simulated half alone; TensorFlow's takes longer
     _warn_inapplicable(args, scenario)
-    console = Console(stderr=True)
+    console = _console(stderr=True)
     with console.status("Starting TensorFlow and running the graph on it...") as status:
         from simsync.crosscheck import crosscheck
 
@@ -568,7 +566,7 @@ def _crosscheck(args: argparse.Namespace) -> int:
     elif args.trace is not STDOUT:
         from simsync.viz import CrossCheckView
 
-        Console().print(CrossCheckView(report))
+        _console().print(CrossCheckView(report))
         if args.trace:
             print(f"Chrome trace written to {args.trace} (open it in ui.perfetto.dev)")
     agree = report["structure"]["ok"] and report["values"]["ok"]
@@ -576,8 +574,6 @@ def _crosscheck(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     if args.file is not None and args.output is None:
         raise UsageError(
             "calibrate FILE needs -o PROFILE.json (without FILE it measures this machine's "
@@ -593,7 +589,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     status = "Calibrating on a one-tower run of TensorFlow..."
     if scenario is None:
         status = "Measuring this machine on TensorFlow (a few seconds)..."
-    with Console(stderr=True).status(status):
+    with _console(stderr=True).status(status):
         from simsync.tf_backend.calibrate import STEPS, calibrate
         from simsync.tf_backend.machine import machine_profile
 
@@ -610,7 +606,7 @@ def _calibrate(args: argparse.Namespace) -> int:
         save_profile(profile, args.output)
     from simsync.viz import ProfileView
 
-    Console().print(ProfileView(profile.to_json()))
+    _console().print(ProfileView(profile.to_json()))
     if scenario is None:
         print(f"this machine's profile: {profile.source}")
     if args.output is not None:
@@ -661,18 +657,16 @@ def _graph(args: argparse.Namespace) -> int:
         text = to_dot(graph)
         write_or_print(text, args.output)
     else:
-        from rich.console import Console
-
         from simsync.viz import GraphView
 
         view = GraphView(graph, max_towers=args.towers)
         if args.output is None or args.output is STDOUT:
-            Console().print(view)
+            _console().print(view)
             return 0
         from simsync.files import atomic_writer
 
         with atomic_writer(args.output) as out:
-            Console(file=out, width=120).print(view)
+            _console(file=out, width=120).print(view)
         print(f"wrote {args.output}")
     return 0
 
@@ -699,6 +693,13 @@ def _warn_inapplicable(args: argparse.Namespace, scenario: Any) -> None:
     )
     for flag in unused:
         _warn(f"{flag} has no effect here: {why}")
+
+
+def _console(**options: Any) -> Any:
+    """A rich console from the one place they are made (rich imported only now)."""
+    from simsync.terminal import make_console
+
+    return make_console(**options)
 
 
 def _one_on_stdout(trace: Any, json_wanted: bool) -> None:
@@ -754,13 +755,9 @@ def _check_cost(scenarios: list[Any]) -> None:
 def _building(towers: int) -> Any:
     """A spinner on stderr while a large graph is built (nothing for small ones, or when
     stderr is not a terminal)."""
-    import contextlib
-
     if towers < 1024 or not sys.stderr.isatty():
         return contextlib.nullcontext()
-    from rich.console import Console
-
-    return Console(stderr=True).status(f"Building the graph of {towers:,} towers...")
+    return _console(stderr=True).status(f"Building the graph of {towers:,} towers...")
 
 
 class _progress:
@@ -775,10 +772,9 @@ class _progress:
         long_run = self.total >= 200 or self.total * self.towers >= 5_000
         if not long_run or not sys.stderr.isatty():
             return None
-        from rich.console import Console
         from rich.progress import Progress
 
-        self.bar = Progress(console=Console(stderr=True), transient=True)
+        self.bar = Progress(console=_console(stderr=True), transient=True)
         self.bar.start()
         task = self.bar.add_task("simulating", total=self.total)
         return lambda _record: self.bar.advance(task)
@@ -791,6 +787,7 @@ class _progress:
 # -- entry point ------------------------------------------------------------------------
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status (2 for a user error)."""
+    ascii_fallback(sys.stdout)  # an ASCII or latin-1 terminal: stand-ins, not a traceback
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -799,6 +796,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = _exit_on_terminate()
     try:
         status: int = args.run(args)
+    except BrokenPipeError:  # `simsync ... | head`: the reader has gone; stop quietly
+        _drop_stdout()
+        return 128 + getattr(signal, "SIGPIPE", 13)
     except (SimsyncError, OSError) as error:
         print(f"simsync: error: {printable(str(error), one_line=True)}", file=sys.stderr)
         return 2
@@ -812,6 +812,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     return status
+
+
+def _drop_stdout() -> None:
+    """Point standard output at the null device, so that Python's last flush into a pipe
+    whose reader has gone does not complain."""
+    with contextlib.suppress(AttributeError, OSError, ValueError):  # not a system file
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 class _Terminated(BaseException):
