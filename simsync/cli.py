@@ -324,14 +324,15 @@ def _add_crosscheck(commands: Any) -> None:
         "--steps",
         type=_steps,
         default=20,
-        help="traced steps (default 20), then as many untraced ones whose wall "
-        "times are the measured step times",
+        help="traced steps (default 20, at most 1000: each is a real TensorFlow step, and a "
+        "traced one keeps every op's record), then as many untraced ones whose wall times "
+        "are the measured step times",
     )
     p.add_argument(
         "--warmup",
         type=_non_negative_int,
         default=2,
-        help="untraced steps first (default 2); both engines run them",
+        help="untraced steps first (default 2, at most 1000); both engines run them",
     )
     p.add_argument(
         "--open-ports",
@@ -391,7 +392,8 @@ def _add_calibrate(commands: Any) -> None:
     p.add_argument(
         "--steps",
         type=_steps,
-        help="traced steps, with FILE (default 20; this machine's own profile always takes 20)",
+        help="traced steps, with FILE (default 20, at most 1000; this machine's own profile "
+        "always takes 20)",
     )
     p.set_defaults(run=_calibrate)
 
@@ -531,6 +533,7 @@ def _crosscheck(args: argparse.Namespace) -> int:
     from simsync.scenario.budget import MAX_CROSSCHECK_TOWERS
     from simsync.scenario.profile import load_profile
 
+    _check_tensorflow_steps(args.steps, args.warmup)
     scenario = _load(args.file).with_run(steps=args.steps, seed=args.seed)
     profile: Any = load_profile(args.costs) if args.costs else MACHINE
     if args.scenario_costs:
@@ -584,6 +587,7 @@ def _calibrate(args: argparse.Namespace) -> int:
             "--steps applies to calibrate FILE; this machine's own profile is always measured "
             "on the same 20 steps of its reference scenario"
         )
+    _check_tensorflow_steps(args.steps, 0)
     scenario = _load(args.file) if args.file is not None else None
     check_writable(args.output, [args.file])
     status = "Calibrating on a one-tower run of TensorFlow..."
@@ -693,6 +697,24 @@ def _warn_inapplicable(args: argparse.Namespace, scenario: Any) -> None:
     )
     for flag in unused:
         _warn(f"{flag} has no effect here: {why}")
+
+
+def _check_tensorflow_steps(steps: int | None, warmup: int) -> None:
+    """Refuse more steps than a run on TensorFlow takes in a sensible time and memory."""
+    from simsync.scenario.budget import MAX_TENSORFLOW_STEPS, MAX_TENSORFLOW_WARMUP
+
+    if steps is not None and steps > MAX_TENSORFLOW_STEPS:
+        raise UsageError(
+            f"--steps {steps:,}: at most {MAX_TENSORFLOW_STEPS:,} on TensorFlow, where each "
+            "step takes milliseconds to seconds and a traced one keeps every op's record in "
+            "memory (the comparison settles within a few dozen steps); `simsync simulate "
+            "--steps` runs up to 1,000,000 in the simulator"
+        )
+    if warmup > MAX_TENSORFLOW_WARMUP:
+        raise UsageError(
+            f"--warmup {warmup:,}: at most {MAX_TENSORFLOW_WARMUP:,} (TensorFlow is warm after "
+            "a few steps, and each one is a real step of milliseconds to seconds)"
+        )
 
 
 def _console(**options: Any) -> Any:
