@@ -7,6 +7,7 @@ Heavy modules (numpy, networkx, SimPy, rich, matplotlib) are imported inside the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -17,6 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from simsync.errors import SimsyncError, UsageError, printable
+from simsync.outputs import (
+    STDOUT,
+    check_writable,
+    output_path,
+    refuse_stdout,
+    write_or_print,
+)
+from simsync.terminal import ascii_fallback
 
 __all__ = ["main"]
 
@@ -147,7 +156,7 @@ def _add_course(commands: Any) -> None:
     _add_unsafe(check)
     pack = actions.add_parser("pack", help="build a Gradescope autograder zip for assignment N")
     pack.add_argument("number", type=_at_least(1), metavar="N")
-    pack.add_argument("-o", "--output", type=Path, required=True, help="the zip to write")
+    pack.add_argument("-o", "--output", type=output_path, required=True, help="the zip to write")
     p.set_defaults(run=_assignments)
 
     g = commands.add_parser(
@@ -198,6 +207,7 @@ def _assignments(args: argparse.Namespace) -> int:
         )
     from simsync.grading.pack import pack
 
+    refuse_stdout(args.output, "-o", "a zip")
     return pack(args.number, args.output)
 
 
@@ -234,9 +244,10 @@ def _add_simulate(commands: Any) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.add_argument(
         "--trace",
-        type=Path,
+        type=output_path,
         metavar="OUT.json",
-        help="write a Chrome trace (open it in https://ui.perfetto.dev)",
+        help="write a Chrome trace (open it in https://ui.perfetto.dev); - prints it on "
+        "standard output instead of the summary",
     )
     p.add_argument(
         "--timeline-steps",
@@ -279,7 +290,9 @@ def _add_compare(commands: Any) -> None:
         "updates in all, from a shared pool)",
     )
     p.add_argument("--seed", type=_non_negative_int, help="override [run] seed of every one")
-    p.add_argument("--png", type=Path, metavar="OUT.png", help="also write the plot as a PNG")
+    p.add_argument(
+        "--png", type=output_path, metavar="OUT.png", help="also write the plot as a PNG file"
+    )
     p.add_argument(
         "--json",
         action="store_true",
@@ -332,14 +345,15 @@ def _add_crosscheck(commands: Any) -> None:
         "--steps",
         type=_steps,
         default=20,
-        help="traced steps (default 20), then as many untraced ones whose wall "
-        "times are the measured step times",
+        help="traced steps (default 20, at most 1000: each is a real TensorFlow step, and a "
+        "traced one keeps every op's record), then as many untraced ones whose wall times "
+        "are the measured step times",
     )
     p.add_argument(
         "--warmup",
         type=_non_negative_int,
         default=2,
-        help="untraced steps first (default 2); both engines run them",
+        help="untraced steps first (default 2, at most 1000); both engines run them",
     )
     p.add_argument(
         "--open-ports",
@@ -360,9 +374,10 @@ def _add_crosscheck(commands: Any) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
         "--trace",
-        type=Path,
+        type=output_path,
         metavar="OUT.json",
-        help="write the simulated and the real timeline side by side (Perfetto)",
+        help="write the simulated and the real timeline side by side (Perfetto); - prints "
+        "it on standard output instead of the report",
     )
     p.set_defaults(run=_crosscheck)
 
@@ -390,14 +405,16 @@ def _add_calibrate(commands: Any) -> None:
     p.add_argument(
         "-o",
         "--output",
-        type=Path,
+        type=output_path,
         metavar="PROFILE.json",
-        help="write the profile there too (required with FILE)",
+        help="write the profile there too (required with FILE); - prints it on standard "
+        "output instead of the table",
     )
     p.add_argument(
         "--steps",
         type=_steps,
-        help="traced steps, with FILE (default 20; this machine's own profile always takes 20)",
+        help="traced steps, with FILE (default 20, at most 1000; this machine's own profile "
+        "always takes 20)",
     )
     p.set_defaults(run=_calibrate)
 
@@ -420,9 +437,10 @@ def _add_graph(commands: Any) -> None:
     p.add_argument(
         "-o",
         "--output",
-        type=Path,
+        type=output_path,
         metavar="OUT",
-        help="write to OUT (required for png; dot prints to stdout without it)",
+        help="write to OUT (required for png; text and dot print on standard output without "
+        "it, or with -)",
     )
     p.add_argument(
         "--towers",
@@ -463,7 +481,8 @@ def _simulate(args: argparse.Namespace) -> int:
     from simsync.patterns import build
 
     scenario = _load(args.file).with_run(steps=args.steps, seed=args.seed)
-    _check_writable(args.trace, [args.file, args.costs])
+    check_writable(args.trace, [args.file, args.costs])
+    _one_on_stdout(args.trace, args.json)
     if args.costs:
         from simsync.scenario.profile import apply_profile, load_profile
 
@@ -478,17 +497,15 @@ def _simulate(args: argparse.Namespace) -> int:
         sim = simulate(scenario, numerics=not args.no_numerics, on_step=on_step, graph=graph)
     result = summary(sim)
     if args.trace:
-        from simsync.viz import write_chrome_trace
-
-        write_chrome_trace(args.trace, [("simulated", sim.trace)])
+        _write_trace(args.trace, [("simulated", sim.trace)])
+        if args.trace is STDOUT:
+            return 0
     if args.json:
         print(json.dumps(result, indent=2, allow_nan=False))
         return 0
-    from rich.console import Console
-
     from simsync.viz import SummaryView, Timeline
 
-    console = Console()
+    console = _console()
     console.print(SummaryView(result))
     if args.timeline_steps:
         console.print(Timeline(sim.trace, steps=args.timeline_steps, sync_points=sim.sync_points))
@@ -500,23 +517,20 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from simsync.engine import race
 
     if not 2 <= len(args.files) <= 6:
         raise UsageError(f"compare takes 2 to 6 scenario files, got {len(args.files)}")
     scenarios = [_load(f).with_run(steps=args.steps, seed=args.seed) for f in args.files]
-    _check_writable(args.png, args.files)
+    refuse_stdout(args.png, "--png", "a PNG")
+    check_writable(args.png, args.files)
     _check_cost(scenarios)
     if len({(dataclasses.replace(s.model, learning_rate=0.0), s.run.seed) for s in scenarios}) > 1:
-        print(
-            "simsync: warning: the scenarios train different models or data ([model] "
-            "other than learning_rate, or [run] seed, differ); their losses are not "
-            "comparable",
-            file=sys.stderr,
+        _warn(
+            "the scenarios train different models or data ([model] other than "
+            "learning_rate, or [run] seed, differ); their losses are not comparable"
         )
-    with Console(stderr=True).status("Simulating the runs..."):
+    with _console(stderr=True).status("Simulating the runs..."):
         result = race(scenarios)
     if args.png:
         from simsync.viz import write_loss_png
@@ -527,25 +541,26 @@ def _compare(args: argparse.Namespace) -> int:
         return 0
     from simsync.viz import LossCurves
 
-    Console().print(LossCurves(result))
+    _console().print(LossCurves(result))
     if args.png:
         print(f"wrote {args.png}")
     return 0
 
 
 def _crosscheck(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.markup import escape
 
     from simsync.crosscheck.compare import MACHINE
     from simsync.scenario.budget import MAX_CROSSCHECK_TOWERS
     from simsync.scenario.profile import load_profile
 
+    _check_tensorflow_steps(args.steps, args.warmup)
     scenario = _load(args.file).with_run(steps=args.steps, seed=args.seed)
     profile: Any = load_profile(args.costs) if args.costs else MACHINE
     if args.scenario_costs:
         profile = None
-    _check_writable(args.trace, [args.file, args.costs])
+    check_writable(args.trace, [args.file, args.costs])
+    _one_on_stdout(args.trace, args.json)
     if scenario.towers > MAX_CROSSCHECK_TOWERS:
         raise UsageError(
             f"{args.file}: crosscheck runs at most {MAX_CROSSCHECK_TOWERS} towers on "
@@ -554,7 +569,7 @@ def _crosscheck(args: argparse.Namespace) -> int:
         )
     _check_cost([scenario])  # the simulated half alone; TensorFlow's takes longer
     _warn_inapplicable(args, scenario)
-    console = Console(stderr=True)
+    console = _console(stderr=True)
     with console.status("Starting TensorFlow and running the graph on it...") as status:
         from simsync.crosscheck import crosscheck
 
@@ -568,17 +583,14 @@ def _crosscheck(args: argparse.Namespace) -> int:
         )
     report = result.report
     if args.trace:
-        from simsync.viz import write_chrome_trace
-
-        write_chrome_trace(
-            args.trace, [("simulated", result.simulation.trace), ("tensorflow", result.real.trace)]
-        )
+        traces = [("simulated", result.simulation.trace), ("tensorflow", result.real.trace)]
+        _write_trace(args.trace, traces)
     if args.json:
         print(json.dumps(report, indent=2, allow_nan=False))
-    else:
+    elif args.trace is not STDOUT:
         from simsync.viz import CrossCheckView
 
-        Console().print(CrossCheckView(report))
+        _console().print(CrossCheckView(report))
         if args.trace:
             print(f"Chrome trace written to {args.trace} (open it in ui.perfetto.dev)")
     agree = report["structure"]["ok"] and report["values"]["ok"]
@@ -586,8 +598,6 @@ def _crosscheck(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     if args.file is not None and args.output is None:
         raise UsageError(
             "calibrate FILE needs -o PROFILE.json (without FILE it measures this machine's "
@@ -598,12 +608,13 @@ def _calibrate(args: argparse.Namespace) -> int:
             "--steps applies to calibrate FILE; this machine's own profile is always measured "
             "on the same 20 steps of its reference scenario"
         )
+    _check_tensorflow_steps(args.steps, 0)
     scenario = _load(args.file) if args.file is not None else None
-    _check_writable(args.output, [args.file])
+    check_writable(args.output, [args.file])
     status = "Calibrating on a one-tower run of TensorFlow..."
     if scenario is None:
         status = "Measuring this machine on TensorFlow (a few seconds)..."
-    with Console(stderr=True).status(status):
+    with _console(stderr=True).status(status):
         from simsync.tf_backend.calibrate import STEPS, calibrate
         from simsync.tf_backend.machine import machine_profile
 
@@ -611,13 +622,16 @@ def _calibrate(args: argparse.Namespace) -> int:
             profile = machine_profile(refresh=True)
         else:
             profile = calibrate(scenario, steps=args.steps or STEPS)
+    if args.output is STDOUT:
+        print(json.dumps(profile.to_json(), indent=2))
+        return 0
     if args.output is not None:
         from simsync.scenario.profile import save_profile
 
         save_profile(profile, args.output)
     from simsync.viz import ProfileView
 
-    Console().print(ProfileView(profile.to_json()))
+    _console().print(ProfileView(profile.to_json()))
     if scenario is None:
         print(f"this machine's profile: {profile.source}")
     if args.output is not None:
@@ -649,10 +663,11 @@ def _graph(args: argparse.Namespace) -> int:
     from simsync.patterns import build
 
     graph = build(_load(args.file))
-    _check_writable(args.output, [args.file])
+    check_writable(args.output, [args.file])
     if args.format == "png":
         if args.output is None:
             raise UsageError("--format png needs -o OUT.png")
+        refuse_stdout(args.output, "-o", "a PNG")
         if args.output.suffix.lower() != ".png":
             raise UsageError(
                 f"--format png writes PNG files: name the output *.png, not {args.output.name}"
@@ -665,20 +680,18 @@ def _graph(args: argparse.Namespace) -> int:
         from simsync.viz import to_dot
 
         text = to_dot(graph)
-        _write_or_print(text, args.output)
+        write_or_print(text, args.output)
     else:
-        from rich.console import Console
-
         from simsync.viz import GraphView
 
         view = GraphView(graph, max_towers=args.towers)
-        if args.output is None:
-            Console().print(view)
+        if args.output is None or args.output is STDOUT:
+            _console().print(view)
             return 0
         from simsync.files import atomic_writer
 
         with atomic_writer(args.output) as out:
-            Console(file=out, width=120).print(view)
+            _console(file=out, width=120).print(view)
         print(f"wrote {args.output}")
     return 0
 
@@ -704,7 +717,53 @@ def _warn_inapplicable(args: argparse.Namespace, scenario: Any) -> None:
         else "only SyncReplicasOptimizer scenarios run on a cluster"
     )
     for flag in unused:
-        print(f"simsync: warning: {flag} has no effect here: {why}", file=sys.stderr)
+        _warn(f"{flag} has no effect here: {why}")
+
+
+def _check_tensorflow_steps(steps: int | None, warmup: int) -> None:
+    """Refuse more steps than a run on TensorFlow takes in a sensible time and memory."""
+    from simsync.scenario.budget import MAX_TENSORFLOW_STEPS, MAX_TENSORFLOW_WARMUP
+
+    if steps is not None and steps > MAX_TENSORFLOW_STEPS:
+        raise UsageError(
+            f"--steps {steps:,}: at most {MAX_TENSORFLOW_STEPS:,} on TensorFlow, where each "
+            "step takes milliseconds to seconds and a traced one keeps every op's record in "
+            "memory (the comparison settles within a few dozen steps); `simsync simulate "
+            "--steps` runs up to 1,000,000 in the simulator"
+        )
+    if warmup > MAX_TENSORFLOW_WARMUP:
+        raise UsageError(
+            f"--warmup {warmup:,}: at most {MAX_TENSORFLOW_WARMUP:,} (TensorFlow is warm after "
+            "a few steps, and each one is a real step of milliseconds to seconds)"
+        )
+
+
+def _console(**options: Any) -> Any:
+    """A rich console from the one place they are made (rich imported only now)."""
+    from simsync.terminal import make_console
+
+    return make_console(**options)
+
+
+def _one_on_stdout(trace: Any, json_wanted: bool) -> None:
+    """``--trace -`` and ``--json`` cannot share standard output."""
+    if trace is STDOUT and json_wanted:
+        raise UsageError("--trace - and --json both print on standard output: choose one")
+
+
+def _write_trace(output: Any, traces: list[tuple[str, Any]]) -> None:
+    """A Chrome trace of ``traces``, to its file or (``-``) on standard output."""
+    from simsync.viz import chrome_trace, write_chrome_trace
+
+    if output is STDOUT:
+        print(json.dumps(chrome_trace(traces), allow_nan=False))
+    else:
+        write_chrome_trace(output, traces)
+
+
+def _warn(message: str) -> None:
+    """One line on stderr, whatever the paths in ``message`` hold."""
+    print(f"simsync: warning: {printable(message, one_line=True)}", file=sys.stderr)
 
 
 def _load(path: Path) -> Any:
@@ -713,35 +772,8 @@ def _load(path: Path) -> Any:
 
     scenario = load_scenario(path)
     for note in scenario.notes:
-        print(f"simsync: warning: {note}", file=sys.stderr)
+        _warn(note)
     return scenario
-
-
-def _check_writable(path: Path | None, inputs: Sequence[Path | None]) -> None:
-    """Fail before the work, not after it, when an output file cannot be written or is one
-    of the command's inputs."""
-    if path is None:
-        return
-    from simsync.files import refuse_overwriting_inputs
-
-    refuse_overwriting_inputs(path, list(inputs))
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise UsageError(f"cannot write {path}: no folder {folder}")
-    if path.is_dir() or not os.access(folder, os.W_OK):
-        raise UsageError(f"cannot write {path}")
-    if path.exists() and not os.access(path, os.W_OK):  # renaming over it would still work
-        raise UsageError(f"cannot write {path}: it is read-only")
-
-
-def _write_or_print(text: str, output: Path | None) -> None:
-    if output is None:
-        sys.stdout.write(text)
-        return
-    from simsync.files import write_text
-
-    write_text(output, text)
-    print(f"wrote {output}")
 
 
 #: Runs expected to take longer than this get a warning first.
@@ -760,19 +792,15 @@ def _check_cost(scenarios: list[Any]) -> None:
             "(--steps) or fewer devices"
         )
     if cost.seconds > LONG_RUN_SECONDS:
-        print(f"simsync: warning: {what}; --steps runs fewer, Ctrl-C stops", file=sys.stderr)
+        _warn(f"{what}; --steps runs fewer, Ctrl-C stops")
 
 
 def _building(towers: int) -> Any:
     """A spinner on stderr while a large graph is built (nothing for small ones, or when
     stderr is not a terminal)."""
-    import contextlib
-
     if towers < 1024 or not sys.stderr.isatty():
         return contextlib.nullcontext()
-    from rich.console import Console
-
-    return Console(stderr=True).status(f"Building the graph of {towers:,} towers...")
+    return _console(stderr=True).status(f"Building the graph of {towers:,} towers...")
 
 
 class _progress:
@@ -787,10 +815,9 @@ class _progress:
         long_run = self.total >= 200 or self.total * self.towers >= 5_000
         if not long_run or not sys.stderr.isatty():
             return None
-        from rich.console import Console
         from rich.progress import Progress
 
-        self.bar = Progress(console=Console(stderr=True), transient=True)
+        self.bar = Progress(console=_console(stderr=True), transient=True)
         self.bar.start()
         task = self.bar.add_task("simulating", total=self.total)
         return lambda _record: self.bar.advance(task)
@@ -803,6 +830,7 @@ class _progress:
 # -- entry point ------------------------------------------------------------------------
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status (2 for a user error)."""
+    ascii_fallback(sys.stdout)  # an ASCII or latin-1 terminal: stand-ins, not a traceback
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -811,8 +839,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = _exit_on_terminate()
     try:
         status: int = args.run(args)
+    except BrokenPipeError:  # `simsync ... | head`: the reader has gone; stop quietly
+        _drop_stdout()
+        return 128 + getattr(signal, "SIGPIPE", 13)
     except (SimsyncError, OSError) as error:
-        print(f"simsync: error: {printable(str(error))}", file=sys.stderr)
+        print(f"simsync: error: {printable(str(error), one_line=True)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("simsync: interrupted", file=sys.stderr)
@@ -824,6 +855,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     return status
+
+
+def _drop_stdout() -> None:
+    """Point standard output at the null device, so that Python's last flush into a pipe
+    whose reader has gone does not complain."""
+    with contextlib.suppress(AttributeError, OSError, ValueError):  # not a system file
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 class _Terminated(BaseException):

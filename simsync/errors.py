@@ -18,17 +18,23 @@ __all__ = [
 ]
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#: Also what splits a line: line feeds, tabs, and Unicode's line and paragraph separators.
+_CONTROL_OR_BREAK = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
-def printable(text: str) -> str:
+def printable(text: str, *, one_line: bool = False) -> str:
     r"""``text`` safe to show in a terminal: control characters (escape sequences that could
-    recolour, retitle or clear the terminal) are shown as their codes; line breaks and tabs
-    stay.
+    recolour, retitle or clear the terminal) are shown as their codes, as ``repr`` shows them;
+    line breaks and tabs stay, unless ``one_line`` (an error message: one line, whatever the
+    paths in it hold).
 
     >>> printable("four\x1b[2Jtowers")
     'four\\x1b[2Jtowers'
+    >>> print(printable("cannot write a\nb.json: Read-only file system", one_line=True))
+    cannot write a\nb.json: Read-only file system
     """
-    return _CONTROL.sub(lambda match: ascii(match.group())[1:-1], text)
+    pattern = _CONTROL_OR_BREAK if one_line else _CONTROL
+    return pattern.sub(lambda match: ascii(match.group())[1:-1], text)
 
 
 class SimsyncError(Exception):

@@ -7,8 +7,12 @@ sees the old file or the new one, never a part of either; a failure (a full disk
 caught: it may leave the hidden temporary file, never a partial target). Two processes writing
 the same target never share a temporary file.
 
-Every input goes through :func:`read_text`, which reads at most a given number of bytes, so a
-huge file (or ``/dev/zero``) is refused instead of filling the memory.
+A target that is a device or a FIFO (``/dev/null``, a named pipe) has nothing to replace: it is
+written into, and never replaced by a file. Errors name the target, never the temporary file.
+
+Every input goes through :func:`read_text`, which accepts regular files only (a FIFO, a device
+or a folder is refused at once, never waited on), reads at most a given number of bytes, so a
+huge file is refused instead of filling the memory, and drops a UTF-8 byte order mark.
 
 Read-modify-write cycles that two processes may run at once (the progress file, the cached
 profile of this machine) hold :func:`locked` on a lock file beside their target.
@@ -17,7 +21,10 @@ profile of this machine) hold :func:`locked` on a lock file beside their target.
 from __future__ import annotations
 
 import contextlib
+import errno
+import hashlib
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,6 +40,7 @@ except ImportError:  # not a POSIX system: writes still replace files atomically
 __all__ = [
     "MAX_INPUT_BYTES",
     "InputTooLarge",
+    "NotRegularFile",
     "atomic_writer",
     "locked",
     "read_text",
@@ -49,37 +57,82 @@ class InputTooLarge(ValueError):
     """A file larger than the reader accepts."""
 
 
-def read_text(path: str | os.PathLike[str], limit: int = MAX_INPUT_BYTES) -> str:
-    """The UTF-8 text of ``path``, read without ever holding more than ``limit + 1`` bytes.
+class NotRegularFile(OSError):
+    """An input that is not a regular file: a folder, a FIFO, a device, a socket. Its
+    ``strerror`` says which (``a FIFO (named pipe), not a regular file``)."""
 
-    Raises :class:`InputTooLarge` for a longer file (``/dev/zero`` included),
-    ``UnicodeDecodeError`` for one that is not UTF-8, and ``OSError`` as ``open`` does.
+
+#: Opened without waiting for a FIFO's writer, and without taking a terminal as ours.
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+
+
+def read_text(path: str | os.PathLike[str], limit: int = MAX_INPUT_BYTES) -> str:
+    r"""The UTF-8 text of the regular file ``path`` (a leading byte order mark dropped), read
+    without ever holding more than ``limit + 1`` bytes.
+
+    Raises :class:`NotRegularFile` for a folder, a FIFO or a device (at once: a FIFO with no
+    writer is not waited on), :class:`InputTooLarge` for a longer file, ``UnicodeDecodeError``
+    for one that is not UTF-8, and ``OSError`` as ``open`` does.
 
     >>> import tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "a.toml")
-    >>> write_text(path, "x = 1\\n")
+    >>> write_text(path, "\ufeffx = 1\n")
     >>> read_text(path)
-    'x = 1\\n'
+    'x = 1\n'
     >>> read_text(path, limit=3)
     Traceback (most recent call last):
     ...
     simsync.files.InputTooLarge: larger than 3 bytes
+    >>> read_text(os.path.dirname(path))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    simsync.files.NotRegularFile: [Errno 21] a folder, not a file: '...'
     """
-    with open(path, "rb") as file:
+    with open(_open_regular(path), "rb") as file:
         data = file.read(limit + 1)
     if len(data) > limit:
         raise InputTooLarge(f"larger than {limit:,} bytes")
-    return data.decode("utf-8")
+    return data.decode("utf-8-sig")
+
+
+def _open_regular(path: str | os.PathLike[str]) -> int:
+    """A descriptor open for reading ``path``, a regular file; :class:`NotRegularFile` else."""
+    handle = os.open(path, _READ_FLAGS)
+    kind = _kind(os.fstat(handle).st_mode)
+    if kind is None:
+        return handle
+    os.close(handle)
+    code, what = (
+        (errno.EISDIR, "a file") if kind == "a folder" else (errno.EINVAL, "a regular file")
+    )
+    raise NotRegularFile(code, f"{kind}, not {what}", os.fspath(path))
+
+
+def _kind(mode: int) -> str | None:
+    """What a file of this mode is, unless it is a regular file (None)."""
+    if stat.S_ISREG(mode):
+        return None
+    kinds = {
+        stat.S_ISDIR: "a folder",
+        stat.S_ISFIFO: "a FIFO (named pipe)",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+        stat.S_ISSOCK: "a socket",
+    }
+    return next((name for test, name in kinds.items() if test(mode)), "not a file")
 
 
 @contextlib.contextmanager
 def atomic_writer(path: str | os.PathLike[str], *, binary: bool = False) -> Iterator[IO[Any]]:
     """A file object whose content replaces ``path`` as a whole when the block ends.
 
-    The temporary file is ``.<name>.<random>.tmp`` beside ``path``; it is flushed and synced
-    before the rename, and removed if the block raises (any exception, Ctrl-C included). An
-    ``OSError`` while writing becomes a :class:`UsageError` naming ``path``. A new file gets
-    the permissions ``open`` would give it; a replaced one keeps its own.
+    The temporary file is ``.<name>.<random>.tmp`` beside ``path`` (``.<hash of name>.<random>
+    .tmp`` where the name is too long to take the additions); it is flushed and synced before
+    the rename, and removed if the block raises (any exception, Ctrl-C included). A ``path``
+    that is a device or a FIFO (``/dev/null``, ``/dev/full``, a named pipe) has nothing to
+    replace: it is written into, and stays what it is. A folder is refused. Every ``OSError``
+    on the way becomes a :class:`UsageError` naming ``path``, never the temporary file. A new
+    file gets the permissions ``open`` would give it; a replaced one keeps its own.
 
     >>> import tempfile, os
     >>> folder = tempfile.mkdtemp()
@@ -98,9 +151,15 @@ def atomic_writer(path: str | os.PathLike[str], *, binary: bool = False) -> Iter
     ('whole', ['out.txt'])
     """
     target = Path(path)
-    handle, temporary = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent if str(target.parent) else "."
-    )
+    kind = _existing_kind(target)
+    if kind == "a folder":
+        raise UsageError(f"cannot write {target}: it is a folder")
+    if kind is not None:
+        with _written_into(target, binary) as file:
+            yield file
+        return
+    with _naming(target):
+        handle, temporary = tempfile.mkstemp(**_temporary_name(target))
     try:
         os.chmod(temporary, _mode_for(target))
         with os.fdopen(handle, "wb" if binary else "w", **_text_options(binary)) as file:
@@ -112,7 +171,7 @@ def atomic_writer(path: str | os.PathLike[str], *, binary: bool = False) -> Iter
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         if isinstance(error, OSError):  # a full disk says only "No space left on device"
-            raise UsageError(f"cannot write {target}: {error.strerror or error}") from error
+            raise _cannot_write(target, error) from error
         raise
     _sync_folder(target.parent)
 
@@ -162,6 +221,64 @@ def refuse_overwriting_inputs(
     for source in inputs:
         if source is not None and same_file(output, source):
             raise UsageError(f"{output} is also an input of this command: refusing to overwrite it")
+
+
+def _cannot_write(target: Path, error: OSError) -> UsageError:
+    if error.errno == errno.ENXIO and target.is_fifo():
+        return UsageError(f"cannot write {target}: a FIFO (named pipe) that no process reads")
+    return UsageError(f"cannot write {target}: {error.strerror or error}")
+
+
+@contextlib.contextmanager
+def _naming(target: Path) -> Iterator[None]:
+    """An ``OSError`` in the block becomes a :class:`UsageError` naming ``target``."""
+    try:
+        yield
+    except OSError as error:
+        raise _cannot_write(target, error) from error
+
+
+def _existing_kind(target: Path) -> str | None:
+    """What ``target`` (through links) is when it exists and is not a regular file."""
+    try:
+        return _kind(os.stat(target).st_mode)
+    except (OSError, ValueError):  # absent, or a name the system refuses: said when written
+        return None
+
+
+@contextlib.contextmanager
+def _written_into(target: Path, binary: bool) -> Iterator[IO[Any]]:
+    """A device or a FIFO, opened for writing: at once, or refused when no process reads a
+    FIFO (never a hang)."""
+    flags = os.O_WRONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    with _naming(target):
+        handle = os.open(target, flags)
+        os.set_blocking(handle, True)
+        with os.fdopen(handle, "wb" if binary else "w", **_text_options(binary)) as file:
+            yield file
+            file.flush()
+
+
+#: mkstemp's additions to a name: the dots, 8 random characters and the suffix.
+_TEMPORARY_ADDS = len("..") + 8 + len(".tmp")
+
+
+def _temporary_name(target: Path) -> dict[str, Any]:
+    """``mkstemp``'s arguments for a temporary file beside ``target``: named after it,
+    or after a hash of its name when that name is too long to take the additions."""
+    folder = target.parent if str(target.parent) else Path(".")
+    name = target.name
+    if len(os.fsencode(name)) + _TEMPORARY_ADDS > _longest_name(folder):
+        name = hashlib.sha256(os.fsencode(name)).hexdigest()[:16]
+    return {"prefix": f".{name}.", "suffix": ".tmp", "dir": folder}
+
+
+def _longest_name(folder: Path) -> int:
+    """The longest file name ``folder``'s file system takes, in bytes (NAME_MAX)."""
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (AttributeError, OSError, ValueError):
+        return 255
 
 
 def _text_options(binary: bool) -> dict[str, Any]:

@@ -82,3 +82,9 @@ def test_lock_free_apply_is_replayed_but_not_required_to_agree() -> None:
     assert values["exact"] is False and values["ok"] is True
     assert "lock-free" in values["note"]
     assert report["structure"]["ok"]
+
+
+def test_async_workers_report_their_runs() -> None:
+    said: list[str] = []
+    run_on_tensorflow(workers(3, steps=2), warmup=1, timing_steps=1, on_progress=said.append)
+    assert said and said[-1] == "TensorFlow: step 12 of 12", said

@@ -157,12 +157,13 @@ def test_unreadable_scenario_files_are_one_line(
     one_clear_line(run("simulate", str(path)), str(path), message)
 
 
-def test_simulating_dev_zero_stops_at_the_size_limit() -> None:
-    """The issue's case: `simulate /dev/zero` read until it held 6 GB."""
+def test_simulating_dev_zero_is_refused_at_once() -> None:
+    """The issue's case: `simulate /dev/zero` read until it held 6 GB. A device is not a
+    scenario file: refused before a byte is read."""
     if not Path("/dev/zero").exists():
         pytest.skip("no /dev/zero here")
     started = time.monotonic()
-    one_clear_line(run("simulate", "/dev/zero", timeout=60), "larger than 1,000,000 bytes")
+    one_clear_line(run("simulate", "/dev/zero", timeout=60), "a character device, not a regular")
     assert time.monotonic() - started < 60
 
 
@@ -239,10 +240,12 @@ def test_crosscheck_beyond_its_documented_limit_is_refused(tmp_path: Path) -> No
 def test_a_crosscheck_too_large_for_the_memory_is_refused_before_tensorflow(
     tmp_path: Path,
 ) -> None:
-    path = write(tmp_path, "[cluster]\ndevices = 100\n")  # 240 GB of simulated trace alone
+    """240 GB of simulated trace alone: since issue 24, refused by the steps TensorFlow
+    takes, before the simulator's memory is even estimated."""
+    path = write(tmp_path, "[cluster]\ndevices = 100\n")
     started = time.monotonic()
     line = one_clear_line(run("crosscheck", str(path), "--steps", "1000000"))
-    assert "more than this machine's" in line and time.monotonic() - started < 30
+    assert "at most 1,000 on TensorFlow" in line and time.monotonic() - started < 30
 
 
 def test_dot_output_grows_linearly_with_the_towers(tmp_path: Path) -> None:
@@ -298,3 +301,27 @@ def test_compare_a_with_a_marks_no_winner(capsys: pytest.CaptureFixture[str]) ->
     out = capsys.readouterr().out
     assert "◀" not in out
     assert "A tie: A and B reached the target loss at the same time." in " ".join(out.split())
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["crosscheck", "examples/four_towers.toml", "--warmup", "1000000000"], "--warmup 1,0"),
+        (["crosscheck", "examples/four_towers.toml", "--steps", "1000000"], "--steps 1,000,000"),
+        (["calibrate", "examples/four_towers.toml", "-o", "p.json", "--steps", "5000"], "5,000"),
+    ],
+    ids=["crosscheck-warmup", "crosscheck-steps", "calibrate-steps"],
+)
+def test_tensorflow_steps_beyond_the_limit_are_refused_at_once(args: list[str], words: str) -> None:
+    """The issue's case: `crosscheck --warmup 1000000000` ran silently for 10+ minutes, and
+    `--steps 1000000` warned about the simulator only."""
+    started = time.monotonic()
+    line = one_clear_line(run(*args, timeout=60), words, "at most 1,000")
+    assert "TensorFlow" in line and time.monotonic() - started < 30  # before TensorFlow starts
+
+
+def test_the_help_says_the_tensorflow_limits() -> None:
+    for command in ("crosscheck", "calibrate"):
+        said = " ".join(run(command, "--help").stdout.split())
+        assert "default 20, at most 1000" in said, said
+    assert "default 2, at most 1000" in " ".join(run("crosscheck", "--help").stdout.split())

@@ -199,6 +199,7 @@ def test_a_reader_never_sees_a_partial_file(tmp_path: Path) -> None:
         b'{"version": 1, "lessons": {"01-tiny": {"step": 1, "done": false, "answers": {"a": 1}}}}',
         b'{"version": 1, "lessons": {"01-tiny": {"step": 1, "done": false, "answers": {},'
         b' "pending": {"a": {"tries": "2", "hints": 0}}}}}',
+        b'{"version": 1, "lessons": {}, "resets": {"01-tiny": "1"}}',
         b" " * 1_100_000,  # larger than any progress file
     ],
     ids=[
@@ -209,6 +210,7 @@ def test_a_reader_never_sees_a_partial_file(tmp_path: Path) -> None:
         "answers-list",
         "answer-number",
         "tries-text",
+        "resets-text",
         "huge",
     ],
 )
@@ -275,3 +277,92 @@ def test_a_step_beyond_the_lesson_shows_as_its_last(tmp_path: Path) -> None:
     console.print(LessonsView([tiny], Progress(tmp_path / "progress.json")))
     shown = console.file.getvalue()  # type: ignore[attr-defined]
     assert "step 7/7" in shown and "100001" not in shown
+
+
+# -- two terminals on one lesson (issue 24): each a Progress loaded at start ----------------
+def terminals(tmp_path: Path, step: int = 3) -> tuple[Progress, Progress, Path]:
+    """Two learners' Progress objects on one file, both loaded while the lesson was at
+    ``step`` with question ``q1`` answered wrong, as `simsync learn 1` twice would be."""
+    path = tmp_path / "progress.json"
+    Progress(path).reached("01-tiny", step)
+    Progress(path).answered("01-tiny", "q1", "7", False, 3)
+    return Progress(path), Progress(path), path
+
+
+def test_the_older_terminal_never_moves_progress_back(tmp_path: Path) -> None:
+    """The issue's case, reproduced twice: the older terminal's save took the lesson from
+    step 5 back to 3 and erased an answered question."""
+    older, newer, path = terminals(tmp_path)
+    newer.reached("01-tiny", 4)
+    newer.answered("01-tiny", "q2", "20", True, 1)
+    newer.reached("01-tiny", 5)
+    older.trying("01-tiny", "q2", 1, 1)  # the older one was still on q2
+    older.reached("01-tiny", 4)
+    entry = Progress(path).of("01-tiny")
+    assert entry["step"] == 5
+    assert entry["answers"]["q2"] == {"given": "20", "correct": True, "tries": 1}
+    assert entry["answers"]["q1"]["given"] == "7" and "pending" not in entry
+    newer.reached("01-tiny", 7, done=True)
+    older.reached("01-tiny", 6)
+    assert Progress(path).done("01-tiny") and Progress(path).step("01-tiny") == 7
+
+
+def test_two_pending_tries_keep_the_one_with_more_tries_used(tmp_path: Path) -> None:
+    first, second, path = terminals(tmp_path)
+    first.trying("01-tiny", "q2", 2, 1)
+    second.trying("01-tiny", "q2", 1, 2)
+    assert Progress(path).pending("01-tiny", "q2") == (2, 1)
+    second.trying("01-tiny", "q3", 1, 0)
+    first.reached("01-tiny", 4)
+    assert Progress(path).pending("01-tiny", "q3") == (1, 0)
+
+
+def test_an_answer_given_again_is_recorded_and_not_undone(tmp_path: Path) -> None:
+    """A lesson taken again records its new answers; a terminal that read the old answer
+    does not bring it back."""
+    older, newer, path = terminals(tmp_path)
+    newer.answered("01-tiny", "q1", "20", True, 2)
+    older.reached("01-tiny", 4)
+    assert Progress(path).of("01-tiny")["answers"]["q1"]["given"] == "20"
+
+
+def test_a_reset_is_not_undone_by_a_terminal_that_read_the_file_before_it(
+    tmp_path: Path,
+) -> None:
+    """A reset wins over what came before it: the older terminal's next save brings back
+    neither its step nor its answers; the steps it takes afterwards count."""
+    resetter, learner, path = terminals(tmp_path, step=5)
+    resetter.reset("01-tiny")
+    learner.reached("01-tiny", 6)
+    assert "01-tiny" not in on_disk(tmp_path) and Progress(path).step("01-tiny") == 0
+    learner.reached("01-tiny", 7)
+    entry = Progress(path).of("01-tiny")
+    assert entry["step"] == 7 and entry["answers"] == {}
+    resetter.reached("01-tiny", 1)  # the resetter goes on from the reset too
+    assert Progress(path).step("01-tiny") == 7
+
+
+def test_a_reset_of_every_lesson_is_not_undone(tmp_path: Path) -> None:
+    resetter, learner, path = terminals(tmp_path)
+    learner.reached("02-tiny", 2)
+    resetter = Progress(path)
+    resetter.reset()
+    learner.reached("02-tiny", 3)
+    assert on_disk(tmp_path) == {}
+    learner.answered("01-tiny", "q2", "1", True, 1)  # after the reset: it counts
+    assert list(Progress(path).of("01-tiny")["answers"]) == ["q2"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_a_progress_file_that_is_a_fifo_or_a_folder_is_refused(tmp_path: Path) -> None:
+    """A FIFO as progress.json hung `lessons list` and `learn` (open waited for a writer)."""
+    os.mkfifo(tmp_path / "progress.json")
+    other = tmp_path / "other"
+    (other / "progress.json").mkdir(parents=True)
+    for data, kind in ((tmp_path, "a FIFO (named pipe)"), (other, "a folder")):
+        for args in (["lessons", "list"], ["learn", "1"]):
+            ran = simsync(*args, data=data)
+            lines = ran.stderr.strip().splitlines()
+            assert ran.returncode == 2 and len(lines) == 1, ran.stderr
+            assert f"your progress file {data / 'progress.json'} is {kind}" in lines[0]
+    assert (other / "progress.json").is_dir() and (tmp_path / "progress.json").is_fifo()

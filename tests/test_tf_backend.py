@@ -201,3 +201,16 @@ def test_step_times_come_from_untraced_steps() -> None:
     assert traced == list(range(WARMUP, WARMUP + STEPS))
     assert timed == list(range(WARMUP + STEPS, WARMUP + 2 * STEPS))
     assert real.total_steps == WARMUP + 2 * STEPS and all(t > 0 for _, t in real.timed)
+
+
+def test_a_run_reports_its_steps_and_the_time_left() -> None:
+    """A long cross-check ran silently: the steps are counted as they go, with an estimate."""
+    from simsync.tf_backend import run_on_tensorflow
+
+    said: list[str] = []
+    scenario = SCENARIOS["ps-linear"].with_run(steps=STEPS)
+    run_on_tensorflow(scenario, warmup=WARMUP, on_progress=said.append)
+    steps = [m for m in said if m.startswith("TensorFlow: step ")]
+    total = WARMUP + 2 * STEPS
+    assert steps and steps[-1] == f"TensorFlow: step {total} of {total}", said
+    assert all("left" in m for m in steps[:-1])

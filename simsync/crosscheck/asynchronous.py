@@ -16,6 +16,7 @@ cannot equal the simulator's. What must hold instead:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -43,11 +44,16 @@ __all__ = ["crosscheck_async"]
 
 
 def crosscheck_async(
-    scenario: Scenario, *, profile: Profile | None = None, warmup: int = 2
+    scenario: Scenario,
+    *,
+    profile: Profile | None = None,
+    warmup: int = 2,
+    on_progress: Callable[[str], None] | None = None,
 ) -> CrossCheck:
     """Run the workers' threads on TensorFlow and the same number of updates in the simulator,
-    and compare them (see the module's text)."""
-    real = run_on_tensorflow(scenario, warmup=warmup)  # work sized at this machine's speed now
+    and compare them (see the module's text); ``on_progress`` hears how far TensorFlow is."""
+    # the work is sized at this machine's speed now
+    real = run_on_tensorflow(scenario, warmup=warmup, on_progress=on_progress)
     predicted = predicted_scenario(scenario, profile, real)
     per_worker = max(len(real.trace.updates) // scenario.towers, 1)
     simulation = simulate(predicted.with_run(steps=per_worker))

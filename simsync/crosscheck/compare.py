@@ -96,7 +96,7 @@ def crosscheck(
     if racing_clients(graph):
         from simsync.crosscheck.asynchronous import crosscheck_async
 
-        return crosscheck_async(scenario, profile=profile, warmup=warmup)
+        return crosscheck_async(scenario, profile=profile, warmup=warmup, on_progress=on_progress)
     variants = _variants(scenario)
     # The work is sized at this machine's speed now (measured for this run), so the
     # profile's compute scale holds though the machine's speed drifts between runs.
@@ -105,6 +105,7 @@ def crosscheck(
         warmup=warmup,
         variants=[variant for variant, _ in variants],
         rounds=ROUNDS,
+        on_progress=on_progress,
     )
     predicted = predicted_scenario(scenario, profile, real)
     simulation = simulate(predicted.with_run(steps=real.total_steps))

@@ -30,6 +30,7 @@ from simsync.crosscheck.compare import VALUE_TOLERANCE, CrossCheck, relative_err
 from simsync.engine import simulate
 from simsync.engine.draws import DrawStreams
 from simsync.errors import SimsyncError, UsageError
+from simsync.files import read_text
 from simsync.ir import Graph, run_order, updating_clients
 from simsync.kinds import kind_of
 from simsync.kinds.replay import replay
@@ -119,11 +120,11 @@ def _cluster_config(
     addresses = None
     if cluster_file is not None:
         try:
-            with open(cluster_file, encoding="utf-8") as file:
-                addresses = ClusterAddresses.from_tf_config(_as_tf_config(file.read()))
-        except (OSError, UnicodeDecodeError, SimsyncError) as error:
+            addresses = ClusterAddresses.from_tf_config(_as_tf_config(read_text(cluster_file)))
+        except (OSError, ValueError, SimsyncError) as error:  # missing, a FIFO, not UTF-8, large
+            reason = getattr(error, "strerror", None) or error
             raise UsageError(
-                f"{cluster_file}: not a usable cluster: {error}; expected a ClusterSpec as "
+                f"{cluster_file}: not a usable cluster: {reason}; expected a ClusterSpec as "
                 'JSON ({"ps": ["host:port"], "worker": ["host:port", ...]}) or a TF_CONFIG'
             ) from None
     return ClusterConfig(

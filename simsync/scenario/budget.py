@@ -20,9 +20,12 @@ from simsync.scenario.model import Scenario
 __all__ = [
     "BYTES_PER_OP",
     "MAX_CROSSCHECK_TOWERS",
+    "MAX_TENSORFLOW_STEPS",
+    "MAX_TENSORFLOW_WARMUP",
     "SECONDS_PER_OP",
     "Cost",
     "cost_of",
+    "duration",
     "graph_ops",
     "physical_memory",
 ]
@@ -32,6 +35,12 @@ BYTES_PER_OP = 600
 #: ``crosscheck`` runs the graph on TensorFlow, which needs about 9 MB and 0.1 s per tower on
 #: top of its start: 128 towers took 23 s and 1.3 GB, 256 towers 45 s and 2.1 GB.
 MAX_CROSSCHECK_TOWERS = 128
+#: Steps ``crosscheck`` and ``calibrate`` run on TensorFlow, at most: ``--steps`` traced ones
+#: (and as many timed), ``--warmup`` before them. Each is a real TensorFlow step, from
+#: milliseconds to seconds (four towers: about 40 ms here, traced), and a traced one keeps every
+#: op's record in memory; the comparison's medians settle within a few dozen steps.
+MAX_TENSORFLOW_STEPS = 1_000
+MAX_TENSORFLOW_WARMUP = 1_000
 
 
 def graph_ops(scenario: Scenario) -> int:
@@ -65,7 +74,7 @@ class Cost:
     bytes: int
 
     def __str__(self) -> str:
-        return f"about {_duration(self.seconds)} and {_size(self.bytes)} of memory"
+        return f"about {duration(self.seconds)} and {_size(self.bytes)} of memory"
 
 
 def cost_of(scenarios: list[Scenario]) -> Cost:
@@ -88,9 +97,10 @@ def physical_memory() -> int | None:
         return None
 
 
-def _duration(seconds: float) -> str:
-    """
-    >>> _duration(40), _duration(900), _duration(3 * 3600), _duration(400 * 86400)
+def duration(seconds: float) -> str:
+    """``seconds`` in words, as precise as a person needs.
+
+    >>> duration(40), duration(900), duration(3 * 3600), duration(400 * 86400)
     ('40 seconds', '15 minutes', '3.0 hours', '400 days')
     """
     if seconds < 120:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from simsync.tf_backend.execute import (
@@ -30,19 +31,27 @@ from simsync.tf_backend.execute import (
     record_accesses,
     run_once,
 )
+from simsync.tf_backend.progress import StepProgress
 from simsync.tf_backend.tracing import NodeCensus, op_records
 from simsync.trace import StepRecord, Trace, Update
 
 __all__ = ["run_async"]
 
 
-def run_async(setup: Setup, warmup: int, timing_steps: int | None) -> TensorFlowRun:
-    """Run every worker's thread until the pool of runs is empty; return the whole ledger."""
+def run_async(
+    setup: Setup,
+    warmup: int,
+    timing_steps: int | None,
+    on_progress: Callable[[str], None] | None = None,
+) -> TensorFlowRun:
+    """Run every worker's thread until the pool of runs is empty; return the whole ledger.
+    ``on_progress`` is told how many runs are done and about how long the rest will take."""
     tf, scenario, lowered = setup.tf, setup.scenario, setup.lowered
     clients = setup.graph.clients
     steps = scenario.run.steps
     timing = steps if timing_steps is None else timing_steps
-    pool = _Pool(len(clients), warmup, steps, timing, clients[0].staleness_bound)
+    bound = clients[0].staleness_bound
+    pool = _Pool(len(clients), warmup, steps, timing, bound, on_progress)
     record = _Record(setup, pool)
     workers = [_Worker(setup, index, pool, record) for index in range(len(clients))]
     with tf.compat.v1.Session(graph=lowered.graph, config=setup.config) as session:
@@ -80,7 +89,13 @@ class _Pool:
     """The common pool of runs, the phases of its tickets, and the stale-synchronous clocks."""
 
     def __init__(
-        self, workers: int, warmup: int, steps: int, timing: int, bound: int | None
+        self,
+        workers: int,
+        warmup: int,
+        steps: int,
+        timing: int,
+        bound: int | None,
+        on_progress: Callable[[str], None] | None = None,
     ) -> None:
         self.workers, self.bound = workers, bound
         self.traced_from, self.timed_from = warmup * workers, (warmup + steps) * workers
@@ -90,6 +105,7 @@ class _Pool:
         self.error: BaseException | None = None
         self.changed = threading.Condition()
         self.tracer = threading.Lock()  # one traced run at a time
+        self.progress = StepProgress(self.total, on_progress)
 
     def take(self, worker: int, step: int) -> str | None:
         """The phase of this worker's next run, once the bound allows it; None: stop."""
@@ -112,6 +128,7 @@ class _Pool:
         with self.changed:
             self.finished[worker] += 1
             self.changed.notify_all()
+        self.progress.step()
 
     def fail(self, error: BaseException) -> None:
         with self.changed:

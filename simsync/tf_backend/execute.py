@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +34,7 @@ from simsync.patterns import build, tower_device
 from simsync.scenario import Scenario
 from simsync.scenario.schema import MAX_SPEED
 from simsync.tf_backend.lower import Lowered, lower
+from simsync.tf_backend.progress import StepProgress
 from simsync.tf_backend.runtime import (
     BackendError,
     DevicePlan,
@@ -126,6 +127,7 @@ def run_on_tensorflow(
     graph: Graph | None = None,
     variants: Sequence[Variant] = (),
     rounds: int = 0,
+    on_progress: Callable[[str], None] | None = None,
 ) -> TensorFlowRun:
     """Run ``warmup``, then ``[run] steps`` traced, then ``timing_steps`` (default: as many)
     untraced steps of ``scenario``. The work ops are sized with ``seconds_per_row`` (a
@@ -133,12 +135,13 @@ def run_on_tensorflow(
 
     With several clients (asynchronous workers) the steps are per client, taken from a common
     pool by one thread per client (see :mod:`simsync.tf_backend.asynchronous`). ``graph``:
-    run this graph instead of the one the scenario's pattern builds (a student's)."""
+    run this graph instead of the one the scenario's pattern builds (a student's).
+    ``on_progress`` is told how many steps are done and about how long the rest will take."""
     setup = prepare(scenario, seconds_per_row, graph)
     if racing_clients(setup.graph):
         from simsync.tf_backend.asynchronous import run_async
 
-        return run_async(setup, warmup, timing_steps)
+        return run_async(setup, warmup, timing_steps, on_progress)
     tf, graph, plan, lowered = setup.tf, setup.graph, setup.plan, setup.lowered
     config, seconds_per_row = setup.config, setup.seconds_per_row
     client = _Client(tf, scenario, graph, lowered, seconds_per_row)
@@ -146,10 +149,14 @@ def run_on_tensorflow(
         session.run(lowered.init)
         traced_end = warmup + scenario.run.steps
         timing = scenario.run.steps if timing_steps is None else timing_steps
+        progress = StepProgress(traced_end + timing, on_progress)
         for step in range(traced_end + timing):
             seconds = client.step(session, step, traced=warmup <= step < traced_end)
             if step >= traced_end:
                 client.timed.append((step, seconds))
+            progress.step()
+        if variants and on_progress is not None:
+            on_progress("TensorFlow: the scenario and its variants, in alternating rounds")
         final = session.run(lowered.variables)
         first = traced_end + timing
         interleaved = dict(client.interleave(session, first, variants, rounds))

@@ -16,6 +16,7 @@ from rich.text import Text
 
 from simsync.errors import UsageError, printable
 from simsync.files import read_text, refuse_overwriting_inputs, write_text
+from simsync.terminal import make_console
 from simsync.tutor.content import Lesson, LessonError, lesson_folders, load_lesson, load_lessons
 from simsync.tutor.progress import Progress
 from simsync.tutor.runner import LessonRunner, Quit
@@ -28,7 +29,7 @@ __all__ = ["copy_lesson", "learn", "lessons"]
 def learn(number: int | None, *, answers_file: Path | None = None, no_input: bool = False) -> int:
     """``simsync learn [N]``: the menu, or lesson N; continue where the learner stopped."""
     interactive = answers_file is None and not no_input
-    console, lessons = Console(), load_lessons()
+    console, lessons = make_console(), load_lessons()
     progress = Progress() if interactive else Progress.scratch()
     _warn(console, progress)
     if number is None and not interactive:
@@ -120,7 +121,7 @@ def copy_lesson(number: int, folder: Path, *, force: bool = False) -> int:
         raise UsageError(f"cannot create {folder}: {error.strerror or error}") from None
     for source in sources:
         write_text(folder / source.name, read_text(source))
-    console = Console()
+    console = make_console()
     console.print(
         Text(
             f"Copied {plural(len(sources), 'file')} of lesson {number} into {folder}: "
@@ -157,18 +158,18 @@ def _warn_unknown_questions(path: Path, answers: dict[str, Any], lesson: Lesson)
     """Answers to questions the lesson does not ask are not graded: say so."""
     ids = [str(q.get("id")) for q in lesson.questions]
     for unknown in (key for key in answers if key not in ids):
-        print(
-            f"simsync: warning: {path}: lesson {lesson.number} has no question "
-            f"{printable(unknown)!r}; its questions: {', '.join(ids) or 'none'}",
-            file=sys.stderr,
+        line = (
+            f"{path}: lesson {lesson.number} has no question {unknown!r}; its questions: "
+            f"{', '.join(ids) or 'none'}"
         )
+        print(f"simsync: warning: {printable(line, one_line=True)}", file=sys.stderr)
 
 
 def lessons(
     action: str, number: int | None = None, *, every: bool = False, yes: bool = False
 ) -> int:
     """``simsync lessons list | reset N | reset --all | check``."""
-    console = Console()
+    console = make_console()
     if action == "check":
         return _check_lessons(console)
     found = load_lessons()
@@ -225,4 +226,5 @@ def _ask(console: Console, prompt: str, on_end: str) -> str:
     try:
         return console.input(prompt)
     except EOFError:
+        console.print()  # end the prompt's line
         return on_end

@@ -1,13 +1,26 @@
 """The learner's progress: which step of which lesson, and the answers given.
 
-Saved after every step, so Ctrl-C or a closed terminal loses nothing. Two lessons may run at
-once on one data folder (two terminals, or a ``lessons reset`` during a ``learn``): a save
-takes a lock (``progress.json.lock``), reads the file again, replaces only the lessons this
-process changed, and writes the result atomically (:func:`simsync.files.atomic_writer`), so
-no process undoes another's progress and no reader ever sees half a file.
+Saved after every step, so Ctrl-C or a closed terminal loses nothing. Lessons may run at once
+on one data folder (two terminals on one lesson or on two, or a ``lessons reset`` during a
+``learn``): a save takes a lock (``progress.json.lock``), reads the file again, merges into it
+the lessons this process changed, and writes the result atomically
+(:func:`simsync.files.atomic_writer`), so no reader ever sees half a file and progress never
+moves back. Two entries of one lesson merge into:
+
+1. the furthest step, and done if either is done;
+2. every answered question; where both answered one, the answer this process just gave
+   (a lesson done and taken again records its new answers), else the one in the file;
+3. the tries of unanswered questions: an answer wins over a pending try, and of two pending
+   tries of one question the one with more tries used (then more hints shown).
+
+A reset is an explicit act and wins over what came before it: it counts the lesson's resets in
+the file (``"resets": {lesson: n}``) and removes its entry. A process that read the file before
+a reset brings nothing of that lesson back with its next save: its entry is dropped and it goes
+on from the reset, so only the steps it takes afterwards count.
 
 A file that cannot be read (not JSON, the wrong shape, too large, too deeply nested) is
 reported, moved aside as ``progress.json.corrupt-<time>``, and a fresh one starts: never fatal.
+A progress "file" that is not a file at all (a folder, a FIFO) is refused in one line.
 
 Where: ``$SIMSYNC_DATA_DIR``, else ``$XDG_DATA_HOME/simsync``, else ``~/.local/share/simsync``.
 """
@@ -23,11 +36,15 @@ from pathlib import Path
 from typing import Any
 
 from simsync.errors import UsageError
-from simsync.files import locked, read_text, write_text
+from simsync.files import NotRegularFile, locked, read_text, write_text
 
 __all__ = ["Progress", "data_dir"]
 
 VERSION = 1
+
+#: One lesson's entry, and the file's lessons: ``{slug: entry}``.
+Entry = dict[str, Any]
+Lessons = dict[str, Entry]
 
 
 def data_dir() -> Path:
@@ -46,9 +63,12 @@ class Progress:
         self.path = path or data_dir() / "progress.json"
         self.persist = persist
         self.warning: str | None = None
-        self._changed: set[str] = set()  # lessons to write at the next save
+        self._changed: set[str] = set()  # lessons to merge into the file at the next save
+        self._answered: set[tuple[str, str]] = set()  # (lesson, question) answered since then
+        self._resetting: set[str] = set()  # lessons reset since then
         self._forget_all = False
-        self.lessons: dict[str, dict[str, Any]] = self._load() if persist else {}
+        self.resets: dict[str, int] = {}  # the resets of each lesson this process knows of
+        self.lessons: Lessons = self._load() if persist else {}
 
     @classmethod
     def scratch(cls) -> Progress:
@@ -57,41 +77,56 @@ class Progress:
         return cls(persist=False)
 
     # -- reading and writing the file -------------------------------------------------
-    def _load(self) -> dict[str, dict[str, Any]]:
+    def _load(self) -> Lessons:
         self._check_folder()
-        lessons, problem = _read(self.path)
-        if problem is None:
-            return lessons
-        try:
-            with self._locked():  # another process may have written a good file meanwhile
-                lessons = self._read_locked()
-        except OSError as error:
-            raise self._stuck(problem, error) from None
+        lessons, resets, problem = _read(self.path)
+        if problem is not None:
+            try:
+                with self._locked():  # another process may have written a good file meanwhile
+                    lessons, resets = self._read_locked()
+            except OSError as error:
+                raise self._stuck(problem, error) from None
+        self.resets = resets
         return lessons
 
-    def _read_locked(self) -> dict[str, dict[str, Any]]:
-        """The file's lessons, read under the lock; a file that cannot be read is set aside."""
-        lessons, problem = _read(self.path)
+    def _read_locked(self) -> tuple[Lessons, dict[str, int]]:
+        """The file's lessons and resets, read under the lock; a file that cannot be read is
+        set aside."""
+        lessons, resets, problem = _read(self.path)
         if problem is not None:
             self._set_aside(problem)
-        return lessons
+        return lessons, resets
 
     def save(self) -> None:
-        """Write the lessons this process changed, merged into the file as it is now."""
+        """Merge the lessons this process changed into the file as it is now (see the
+        module's rules), and take the result as this process's view."""
         if not self.persist:
             return
         with self._writing():
-            lessons = self._read_locked()
-            if self._forget_all:
-                lessons = {}
+            lessons, resets = self._read_locked()
+            self._apply_resets(lessons, resets)
             for slug in self._changed:
-                if slug in self.lessons:
-                    lessons[slug] = self.lessons[slug]
-                else:
-                    lessons.pop(slug, None)
-            text = json.dumps({"version": VERSION, "lessons": lessons}, indent=2)
-            write_text(self.path, text + "\n")
-        self.lessons, self._changed, self._forget_all = lessons, set(), False
+                if self.resets.get(slug, 0) < resets.get(slug, 0):
+                    continue  # reset elsewhere since this process read it: nothing comes back
+                answered = {q for s, q in self._answered if s == slug}
+                merged = _merged(self.lessons.get(slug), lessons.get(slug), answered)
+                if merged is not None:
+                    lessons[slug] = merged
+            document: dict[str, Any] = {"version": VERSION, "lessons": lessons}
+            if resets:
+                document["resets"] = resets
+            write_text(self.path, json.dumps(document, indent=2) + "\n")
+        self.lessons, self.resets = lessons, resets
+        self._changed, self._answered, self._resetting = set(), set(), set()
+        self._forget_all = False
+
+    def _apply_resets(self, lessons: Lessons, resets: dict[str, int]) -> None:
+        """The resets this process made since its last save, counted in ``resets`` (and
+        known here: what this process does after its reset counts)."""
+        for slug in self._resetting | (set(lessons) if self._forget_all else set()):
+            resets[slug] = max(resets.get(slug, 0), self.resets.get(slug, 0)) + 1
+            self.resets[slug] = resets[slug]
+            lessons.pop(slug, None)
 
     def check_writable(self) -> None:
         """Fail now, not after the first step, when progress cannot be saved."""
@@ -158,7 +193,7 @@ class Progress:
         )
 
     # -- what the lessons ask ---------------------------------------------------------
-    def of(self, slug: str) -> dict[str, Any]:
+    def of(self, slug: str) -> Entry:
         return self.lessons.setdefault(slug, {"step": 0, "done": False, "answers": {}})
 
     def reached(self, slug: str, step: int, done: bool = False) -> None:
@@ -175,6 +210,7 @@ class Progress:
         if not entry.get("pending"):
             entry.pop("pending", None)
         self._changed.add(slug)
+        self._answered.add((slug, question))
         self.save()
 
     def trying(self, slug: str, question: str, tries: int, hints: int) -> None:
@@ -190,13 +226,14 @@ class Progress:
         return int(entry.get("tries", 0)), int(entry.get("hints", 0))
 
     def reset(self, slug: str | None = None) -> None:
-        """Forget one lesson, or all of them."""
+        """Forget one lesson, or all of them, in every process that saves after this."""
         if slug is None:
+            self._resetting |= set(self.lessons)
             self.lessons.clear()
             self._forget_all = True
         else:
             self.lessons.pop(slug, None)
-            self._changed.add(slug)
+            self._resetting.add(slug)
         self.save()
 
     def done(self, slug: str) -> bool:
@@ -206,8 +243,10 @@ class Progress:
         return int(self.lessons.get(slug, {}).get("step", 0))
 
 
-def _read(path: Path) -> tuple[dict[str, dict[str, Any]], str | None]:
-    """The lessons in the file (``{}`` when there is none), or ``({}, why it is unreadable)``.
+def _read(path: Path) -> tuple[Lessons, dict[str, int], str | None]:
+    """The lessons and resets in the file (none when there is no file), or
+    ``({}, {}, why it is unreadable)``. A progress "file" that is not a file is a
+    :class:`UsageError`: it is nothing to set aside.
 
     Readers need no lock: the file is only ever replaced whole.
     """
@@ -218,17 +257,54 @@ def _read(path: Path) -> tuple[dict[str, dict[str, Any]], str | None]:
             or type(data.get("version")) is not int
             or data["version"] != VERSION
             or not isinstance(data.get("lessons"), dict)
+            or not _counts_of(data.get("resets", {}))
         ):
             raise ValueError("not a simsync progress file")
         for slug, entry in data["lessons"].items():
             _check_entry(slug, entry)
-        return data["lessons"], None
+        return data["lessons"], data.get("resets", {}), None
     except FileNotFoundError:
-        return {}, None
+        return {}, {}, None
+    except NotRegularFile as error:
+        raise UsageError(
+            f"your progress file {path} is {error.strerror}; remove it, or set "
+            "SIMSYNC_DATA_DIR to another folder"
+        ) from None
     except RecursionError:
-        return {}, "nested too deeply"
+        return {}, {}, "nested too deeply"
     except (OSError, ValueError) as error:  # JSON, UTF-8 and size errors are ValueErrors
-        return {}, str(getattr(error, "strerror", None) or error)
+        return {}, {}, str(getattr(error, "strerror", None) or error)
+
+
+def _merged(mine: Entry | None, theirs: Entry | None, answered: set[str]) -> Entry | None:
+    """One lesson's entry in this process and in the file, merged (the module's rules);
+    ``answered``: the questions this process answered since it last saved."""
+    if mine is None or theirs is None:
+        return mine if theirs is None else theirs
+    answers = {**mine["answers"], **theirs["answers"]}
+    answers.update({q: mine["answers"][q] for q in answered if q in mine["answers"]})
+    pending: dict[str, dict[str, int]] = {}
+    for question, counts in [*mine.get("pending", {}).items(), *theirs.get("pending", {}).items()]:
+        kept = pending.get(question)
+        if question not in answers and (kept is None or _used(counts) > _used(kept)):
+            pending[question] = counts
+    entry = {
+        "step": max(mine["step"], theirs["step"]),
+        "done": mine["done"] or theirs["done"],
+        "answers": answers,
+    }
+    return {**entry, "pending": pending} if pending else entry
+
+
+def _used(counts: dict[str, int]) -> tuple[int, int]:
+    return counts["tries"], counts["hints"]
+
+
+def _counts_of(resets: Any) -> bool:
+    """Whether ``resets`` maps lessons to counts >= 0."""
+    return isinstance(resets, dict) and all(
+        type(count) is int and count >= 0 for count in resets.values()
+    )
 
 
 def _check_entry(slug: str, entry: Any) -> None:

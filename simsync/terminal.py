@@ -1,0 +1,156 @@
+"""The terminal simsync prints to, as it comes: the one place rich consoles are made, and
+standard streams that cannot encode every character.
+
+- **Width** (:func:`make_console`). ``COLUMNS`` counts when it is a whole number from
+  :data:`MIN_WIDTH` to :data:`MAX_WIDTH`; otherwise (``0``, negative, not a number, absurd)
+  the terminal's own width, else 80. rich took ``COLUMNS=0`` as a width of 0 and printed
+  nothing at all. Without ``COLUMNS``: the terminal's width, else 80 (rich's own rule, which
+  follows a terminal being resized).
+- **Encoding** (:func:`ascii_fallback`). A terminal or a pipe set to latin-1 or ASCII
+  (``PYTHONIOENCODING=latin-1``, an old ``LANG``) raised ``UnicodeEncodeError`` at the first
+  mark: ``✓``, ``→``, ``◀``, a box-drawing line. Such a stream gets an error handler that writes
+  an ASCII stand-in instead: one character for one, so that tables and timelines stay aligned
+  (``✓`` is ``+``, ``✗`` is ``x``, box drawing is ``-``, ``|`` and ``+``, a block is ``#``); a
+  character with no stand-in is written as its code (``\\xe9``), as Python writes it to
+  standard error. rich draws its own boxes and rules in ASCII there by itself. A stream that
+  encodes everything (UTF-8) is left as it is.
+
+Small and below every package, so that the command line sets its streams up before anything
+heavy is imported; rich itself is imported only when a console is made.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import sys
+import unicodedata
+from collections.abc import Mapping
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = [
+    "HANDLER",
+    "MAX_WIDTH",
+    "MIN_WIDTH",
+    "ascii_fallback",
+    "make_console",
+    "stand_in",
+    "usable_width",
+]
+
+#: ``COLUMNS`` outside these bounds is not a terminal's width.
+MIN_WIDTH, MAX_WIDTH = 20, 1000
+
+#: The name of the error handler, for ``str.encode(..., errors=HANDLER)``.
+HANDLER = "simsync-ascii"
+
+_MARKS = {
+    "✓": "+",
+    "✗": "x",
+    "→": ">",
+    "←": "<",
+    "▶": ">",
+    "◀": "<",
+    "◆": "*",
+    "•": "*",
+    "·": ".",
+    "…": ".",
+    "–": "-",
+    "—": "-",
+    "−": "-",
+    "×": "x",
+    "≈": "~",
+    "±": "+",
+    "µ": "u",
+    "²": "2",
+    "≤": "<",
+    "≥": ">",
+}
+
+
+def stand_in(character: str) -> str:
+    """The ASCII that stands for ``character`` on a stream that cannot encode it.
+
+    >>> [stand_in(c) for c in "✓✗─│┼█→é"]
+    ['+', 'x', '-', '|', '+', '#', '>', 'e']
+    >>> stand_in("字")
+    '\\\\u5b57'
+    """
+    if character in _MARKS:
+        return _MARKS[character]
+    code = ord(character)
+    if 0x2500 <= code <= 0x257F:  # box drawing
+        name = unicodedata.name(character, "")
+        if "HORIZONTAL" in name and "VERTICAL" not in name and "AND" not in name:
+            return "-"
+        if "VERTICAL" in name and "HORIZONTAL" not in name and "AND" not in name:
+            return "|"
+        return "+"
+    if 0x2580 <= code <= 0x259F:  # block elements
+        return "#"
+    if 0x2800 <= code <= 0x28FF:  # braille: a spinner's frames
+        return "*"
+    plain = unicodedata.normalize("NFKD", character).encode("ascii", "ignore").decode()
+    return plain if len(plain) == 1 else character.encode("ascii", "backslashreplace").decode()
+
+
+def _handler(error: UnicodeError) -> tuple[str, int]:
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    text = error.object[error.start : error.end]
+    return "".join(stand_in(character) for character in text), error.end
+
+
+codecs.register_error(HANDLER, _handler)
+
+
+def ascii_fallback(stream: IO[str] | Any) -> None:
+    """Give ``stream`` the ASCII stand-ins when its encoding cannot write simsync's marks
+    (a stream that is not a text file of the system, such as ``io.StringIO``, is left)."""
+    encoding = getattr(stream, "encoding", None)
+    if not encoding or not hasattr(stream, "reconfigure"):
+        return
+    try:
+        "✓─◀".encode(encoding)
+    except UnicodeEncodeError:
+        stream.reconfigure(errors=HANDLER)
+    except LookupError:  # an encoding Python does not know: leave the stream alone
+        return
+
+
+def make_console(
+    *, stderr: bool = False, file: IO[str] | None = None, width: int | None = None
+) -> Console:
+    """A console on standard output (``stderr``: standard error, ``file``: that file), of
+    ``width`` or the terminal's usable width, writing ASCII stand-ins where the stream
+    cannot encode a mark."""
+    from rich.console import Console
+
+    ascii_fallback(file if file is not None else sys.stderr if stderr else sys.stdout)
+    if width is None and file is None:
+        width = usable_width(os.environ, (sys.stderr if stderr else sys.stdout))
+    return Console(file=file, stderr=stderr, width=width)
+
+
+def usable_width(environ: Mapping[str, str], stream: IO[str] | None = None) -> int | None:
+    """The width to print at where ``COLUMNS`` is set but unusable; None where rich's own
+    choice is right (``COLUMNS`` unset, or a usable width).
+
+    >>> usable_width({}), usable_width({"COLUMNS": "100"}), usable_width({"COLUMNS": "0"})
+    (None, None, 80)
+    >>> usable_width({"COLUMNS": "-5"}), usable_width({"COLUMNS": "wide"})
+    (80, 80)
+    """
+    columns = environ.get("COLUMNS")
+    if columns is None:
+        return None
+    if columns.isascii() and columns.isdigit() and MIN_WIDTH <= int(columns) <= MAX_WIDTH:
+        return None
+    try:
+        width = os.get_terminal_size(stream.fileno()).columns if stream is not None else 0
+    except (AttributeError, OSError, ValueError):  # not a terminal, or no descriptor
+        width = 0
+    return width if MIN_WIDTH <= width <= MAX_WIDTH else 80
