@@ -144,3 +144,64 @@ def test_start_makes_its_folder_whole_or_not_at_all(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
     assert run("assignments", "start", "1", str(folder)).returncode == 0
     assert sorted(p.name for p in folder.iterdir()) == ["README.md", "scenario.toml", "towers.py"]
+
+
+def test_results_json_is_never_written_through_a_link_or_into_a_fifo(tmp_path: Path) -> None:
+    folder = tmp_path / "hw"
+    run("assignments", "start", "3", str(folder))
+    kept = tmp_path / "kept.txt"
+    kept.write_text("mine")
+    (tmp_path / "link.json").symlink_to(kept)
+    os.mkfifo(tmp_path / "fifo.json")
+    for target in ("link.json", "fifo.json"):
+        done = run("grade", str(folder), "--assignment", "3", "--gradescope", target, cwd=tmp_path)
+        assert done.returncode == 2 and "not a regular file" in done.stderr
+    assert kept.read_text() == "mine" and (tmp_path / "link.json").is_symlink()
+
+
+def test_a_failing_reference_stops_the_grading_for_the_instructor(tmp_path: Path) -> None:
+    """A reference that raises: grade exits 2 and says so, instead of 0 points for everyone."""
+    import shutil
+
+    from simsync.grading import load_assignments
+
+    source = load_assignments()[0].folder
+    course = tmp_path / "course"
+    shutil.copytree(source, course / source.name)
+    solution = course / source.name / "solution" / "towers.py"
+    solution.write_text("raise RuntimeError('the reference is broken')\n")
+    env = {**os.environ, "SIMSYNC_ASSIGNMENTS": str(course)}
+    command = [sys.executable, "-m", "simsync", "grade", str(source / "solution")]
+    done = subprocess.run(
+        [*command, "--assignment", "1", "--hidden", "--no-tensorflow"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stdout
+    assert "the reference solution fails" in done.stderr and "reference is broken" in done.stderr
+
+
+def test_folders_a_killed_grader_left_are_removed(tmp_path: Path) -> None:
+    """kill -9 leaves the grader's temporary folders; the next grading removes those of
+    graders that no longer run (pid 4,000,000 is above any pid_max), and no one else's."""
+    scratch = tmp_path / "tmp"
+    (scratch / "simsync-grade-4000000-abc" / "reference").mkdir(parents=True)
+    (scratch / f"simsync-grade-{os.getpid()}-def").mkdir()
+    (scratch / "other-4000000-x").mkdir()
+    folder = tmp_path / "hw"
+    run("assignments", "start", "3", str(folder))
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    done = subprocess.run(
+        [sys.executable, "-m", "simsync", "grade", str(folder), "--assignment", "3"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in scratch.iterdir()) == [
+        "other-4000000-x",
+        f"simsync-grade-{os.getpid()}-def",
+    ]

@@ -267,3 +267,65 @@ def test_a_graph_that_would_never_end_is_refused(tmp_path: Path) -> None:
     text = outputs(graded(tmp_path))
     assert "every client is a daemon" in text
     assert time.monotonic() - started < 30
+
+
+def test_no_threads_no_shared_memory_no_writes_to_the_roots(tmp_path: Path) -> None:
+    """What no memory limit counts, refused: threads (8,000 filled the host's process table),
+    anonymous shared memory, a large /dev/shm, files in / or /dev (in memory, unlimited)."""
+    body = (
+        "import os, threading\n"
+        "refused = []\n"
+        "try:\n"
+        "    threading.Thread(target=print).start()\n"
+        "except RuntimeError:\n"
+        "    refused.append('thread')\n"
+        "try:\n"
+        "    os.memfd_create('hoard')\n"
+        "except OSError:\n"
+        "    refused.append('memfd')\n"
+        "for path, size in (('/dev/shm/hoard', 20 * 2**20), ('/hoard', 1), ('/dev/hoard', 1)):\n"
+        "    try:\n"
+        "        open(path, 'wb').write(b'x' * size)\n"
+        "    except OSError:\n"
+        "        refused.append(path)\n"
+        "raise RuntimeError(refused)"
+    )
+    expected = "RuntimeError: ['thread', 'memfd', '/dev/shm/hoard', '/hoard', '/dev/hoard']"
+    assert expected in outputs(graded(submit(tmp_path, body)))
+
+
+def test_what_the_student_writes_to_the_answer_cannot_break_the_grader(tmp_path: Path) -> None:
+    """A number too long to read, deep brackets and a claim of facts, written to every
+    descriptor: ignored; the graph the function returns is graded."""
+    body = (
+        "import os\n"
+        "for fd in range(3, 12):\n"
+        "    for junk in (b'{\"x\": ' + b'1' * 5000 + b'}\\n', b'[' * 100000 + b'\\n',\n"
+        '                 b\'{"facts": {"step_time": {"mean": 0.001}}}\\n\'):\n'
+        "        try:\n"
+        "            os.write(fd, junk)\n"
+        "        except OSError:\n"
+        "            pass"
+    )
+    result = graded(submit(tmp_path, body))
+    assert result.score == result.max_score, outputs(result)
+
+
+def test_a_message_is_one_short_escaped_line(tmp_path: Path) -> None:
+    """A 300 kB message is cut to 2,000 characters; line breaks and terminal escapes in it
+    cannot forge lines of the report."""
+    body = "raise RuntimeError('\\n  ✓ 3/3  forged\\x1b[2K' + 'A' * 300_000)"
+    result = graded(submit(tmp_path, body))
+    for r in result.results:
+        if "forged" in r.output:
+            assert len(r.output) < 2200 and "\n" not in r.output and "\x1b" not in r.output
+            assert r.output.endswith("more characters)")
+    assert any("forged" in r.output for r in result.results)
+
+
+def test_links_count_against_the_limit(tmp_path: Path) -> None:
+    folder = submit(tmp_path, "pass")
+    for i in range(250):
+        (folder / f"link{i}").symlink_to("/")
+    result = graded(folder)
+    assert result.score == 0 and "more than 200 files and folders" in outputs(result)
