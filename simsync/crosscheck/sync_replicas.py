@@ -36,7 +36,7 @@ from simsync.kinds.replay import replay
 from simsync.patterns import build
 from simsync.patterns.sync_replicas import QUEUE_RUNNER
 from simsync.scenario import Scenario
-from simsync.trace import Trace, gradient_stats
+from simsync.trace import GradientCounts, Trace, gradient_stats
 from simsync.words import plural
 
 __all__ = ["crosscheck_sync_replicas", "needs_cluster"]
@@ -183,14 +183,19 @@ def _protocol(trace: Trace, graph: Graph, global_step: int) -> dict[str, Any]:
         {name for client in graph.clients if client.name in updating
          for name in run_order(graph, client.fetches) if graph.op(name).writes}
     )  # fmt: skip
-    gradients = gradient_stats(trace) or {}
+    gradients = gradient_stats(trace)
     return {
         "global_step": global_step,
         "applies": len(per_run),
         "one_apply_per_step": len(per_run) == global_step
         and all(sorted(ops) == applying for ops in per_run.values()),
-        "gradients": {k: gradients.get(k, 0) for k in ("pushed", "accepted", "dropped", "split")},
-        "dropped_per_step": gradients.get("dropped_per_step"),
+        "gradients": GradientCounts(
+            pushed=gradients["pushed"] if gradients else 0,
+            accepted=gradients["accepted"] if gradients else 0,
+            dropped=gradients["dropped"] if gradients else 0,
+            split=gradients["split"] if gradients else 0,
+        ),
+        "dropped_per_step": gradients["dropped_per_step"] if gradients else None,
     }
 
 
