@@ -574,7 +574,9 @@ def _crosscheck(args: argparse.Namespace) -> int:
             args.trace, [("simulated", result.simulation.trace), ("tensorflow", result.real.trace)]
         )
     if args.json:
-        print(json.dumps(report, indent=2, allow_nan=False))
+        from simsync.crosscheck.report import report_json
+
+        print(json.dumps(report_json(report), indent=2, allow_nan=False))
     else:
         from simsync.viz import CrossCheckView
 

@@ -27,6 +27,12 @@ from typing import Any
 import numpy as np
 
 from simsync.crosscheck.compare import VALUE_TOLERANCE, CrossCheck, relative_error, structure
+from simsync.crosscheck.report import (
+    ProtocolSide,
+    ReplicaValues,
+    SyncReplicasReport,
+    SyncReplicasTiming,
+)
 from simsync.engine import simulate
 from simsync.engine.draws import DrawStreams
 from simsync.errors import SimsyncError, UsageError
@@ -69,7 +75,8 @@ def crosscheck_sync_replicas(
     simulation = simulate(scenario)
     protocol_ops = {op.name for op in graph.ops() if kind_of(op.kind).action or op.writes}
     runs = [(s.client, s.step) for s in trace.steps]
-    report = {
+    report: SyncReplicasReport = {
+        "check": "sync_replicas",
         "scenario": scenario.name,
         "mode": graph.facts["mode"],
         "steps": scenario.run.steps,
@@ -150,7 +157,7 @@ def _as_tf_config(text: str) -> str:
     return text if isinstance(data, dict) and "cluster" in data else json.dumps({"cluster": data})
 
 
-def _values(graph: Graph, trace: Trace, scenario: Scenario) -> dict[str, Any]:
+def _values(graph: Graph, trace: Trace, scenario: Scenario) -> ReplicaValues:
     """The real ledger replayed through numpy, against TensorFlow's parameters and losses."""
     replayed = replay(graph, trace, scenario.model, scenario.run.seed)
     diff = max(
@@ -171,7 +178,7 @@ def _values(graph: Graph, trace: Trace, scenario: Scenario) -> dict[str, Any]:
     }
 
 
-def _protocol(trace: Trace, graph: Graph, global_step: int) -> dict[str, Any]:
+def _protocol(trace: Trace, graph: Graph, global_step: int) -> ProtocolSide:
     """The global step reached, the applies that ran, whether each step applied every
     variable exactly once, and the gradients, of one trace (simulated or real)."""
     updating = set(updating_clients(graph))
@@ -199,7 +206,7 @@ def _protocol(trace: Trace, graph: Graph, global_step: int) -> dict[str, Any]:
     }
 
 
-def _timing(simulated: Trace, real: Trace) -> dict[str, Any]:
+def _timing(simulated: Trace, real: Trace) -> SyncReplicasTiming:
     """Mean time between applies after the first (which includes the start-up round)."""
 
     def between(trace: Trace) -> float:
