@@ -68,7 +68,7 @@ def test_a_staleness_bound_of_zero_gives_rounds_on_tensorflow() -> None:
 
 def test_crosscheck_of_async_training() -> None:
     report = crosscheck(workers(steps=5), warmup=1).report
-    assert report["check"] == "async" and problems(report, AsyncReport) == []
+    assert report["check"] == "racing_clients" and problems(report, AsyncReport) == []
     assert report["mode"] == "async"
     assert report["structure"]["ok"] and report["structure"]["runs"] > 0
     assert report["values"]["replayed"] and report["values"]["ok"]

@@ -58,6 +58,7 @@ REQUIRED = {
     ],
 }
 
+#: The report of each mode's check (the JSON leaves out the report's ``check``).
 TYPES = {"sync": SyncReport, "async": AsyncReport, "sync_replicas": SyncReplicasReport}
 
 
@@ -85,7 +86,7 @@ def test_crosscheck_of_the_bundled_scenarios_agrees(example: Path) -> None:
     report = json.loads(result.stdout)
     for key in REQUIRED[report.get("mode", "sync")]:
         lookup(report, key)
-    typed = TYPES[report.get("mode", "sync")]  # the JSON leaves out the report's `check`
+    typed = TYPES[report.get("mode", "sync")]
     assert problems(report, typed, leave_out=frozenset({"check"})) == []
     assert report["structure"]["checked"] > 0
     assert report["structure"]["violations"] == []

@@ -27,15 +27,15 @@ from simsync.viz import CrossCheckView
 ROOT = Path(__file__).resolve().parent.parent
 REPORTS = Path(__file__).parent / "fixtures" / "reports"
 TYPES: dict[str, Any] = {
-    "sync": SyncReport,
-    "async": AsyncReport,
-    "sync_replicas": SyncReplicasReport,
+    "one_client": SyncReport,
+    "racing_clients": AsyncReport,
+    "cluster": SyncReplicasReport,
 }
 #: A table only each kind of check shows.
 OWN_TABLE = {
-    "sync": "Timing, predicted from",
-    "async": "Staleness of the updates",
-    "sync_replicas": "Gradients: predicted and measured",
+    "one_client": "Timing, predicted from",
+    "racing_clients": "Staleness of the updates",
+    "cluster": "Gradients: predicted and measured",
 }
 
 
@@ -118,26 +118,26 @@ def test_each_kind_of_report_renders_its_own_tables(check: str) -> None:
 
 
 def test_the_view_follows_the_declared_kind_not_the_keys() -> None:
-    """A sync report that also carries an async report's and a cluster's sections (a newer
+    """A one-client report that also carries a race's and a cluster's sections (a newer
     version's, say) is still drawn as the check it says it is."""
-    mixed = {**report("sync"), "staleness": report("async")["staleness"]}
-    mixed["protocol"] = report("sync_replicas")["protocol"]
+    mixed = {**report("one_client"), "staleness": report("racing_clients")["staleness"]}
+    mixed["protocol"] = report("cluster")["protocol"]
     text = render(CrossCheckView(mixed))
-    assert OWN_TABLE["sync"] in text
-    assert OWN_TABLE["async"] not in text and OWN_TABLE["sync_replicas"] not in text
+    assert OWN_TABLE["one_client"] in text
+    assert OWN_TABLE["racing_clients"] not in text and OWN_TABLE["cluster"] not in text
     assert "one apply per step" not in verdicts(mixed)
 
 
 def test_a_report_of_no_known_kind_is_refused() -> None:
     """Nothing falls back to guessing: an unknown kind is an error, not a best guess."""
     with pytest.raises(AssertionError):
-        render(CrossCheckView({**report("sync"), "check": "mystery"}))
+        render(CrossCheckView({**report("one_client"), "check": "mystery"}))
     with pytest.raises(KeyError):
-        render(CrossCheckView(report_json(report("sync"))))
+        render(CrossCheckView(report_json(report("one_client"))))
 
 
 def test_verdicts_are_those_of_the_reports_kind() -> None:
-    assert list(verdicts(report("sync"))) == [
+    assert list(verdicts(report("one_client"))) == [
         "structure",
         "values",
         "side by side",
@@ -145,13 +145,13 @@ def test_verdicts_are_those_of_the_reports_kind() -> None:
         "one tower working",
         "no slow tower",
     ]
-    assert list(verdicts(report("async"))) == [
+    assert list(verdicts(report("racing_clients"))) == [
         "structure",
         "values",
         "stale",
         "staleness as predicted",
     ]
-    assert list(verdicts(report("sync_replicas"))) == [
+    assert list(verdicts(report("cluster"))) == [
         "structure",
         "values",
         "one apply per step",

@@ -59,7 +59,7 @@ def crosscheck_async(
     timed = {run for run, phase in real.phases.items() if phase == "timed"}
     stale = _staleness(simulation.trace, real.trace)
     report: AsyncReport = {
-        "check": "async",
+        "check": "racing_clients",
         "scenario": scenario.name,
         "mode": simulation.graph.facts.get("mode"),
         "steps": scenario.run.steps,

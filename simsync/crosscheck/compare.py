@@ -124,7 +124,7 @@ def crosscheck(
     simulation = simulate(predicted.with_run(steps=real.total_steps))
     traced = {s.step for s in real.trace.steps}
     report: SyncReport = {
-        "check": "sync",
+        "check": "one_client",
         "scenario": scenario.name,
         "steps": scenario.run.steps,
         "warmup": warmup,

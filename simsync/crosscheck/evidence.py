@@ -310,10 +310,10 @@ def verdicts(report: Report) -> dict[str, str]:
         "structure": "agree" if report["structure"]["ok"] else "disagree",
         "values": "agree" if report["values"]["ok"] else "disagree",
     }
-    if report["check"] == "sync_replicas":
+    if report["check"] == "cluster":
         applied = report["protocol"]["measured"]["one_apply_per_step"]
         found["one apply per step"] = "agree" if applied else "disagree"
-    elif report["check"] == "async":
+    elif report["check"] == "racing_clients":
         stale = report["evidence"]["staleness"]
         if stale:
             found["stale"] = stale["verdict"]

@@ -2,12 +2,14 @@
 
 A report is a ``TypedDict``, not a dataclass: it is the JSON object ``simsync crosscheck
 --json`` prints, so ``json.dumps`` prints it as it is, and scripts and tests read it by key as
-they read that JSON. Each report says which check made it in ``check``: ``sync`` (one client,
-towers: :func:`simsync.crosscheck.crosscheck`), ``async`` (racing workers:
-:mod:`simsync.crosscheck.asynchronous`) or ``sync_replicas`` (SyncReplicasOptimizer on a real
-cluster: :mod:`simsync.crosscheck.sync_replicas`). Views and verdicts dispatch on it, never on
-which keys a report happens to have. ``check`` is for the program: :func:`report_json` leaves
-it out, so the JSON keeps the keys it has always had.
+they read that JSON. Each report says which check made it in ``check``, named after what in
+the graph chose that check (as nothing downstream branches on a training mode's name):
+``one_client`` (towers of one client: :func:`simsync.crosscheck.crosscheck`),
+``racing_clients`` (several clients racing, as asynchronous workers do:
+:mod:`simsync.crosscheck.asynchronous`) or ``cluster`` (ops that run only on a real cluster,
+SyncReplicasOptimizer's: :mod:`simsync.crosscheck.sync_replicas`). Views and verdicts dispatch
+on it, never on which keys a report happens to have. ``check`` is for the program:
+:func:`report_json` leaves it out, so the JSON keeps the keys it has always had.
 """
 
 from __future__ import annotations
@@ -55,12 +57,12 @@ __all__ = [
 ]
 
 #: Which check made a report.
-Check = Literal["sync", "async", "sync_replicas"]
+Check = Literal["one_client", "racing_clients", "cluster"]
 #: Where the predicted costs come from (:func:`simsync.crosscheck.compare.costs_kind`).
 CostsKind = Literal["scenario", "machine", "file"]
 
 
-# -- structure: every report ---------------------------------------------------------------
+# -- structure: every report -----------------------------------------------------------------------
 @final
 class MissingOp(TypedDict):
     """An op of a run that does not appear in the real trace."""
@@ -98,7 +100,7 @@ class StructureOfRuns(Structure):
     runs: int
 
 
-# -- sync: towers of one client ------------------------------------------------------------
+# -- one_client: towers of one client --------------------------------------------------------------
 @final
 class MovingEqual(TypedDict):
     """Moving statistics that no update raced: equal to the simulator's."""
@@ -226,7 +228,7 @@ class Evidence(TypedDict):
 class SyncReport(TypedDict):
     """The report of one client's towers (:func:`simsync.crosscheck.crosscheck`)."""
 
-    check: Literal["sync"]
+    check: Literal["one_client"]
     scenario: str
     steps: int
     warmup: int
@@ -241,7 +243,7 @@ class SyncReport(TypedDict):
     unmapped_tensorflow_ops: dict[str, int]
 
 
-# -- async: racing workers -----------------------------------------------------------------
+# -- racing_clients: asynchronous workers ----------------------------------------------------------
 class ReplayValues(TypedDict):
     """TensorFlow's ledger replayed through numpy, against TensorFlow's parameters."""
 
@@ -295,7 +297,7 @@ class AsyncEvidence(TypedDict):
 class AsyncReport(TypedDict):
     """The report of racing workers (:func:`simsync.crosscheck.asynchronous.crosscheck_async`)."""
 
-    check: Literal["async"]
+    check: Literal["racing_clients"]
     scenario: str
     mode: str | None
     steps: int
@@ -314,7 +316,7 @@ class AsyncReport(TypedDict):
     unmapped_tensorflow_ops: dict[str, int]
 
 
-# -- sync_replicas: SyncReplicasOptimizer on a real cluster --------------------------------
+# -- cluster: SyncReplicasOptimizer on a real cluster ----------------------------------------------
 class ClusterInfo(TypedDict):
     """The processes of the real cluster."""
 
@@ -364,7 +366,7 @@ class SyncReplicasReport(TypedDict):
     """The report of SyncReplicasOptimizer on a real cluster
     (:func:`simsync.crosscheck.sync_replicas.crosscheck_sync_replicas`)."""
 
-    check: Literal["sync_replicas"]
+    check: Literal["cluster"]
     scenario: str
     mode: str
     steps: int
@@ -386,7 +388,7 @@ Report = SyncReport | AsyncReport | SyncReplicasReport
 def report_json(report: Report) -> dict[str, object]:
     """The report as ``simsync crosscheck --json`` prints it: every key but ``check``.
 
-    >>> report_json({"check": "async", "scenario": "s", "workers": 2})
+    >>> report_json({"check": "racing_clients", "scenario": "s", "workers": 2})
     {'scenario': 's', 'workers': 2}
     """
     return {key: value for key, value in report.items() if key != "check"}

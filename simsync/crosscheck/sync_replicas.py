@@ -76,7 +76,7 @@ def crosscheck_sync_replicas(
     protocol_ops = {op.name for op in graph.ops() if kind_of(op.kind).action or op.writes}
     runs = [(s.client, s.step) for s in trace.steps]
     report: SyncReplicasReport = {
-        "check": "sync_replicas",
+        "check": "cluster",
         "scenario": scenario.name,
         "mode": graph.facts["mode"],
         "steps": scenario.run.steps,

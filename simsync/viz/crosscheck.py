@@ -85,11 +85,11 @@ class CrossCheckView:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         r = self.report
-        if r["check"] == "sync_replicas":  # a real cluster: the protocol is checked
+        if r["check"] == "cluster":  # a real cluster: the protocol is checked
             yield from self._cluster(r)
-        elif r["check"] == "async":  # concurrent workers: the race is checked, not predicted
+        elif r["check"] == "racing_clients":  # the race is checked, not predicted
             yield from self._asynchronous(r)
-        elif r["check"] == "sync":
+        elif r["check"] == "one_client":
             yield from self._synchronous(r)
         else:
             assert_never(r)
@@ -352,7 +352,8 @@ class EvidenceView:
     """What the real run shows (:mod:`simsync.crosscheck.evidence`), one row per finding:
     its verdict, or "inconclusive here" with the reason, and the numbers behind it. The
     findings are those of the report's kind of check: towers side by side, who arrived last,
-    what a variant changes (``sync``); whether the updates were stale (``async``). Where the
+    what a variant changes (``one_client``); whether the updates were stale
+    (``racing_clients``). Where the
     predictions came from is the report's ``costs`` and ``costs_kind``. Nothing is shown
     when there is no finding (one tower)."""
 
@@ -366,7 +367,7 @@ class EvidenceView:
         for column in ("question", "answer", "evidence"):
             table.add_column(column)
         r = self.report
-        if r["check"] == "sync":
+        if r["check"] == "one_client":
             self._towers(table, r)
         else:
             stale = r["evidence"]["staleness"]
