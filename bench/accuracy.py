@@ -94,7 +94,7 @@ def measure(runs: int, steps: int) -> dict[str, list[dict[str, float]]]:
     for run in range(runs):
         for scenario in SYNC + ASYNC:
             report = crosscheck(scenario.with_run(steps=steps, seed=run)).report
-            if "staleness" in report:
+            if report["check"] == "racing_clients":
                 staleness, throughput = report["staleness"], report["throughput"]
                 row = {
                     "predicted": staleness["predicted"]["mean"],

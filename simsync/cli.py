@@ -586,7 +586,9 @@ def _crosscheck(args: argparse.Namespace) -> int:
         traces = [("simulated", result.simulation.trace), ("tensorflow", result.real.trace)]
         _write_trace(args.trace, traces)
     if args.json:
-        print(json.dumps(report, indent=2, allow_nan=False))
+        from simsync.crosscheck.report import report_json
+
+        print(json.dumps(report_json(report), indent=2, allow_nan=False))
     elif args.trace is not STDOUT:
         from simsync.viz import CrossCheckView
 

@@ -4,8 +4,10 @@ and its replay through numpy reproducing TensorFlow's parameters."""
 from __future__ import annotations
 
 import pytest
+from typed_dicts import problems
 
 from simsync.crosscheck import crosscheck
+from simsync.crosscheck.report import AsyncReport
 from simsync.kinds.replay import replay
 from simsync.patterns import build
 from simsync.scenario import (
@@ -66,6 +68,7 @@ def test_a_staleness_bound_of_zero_gives_rounds_on_tensorflow() -> None:
 
 def test_crosscheck_of_async_training() -> None:
     report = crosscheck(workers(steps=5), warmup=1).report
+    assert report["check"] == "racing_clients" and problems(report, AsyncReport) == []
     assert report["mode"] == "async"
     assert report["structure"]["ok"] and report["structure"]["runs"] > 0
     assert report["values"]["replayed"] and report["values"]["ok"]

@@ -8,6 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from typed_dicts import problems
+
+from simsync.crosscheck.report import AsyncReport, SyncReplicasReport, SyncReport
 
 pytestmark = pytest.mark.tf
 
@@ -55,6 +58,9 @@ REQUIRED = {
     ],
 }
 
+#: The report of each mode's check (the JSON leaves out the report's ``check``).
+TYPES = {"sync": SyncReport, "async": AsyncReport, "sync_replicas": SyncReplicasReport}
+
 
 def simsync(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -80,6 +86,8 @@ def test_crosscheck_of_the_bundled_scenarios_agrees(example: Path) -> None:
     report = json.loads(result.stdout)
     for key in REQUIRED[report.get("mode", "sync")]:
         lookup(report, key)
+    typed = TYPES[report.get("mode", "sync")]
+    assert problems(report, typed, leave_out=frozenset({"check"})) == []
     assert report["structure"]["checked"] > 0
     assert report["structure"]["violations"] == []
     assert report["values"]["ok"] and report["values"]["max_abs_diff"] < 1e-12

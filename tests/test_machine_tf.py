@@ -130,7 +130,11 @@ def test_a_machine_whose_load_changed_is_told_to_calibrate_again(tmp_path: Path)
 
         moved = {**machine, "predicted": predicted}
         moved["drifted"] = drifted(moved)
-        changed = {**report, "evidence": {**report["evidence"], "machine": moved}}
+        changed = {
+            "check": "one_client",
+            **report,
+            "evidence": {**report["evidence"], "machine": moved},
+        }
         console = Console(record=True, width=200)
         console.print(CrossCheckView(changed))
         return console.export_text()

@@ -17,7 +17,6 @@ cannot equal the simulator's. What must hold instead:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
@@ -31,6 +30,12 @@ from simsync.crosscheck.compare import (
     structure,
 )
 from simsync.crosscheck.evidence import staleness
+from simsync.crosscheck.report import (
+    AsyncReport,
+    ReplayValues,
+    StalenessComparison,
+    ThroughputComparison,
+)
 from simsync.engine import simulate
 from simsync.errors import SimsyncError
 from simsync.ir import Graph
@@ -60,7 +65,8 @@ def crosscheck_async(
     traced = [run for run, phase in real.phases.items() if phase == "traced"]
     timed = {run for run, phase in real.phases.items() if phase == "timed"}
     stale = _staleness(simulation.trace, real.trace)
-    report = {
+    report: AsyncReport = {
+        "check": "racing_clients",
         "scenario": scenario.name,
         "mode": simulation.graph.facts.get("mode"),
         "steps": scenario.run.steps,
@@ -88,35 +94,35 @@ LOCK_FREE = (
 )
 
 
-def _replayed(scenario: Scenario, graph: Graph, real: TensorFlowRun) -> dict[str, Any]:
+def _replayed(scenario: Scenario, graph: Graph, real: TensorFlowRun) -> ReplayValues:
     """Replay the real ledger. Exact agreement is required of a locked apply only."""
     exact = all(op.locks for op in graph.ops() if op.writes)  # every apply under its lock
-    result: dict[str, Any] = {
-        "exact": exact,
-        "tolerance": VALUE_TOLERANCE,
-        "note": None if exact else LOCK_FREE,
-        "why": None,
-    }
+    note = None if exact else LOCK_FREE
     try:
         params = replay(graph, real.trace, scenario.model, scenario.run.seed).params
     except SimsyncError as error:  # e.g. lock-free: two applies found the same version
         return {
-            **result,
-            "replayed": False,
+            "exact": exact,
+            "tolerance": VALUE_TOLERANCE,
+            "note": note,
             "why": str(error),
+            "replayed": False,
             "max_abs_diff": None,
             "ok": not exact,
         }
     diff = max(float(np.max(np.abs(params[name] - value))) for name, value in real.params.items())
     return {
-        **result,
+        "exact": exact,
+        "tolerance": VALUE_TOLERANCE,
+        "note": note,
+        "why": None,
         "replayed": True,
         "max_abs_diff": diff,
         "ok": diff <= VALUE_TOLERANCE or not exact,
     }
 
 
-def _staleness(simulated: Trace, real: Trace) -> dict[str, Any]:
+def _staleness(simulated: Trace, real: Trace) -> StalenessComparison:
     predicted, measured = staleness_stats(simulated), staleness_stats(real)
     return {
         "predicted": predicted,
@@ -126,7 +132,7 @@ def _staleness(simulated: Trace, real: Trace) -> dict[str, Any]:
     }
 
 
-def _throughput(simulated: Trace, real: Trace, timed: set[tuple[str, int]]) -> dict[str, Any]:
+def _throughput(simulated: Trace, real: Trace, timed: set[tuple[str, int]]) -> ThroughputComparison:
     """Updates per second over the same phase on both sides: the real timed runs are the last
     ones taken from the pool, so the prediction counts the simulation's last runs as many."""
     measured = throughput(real, timed) if timed else throughput(real)

@@ -35,6 +35,20 @@ from simsync.crosscheck.evidence import (
     side_by_side,
 )
 from simsync.crosscheck.moving import moving_statistics
+from simsync.crosscheck.report import (
+    CostsKind,
+    Evidence,
+    MachineCheck,
+    MachineMeasure,
+    OpTiming,
+    Ratio,
+    Report,
+    Structure,
+    SyncReport,
+    Timing,
+    Values,
+    Violation,
+)
 from simsync.engine import Simulation, median_step_time, simulate
 from simsync.ir import Graph, racing_clients, run_order
 from simsync.patterns import build, tower_device
@@ -66,7 +80,7 @@ class CrossCheck:
     predicted_scenario: Scenario
     simulation: Simulation
     real: TensorFlowRun | Any  # a cluster run for SyncReplicasOptimizer
-    report: dict[str, Any]
+    report: Report
 
 
 def crosscheck(
@@ -110,7 +124,8 @@ def crosscheck(
     predicted = predicted_scenario(scenario, profile, real)
     simulation = simulate(predicted.with_run(steps=real.total_steps))
     traced = {s.step for s in real.trace.steps}
-    report = {
+    report: SyncReport = {
+        "check": "one_client",
         "scenario": scenario.name,
         "steps": scenario.run.steps,
         "warmup": warmup,
@@ -139,7 +154,7 @@ def resolve_profile(
     return profile
 
 
-def costs_kind(profile: Profile | None) -> str:
+def costs_kind(profile: Profile | None) -> CostsKind:
     """Where the predicted costs come from: ``scenario`` (its own costs), ``machine`` (this
     machine's measured profile) or ``file`` (a calibration profile from a file)."""
     if profile is None:
@@ -208,11 +223,12 @@ def _evidence(
     predicted: Scenario,
     variants: list[tuple[Variant, Hypotheses]],
     for_this_machine: bool,
-) -> dict[str, Any]:
+) -> Evidence:
     """What the real run shows (see :mod:`simsync.crosscheck.evidence`), and, when the
     predictions are for this machine (its measured profile), whether it still runs a variant
     as fast as its profile says (its load may have changed since it was measured)."""
-    ratios, step_time = [], _StepTimes()
+    ratios: list[Ratio] = []
+    step_time = _StepTimes()
     for variant, hypotheses in variants:
         expected = {}
         for name, change in hypotheses.items():
@@ -223,7 +239,7 @@ def _evidence(
     check = variants and for_this_machine
     machine = _machine_check(real, predicted, variants[0][0], step_time) if check else None
     if machine and machine["drifted"]:  # predictions from an out-of-date profile: no yardstick
-        ratios = [{**ratio, "verdict": INCONCLUSIVE, "out_of_date": True} for ratio in ratios]
+        ratios = [_out_of_date(ratio) for ratio in ratios]
     return {
         "side_by_side": side_by_side(graph, real.trace),
         "arrivals": arrivals(graph, real.trace),
@@ -232,14 +248,19 @@ def _evidence(
     }
 
 
+def _out_of_date(ratio: Ratio) -> Ratio:
+    """A ratio whose predictions came from an out-of-date profile: no verdict."""
+    return {**ratio, "verdict": INCONCLUSIVE, "out_of_date": True}
+
+
 def _machine_check(
     real: TensorFlowRun, predicted: Scenario, variant: Variant, step_time: _StepTimes
-) -> dict[str, Any]:
+) -> MachineCheck:
     """The variant's measured step time against its prediction: whether this machine still
     runs as its profile says."""
     theirs = step_time(variant.apply(predicted))
     measured, low, high = median_interval(real.interleaved[variant.name])
-    machine = {
+    machine: MachineMeasure = {
         "variant": variant.name,
         "predicted": theirs,
         "measured": measured,
@@ -281,17 +302,18 @@ def happens_before(
     trace: Trace,
     runs: Iterable[tuple[str, int]] | None = None,
     among: set[str] | None = None,
-) -> tuple[int, list[dict[str, Any]]]:
+) -> tuple[int, list[Violation]]:
     """Check every IR edge of a client's run in every traced run of ``trace`` (``runs``, or
     every step record's): how many were checked, and violations. An op of the run absent from
     the trace is a violation too (it did not run, or its TensorFlow ops could not be mapped).
     ``among`` limits the check to the edges between those ops (and only they must be there)."""
     spans = {(r.client, r.step, r.op): r for r in trace.ops}
+    violations: list[Violation] = []
     ops = {
         c.name: {n for n in run_order(graph, c.fetches) if among is None or n in among}
         for c in graph.clients
     }
-    checked, violations = 0, []
+    checked = 0
     for client, step in sorted(
         runs if runs is not None else {(s.client, s.step) for s in trace.steps}
     ):
@@ -320,13 +342,13 @@ def structure(
     trace: Trace,
     runs: Iterable[tuple[str, int]] | None = None,
     among: set[str] | None = None,
-) -> dict[str, Any]:
+) -> Structure:
     """The structure section of a report: happens-before relations checked and violated."""
     checked, violations = happens_before(graph, trace, runs, among)
     return {"checked": checked, "violations": violations, "ok": not violations}
 
 
-def _values(simulation: Simulation, real: TensorFlowRun) -> dict[str, Any]:
+def _values(simulation: Simulation, real: TensorFlowRun) -> Values:
     """Parameters and losses must be equal; moving statistics equal, or where updates race,
     each step's outcome one the simulator allows (:mod:`simsync.crosscheck.moving`)."""
     simulated = simulation.trace.params
@@ -338,29 +360,29 @@ def _values(simulation: Simulation, real: TensorFlowRun) -> dict[str, Any]:
     losses = np.array([s.loss for s in simulation.trace.steps], dtype=float)
     loss_diff = float(np.max(np.abs(losses - np.array(real.losses))))
     moving = moving_statistics(simulation, real)
-    report = {
-        "compared": ["losses", *sorted(real.params), *moving.get("compared", [])],
+    report: Values = {
+        "compared": ["losses", *sorted(real.params), *(moving["compared"] if moving else [])],
         "max_abs_diff": abs_diff,
         "max_rel_diff": rel_diff,
         "loss_max_abs_diff": loss_diff,
         "tolerance": VALUE_TOLERANCE,
         "ok": abs_diff <= VALUE_TOLERANCE
         and loss_diff <= VALUE_TOLERANCE
-        and moving.get("ok", True),
+        and (moving is None or moving["ok"]),
     }
     if moving:
         report["moving_statistics"] = moving
     return report
 
 
-def _timing(simulated: Trace, real: TensorFlowRun, traced: set[int]) -> dict[str, Any]:
+def _timing(simulated: Trace, real: TensorFlowRun, traced: set[int]) -> Timing:
     """Mean step times of the untraced timing steps and their error; also medians, which a
     machine's hiccups (a step suddenly twice as slow) do not move. Op times come from the
     traced steps (tracing included)."""
     timed = dict(real.timed) or {s.step: s.duration for s in real.trace.steps}
     predicted = [s.duration for s in simulated.steps if s.step in timed]
     measured = list(timed.values())
-    kinds = {}
+    kinds: dict[str, OpTiming] = {}
     for kind, (p, m) in _kind_durations(simulated, real.trace, traced).items():
         kinds[kind] = {"predicted": p, "measured": m, "error": relative_error(p, m)}
     mean_p, mean_m = float(np.mean(predicted)), float(np.mean(measured))

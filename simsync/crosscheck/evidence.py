@@ -36,8 +36,15 @@ import math
 import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
 
+from simsync.crosscheck.report import (
+    Arrival,
+    MachineMeasure,
+    Ratio,
+    Report,
+    SideBySide,
+    StalenessEvidence,
+)
 from simsync.ir import Graph, sync_points, tower_dependencies
 from simsync.trace import Trace, straggler
 from simsync.trace.staleness import updates_by_run
@@ -94,7 +101,7 @@ def median_interval(
     return median, ordered[j - 1], ordered[n - j]
 
 
-def side_by_side(graph: Graph, trace: Trace) -> dict[str, Any] | None:
+def side_by_side(graph: Graph, trace: Trace) -> SideBySide | None:
     """Per traced step, the time during which at least two towers' compute ops (the ops whose
     time the scenario's ``[compute]`` draws) ran at once, as a share of the shortest tower's
     compute time. None when the graph has fewer than two towers computing in one run."""
@@ -152,13 +159,13 @@ def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
     return merged
 
 
-def arrivals(graph: Graph, trace: Trace) -> list[dict[str, Any]]:
+def arrivals(graph: Graph, trace: Trace) -> list[Arrival]:
     """For each sync point: in how many traced steps each tower's input arrived last, and how
     long each tower's input waited on average for the last one. Measured from the ends of the
     input ops in the trace (real or simulated alike)."""
     towers = tower_dependencies(graph)
     ends = {(r.client, r.step, r.op): r.end for r in trace.ops}
-    found = []
+    found: list[Arrival] = []
     for point in sync_points(graph):
         sources = [t.src for t in graph.inputs(point) if len(towers[t.src]) == 1]
         last: Counter[str] = Counter()
@@ -194,7 +201,7 @@ def _tower(towers: frozenset[int] | set[int]) -> str:
     return f"tower_{tower}"
 
 
-def usually_last(found: Mapping[str, Any]) -> str | None:
+def usually_last(found: Arrival) -> str | None:
     """The tower whose input arrived last more often than chance allows (the binomial test
     of :func:`simsync.trace.straggler`), or None when no tower did."""
     return straggler(found["last"]) or None
@@ -204,7 +211,7 @@ def interleaved_ratio(
     measured: Mapping[str, Sequence[float]],
     variant: str,
     hypotheses: Mapping[str, float],
-) -> dict[str, Any]:
+) -> Ratio:
     """The scenario's step time over ``variant``'s, round by round, with the 95 % interval of
     its median, against each hypothesis' predicted ratio. ``verdict``: the one hypothesis
     inside the interval when all others lie outside it and more than :data:`DRIFT` away
@@ -252,7 +259,7 @@ def interleaved_ratio(
 BLOCKS = 10
 
 
-def staleness(trace: Trace, predicted: float) -> dict[str, Any] | None:
+def staleness(trace: Trace, predicted: float) -> StalenessEvidence | None:
     """Were the real updates stale (see the module's text), and by as much as ``predicted``
     (the simulated mean staleness)? None without a ledger."""
     order = sorted(trace.updates, key=lambda u: (u.before, u.time))
@@ -294,30 +301,34 @@ def staleness(trace: Trace, predicted: float) -> dict[str, Any] | None:
     }
 
 
-def verdicts(report: Mapping[str, Any]) -> dict[str, str]:
+def verdicts(report: Report) -> dict[str, str]:
     """Every verdict of a cross-check report, by name: the checks (``agree`` or
-    ``disagree``) and each finding's answer. Two runs of one check contradict each other when
-    a name has two different answers, neither of them :data:`INCONCLUSIVE`."""
-    found = {}
-    for check in ("structure", "values"):
-        if check in report:
-            found[check] = "agree" if report[check]["ok"] else "disagree"
-    if "protocol" in report:
+    ``disagree``) and each finding's answer, as the report's kind of check has them. Two
+    runs of one check contradict each other when a name has two different answers, neither
+    of them :data:`INCONCLUSIVE`."""
+    found = {
+        "structure": "agree" if report["structure"]["ok"] else "disagree",
+        "values": "agree" if report["values"]["ok"] else "disagree",
+    }
+    if report["check"] == "cluster":
         applied = report["protocol"]["measured"]["one_apply_per_step"]
         found["one apply per step"] = "agree" if applied else "disagree"
-    evidence = report.get("evidence") or {}
-    if evidence.get("side_by_side"):
-        found["side by side"] = evidence["side_by_side"]["verdict"]
-    for found_at in evidence.get("arrivals", []):
-        found[f"last at {found_at['sync_point']}"] = usually_last(found_at) or INCONCLUSIVE
-    for ratio in evidence.get("ratios", []):
-        found[ratio["variant"]] = ratio["verdict"]
-    if evidence.get("staleness"):
-        found["stale"] = evidence["staleness"]["verdict"]
-        found["staleness as predicted"] = evidence["staleness"]["prediction"]
-    moving = report.get("values", {}).get("moving_statistics")
-    if moving:
-        found["moving statistics"] = "agree" if moving["ok"] else "disagree"
+    elif report["check"] == "racing_clients":
+        stale = report["evidence"]["staleness"]
+        if stale:
+            found["stale"] = stale["verdict"]
+            found["staleness as predicted"] = stale["prediction"]
+    else:
+        evidence = report["evidence"]
+        if evidence["side_by_side"]:
+            found["side by side"] = evidence["side_by_side"]["verdict"]
+        for found_at in evidence["arrivals"]:
+            found[f"last at {found_at['sync_point']}"] = usually_last(found_at) or INCONCLUSIVE
+        for ratio in evidence["ratios"]:
+            found[ratio["variant"]] = ratio["verdict"]
+        moving = report["values"].get("moving_statistics")
+        if moving:
+            found["moving statistics"] = "agree" if moving["ok"] else "disagree"
     return found
 
 
@@ -341,7 +352,7 @@ def contradictions(runs: Sequence[Mapping[str, str]]) -> dict[str, list[str]]:
     }
 
 
-def drifted(machine: Mapping[str, Any] | None) -> bool:
+def drifted(machine: MachineMeasure | None) -> bool:
     """Whether the machine check of a report (the first variant's predicted step time against
     its measured interval) says this machine has changed since its profile was measured."""
     if not machine:

@@ -13,10 +13,10 @@ and what the simulator predicted (its updates read their versions at the step's 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Any
 
 import numpy as np
 
+from simsync.crosscheck.report import MovingCheck, MovingRace
 from simsync.engine import Simulation
 from simsync.kinds.moving_average import race_outcomes
 from simsync.tf_backend import TensorFlowRun
@@ -28,11 +28,11 @@ __all__ = ["moving_statistics"]
 TOLERANCE = 1e-9
 
 
-def moving_statistics(simulation: Simulation, real: TensorFlowRun) -> dict[str, Any]:
-    """The moving statistics' section of a cross-check report (empty without any)."""
+def moving_statistics(simulation: Simulation, real: TensorFlowRun) -> MovingCheck | None:
+    """The moving statistics' section of a cross-check report (None without any)."""
     simulated, measured = simulation.trace.values, real.values
     if not measured:
-        return {}
+        return None
     if racing_updates(simulation.graph, simulation.trace) == 0:
         diff = max(float(np.max(np.abs(simulated[n] - v))) for n, v in measured.items())
         return {
@@ -44,7 +44,7 @@ def moving_statistics(simulation: Simulation, real: TensorFlowRun) -> dict[str, 
     return _race(simulation, real)
 
 
-def _race(simulation: Simulation, real: TensorFlowRun) -> dict[str, Any]:
+def _race(simulation: Simulation, real: TensorFlowRun) -> MovingRace:
     graph, momentum = simulation.graph, simulation.scenario.model.momentum
     previous = {
         name: np.full(v.shape, v.initial or 0.0)

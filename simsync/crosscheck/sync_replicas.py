@@ -27,6 +27,12 @@ from typing import Any
 import numpy as np
 
 from simsync.crosscheck.compare import VALUE_TOLERANCE, CrossCheck, relative_error, structure
+from simsync.crosscheck.report import (
+    ProtocolSide,
+    ReplicaValues,
+    SyncReplicasReport,
+    SyncReplicasTiming,
+)
 from simsync.engine import simulate
 from simsync.engine.draws import DrawStreams
 from simsync.errors import SimsyncError, UsageError
@@ -37,7 +43,7 @@ from simsync.kinds.replay import replay
 from simsync.patterns import build
 from simsync.patterns.sync_replicas import QUEUE_RUNNER
 from simsync.scenario import Scenario
-from simsync.trace import Trace, gradient_stats
+from simsync.trace import GradientCounts, Trace, gradient_stats
 from simsync.words import plural
 
 __all__ = ["crosscheck_sync_replicas", "needs_cluster"]
@@ -70,7 +76,8 @@ def crosscheck_sync_replicas(
     simulation = simulate(scenario)
     protocol_ops = {op.name for op in graph.ops() if kind_of(op.kind).action or op.writes}
     runs = [(s.client, s.step) for s in trace.steps]
-    report = {
+    report: SyncReplicasReport = {
+        "check": "cluster",
         "scenario": scenario.name,
         "mode": graph.facts["mode"],
         "steps": scenario.run.steps,
@@ -151,7 +158,7 @@ def _as_tf_config(text: str) -> str:
     return text if isinstance(data, dict) and "cluster" in data else json.dumps({"cluster": data})
 
 
-def _values(graph: Graph, trace: Trace, scenario: Scenario) -> dict[str, Any]:
+def _values(graph: Graph, trace: Trace, scenario: Scenario) -> ReplicaValues:
     """The real ledger replayed through numpy, against TensorFlow's parameters and losses."""
     replayed = replay(graph, trace, scenario.model, scenario.run.seed)
     diff = max(
@@ -172,7 +179,7 @@ def _values(graph: Graph, trace: Trace, scenario: Scenario) -> dict[str, Any]:
     }
 
 
-def _protocol(trace: Trace, graph: Graph, global_step: int) -> dict[str, Any]:
+def _protocol(trace: Trace, graph: Graph, global_step: int) -> ProtocolSide:
     """The global step reached, the applies that ran, whether each step applied every
     variable exactly once, and the gradients, of one trace (simulated or real)."""
     updating = set(updating_clients(graph))
@@ -184,18 +191,23 @@ def _protocol(trace: Trace, graph: Graph, global_step: int) -> dict[str, Any]:
         {name for client in graph.clients if client.name in updating
          for name in run_order(graph, client.fetches) if graph.op(name).writes}
     )  # fmt: skip
-    gradients = gradient_stats(trace) or {}
+    gradients = gradient_stats(trace)
     return {
         "global_step": global_step,
         "applies": len(per_run),
         "one_apply_per_step": len(per_run) == global_step
         and all(sorted(ops) == applying for ops in per_run.values()),
-        "gradients": {k: gradients.get(k, 0) for k in ("pushed", "accepted", "dropped", "split")},
-        "dropped_per_step": gradients.get("dropped_per_step"),
+        "gradients": GradientCounts(
+            pushed=gradients["pushed"] if gradients else 0,
+            accepted=gradients["accepted"] if gradients else 0,
+            dropped=gradients["dropped"] if gradients else 0,
+            split=gradients["split"] if gradients else 0,
+        ),
+        "dropped_per_step": gradients["dropped_per_step"] if gradients else None,
     }
 
 
-def _timing(simulated: Trace, real: Trace) -> dict[str, Any]:
+def _timing(simulated: Trace, real: Trace) -> SyncReplicasTiming:
     """Mean time between applies after the first (which includes the start-up round)."""
 
     def between(trace: Trace) -> float:

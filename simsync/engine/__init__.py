@@ -6,6 +6,7 @@ The only package that imports SimPy.
 from simsync.engine.environment import CountingEnvironment
 from simsync.engine.executor import Engine
 from simsync.engine.race import Race, Runner, race
+from simsync.engine.results import BatchNormSummary, CriticalPath, Summary
 from simsync.engine.simulate import (
     Simulation,
     expected_updates,
@@ -16,11 +17,14 @@ from simsync.engine.simulate import (
 )
 
 __all__ = [
+    "BatchNormSummary",
     "CountingEnvironment",
+    "CriticalPath",
     "Engine",
     "Race",
     "Runner",
     "Simulation",
+    "Summary",
     "expected_updates",
     "median_step_time",
     "race",

@@ -7,10 +7,11 @@ import statistics
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from simsync.engine.collection import with_collector_paused
 from simsync.engine.executor import Engine, StepCallback
+from simsync.engine.results import BatchNormSummary, Summary
 from simsync.ir import Graph, critical_path, run_orders, sync_points, updating_clients
 from simsync.kinds import kind_of
 from simsync.kinds.moving_average import race_outcomes
@@ -125,8 +126,9 @@ def expected_updates(graph: Graph, steps: int) -> int:
     return sum(c.steps or steps for c in clients) or steps
 
 
-def summary(sim: Simulation) -> dict[str, Any]:
-    """The JSON object of ``simsync simulate --json``: one key per measured quantity.
+def summary(sim: Simulation) -> Summary:
+    """The JSON object of ``simsync simulate --json``: one key per measured quantity, typed
+    by :class:`~simsync.engine.results.Summary`.
 
     Everything is a function of the scenario and its seed except ``wall_seconds``, the time the
     simulation itself took. A *step* is a run of a client that updates the model: the one
@@ -138,7 +140,7 @@ def summary(sim: Simulation) -> dict[str, Any]:
     return with_collector_paused(_summary, sim)  # the trace's records make no cycles
 
 
-def _summary(sim: Simulation) -> dict[str, Any]:
+def _summary(sim: Simulation) -> Summary:
     scenario, trace, graph = sim.scenario, sim.trace, sim.graph
     updating = set(updating_clients(graph))
     batches = batches_per_run(graph)
@@ -164,7 +166,11 @@ def _summary(sim: Simulation) -> dict[str, Any]:
         "step_time": stats,
         "throughput": _samples_per_second(sim, batches, training_runs),
         "updates_per_second": throughput(Trace(steps=steps)),
-        "staleness": {k: ledger[k] for k in ("mean", "max", "histogram")},
+        "staleness": {
+            "mean": ledger["mean"],
+            "max": ledger["max"],
+            "histogram": ledger["histogram"],
+        },
         "updates_applied": ledger["updates_applied"],
         "updates_dropped": ledger["updates_dropped"],
         "staleness_by_client": staleness_by_client(trace, runs),
@@ -181,26 +187,42 @@ def _summary(sim: Simulation) -> dict[str, Any]:
     }
 
 
-def _batch_norm(sim: Simulation) -> dict[str, Any]:
+class _BatchNormPart(TypedDict, total=False):
+    batch_norm: BatchNormSummary
+
+
+def _batch_norm(sim: Simulation) -> _BatchNormPart:
     """With batch norm: its variant, the final moving statistics (by their short names) and
     the moving-average updates whose read version was replaced before they wrote."""
     graph, trace = sim.graph, sim.trace
     if "batch_norm" not in graph.facts:
         return {}
-    moving = {name.rpartition("/")[2]: value.tolist() for name, value in trace.values.items()}
     outcomes = simulated_outcomes(graph, trace)
     first = next(iter(outcomes.values()), None)
     return {
         "batch_norm": {
             "variant": graph.facts["batch_norm"],
             "momentum": sim.scenario.model.momentum,
-            **moving,
+            **_moving_statistics(trace),
             "racing_updates": racing_updates(graph, trace),
             # what the moving statistics' updates of a step make of them, most often
             "outcome": first.most_common(1)[0][0] if first else None,
             "allowed_outcomes": _allowed_outcomes(graph),
         }
     }
+
+
+class _MovingStatistics(TypedDict, total=False):
+    moving_mean: list[float]
+    moving_variance: list[float]
+
+
+def _moving_statistics(trace: Trace) -> _MovingStatistics:
+    """The final moving statistics by their short names (none without numerics)."""
+    values = {name.rpartition("/")[2]: value.tolist() for name, value in trace.values.items()}
+    if not values:
+        return {}
+    return {"moving_mean": values["moving_mean"], "moving_variance": values["moving_variance"]}
 
 
 def _allowed_outcomes(graph: Graph) -> list[str]:

@@ -10,9 +10,12 @@ from simsync.trace.events import (
     Update,
     VariableAccess,
 )
-from simsync.trace.gradients import gradient_stats
+from simsync.trace.gradients import GradientCounts, GradientStats, WorkerGradients, gradient_stats
 from simsync.trace.race import Race, Runner
 from simsync.trace.staleness import (
+    ClientStaleness,
+    StalenessDistribution,
+    StalenessStats,
     histogram_distance,
     racing_updates,
     simulated_outcomes,
@@ -23,6 +26,7 @@ from simsync.trace.staleness import (
     updates_by_run,
 )
 from simsync.trace.stats import (
+    StepTimeStats,
     SyncWait,
     loss_curve,
     step_time_stats,
@@ -32,17 +36,24 @@ from simsync.trace.stats import (
 )
 
 __all__ = [
+    "ClientStaleness",
+    "GradientCounts",
+    "GradientStats",
     "OpRecord",
     "Race",
     "Read",
     "ResourceEvent",
     "Runner",
+    "StalenessDistribution",
+    "StalenessStats",
     "StepRecord",
+    "StepTimeStats",
     "SyncWait",
     "Trace",
     "TransferRecord",
     "Update",
     "VariableAccess",
+    "WorkerGradients",
     "gradient_stats",
     "histogram_distance",
     "loss_curve",

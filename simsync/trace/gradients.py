@@ -11,17 +11,40 @@ gradient is the global step it was applied at minus the version its run read.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
 from simsync.ir import natural_key
-from simsync.trace.events import Trace
+from simsync.trace.events import ResourceEvent, Trace
+from simsync.trace.staleness import StalenessDistribution
 
-__all__ = ["gradient_stats"]
+__all__ = ["GradientCounts", "GradientStats", "WorkerGradients", "gradient_stats"]
 
 
-def gradient_stats(trace: Trace) -> dict[str, Any] | None:
+class WorkerGradients(TypedDict):
+    """One worker's runs: how many pushed gradients, and how many were accepted or dropped."""
+
+    pushed: int
+    accepted: int
+    dropped: int
+
+
+class GradientCounts(WorkerGradients):
+    """All workers' runs, with those whose pushes were partly accepted (``split``)."""
+
+    split: int
+
+
+class GradientStats(GradientCounts):
+    """The gradients pushed to accumulators (:func:`gradient_stats`)."""
+
+    by_worker: dict[str, WorkerGradients]
+    dropped_per_step: float | None  # None: no take
+    staleness: StalenessDistribution  # of the accepted gradients
+
+
+def gradient_stats(trace: Trace) -> GradientStats | None:
     """``pushed``, ``accepted``, ``dropped`` and ``split`` gradients overall and ``by_worker``,
     ``per_step`` (dropped per take), and the ``staleness`` (mean, max, histogram) of the accepted
     ones; None when nothing was pushed.
@@ -56,8 +79,10 @@ def gradient_stats(trace: Trace) -> dict[str, Any] | None:
         "dropped": totals["dropped"],
         "split": totals["split"],
         "by_worker": {
-            client: {k: by_worker[client][k] for k in ("pushed", "accepted", "dropped")}
-            for client in sorted(by_worker, key=natural_key)
+            client: WorkerGradients(
+                pushed=counts["pushed"], accepted=counts["accepted"], dropped=counts["dropped"]
+            )
+            for client, counts in sorted(by_worker.items(), key=lambda item: natural_key(item[0]))
         },
         "dropped_per_step": totals["dropped"] / len(takes) if takes else None,
         "staleness": _staleness(trace, pushes, takes),
@@ -68,13 +93,15 @@ def _outcome(flags: list[bool]) -> str:
     return "accepted" if all(flags) else "dropped" if not any(flags) else "split"
 
 
-def _takes_of_one_accumulator(trace: Trace) -> list[Any]:
+def _takes_of_one_accumulator(trace: Trace) -> list[ResourceEvent]:
     takes = [e for e in trace.resources if e.action == "take"]
     first = takes[0].resource if takes else None
     return [t for t in takes if t.resource == first]
 
 
-def _staleness(trace: Trace, pushes: list[Any], takes: list[Any]) -> dict[str, Any]:
+def _staleness(
+    trace: Trace, pushes: list[ResourceEvent], takes: list[ResourceEvent]
+) -> StalenessDistribution:
     """Per accepted gradient of the first accumulator: the step of the take that averaged it
     minus the version its run read."""
     read: dict[tuple[str, int], int] = {}
@@ -82,7 +109,7 @@ def _staleness(trace: Trace, pushes: list[Any], takes: list[Any]) -> dict[str, A
         if r.versions:
             read.setdefault((r.client, r.step), r.versions[0])
     resource = takes[0].resource if takes else None
-    waiting: list[Any] = []
+    waiting: list[ResourceEvent] = []
     values: list[int] = []
     for event in trace.resources:
         if event.resource != resource:

@@ -7,13 +7,17 @@ Synchronous training gives 0 everywhere; N asynchronous workers give about N - 1
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from operator import itemgetter
-from typing import Any
+from typing import TypedDict
 
 from simsync.ir import Graph, natural_key
 from simsync.trace.events import Trace, Update
 
 __all__ = [
+    "ClientStaleness",
+    "StalenessDistribution",
+    "StalenessStats",
     "histogram_distance",
     "racing_updates",
     "simulated_outcomes",
@@ -27,6 +31,33 @@ __all__ = [
 
 #: per run (client, step): whether its update was applied, and its staleness
 Runs = dict[tuple[str, int], tuple[bool, int]]
+
+
+class StalenessDistribution(TypedDict):
+    """The staleness of applied updates: mean, max, and how many had each staleness (its
+    keys are the staleness values as text, as in JSON)."""
+
+    mean: float
+    max: int
+    histogram: dict[str, int]
+
+
+class StalenessStats(StalenessDistribution):
+    """:class:`StalenessDistribution` of a ledger, and how many updates it applied and
+    dropped (:func:`staleness_stats`)."""
+
+    updates_applied: int
+    updates_dropped: int
+
+
+class ClientStaleness(TypedDict):
+    """One client's updates (:func:`staleness_by_client`): applied, dropped, and the mean
+    and max staleness of the applied ones (None when it had none)."""
+
+    applied: int
+    dropped: int
+    mean: float | None
+    max: int | None
 
 
 def updates_by_run(trace: Trace) -> Runs:
@@ -44,7 +75,7 @@ def updates_by_run(trace: Trace) -> Runs:
     return runs
 
 
-def staleness_stats(trace: Trace, runs: Runs | None = None) -> dict[str, Any]:
+def staleness_stats(trace: Trace, runs: Runs | None = None) -> StalenessStats:
     """Mean, max and histogram (staleness -> count) of the applied updates' staleness, and how
     many updates were applied and dropped (one update per run, see :func:`updates_by_run`;
     ``runs``: its result, if already computed).
@@ -77,13 +108,13 @@ def _mean(stalenesses: list[int]) -> float:
     return sum(stalenesses) / len(stalenesses)
 
 
-def staleness_by_client(trace: Trace, runs: Runs | None = None) -> dict[str, dict[str, Any]]:
+def staleness_by_client(trace: Trace, runs: Runs | None = None) -> dict[str, ClientStaleness]:
     """Per client: updates applied and dropped, and the mean and max staleness of its applied
     updates (None if it had none), as :func:`staleness_stats` counts them."""
     rows: dict[str, list[tuple[bool, int]]] = defaultdict(list)
     for (client, _), update in (updates_by_run(trace) if runs is None else runs).items():
         rows[client].append(update)
-    result: dict[str, dict[str, Any]] = {}
+    result: dict[str, ClientStaleness] = {}
     for client in sorted(rows, key=natural_key):
         applied = [staleness for kept, staleness in rows[client] if kept]
         result[client] = {
@@ -95,7 +126,7 @@ def staleness_by_client(trace: Trace, runs: Runs | None = None) -> dict[str, dic
     return result
 
 
-def stalest_client(rows: dict[str, dict[str, Any]]) -> str:
+def stalest_client(rows: Mapping[str, ClientStaleness]) -> str:
     """The client of :func:`staleness_by_client` whose applied updates were stalest on
     average, if it stands out (half as stale again as the average client); else "".
 

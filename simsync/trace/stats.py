@@ -6,16 +6,32 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TypedDict
 
 import numpy as np
 
 from simsync.ir import Graph, natural_key, tower_dependencies
 from simsync.trace.events import Trace
 
-__all__ = ["SyncWait", "loss_curve", "step_time_stats", "sync_waits", "time_to_loss"]
+__all__ = [
+    "StepTimeStats",
+    "SyncWait",
+    "loss_curve",
+    "step_time_stats",
+    "sync_waits",
+    "time_to_loss",
+]
 
 
-def step_time_stats(trace: Trace) -> dict[str, float]:
+class StepTimeStats(TypedDict):
+    """Step times in seconds (:func:`step_time_stats`)."""
+
+    mean: float
+    p50: float
+    p95: float
+
+
+def step_time_stats(trace: Trace) -> StepTimeStats:
     """Mean, median and 95th percentile of the step times, in seconds.
 
     >>> from simsync.trace.events import StepRecord

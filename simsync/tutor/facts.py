@@ -87,12 +87,13 @@ def simulation_facts(sim: Simulation) -> dict[str, Any]:
     from simsync.trace import stalest_client, straggler
 
     scenario = sim.scenario
-    facts = summary(sim)
+    result = summary(sim)
     first = sim.sync_points[0] if sim.sync_points else ""
-    waits = facts["wait"].get(first, {})
-    last = facts["waited_for"].get(first, {})
+    waits = result["wait"].get(first, {})
+    last = result["waited_for"].get(first, {})
     layers = generations(sim.graph)
     start = min((s.start for s in sim.trace.steps), default=0.0)
+    facts: dict[str, Any] = dict(result)
     facts.update(
         {
             "compute_mean": scenario.compute.mean,
@@ -107,10 +108,10 @@ def simulation_facts(sim: Simulation) -> dict[str, Any]:
             "max_wait": max(waits.values(), default=0.0),
             "expected_max": scenario.compute.mean * harmonic(scenario.towers),
             "workers": scenario.towers,
-            "stalest_worker": stalest_client(facts["staleness_by_client"]),
+            "stalest_worker": stalest_client(result["staleness_by_client"]),
             "deadlock": "",
             "steps_one_worker_twice": _filled_twice(sim.trace),
-            "variable_updates_per_step": _updates_of_one_variable(sim) / max(facts["steps"], 1),
+            "variable_updates_per_step": _updates_of_one_variable(sim) / max(result["steps"], 1),
         }
     )
     return facts

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markdown import Markdown
@@ -20,7 +20,7 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.text import Text
 
-from simsync.errors import printable
+from simsync.errors import SimsyncError, printable
 from simsync.tutor.content import Lesson, Step
 from simsync.tutor.progress import Progress
 from simsync.tutor.questions import (
@@ -32,6 +32,9 @@ from simsync.tutor.questions import (
     shown,
 )
 from simsync.words import plural
+
+if TYPE_CHECKING:  # the cross-check imports the simulator: only when a verify step starts
+    from simsync.crosscheck.report import Report
 
 __all__ = ["LessonRunner", "Outcome", "Quit", "copy_folder"]
 
@@ -210,10 +213,8 @@ class LessonRunner:
         ):
             self.console.print(Text("  " + line, style="dim"), soft_wrap=True)  # never cut
 
-    def _prepare_verify(self, step: Step) -> Any:
+    def _prepare_verify(self, step: Step) -> Report | SimsyncError:
         """The cross-check's report, or the error that stopped it."""
-        from simsync.errors import SimsyncError
-
         try:
             with self.console.status("Running the same graph on TensorFlow...") as status:
 
@@ -224,7 +225,7 @@ class LessonRunner:
         except SimsyncError as error:
             return error
 
-    def _verify(self, step: Step, report: Any) -> None:
+    def _verify(self, step: Step, report: Report | SimsyncError) -> None:
         from simsync.viz import CrossCheckView
 
         self._markdown(step.get("text"))
@@ -311,7 +312,7 @@ def copy_folder(lesson: Lesson) -> str:
     return f"my-lesson{lesson.number}"
 
 
-def verify_report(path: Any, on_progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def verify_report(path: Any, on_progress: Callable[[str], None] | None = None) -> Report:
     """What a lesson's verify step shows: the cross-check of its scenario on TensorFlow, at
     most 10 traced steps after one warm-up, predicted for this machine."""
     from simsync.crosscheck import crosscheck

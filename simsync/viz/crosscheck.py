@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, assert_never
 
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
@@ -11,6 +11,22 @@ from rich.text import Text
 
 from simsync.trace import straggler
 from simsync.words import plural
+
+if TYPE_CHECKING:  # the cross-check is not imported to draw what it found
+    from simsync.crosscheck.report import (
+        Arrival,
+        AsyncReport,
+        MachineCheck,
+        MovingCheck,
+        ProtocolComparison,
+        Ratio,
+        Report,
+        StalenessEvidence,
+        Structure,
+        SyncReplicasReport,
+        SyncReport,
+        Violation,
+    )
 
 __all__ = ["CrossCheckView", "EvidenceView", "ProfileView"]
 
@@ -46,12 +62,12 @@ def _share(histogram: Mapping[str, int], key: str) -> str:
     return f"{share * 100:5.1f} % " + "█" * round(share * 20)
 
 
-def _heading(report: Mapping[str, Any], what: str) -> Text:
+def _heading(report: Report, what: str) -> Text:
     """``Cross-check <scenario>: <what>``."""
     return Text.assemble(("Cross-check ", "bold"), (report["scenario"], "bold cyan"), f": {what}")
 
 
-def _checks_table(structure: Mapping[str, Any], detail: str) -> Table:
+def _checks_table(structure: Structure, detail: str) -> Table:
     """The table of checks, its first row the structure's (``detail`` says what was checked)."""
     table = Table(title="Does TensorFlow do what the graph says?", title_justify="left")
     for column in ("check", "result", "detail"):
@@ -61,26 +77,32 @@ def _checks_table(structure: Mapping[str, Any], detail: str) -> Table:
 
 
 class CrossCheckView:
-    """A rich renderable of the report dict of :func:`simsync.crosscheck.crosscheck`."""
+    """A rich renderable of a cross-check report (:mod:`simsync.crosscheck.report`): the
+    tables of its kind of check, which the report's ``check`` declares."""
 
-    def __init__(self, report: Mapping[str, Any]) -> None:
+    def __init__(self, report: Report) -> None:
         self.report = report
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         r = self.report
-        if "protocol" in r:  # a real cluster: the protocol is checked
-            yield from self._cluster()
-            return
-        if "staleness" in r:  # concurrent workers: the race is checked, not predicted
-            yield from self._asynchronous()
-            return
+        if r["check"] == "cluster":  # a real cluster: the protocol is checked
+            yield from self._cluster(r)
+        elif r["check"] == "racing_clients":  # the race is checked, not predicted
+            yield from self._asynchronous(r)
+        elif r["check"] == "one_client":
+            yield from self._synchronous(r)
+        else:
+            assert_never(r)
+
+    def _synchronous(self, r: SyncReport) -> RenderResult:
+        """Towers of one client: structure, values, timing and the evidence of the run."""
         yield _heading(
             r,
             f"{r['steps']} traced steps after {r['warmup']} warm-up, TensorFlow "
             f"{r['tensorflow']} on {r['devices']}",
         )
-        yield self._checks()
-        yield self._timing()
+        yield self._checks(r)
+        yield self._timing(r)
         timing = r["timing"]
         error, (low, high) = timing["error_median"], timing["measured_interval"]
         if error is not None and abs(error) > 0.05:
@@ -92,34 +114,12 @@ class CrossCheckView:
                 + REMEDY[r["costs_kind"]],
                 style="yellow",
             )
-        if r.get("evidence"):
-            yield from _drift(r["evidence"].get("machine"))
-            yield EvidenceView(r["evidence"], r["costs"], r["costs_kind"])
-        yield from self._problems()
+        yield from _drift(r["evidence"]["machine"])
+        yield EvidenceView(r)
+        yield from _problems(r["structure"]["violations"], r["unmapped_tensorflow_ops"])
 
-    def _problems(self) -> RenderResult:
-        r = self.report
-        for violation in r["structure"]["violations"][:10]:
-            where = f"  {violation.get('client', 'main')} step {violation['step']}: "
-            if "missing" in violation:
-                yield Text(
-                    f"{where}{violation['missing']} does not appear in TensorFlow's trace",
-                    style="red",
-                )
-                continue
-            yield Text(
-                f"{where}{violation['after']} started "
-                f"{violation['overlap_seconds'] * 1e6:.0f} us before "
-                f"{violation['before']} ended",
-                style="red",
-            )
-        if r.get("unmapped_tensorflow_ops"):
-            names = ", ".join(sorted(r["unmapped_tensorflow_ops"])[:8])
-            yield Text(f"TensorFlow ops that map to no IR op: {names}", style="yellow")
-
-    def _cluster(self) -> RenderResult:
+    def _cluster(self, r: SyncReplicasReport) -> RenderResult:
         """SyncReplicasOptimizer on a real cluster: structure, replay, protocol, timing."""
-        r = self.report
         yield _heading(
             r,
             f"TensorFlow {r['tensorflow']}'s SyncReplicasOptimizer, {r['workers']} workers, "
@@ -159,24 +159,22 @@ class CrossCheckView:
                 "push_gradients, take_gradients and dequeue_token do.",
                 style="yellow",
             )
-        yield from self._problems()
+        yield from _problems(r["structure"]["violations"], None)
 
     @staticmethod
-    def _gradients(protocol: Mapping[str, Any]) -> Table:
+    def _gradients(protocol: ProtocolComparison) -> Table:
         table = Table(title="Gradients: predicted and measured", title_justify="left")
         for column in ("", "pushed", "accepted", "dropped", "dropped per step"):
             table.add_column(column, justify="left" if not column else "right")
-        for side in ("predicted", "measured"):
-            row = protocol[side]
+        for side, row in (("predicted", protocol["predicted"]), ("measured", protocol["measured"])):
             g, per_step = row["gradients"], row["dropped_per_step"]
             dropped = str(g["dropped"]) + (f" (+{g['split']} split)" if g.get("split") else "")
             table.add_row(side, str(g["pushed"]), str(g["accepted"]), dropped,
                           "–" if per_step is None else f"{per_step:.2f}")  # fmt: skip
         return table
 
-    def _asynchronous(self) -> RenderResult:
+    def _asynchronous(self, r: AsyncReport) -> RenderResult:
         """Structure, replay of the real ledger, staleness and throughput."""
-        r = self.report
         yield _heading(
             r,
             f"{r['workers']} worker threads, {r['updates']} updates ({r['warmup']} warm-up and "
@@ -198,16 +196,17 @@ class CrossCheckView:
             if values["replayed"]
             else f"not replayable: {values['why']}"
         )
-        if values.get("exact", True):
+        if values["exact"]:
             table.add_row("replay", _mark(values["ok"]), detail)
         else:
+            note = values["note"] or ""
             table.add_row(
                 "replay",
                 Text("≈ lock-free", style="bold yellow"),
-                f"{detail}. {values['note'][0].upper()}{values['note'][1:]}.",
+                f"{detail}. {note[:1].upper()}{note[1:]}.",
             )
         yield table
-        yield self._staleness()
+        yield self._staleness(r)
         throughput = r["throughput"]
         yield Text(
             f"Updates per second: predicted {throughput['predicted']:.1f}, measured "
@@ -222,12 +221,12 @@ class CrossCheckView:
                 "takes cores too, and the staleness follows the timing.",
                 style="yellow",
             )
-        if r.get("evidence"):
-            yield EvidenceView(r["evidence"], r["costs"], r["costs_kind"])
-        yield from self._problems()
+        yield EvidenceView(r)
+        yield from _problems(r["structure"]["violations"], r["unmapped_tensorflow_ops"])
 
-    def _staleness(self) -> Table:
-        staleness = self.report["staleness"]
+    @staticmethod
+    def _staleness(r: AsyncReport) -> Table:
+        staleness = r["staleness"]
         predicted, measured = staleness["predicted"], staleness["measured"]
         table = Table(
             title="Staleness of the updates (updates landed between read and apply)",
@@ -256,8 +255,8 @@ class CrossCheckView:
         )
         return table
 
-    def _checks(self) -> Table:
-        r = self.report
+    @staticmethod
+    def _checks(r: SyncReport) -> Table:
         structure, values = r["structure"], r["values"]
         table = _checks_table(
             structure,
@@ -275,10 +274,11 @@ class CrossCheckView:
             table.add_row("moving statistics", _mark(moving["ok"]), _moving(moving))
         return table
 
-    def _timing(self) -> Table:
-        timing = self.report["timing"]
+    @staticmethod
+    def _timing(r: SyncReport) -> Table:
+        timing = r["timing"]
         table = Table(
-            title=f"Timing, predicted from {_costs(self.report['costs'])}",
+            title=f"Timing, predicted from {_costs(r['costs'])}",
             title_justify="left",
             caption="error: (predicted - measured) / measured. Under the measured median: "
             "its 95 % interval. Op times come from the traced steps, whose tracing costs time",
@@ -306,10 +306,31 @@ class CrossCheckView:
         return table
 
 
-def _drift(machine: Mapping[str, Any] | None) -> RenderResult:
+def _problems(violations: list[Violation], unmapped: Mapping[str, int] | None) -> RenderResult:
+    """The first violations of the structure, and the TensorFlow ops that map to no IR op."""
+    for violation in violations[:10]:
+        where = f"  {violation.get('client', 'main')} step {violation['step']}: "
+        if "missing" in violation:
+            yield Text(
+                f"{where}{violation['missing']} does not appear in TensorFlow's trace",
+                style="red",
+            )
+            continue
+        yield Text(
+            f"{where}{violation['after']} started "
+            f"{violation['overlap_seconds'] * 1e6:.0f} us before "
+            f"{violation['before']} ended",
+            style="red",
+        )
+    if unmapped:
+        names = ", ".join(sorted(unmapped)[:8])
+        yield Text(f"TensorFlow ops that map to no IR op: {names}", style="yellow")
+
+
+def _drift(machine: MachineCheck | None) -> RenderResult:
     """A note when the machine no longer runs as its profile says (checked only when the
     predictions are for this machine)."""
-    if not machine or not machine.get("drifted"):
+    if not machine or not machine["drifted"]:
         return
     faster = machine["predicted"] > machine["interval"][1]
     yield Text(
@@ -329,19 +350,36 @@ def _costs(costs: str) -> str:
 
 class EvidenceView:
     """What the real run shows (:mod:`simsync.crosscheck.evidence`), one row per finding:
-    its verdict, or "inconclusive here" with the reason, and the numbers behind it.
-    ``costs`` and ``kind``: where the predictions came from (the report's ``costs`` and
-    ``costs_kind``). Nothing is shown when there is no finding (one tower)."""
+    its verdict, or "inconclusive here" with the reason, and the numbers behind it. The
+    findings are those of the report's kind of check: towers side by side, who arrived last,
+    what a variant changes (``one_client``); whether the updates were stale
+    (``racing_clients``). Where the
+    predictions came from is the report's ``costs`` and ``costs_kind``. Nothing is shown
+    when there is no finding (one tower)."""
 
-    def __init__(self, evidence: Mapping[str, Any], costs: str, kind: str) -> None:
-        self.evidence = evidence
+    def __init__(self, report: SyncReport | AsyncReport) -> None:
+        self.report = report
+        costs, kind = report["costs"], report["costs_kind"]
         self.predicted = "for this machine" if kind == "machine" else f"from {_costs(costs)}"
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         table = Table(title="What the real run shows", title_justify="left")
         for column in ("question", "answer", "evidence"):
             table.add_column(column)
-        together = self.evidence.get("side_by_side")
+        r = self.report
+        if r["check"] == "one_client":
+            self._towers(table, r)
+        else:
+            stale = r["evidence"]["staleness"]
+            if stale:
+                table.add_row(*_stale(stale))
+                table.add_row(*_stale_predicted(stale, self.predicted))
+        if table.row_count:
+            yield table
+
+    def _towers(self, table: Table, r: SyncReport) -> None:
+        evidence = r["evidence"]
+        together = evidence["side_by_side"]
         if together:
             table.add_row(
                 "did the towers run side by side?",
@@ -351,18 +389,12 @@ class EvidenceView:
                 f"the shorter tower's compute (median {together['median_share'] * 100:.0f} %); "
                 "one after another, they would never overlap",
             )
-        for found in self.evidence.get("arrivals", []):
+        for found in evidence["arrivals"]:
             table.add_row(
                 f"who arrived last at {found['sync_point']}?", *_last(found)
             )  # fmt: skip
-        for ratio in self.evidence.get("ratios", []):
+        for ratio in evidence["ratios"]:
             table.add_row(*_ratio(ratio, self.predicted))
-        stale = self.evidence.get("staleness")
-        if stale:
-            table.add_row(*_stale(stale))
-            table.add_row(*_stale_predicted(stale, self.predicted))
-        if table.row_count:
-            yield table
 
 
 def _verdict(verdict: str, expected: str) -> Text:
@@ -373,7 +405,7 @@ def _verdict(verdict: str, expected: str) -> Text:
     return Text(verdict, style=style)
 
 
-def _last(found: Mapping[str, Any]) -> tuple[Text, str]:
+def _last(found: Arrival) -> tuple[Text, str]:
     steps, last = found["steps"], found["last"]
     tower = straggler(last)
     count = last.get(tower, 0)
@@ -413,7 +445,7 @@ NO_VERDICT = {
 }
 
 
-def _ratio(ratio: Mapping[str, Any], predicted: str) -> tuple[str, Text, str]:
+def _ratio(ratio: Ratio, predicted: str) -> tuple[str, Text, str]:
     low, high = ratio["interval"]
     hypotheses = ", ".join(f"{name} {value:.2f}x" for name, value in ratio["hypotheses"].items())
     evidence = (
@@ -423,7 +455,7 @@ def _ratio(ratio: Mapping[str, Any], predicted: str) -> tuple[str, Text, str]:
     )
     if ratio.get("out_of_date"):
         evidence += "; no verdict: this machine's profile is out of date (see above)"
-    elif ratio["verdict"] == "inconclusive":
+    elif ratio["verdict"] == "inconclusive" and ratio["why"] is not None:
         evidence += "; " + NO_VERDICT[ratio["why"]].format(spread=(ratio["spread"] or 0) * 100)
     verdict = ratio["verdict"]
     answer = (
@@ -434,7 +466,7 @@ def _ratio(ratio: Mapping[str, Any], predicted: str) -> tuple[str, Text, str]:
     return VARIANTS[ratio["variant"]][0], answer, evidence
 
 
-def _stale(stale: Mapping[str, Any]) -> tuple[str, Text, str]:
+def _stale(stale: StalenessEvidence) -> tuple[str, Text, str]:
     low, _ = stale["interval"]
     text = (
         Text("inconclusive here", style="bold yellow")
@@ -450,7 +482,7 @@ def _stale(stale: Mapping[str, Any]) -> tuple[str, Text, str]:
     )
 
 
-def _stale_predicted(stale: Mapping[str, Any], predicted: str) -> tuple[str, Text, str]:
+def _stale_predicted(stale: StalenessEvidence, predicted: str) -> tuple[str, Text, str]:
     low, high = stale["interval"]
     verdict = stale["prediction"]
     style = {"as predicted": "bold green", "not as predicted": "bold red"}.get(verdict)
@@ -469,7 +501,7 @@ def _stale_predicted(stale: Mapping[str, Any], predicted: str) -> tuple[str, Tex
     )
 
 
-def _moving(moving: Mapping[str, Any]) -> str:
+def _moving(moving: MovingCheck) -> str:
     """What the check of the moving statistics found: equal, or which outcome of the race
     happened how often against the simulator's prediction."""
     if "race" not in moving:

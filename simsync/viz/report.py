@@ -9,17 +9,24 @@ others (:func:`straggler`).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Literal
 
 from rich import box
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-from simsync.trace import stalest_client, straggler
+from simsync.trace import Update, stalest_client, straggler
 from simsync.words import plural
 
+if TYPE_CHECKING:
+    from simsync.engine.results import Summary
+
 __all__ = ["LedgerView", "SummaryView"]
+
+
+#: The step-time statistics of a summary, in the order they are shown.
+_STEP_TIMES: tuple[Literal["mean", "p50", "p95"], ...] = ("mean", "p50", "p95")
 
 
 def _ms(seconds: float | None) -> str:
@@ -54,7 +61,7 @@ class SummaryView:
     └───────────────────┴─────────┴────────────────┴────────────┴─────────────┘
     """
 
-    def __init__(self, summary: Mapping[str, Any], max_towers: int = 16) -> None:
+    def __init__(self, summary: Summary, max_towers: int = 16) -> None:
         self.summary, self.max_towers = summary, max(max_towers, 1)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
@@ -106,14 +113,14 @@ class SummaryView:
         """Step time (mean, p50, p95 in ms), throughput, final loss, events and wall time; in
         async mode the time of one worker's update, updates per second and the staleness."""
         s = self.summary
-        stats = s.get("step_time") or {}
+        stats = s.get("step_time")
         asynchronous = _concurrent(s)
         table = Table(title="Step time and throughput", box=box.SIMPLE_HEAD, show_edge=False)
         table.add_column("measure")
         table.add_column("value", justify="right")
         label = "update time" if asynchronous else "step time"
-        for key in ("mean", "p50", "p95"):
-            table.add_row(f"{label} {key} (ms)", _ms(stats.get(key)))
+        for key in _STEP_TIMES:
+            table.add_row(f"{label} {key} (ms)", _ms(stats.get(key) if stats else None))
         throughput = s.get("throughput")
         table.add_row("throughput (samples/s)", "–" if throughput is None else f"{throughput:,.0f}")
         if asynchronous:
@@ -171,22 +178,18 @@ class SummaryView:
 
     def gradients_table(self) -> Table:
         """Per worker: gradients pushed, accepted and dropped as stale (SyncReplicas)."""
-        g = self.summary["gradients"]
+        g = self.summary.get("gradients")
         table = Table(title="Gradients pushed to the accumulators", box=box.SQUARE)
         for column in ("worker", "pushed", "accepted", "dropped"):
             table.add_column(column, justify="left" if column == "worker" else "right")
-        rows = g.get("by_worker") or {}
+        if g is None:  # nothing was pushed
+            return table
+        rows = g["by_worker"]
         for name in list(rows)[: self.max_towers]:
             row = rows[name]
             table.add_row(name, str(row["pushed"]), str(row["accepted"]), str(row["dropped"]))
-        per_step = g.get("dropped_per_step")
-        table.add_row(
-            "all",
-            str(g.get("pushed", "–")),
-            str(g.get("accepted", "–")),
-            str(g.get("dropped", "–")),
-            style="bold",
-        )
+        per_step = g["dropped_per_step"]
+        table.add_row("all", str(g["pushed"]), str(g["accepted"]), str(g["dropped"]), style="bold")
         if per_step is not None:
             table.caption = f"{per_step:.2f} gradients dropped per step"
         return table
@@ -230,7 +233,7 @@ class SummaryView:
             yield "…", "", "", f"+{len(towers) - len(shown)} towers", "dim"
 
 
-def _concurrent(summary: Mapping[str, Any]) -> bool:
+def _concurrent(summary: Summary) -> bool:
     """Whether several clients update the model, each run an update of its own (stale or not)."""
     return int(summary.get("updating_clients") or 1) > 1
 
@@ -248,7 +251,7 @@ class LedgerView:
     │ 2 │ worker_1 │    0 │            0 │               2 │         1 │ applied │
     """
 
-    def __init__(self, updates: Sequence[Any], rows: int = 12) -> None:
+    def __init__(self, updates: Sequence[Update], rows: int = 12) -> None:
         self.updates, self.rows = list(updates), max(rows, 1)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:

@@ -1,0 +1,394 @@
+"""The cross-check reports, typed: what each kind of check found, section by section.
+
+A report is a ``TypedDict``, not a dataclass: it is the JSON object ``simsync crosscheck
+--json`` prints, so ``json.dumps`` prints it as it is, and scripts and tests read it by key as
+they read that JSON. Each report says which check made it in ``check``, named after what in
+the graph chose that check (as nothing downstream branches on a training mode's name):
+``one_client`` (towers of one client: :func:`simsync.crosscheck.crosscheck`),
+``racing_clients`` (several clients racing, as asynchronous workers do:
+:mod:`simsync.crosscheck.asynchronous`) or ``cluster`` (ops that run only on a real cluster,
+SyncReplicasOptimizer's: :mod:`simsync.crosscheck.sync_replicas`). Views and verdicts dispatch
+on it, never on which keys a report happens to have. ``check`` is for the program:
+:func:`report_json` leaves it out, so the JSON keeps the keys it has always had.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NotRequired, TypedDict, final
+
+from simsync.trace import GradientCounts, StalenessStats
+
+__all__ = [
+    "Arrival",
+    "AsyncEvidence",
+    "AsyncReport",
+    "Check",
+    "ClusterInfo",
+    "CostsKind",
+    "Evidence",
+    "MachineCheck",
+    "MachineMeasure",
+    "MissingOp",
+    "MovingCheck",
+    "MovingEqual",
+    "MovingRace",
+    "OpTiming",
+    "Overlap",
+    "ProtocolComparison",
+    "ProtocolSide",
+    "RaceOutcomes",
+    "Ratio",
+    "ReplayValues",
+    "ReplicaValues",
+    "Report",
+    "SideBySide",
+    "StalenessComparison",
+    "StalenessEvidence",
+    "Structure",
+    "StructureOfRuns",
+    "SyncReplicasReport",
+    "SyncReplicasTiming",
+    "SyncReport",
+    "ThroughputComparison",
+    "Timing",
+    "Values",
+    "Violation",
+    "report_json",
+]
+
+#: Which check made a report.
+Check = Literal["one_client", "racing_clients", "cluster"]
+#: Where the predicted costs come from (:func:`simsync.crosscheck.compare.costs_kind`).
+CostsKind = Literal["scenario", "machine", "file"]
+
+
+# -- structure: every report -----------------------------------------------------------------------
+@final
+class MissingOp(TypedDict):
+    """An op of a run that does not appear in the real trace."""
+
+    step: int
+    client: str
+    missing: str
+
+
+@final
+class Overlap(TypedDict):
+    """An op that started before one of its inputs ended."""
+
+    step: int
+    client: str
+    before: str
+    after: str
+    overlap_seconds: float
+
+
+Violation = MissingOp | Overlap
+
+
+class Structure(TypedDict):
+    """Happens-before relations checked on the real trace, and those violated."""
+
+    checked: int
+    violations: list[Violation]
+    ok: bool
+
+
+class StructureOfRuns(Structure):
+    """:class:`Structure` over the traced runs of several clients."""
+
+    runs: int
+
+
+# -- one_client: towers of one client --------------------------------------------------------------
+@final
+class MovingEqual(TypedDict):
+    """Moving statistics that no update raced: equal to the simulator's."""
+
+    compared: list[str]
+    max_abs_diff: float
+    tolerance: float
+    ok: bool
+
+
+class RaceOutcomes(TypedDict):
+    """Which outcome of the moving statistics' race happened how often, per variable, against
+    the simulator's prediction."""
+
+    steps: int
+    happened: dict[str, dict[str, int]]
+    predicted: dict[str, dict[str, int]]
+    racing_updates_predicted: int
+
+
+@final
+class MovingRace(TypedDict):
+    """Moving statistics whose updates race: each step one outcome the race allows."""
+
+    compared: list[str]
+    race: RaceOutcomes
+    ok: bool
+
+
+MovingCheck = MovingEqual | MovingRace
+
+
+class Values(TypedDict):
+    """Parameters and losses, numpy against TensorFlow (and the moving statistics, if any)."""
+
+    compared: list[str]
+    max_abs_diff: float
+    max_rel_diff: float
+    loss_max_abs_diff: float
+    tolerance: float
+    ok: bool
+    moving_statistics: NotRequired[MovingCheck]
+
+
+class OpTiming(TypedDict):
+    """One op kind's mean duration over the traced steps."""
+
+    predicted: float
+    measured: float
+    error: float | None
+
+
+class Timing(TypedDict):
+    """Predicted against measured step times (seconds) over the untraced steps."""
+
+    predicted_step_time: float
+    measured_step_time: float
+    error: float | None  # relative; None when nothing was measured
+    predicted_median_step_time: float
+    measured_median_step_time: float
+    measured_interval: list[float]  # [low, high]: 95 % of the measured median
+    error_median: float | None
+    timed_steps: int
+    ops: dict[str, OpTiming]
+
+
+class SideBySide(TypedDict):
+    """Whether the towers' compute overlapped (:func:`~.evidence.side_by_side`)."""
+
+    steps: int
+    overlapped_steps: int
+    apart_steps: int
+    median_share: float
+    verdict: str
+
+
+class Arrival(TypedDict):
+    """Who arrived last at one sync point (:func:`~.evidence.arrivals`)."""
+
+    sync_point: str
+    steps: int
+    last: dict[str, int]
+    mean_wait: dict[str, float]
+
+
+class Ratio(TypedDict):
+    """A variant's step time against the scenario's (:func:`~.evidence.interleaved_ratio`)."""
+
+    variant: str
+    rounds: int
+    ratio: float
+    interval: list[float]
+    spread: float | None
+    hypotheses: dict[str, float]
+    verdict: str
+    why: str | None  # why no verdict: "none inside", "several inside" or "too close"
+    out_of_date: NotRequired[bool]  # no verdict: this machine's profile is out of date
+
+
+class MachineMeasure(TypedDict):
+    """A variant's predicted step time against its measured median and interval."""
+
+    variant: str
+    predicted: float
+    measured: float
+    interval: list[float]
+    error: float | None
+
+
+class MachineCheck(MachineMeasure):
+    """:class:`MachineMeasure`, and whether this machine drifted from its profile."""
+
+    drifted: bool
+
+
+class Evidence(TypedDict):
+    """What the real run of towers shows (:mod:`simsync.crosscheck.evidence`)."""
+
+    side_by_side: SideBySide | None  # None: fewer than two towers computing
+    arrivals: list[Arrival]
+    ratios: list[Ratio]
+    machine: MachineCheck | None  # None: predictions not for this machine, or no variant
+
+
+class SyncReport(TypedDict):
+    """The report of one client's towers (:func:`simsync.crosscheck.crosscheck`)."""
+
+    check: Literal["one_client"]
+    scenario: str
+    steps: int
+    warmup: int
+    devices: str
+    tensorflow: str
+    costs: str  # where the predicted costs come from, in words
+    costs_kind: CostsKind
+    structure: Structure
+    values: Values
+    timing: Timing
+    evidence: Evidence
+    unmapped_tensorflow_ops: dict[str, int]
+
+
+# -- racing_clients: asynchronous workers ----------------------------------------------------------
+class ReplayValues(TypedDict):
+    """TensorFlow's ledger replayed through numpy, against TensorFlow's parameters."""
+
+    exact: bool  # every apply under its lock: the replay must agree
+    tolerance: float
+    note: str | None  # why a lock-free replay can only come close
+    why: str | None  # why the ledger could not be replayed
+    replayed: bool
+    max_abs_diff: float | None
+    ok: bool
+
+
+class StalenessComparison(TypedDict):
+    """Staleness of the updates, simulated against measured."""
+
+    predicted: StalenessStats
+    measured: StalenessStats
+    distance: float  # between the histograms: 0 same, 1 disjoint
+    mean_error: float
+
+
+class ThroughputComparison(TypedDict):
+    """Updates per second, predicted against measured on the untraced timed runs."""
+
+    predicted: float
+    measured: float
+    error: float | None
+    timed_runs: int
+
+
+class StalenessEvidence(TypedDict):
+    """Whether the real updates were stale, and as predicted (:func:`~.evidence.staleness`)."""
+
+    updates: int
+    stale_updates: int
+    mean: float
+    median_block: float
+    interval: list[float]
+    blocks: int
+    predicted: float
+    verdict: str
+    prediction: str
+
+
+class AsyncEvidence(TypedDict):
+    """What the real run of racing workers shows."""
+
+    staleness: StalenessEvidence | None  # None: no ledger
+
+
+class AsyncReport(TypedDict):
+    """The report of racing workers (:func:`simsync.crosscheck.asynchronous.crosscheck_async`)."""
+
+    check: Literal["racing_clients"]
+    scenario: str
+    mode: str | None
+    steps: int
+    warmup: int
+    workers: int
+    updates: int
+    devices: str
+    tensorflow: str
+    costs: str
+    costs_kind: CostsKind
+    structure: StructureOfRuns
+    values: ReplayValues
+    staleness: StalenessComparison
+    throughput: ThroughputComparison
+    evidence: AsyncEvidence
+    unmapped_tensorflow_ops: dict[str, int]
+
+
+# -- cluster: SyncReplicasOptimizer on a real cluster ----------------------------------------------
+class ClusterInfo(TypedDict):
+    """The processes of the real cluster."""
+
+    parameter_servers: int
+    workers: int
+    addresses: dict[str, list[str]]
+    private_network: bool
+    start_seconds: float
+
+
+class ReplicaValues(TypedDict):
+    """The real ledger replayed through numpy, against TensorFlow's parameters and losses."""
+
+    compared: list[str]
+    max_abs_diff: float
+    loss_max_abs_diff: float
+    tolerance: float
+    ok: bool
+
+
+class ProtocolSide(TypedDict):
+    """The protocol as one trace (simulated or real) ran it."""
+
+    global_step: int
+    applies: int
+    one_apply_per_step: bool
+    gradients: GradientCounts
+    dropped_per_step: float | None
+
+
+class ProtocolComparison(TypedDict):
+    """The protocol, simulated and real."""
+
+    predicted: ProtocolSide
+    measured: ProtocolSide
+
+
+class SyncReplicasTiming(TypedDict):
+    """The mean time between applies (seconds), predicted against measured."""
+
+    predicted_step_time: float
+    measured_step_time: float
+    error: float | None
+
+
+class SyncReplicasReport(TypedDict):
+    """The report of SyncReplicasOptimizer on a real cluster
+    (:func:`simsync.crosscheck.sync_replicas.crosscheck_sync_replicas`)."""
+
+    check: Literal["cluster"]
+    scenario: str
+    mode: str
+    steps: int
+    workers: int
+    replicas_to_aggregate: int
+    devices: str
+    tensorflow: str
+    cluster: ClusterInfo
+    structure: StructureOfRuns
+    values: ReplicaValues
+    protocol: ProtocolComparison
+    timing: SyncReplicasTiming
+
+
+#: A report of any kind; ``report["check"]`` says which.
+Report = SyncReport | AsyncReport | SyncReplicasReport
+
+
+def report_json(report: Report) -> dict[str, object]:
+    """The report as ``simsync crosscheck --json`` prints it: every key but ``check``.
+
+    >>> report_json({"check": "racing_clients", "scenario": "s", "workers": 2})
+    {'scenario': 's', 'workers': 2}
+    """
+    return {key: value for key, value in report.items() if key != "check"}

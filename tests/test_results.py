@@ -1,0 +1,158 @@
+"""The typed results between the layers: the simulation's summary and the cross-check reports
+are what their types say, and the cross-check's view and verdicts follow the kind of check a
+report declares, never the keys it happens to have.
+
+The reports are real ones: ``fixtures/reports`` holds the ``--json`` output of ``simsync
+crosscheck`` on the bundled four_towers, async_workers and backup_worker (3 steps), to which
+the tests add the ``check`` that the JSON leaves out."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from typed_dicts import problems
+
+from simsync.crosscheck.evidence import verdicts
+from simsync.crosscheck.report import AsyncReport, SyncReplicasReport, SyncReport, report_json
+from simsync.engine import Summary, simulate, summary
+from simsync.errors import SimulationError
+from simsync.scenario import load_scenario
+from simsync.viz import CrossCheckView
+
+ROOT = Path(__file__).resolve().parent.parent
+REPORTS = Path(__file__).parent / "fixtures" / "reports"
+TYPES: dict[str, Any] = {
+    "one_client": SyncReport,
+    "racing_clients": AsyncReport,
+    "cluster": SyncReplicasReport,
+}
+#: A table only each kind of check shows.
+OWN_TABLE = {
+    "one_client": "Timing, predicted from",
+    "racing_clients": "Staleness of the updates",
+    "cluster": "Gradients: predicted and measured",
+}
+
+
+def report(check: str) -> dict[str, Any]:
+    """The saved report of ``check``, with its kind declared (first, as the checks put it)."""
+    return {"check": check, **json.loads((REPORTS / f"{check}.json").read_text())}
+
+
+def render(renderable: Any) -> str:
+    out = io.StringIO()
+    Console(file=out, width=120, color_system=None).print(renderable)
+    return out.getvalue()
+
+
+# ## the summary ----------------------------------------------------------------------------
+#: Every bundled scenario: the examples, the lessons' and the assignments'.
+SCENARIOS = sorted(
+    path
+    for pattern in ("examples/*.toml", "lessons/*/*.toml", "assignments/*/scenario.toml")
+    for path in ROOT.glob(pattern)
+    if path.name != "lesson.toml"
+)
+
+
+@pytest.mark.parametrize("numerics", [True, False], ids=["numerics", "no-numerics"])
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_the_summary_is_what_its_type_says(path: Path, numerics: bool) -> None:
+    scenario = load_scenario(path).with_run(steps=12)
+    try:
+        sim = simulate(scenario, numerics=numerics)
+    except SimulationError:  # a lesson's deadlock: no summary to check
+        pytest.skip("deadlocks by design")
+    assert problems(summary(sim), Summary) == []
+
+
+def test_the_check_of_a_type_finds_what_is_wrong() -> None:
+    """The check above is no rubber stamp: a key missing, one too many, one out of order, a
+    value of another type, deep inside, are each found."""
+    path = ROOT / "examples" / "backup_worker.toml"
+    good = summary(simulate(load_scenario(path).with_run(steps=4)))
+    assert problems(good, Summary) == []
+    missing = {k: v for k, v in good.items() if k != "events"}
+    extra = {**good, "surprise": 1}
+    moved = {"events": good["events"], **good}
+    deep = json.loads(json.dumps(good))
+    deep["gradients"]["by_worker"]["worker_0"]["pushed"] = "many"
+    nulled = {**good, "sync_points": None}
+    assert problems(missing, Summary) == ["Summary: no 'events'"]
+    assert problems(extra, Summary) == ["Summary: 'surprise' is not a key of Summary"]
+    assert "not in the declared order" in problems(moved, Summary)[0]
+    assert problems(deep, Summary) == [
+        "Summary.gradients.by_worker['worker_0'].pushed: 'many' is not a int"
+    ]
+    assert problems(nulled, Summary) == ["Summary.sync_points: NoneType, not a list"]
+
+
+# ## the reports ----------------------------------------------------------------------------
+@pytest.mark.parametrize("check", TYPES)
+def test_a_saved_report_is_what_its_type_says(check: str) -> None:
+    assert problems(report(check), TYPES[check]) == []
+    for other in set(TYPES) - {check}:  # and no other kind's: the kinds differ
+        assert problems({**report(check), "check": other}, TYPES[other]) != []
+
+
+@pytest.mark.parametrize("check", TYPES)
+def test_the_json_is_the_report_without_its_kind(check: str) -> None:
+    made = report(check)
+    printed = report_json(made)
+    assert list(printed) == list(made)[1:] and "check" not in printed
+    saved = (REPORTS / f"{check}.json").read_text()
+    assert json.dumps(printed, indent=2, allow_nan=False) + "\n" == saved
+
+
+@pytest.mark.parametrize("check", TYPES)
+def test_each_kind_of_report_renders_its_own_tables(check: str) -> None:
+    text = render(CrossCheckView(report(check)))
+    assert text.startswith(f"Cross-check {report(check)['scenario']}: ")
+    for kind, table in OWN_TABLE.items():
+        assert (table in text) == (kind == check), (kind, table)
+
+
+def test_the_view_follows_the_declared_kind_not_the_keys() -> None:
+    """A one-client report that also carries a race's and a cluster's sections (a newer
+    version's, say) is still drawn as the check it says it is."""
+    mixed = {**report("one_client"), "staleness": report("racing_clients")["staleness"]}
+    mixed["protocol"] = report("cluster")["protocol"]
+    text = render(CrossCheckView(mixed))
+    assert OWN_TABLE["one_client"] in text
+    assert OWN_TABLE["racing_clients"] not in text and OWN_TABLE["cluster"] not in text
+    assert "one apply per step" not in verdicts(mixed)
+
+
+def test_a_report_of_no_known_kind_is_refused() -> None:
+    """Nothing falls back to guessing: an unknown kind is an error, not a best guess."""
+    with pytest.raises(AssertionError):
+        render(CrossCheckView({**report("one_client"), "check": "mystery"}))
+    with pytest.raises(KeyError):
+        render(CrossCheckView(report_json(report("one_client"))))
+
+
+def test_verdicts_are_those_of_the_reports_kind() -> None:
+    assert list(verdicts(report("one_client"))) == [
+        "structure",
+        "values",
+        "side by side",
+        "last at average_gradients",
+        "one tower working",
+        "no slow tower",
+    ]
+    assert list(verdicts(report("racing_clients"))) == [
+        "structure",
+        "values",
+        "stale",
+        "staleness as predicted",
+    ]
+    assert list(verdicts(report("cluster"))) == [
+        "structure",
+        "values",
+        "one apply per step",
+    ]
