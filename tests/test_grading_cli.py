@@ -184,12 +184,16 @@ def test_a_failing_reference_stops_the_grading_for_the_instructor(tmp_path: Path
 
 
 def test_folders_a_killed_grader_left_are_removed(tmp_path: Path) -> None:
-    """kill -9 leaves the grader's temporary folders; the next grading removes those of
-    graders that no longer run (pid 4,000,000 is above any pid_max), and no one else's."""
+    """kill -9 leaves the grader's temporary folders; the next grading removes those whose
+    lock nobody holds, and never a folder in use or one that is not a grader's."""
+    import fcntl
+
     scratch = tmp_path / "tmp"
-    (scratch / "simsync-grade-4000000-abc" / "reference").mkdir(parents=True)
-    (scratch / f"simsync-grade-{os.getpid()}-def").mkdir()
-    (scratch / "other-4000000-x").mkdir()
+    for name in ("simsync-grade-1-left", "simsync-grade-2-in-use", "simsync-grade-3-student"):
+        (scratch / name).mkdir(parents=True)
+    (scratch / "simsync-grade-1-left" / ".simsync-lock").touch()
+    in_use = os.open(scratch / "simsync-grade-2-in-use" / ".simsync-lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(in_use, fcntl.LOCK_EX)
     folder = tmp_path / "hw"
     run("assignments", "start", "3", str(folder))
     env = {**os.environ, "TMPDIR": str(scratch)}
@@ -200,8 +204,9 @@ def test_folders_a_killed_grader_left_are_removed(tmp_path: Path) -> None:
         env=env,
         timeout=300,
     )
+    os.close(in_use)
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in scratch.iterdir()) == [
-        "other-4000000-x",
-        f"simsync-grade-{os.getpid()}-def",
+        "simsync-grade-2-in-use",
+        "simsync-grade-3-student",
     ]

@@ -329,3 +329,23 @@ def test_links_count_against_the_limit(tmp_path: Path) -> None:
         (folder / f"link{i}").symlink_to("/")
     result = graded(folder)
     assert result.score == 0 and "more than 200 files and folders" in outputs(result)
+
+
+def test_kernel_settings_and_uncounted_memory_are_out_of_reach(tmp_path: Path) -> None:
+    """The sandbox's user is the host's root without capabilities: /proc/sys's files would
+    open for writing (a second attack changed the hostname); and System V shared memory and
+    memfd_secret hold memory no limit counts."""
+    body = (
+        "import os\n"
+        "refused = []\n"
+        "try:\n"
+        "    d = os.open('/proc/sys/kernel', os.O_RDONLY)\n"
+        "    os.close(os.open('hostname', os.O_WRONLY, dir_fd=d))\n"
+        "except OSError as error:\n"
+        "    refused.append(error.errno)\n"
+        "raise RuntimeError(refused)"
+    )
+    assert "RuntimeError: [30]" in outputs(graded(submit(tmp_path / "a", body)))  # EROFS
+    from simsync.grading.seccomp import REFUSED
+
+    assert {"memfd_secret", "shmget", "shmat", "msgget", "semget"} <= set(REFUSED)

@@ -62,12 +62,14 @@ def main(request_path: str, submission: str, work: str) -> int:
         result.flush()
 
     if request.get("simsync") not in (None, simsync_folder()):
-        say(
-            error=f"the grader uses simsync from {request['simsync']}, but its sandbox finds "
-            f"another in {simsync_folder()} (is PYTHONPATH set?): grade without PYTHONPATH"
+        print(
+            f"the grader uses simsync from {request['simsync']}, but its sandbox finds "
+            f"another in {simsync_folder()} (is PYTHONPATH set?): grade without PYTHONPATH",
+            file=sys.stderr,
         )
-        return 0
+        return 2
     scenario = _scenario(request)
+    say(started=True)  # before any student code: a process that never says it failed itself
     try:
         if request["stage"] == "build":
             say(**_build(request, Path(submission), Path(work), scenario))
@@ -172,7 +174,7 @@ def _evaluate(
 
             graph = build(scenario)
         else:
-            graph = graph_from_dict(request["graph"])
+            graph = graph_from_dict(_graph_data(request["graph"]))
         _reasonable(graph, scenario.run.steps)
     except SimsyncError as error:
         say(error=str(error))
@@ -210,6 +212,14 @@ def structure_of(graph: Graph, devices: list[str], before: list[list[str]]) -> d
         "devices": {name: placed(name) for name in devices},
         "before": [path(str(a), str(b)) for a, b in before],
     }
+
+
+def _graph_data(line: str) -> Any:
+    """The graph of a build stage's answer line (text: the grader does not parse it)."""
+    try:
+        return json.loads(line)["graph"]
+    except (ValueError, RecursionError, KeyError, TypeError):
+        raise SimsyncError("the graph your code returned could not be read back") from None
 
 
 def _product(name: str, make: Callable[[], Any]) -> dict[str, Any]:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-import tempfile
 import time
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,13 @@ from simsync.grading.graphs import (
     Sides,
     wants_reference,
 )
-from simsync.grading.sandbox import Limits, Sandbox, find_sandbox, remove_stale_folders
+from simsync.grading.sandbox import (
+    Limits,
+    Sandbox,
+    find_sandbox,
+    locked_folder,
+    remove_stale_folders,
+)
 from simsync.grading.submission import SubmissionRefused, copy_submission
 
 __all__ = ["LEFT_OUT", "Grade", "Result", "grade", "shown"]
@@ -113,7 +119,7 @@ def grade(
         if (hidden or not c.hidden) and (tensorflow or c.kind != "tensorflow")
     ]
     remove_stale_folders()
-    with tempfile.TemporaryDirectory(prefix=f"simsync-grade-{os.getpid()}-") as scratch:
+    with locked_folder(f"simsync-grade-{os.getpid()}-") as scratch:
         folders = {SUBMISSION: Path(scratch, SUBMISSION), REFERENCE: Path(scratch, REFERENCE)}
         for folder in folders.values():
             folder.mkdir()
@@ -149,6 +155,10 @@ def shown(text: str, most: int = MAX_OUTPUT) -> str:
     """
     text = printable(text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", " "))
     text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    # line and paragraph separators, and format characters (a right-to-left override)
+    text = "".join(
+        ascii(c)[1:-1] if unicodedata.category(c) in ("Zl", "Zp", "Cf") else c for c in text
+    )
     return text if len(text) <= most else f"{text[:most]}… ({len(text) - most:,} more characters)"
 
 

@@ -175,17 +175,28 @@ class Sides:
         return Built(error=reason)
 
     def _run(self, side: str, request: dict[str, Any]) -> Outcome:
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            seconds = self.limits.grading_seconds
-            return Outcome({}, f"not run: the grading took longer than {seconds:g} s in all")
-        limits = dataclasses.replace(self.limits, wall_seconds=min(self.limits.wall_seconds, left))
+        limits = self.limits
+        if side == SUBMISSION:  # the budget is the submission's; the reference's runs are not
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                seconds = self.limits.grading_seconds
+                return Outcome({}, f"not run: the grading took longer than {seconds:g} s in all")
+            limits = dataclasses.replace(limits, wall_seconds=min(limits.wall_seconds, left))
         request = {**request, "scenario": self.scenario, "simsync": simsync_folder()}
-        return run_child(self.sandbox, request, self.folders[side], limits, self.hidden)
+        outcome = run_child(self.sandbox, request, self.folders[side], limits, self.hidden)
+        if (
+            not outcome.said.get("started")
+            and outcome.error
+            and not outcome.error.startswith(("stopped", "not run"))
+        ):  # the grader's own process failed before any code of a side ran
+            last = (outcome.stderr.strip().splitlines() or [outcome.error])[-1]
+            raise ReferenceFailed(f"the grader's sandboxed process cannot start: {last}")
+        return outcome
 
 
 class ReferenceFailed(SimsyncError):
-    """The reference solution itself could not be built or evaluated: one line."""
+    """The reference solution itself, or the grader's sandboxed process, failed: the
+    instructor's to mend, one line."""
 
 
 def _built(outcome: Outcome, spec: str) -> Built:

@@ -29,6 +29,7 @@ purpose (``--unsafe-no-sandbox``), which keeps the limits and the child's audit 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import json
 import os
@@ -55,6 +56,7 @@ __all__ = [
     "Sandbox",
     "SandboxUnavailable",
     "find_sandbox",
+    "locked_folder",
     "remove_stale_folders",
     "run_child",
 ]
@@ -63,6 +65,12 @@ __all__ = [
 #: ``simsync-grade-``), with the grader's process id: a grader killed with ``kill -9`` cannot
 #: remove its own, the next one removes them (:func:`remove_stale_folders`)
 SCRATCH_PREFIX = f"simsync-grading-{os.getpid()}-"
+#: the lock file in each of them
+LOCK = ".simsync-lock"
+#: how the build stage's graph line begins (the child writes it so); lines of anything else
+#: longer than this are not read
+GRAPH_LINE = b'{"graph": '
+MAX_LINE = 2 * 2**20
 #: open files at once (sockets and pipes hold memory no other limit counts)
 OPEN_FILES = 256
 #: the size of the sandbox's /dev/shm
@@ -179,25 +187,43 @@ def _probe() -> Sandbox | str:
 
 
 def remove_stale_folders(folder: str | None = None) -> None:
-    """Remove the temporary folders of graders that no longer run (``kill -9`` left them)."""
+    """Remove the temporary folders of graders that no longer run (``kill -9`` left them):
+    a grader's folder holds :data:`LOCK` locked for as long as it is used, so a folder is
+    removed only when it has that file and its lock can be taken (a grader in another PID
+    namespace, or a student's folder named alike, is never touched)."""
     folder = folder or tempfile.gettempdir()
     with contextlib.suppress(OSError):
         for entry in os.scandir(folder):
-            parts = entry.name.split("-")
-            if len(parts) < 4 or parts[0] != "simsync" or parts[1] not in ("grade", "grading"):
-                continue
-            if parts[2].isdigit() and not _alive(int(parts[2])) and entry.is_dir():
-                shutil.rmtree(entry.path, ignore_errors=True)
+            if entry.name.startswith(("simsync-grade-", "simsync-grading-")) and entry.is_dir(
+                follow_symlinks=False
+            ):
+                _remove_if_unlocked(Path(entry.path))
 
 
-def _alive(pid: int) -> bool:
+def _remove_if_unlocked(folder: Path) -> None:
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # someone else's: alive
-        return True
-    return True
+        handle = os.open(folder / LOCK, os.O_RDWR | os.O_NOFOLLOW)
+    except OSError:
+        return  # not a grader's folder, or not yours to open
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(handle)
+        return  # in use
+    shutil.rmtree(folder, ignore_errors=True)
+    os.close(handle)
+
+
+@contextlib.contextmanager
+def locked_folder(prefix: str) -> Iterator[Path]:
+    """A temporary folder that holds its :data:`LOCK` locked until it is removed."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as name:
+        handle = os.open(Path(name, LOCK), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield Path(name)
+        finally:
+            os.close(handle)
 
 
 def run_child(
@@ -212,8 +238,7 @@ def run_child(
     empty inside. The child's JSON lines are merged into :attr:`Outcome.said`, also when a
     limit stopped it (what it said before stays); :attr:`Outcome.error` says why it stopped.
     Only the ``evaluate`` stage, which runs no student code, may start threads."""
-    with tempfile.TemporaryDirectory(prefix=SCRATCH_PREFIX) as scratch_name:
-        scratch = Path(scratch_name)
+    with locked_folder(SCRATCH_PREFIX) as scratch:
         request_file = scratch / "request.json"
         request_file.write_text(json.dumps(request))
         child = [_interpreter(), "-I", "-m", "simsync.grading.child"]
@@ -253,7 +278,12 @@ def _bwrap_command(
         command += ["--ro-bind", path, path]
     for path in _inside(hidden, _python_paths()):
         command += ["--tmpfs", path]
-    command += ["--proc", "/proc", "--dev", "/dev"]
+    for path in _python_paths():  # any other simsync installed there: its assignments too
+        if os.path.isdir(os.path.join(path, "simsync", "assignments")):
+            command += ["--tmpfs", os.path.join(path, "simsync", "assignments")]
+    # /proc read-only: the sandbox's user is the host's root without capabilities, and
+    # /proc/sys's files let the host's root write whatever their mode allows
+    command += ["--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev"]
     # /dev, and the root bubblewrap makes, are in memory with no size: read-only; shared
     # memory gets a small tmpfs of its own
     command += ["--size", str(SHARED_MEMORY_BYTES), "--tmpfs", "/dev/shm"]
@@ -408,15 +438,24 @@ class _filter_fd:
 
 
 def _merge(result: bytes) -> dict[str, Any]:
-    """The child's JSON lines, later keys over earlier ones; a line that is not a JSON object
-    is ignored (a student's code may write anything to any descriptor)."""
+    """The child's JSON lines, later keys over earlier ones. A line that is not a JSON object
+    is ignored (a student's code may write anything to any descriptor). A ``graph`` line is
+    kept as text, not parsed here: the next process, in the sandbox, reads it. Any other line
+    longer than :data:`MAX_LINE` is ignored unread (parsing it could cost the grader far more
+    memory than its size)."""
     said: dict[str, Any] = {}
     for line in _lines(result):
+        if line.startswith(GRAPH_LINE):
+            said["graph"] = line.decode("utf-8", "replace")
+            continue
+        if len(line) > MAX_LINE:
+            continue
         try:
             data = json.loads(line)
         except (ValueError, RecursionError):  # not JSON, or a number too long to read
             continue
         if isinstance(data, dict):
+            data.pop("graph", None)
             said.update(data)
     return said
 

@@ -8,7 +8,8 @@ holds for that process and every thread it makes, and nothing can remove it. Wha
   library falls back to ``clone``. Threads still start where they are allowed (the process
   that runs TensorFlow, and no student code); the one that runs a student's code gets no
   ``clone`` at all, so it stays one thread, whatever it calls;
-* **anonymous shared memory** (``memfd_create``), which no memory limit counts;
+* **memory no limit counts**: ``memfd_create``, ``memfd_secret`` and System V shared memory,
+  message queues and semaphores;
 * **ways around the sandbox**: namespaces (``unshare``, ``setns``), mounts, ``ptrace``,
   ``io_uring``, ``bpf``, ``perf_event_open``, ``userfaultfd``, the kernel keyring, modules;
 * **any other architecture's calls** (a 32-bit call on a 64-bit kernel): the process is
@@ -86,8 +87,15 @@ REFUSED: dict[str, tuple[int | None, int | None]] = {
     "finit_module": (313, 273),
     "delete_module": (176, 106),
     "process_vm_writev": (311, 271),
-    # anonymous memory no limit counts (RLIMIT_AS does not see it until it is mapped)
+    # memory no limit counts (RLIMIT_AS sees it only while it is mapped)
     "memfd_create": (319, 279),
+    "memfd_secret": (447, 447),
+    "shmget": (29, 194),
+    "shmat": (30, 196),
+    "shmctl": (31, 195),
+    "shmdt": (67, 197),
+    "msgget": (68, 186),
+    "semget": (64, 190),
     # numbered alike everywhere since Linux 5.1
     "io_uring_setup": (425, 425),
     "io_uring_enter": (426, 426),

@@ -85,11 +85,14 @@ def _copy_folder(
 ) -> None:
     if depth > limits.depth:
         raise SubmissionRefused(f"{prefix}: folders nested more than {limits.depth} deep")
-    for entry in sorted(os.listdir(folder)):
-        if entry in IGNORED:
-            continue
+    entries = []
+    with os.scandir(folder) as listing:  # counted as they come: a folder of a million is
+        for item in listing:  # refused at the limit, not listed whole first
+            if item.name not in IGNORED:
+                _count(budget, limits)  # every entry counts: files, folders, links alike
+                entries.append(item.name)
+    for entry in sorted(entries):
         name = f"{prefix}{entry}"
-        _count(budget, limits)  # every entry counts: files, folders, links alike
         kind = stat.S_IFMT(os.stat(entry, dir_fd=folder, follow_symlinks=False).st_mode)
         if kind == stat.S_IFDIR:
             inner = os.open(entry, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=folder)
