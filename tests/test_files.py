@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import one_clear_line
 
 from simsync.files import NotRegularFile, read_text
 
@@ -31,15 +32,6 @@ def simsync(*args: str, cwd: Path = ROOT, **env: str) -> subprocess.CompletedPro
         env={**os.environ, **env},
         stdin=subprocess.DEVNULL,
     )
-
-
-def one_clear_line(ran: subprocess.CompletedProcess[str], *words: str) -> str:
-    lines = ran.stderr.strip().splitlines()
-    assert ran.returncode == 2, ran.stdout + ran.stderr
-    assert len(lines) == 1 and lines[0].startswith("simsync: error: "), ran.stderr
-    for word in words:
-        assert word in lines[0], lines[0]
-    return lines[0]
 
 
 needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")

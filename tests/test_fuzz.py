@@ -14,14 +14,14 @@ import io
 import json
 import math
 import os
-import signal
 import tempfile
 import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import watchdog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -50,31 +50,17 @@ FUZZ = settings(
 )
 
 
-class Hang(Exception):
-    """An example ran past the watchdog."""
-
-
-@contextlib.contextmanager
-def watchdog(seconds: int = WATCHDOG_SECONDS) -> Iterator[None]:
-    def expire(signum: int, frame: Any) -> None:
-        raise Hang(f"no answer within {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 def simsync(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     """``simsync ARGS`` in this process: (status, stdout, stderr). Any exception is a bug."""
     out, err = io.StringIO(), io.StringIO()
     saved = {key: os.environ.get(key) for key in env or {}}
     os.environ.update(env or {})
     try:
-        with watchdog(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with (
+            watchdog(WATCHDOG_SECONDS),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
             status = main(list(args))
     finally:
         for key, value in saved.items():

@@ -3,16 +3,15 @@ GraphError naming the object and the field, from the API and from graph_from_dic
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import math
-import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
+from helpers import watchdog
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -388,24 +387,6 @@ def through_a_dict(target: str, field: str, value: Any) -> Graph:
         item = next(entry for entry in data[tables[kind]] if entry["name"] == name)
     (item["cost"] if kind == "cost" else item)[field] = value
     return graph_from_dict(json.loads(json.dumps(data)))
-
-
-class Hang(Exception):
-    """An example ran past the watchdog."""
-
-
-@contextlib.contextmanager
-def watchdog(seconds: int) -> Iterator[None]:
-    def expire(signum: int, frame: Any) -> None:
-        raise Hang(f"no answer within {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def finite(facts: Any) -> bool:

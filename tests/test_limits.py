@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import one_clear_line
 
 from simsync.cli import main
 from simsync.patterns import build
@@ -31,16 +32,6 @@ def run(*args: str, cwd: Path = ROOT, timeout: float = 120) -> subprocess.Comple
         timeout=timeout,
         cwd=cwd,
     )
-
-
-def one_clear_line(ran: subprocess.CompletedProcess[str], *words: str) -> str:
-    """The run failed with status 2 and one line on stderr holding ``words``: no traceback."""
-    lines = ran.stderr.strip().splitlines()
-    assert ran.returncode == 2, ran.stdout + ran.stderr
-    assert len(lines) == 1 and lines[0].startswith("simsync: error: "), ran.stderr
-    for word in words:
-        assert word in lines[0], lines[0]
-    return lines[0]
 
 
 def write(folder: Path, body: str, name: str = "s.toml") -> Path:
