@@ -7,6 +7,7 @@ anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 __all__ = [
     "GraphError",
@@ -32,9 +33,17 @@ def printable(text: str, *, one_line: bool = False) -> str:
     'four\\x1b[2Jtowers'
     >>> print(printable("cannot write a\nb.json: Read-only file system", one_line=True))
     cannot write a\nb.json: Read-only file system
+    >>> printable("evil\u202egpj.py")
+    'evil\\u202egpj.py'
     """
     pattern = _CONTROL_OR_BREAK if one_line else _CONTROL
-    return pattern.sub(lambda match: ascii(match.group())[1:-1], text)
+    text = pattern.sub(lambda match: ascii(match.group())[1:-1], text)
+    if text.isascii():
+        return text
+    # line and paragraph separators, and format characters (a right-to-left override)
+    return "".join(
+        ascii(c)[1:-1] if unicodedata.category(c) in ("Zl", "Zp", "Cf") else c for c in text
+    )
 
 
 class SimsyncError(Exception):

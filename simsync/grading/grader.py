@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import time
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -153,12 +152,8 @@ def shown(text: str, most: int = MAX_OUTPUT) -> str:
     >>> shown("ok\\n  ✓ 3/3 forged\\x1b[2K"), shown("x" * 30, most=10)
     ('ok\\\\n  ✓ 3/3 forged\\\\x1b[2K', 'xxxxxxxxxx… (20 more characters)')
     """
-    text = printable(text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", " "))
+    text = printable(text, one_line=True)
     text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    # line and paragraph separators, and format characters (a right-to-left override)
-    text = "".join(
-        ascii(c)[1:-1] if unicodedata.category(c) in ("Zl", "Zp", "Cf") else c for c in text
-    )
     return text if len(text) <= most else f"{text[:most]}… ({len(text) - most:,} more characters)"
 
 

@@ -25,11 +25,10 @@ from typing import Any
 
 from simsync.errors import SimsyncError
 from simsync.grading.assignment import Assignment, Check
-from simsync.grading.child import MAX_OPS, simsync_folder
+from simsync.grading.child import simsync_folder
 from simsync.grading.sandbox import Limits, Outcome, Sandbox, run_child
 
 __all__ = [
-    "MAX_OPS",
     "REFERENCE",
     "SUBMISSION",
     "Built",

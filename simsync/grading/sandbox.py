@@ -444,7 +444,7 @@ def _merge(result: bytes) -> dict[str, Any]:
     longer than :data:`MAX_LINE` is ignored unread (parsing it could cost the grader far more
     memory than its size)."""
     said: dict[str, Any] = {}
-    for line in _lines(result):
+    for line in result.splitlines():
         if line.startswith(GRAPH_LINE):
             said["graph"] = line.decode("utf-8", "replace")
             continue
@@ -458,10 +458,6 @@ def _merge(result: bytes) -> dict[str, Any]:
             data.pop("graph", None)
             said.update(data)
     return said
-
-
-def _lines(result: bytes) -> Iterator[bytes]:
-    yield from (line for line in result.splitlines() if line.strip())
 
 
 def _signal_message(number: int, limits: Limits) -> str:
