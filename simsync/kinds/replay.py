@@ -35,7 +35,8 @@ from typing import Any
 import numpy as np
 
 from simsync.errors import SimsyncError, SimulationError
-from simsync.ir import Graph, Op, run_orders
+from simsync.ir import Graph, run_orders
+from simsync.kinds.contract import Inputs, OpLike
 from simsync.kinds.dequeue import batch_positions
 from simsync.kinds.registry import kind_of
 from simsync.numerics import Batch, ModelSpec, batch_source, init_params
@@ -132,7 +133,7 @@ class RunContext:
             self.batches = replay.batches_of(index, self.step, len(positions))
         return self.batches[positions[tower]]
 
-    def taken(self, op: Op) -> list[Any]:
+    def taken(self, op: OpLike) -> list[Any]:
         """The gradients the take ``op`` of this run averaged, in the order they were pushed."""
         return self.replay.taken(((self.client, self.step), op.name))
 
@@ -305,7 +306,7 @@ class _Replay:
             self._evaluate(missing)
         context = self._context(run)
         values = context.values
-        inputs = [(source, values[src]) for source, src in self.sources[name]]
+        inputs = Inputs(op, [(source, values[src]) for source, src in self.sources[name]])
         rule = self.kind_of[name].numpy
         if rule is None:
             raise SimsyncError(f"op '{op.name}' writes variables, but its kind has no numpy rule")
@@ -410,9 +411,9 @@ class _Replay:
         contexts = [self._context(run) for run, _ in nodes]
         ops = [op_of[name] for _, name in nodes]
         inputs = []
-        for context, (_, name) in zip(contexts, nodes, strict=True):
+        for context, op, (_, name) in zip(contexts, ops, nodes, strict=True):
             run_values = context.values
-            inputs.append([(op, run_values[src]) for op, src in sources[name]])
+            inputs.append(Inputs(op, [(source, run_values[src]) for source, src in sources[name]]))
         if kind.numpy_batch is not None:
             values = kind.numpy_batch(contexts, ops, inputs)
         elif kind.numpy is not None:

@@ -29,7 +29,8 @@ import networkx as nx
 import numpy as np
 
 from simsync.ir import Graph, Op, topological_order
-from simsync.kinds import kind_of
+from simsync.kinds import Inputs, kind_of
+from simsync.kinds.contract import OpLike
 from simsync.kinds.forward import Ungated
 from simsync.numerics import ModelSpec, init_params
 from simsync.numerics.batch_norm import Statistics
@@ -115,7 +116,7 @@ class Builder:
     def pre_activation(self, params: dict[str, Any], x: Any) -> Any:
         return pre_activation(self.tf, params, x)
 
-    def work(self, op: Op) -> Any:
+    def work(self, op: OpLike) -> Any:
         """A matmul whose row count is fed each step: the op's compute time made real."""
         rows = self.feed(self.tf.int32, [], f"{op.name}/rows")
         self.lowered.work_rows[op.name] = rows
@@ -124,7 +125,7 @@ class Builder:
     def ring_allreduce(self, devices: tuple[str, ...], grads: list[Any]) -> dict[str, Any]:
         return ring_allreduce(self.tf, devices, self.plan.mapping, grads)
 
-    def read_version(self, op: Op) -> Any:
+    def read_version(self, op: OpLike) -> Any:
         """The version of ``op``'s first written variable, as read earlier in the same run."""
         variable = op.writes[0]
         for name in nx.ancestors(self.graph.nx, op.name):
@@ -159,11 +160,14 @@ class Builder:
                 f"the TensorFlow backend cannot lower op '{op.name}': {kind.name}: {kind.unlowered}"
             )
         rule = kind.lower
-        inputs = [
-            (self.graph.op(t.src), self.outputs[t.src])
-            for t in self.graph.inputs(op.name)
-            if not t.control
-        ]
+        inputs = Inputs(
+            op,
+            [
+                (self.graph.op(t.src), self.outputs[t.src])
+                for t in self.graph.inputs(op.name)
+                if not t.control
+            ],
+        )
         waits = [self.outputs[t.src] for t in self.graph.inputs(op.name)]
         dependencies = [leaf for value in waits for leaf in _leaves(tf, value)]
         with (
