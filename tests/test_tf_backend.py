@@ -176,7 +176,7 @@ def test_an_unknown_op_kind_fails_alike_in_the_simulator_and_on_tensorflow() -> 
             run()
         messages.append(str(error.value))
     assert messages[0] == messages[1]
-    assert messages[0].startswith("unknown op kind 'shuffle'; known kinds: read, dequeue")
+    assert messages[0].startswith("op 'shuffle' has unknown kind 'shuffle'; known kinds: read, ")
 
 
 def test_missing_tensorflow_is_explained() -> None:

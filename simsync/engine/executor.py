@@ -67,9 +67,8 @@ from simsync.ir import (
     op_speed,
     run_orders,
     tensor_link,
-    validate,
 )
-from simsync.kinds import fresh_enough, kind_of
+from simsync.kinds import check_graph, fresh_enough, kind_of
 from simsync.kinds.replay import replay
 from simsync.numerics import ModelSpec
 from simsync.trace import (
@@ -102,9 +101,11 @@ class Engine:
 
     ``model`` turns on the numerics: after the run, the trace is replayed through the model
     (:func:`simsync.kinds.replay.replay`), which gives every step its loss and the variables
-    their final values. ``on_step`` is called after each finished step (progress bars use it).
-    ``detail=False`` keeps only the steps, the reads, the resource events and the ledger of
-    updates, no op, transfer or variable-access records: what a million updates need.
+    their final values. The graph is checked first (:func:`simsync.kinds.check_graph`): for
+    timing without a model, for its values with one. ``on_step`` is called after each finished
+    step (progress bars use it). ``detail=False`` keeps only the steps, the reads, the resource
+    events and the ledger of updates, no op, transfer or variable-access records: what a million
+    updates need.
 
     >>> from simsync.patterns import tiny_example
     >>> trace = Engine(tiny_example(), steps=3).run()
@@ -122,7 +123,7 @@ class Engine:
         on_step: StepCallback | None = None,
         detail: bool = True,
     ) -> None:
-        validate(graph)
+        check_graph(graph, model, values=model is not None)
         self.graph, self.seed, self.on_step, self.detail = graph, seed, on_step, detail
         self.model, self.steps = model, steps
         self.env = EngineEnvironment()

@@ -155,6 +155,7 @@ class Sides:
 def _built(outcome: Outcome, spec: str) -> Built:
     """The evaluate child's answer as a :class:`Built`."""
     from simsync.ir import graph_from_dict
+    from simsync.kinds import check_graph
 
     said = outcome.said
     if said.get("error") is not None or said.get("graph") is None:
@@ -162,7 +163,7 @@ def _built(outcome: Outcome, spec: str) -> Built:
         prefix = "" if spec.endswith(".toml") else "the graph your code built: "
         return Built(error=f"{prefix}{reason}")
     try:
-        graph = graph_from_dict(said["graph"])
+        graph = graph_from_dict(said["graph"], check=lambda g: check_graph(g, values=False))
     except SimsyncError as error:
         return Built(error=f"the graph your code built: {error}")
     missing = outcome.error or "the grader's process stopped before it got there"

@@ -12,10 +12,13 @@ __all__ = ["validate"]
 def validate(graph: Graph) -> None:
     """Raise :class:`GraphError` naming the first problem found, if any.
 
-    Checks: the graph is acyclic (the cycle is named), every op's devices exist, every variable
-    an op reads or writes exists, every resource an op acts on exists, every fetch names an op,
-    every client's ``until`` names a variable, and there is at least one client that is not a
-    daemon.
+    Checks: the graph is acyclic (the cycle is named), every op's devices exist (a collective's
+    ``device`` and its participants), every variable an op reads or writes exists, every
+    resource an op acts on exists, every fetch names an op, every client's ``until`` names a
+    variable, and there is at least one client that is not a daemon.
+
+    The structure only: what an op's kind needs (its inputs, its resource) is checked by
+    :func:`simsync.kinds.check_graph`, which calls this first.
 
     Examples
     --------
@@ -29,7 +32,7 @@ def validate(graph: Graph) -> None:
     simsync.errors.GraphError: op 'b' is placed on unknown device '/gpu:1'; devices: /gpu:0
     """
     for op in graph.ops():
-        for device in op.devices:
+        for device in dict.fromkeys((op.device, *op.devices)):
             if device not in graph.devices:
                 known = ", ".join(graph.devices) or "(none)"
                 raise GraphError(

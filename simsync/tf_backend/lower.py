@@ -29,7 +29,7 @@ import networkx as nx
 import numpy as np
 
 from simsync.ir import Graph, Op, topological_order
-from simsync.kinds import Inputs, kind_of
+from simsync.kinds import Inputs, check_graph, kind_of
 from simsync.kinds.contract import OpLike
 from simsync.kinds.forward import Ungated
 from simsync.numerics import ModelSpec, init_params
@@ -61,7 +61,12 @@ class Lowered:
 
 
 def lower(graph: Graph, spec: ModelSpec, seed: int, plan: DevicePlan) -> Lowered:
-    """Build the TensorFlow graph of ``graph`` with the model ``spec`` initialised from ``seed``."""
+    """Build the TensorFlow graph of ``graph`` with the model ``spec`` initialised from ``seed``.
+
+    Raises :class:`~simsync.errors.GraphError` when the graph's values cannot be computed with
+    ``spec``, and :class:`BackendError` when a kind has no lowering.
+    """
+    check_graph(graph, spec)
     tf = load_tensorflow()
     tf_graph = tf.Graph()
     with tf_graph.as_default():
