@@ -68,7 +68,7 @@ from simsync.ir import (
     run_orders,
     tensor_link,
 )
-from simsync.kinds import check_graph, fresh_enough, kind_of
+from simsync.kinds import check_graph, fresh_enough, kind_of, values_skipped
 from simsync.kinds.replay import replay
 from simsync.numerics import ModelSpec
 from simsync.trace import (
@@ -102,10 +102,11 @@ class Engine:
     ``model`` turns on the numerics: after the run, the trace is replayed through the model
     (:func:`simsync.kinds.replay.replay`), which gives every step its loss and the variables
     their final values. The graph is checked first (:func:`simsync.kinds.check_graph`): for
-    timing without a model, for its values with one. ``on_step`` is called after each finished
-    step (progress bars use it). ``detail=False`` keeps only the steps, the reads, the resource
-    events and the ledger of updates, no op, transfer or variable-access records: what a million
-    updates need.
+    timing without a model, for its values with one; when a ``generic`` op stands where values
+    would pass, the run computes none and says why (``Trace.values_skipped``). ``on_step`` is
+    called after each finished step (progress bars use it). ``detail=False`` keeps only the
+    steps, the reads, the resource events and the ledger of updates, no op, transfer or
+    variable-access records: what a million updates need.
 
     >>> from simsync.patterns import tiny_example
     >>> trace = Engine(tiny_example(), steps=3).run()
@@ -124,6 +125,8 @@ class Engine:
         detail: bool = True,
     ) -> None:
         check_graph(graph, model, values=model is not None)
+        #: why the run computes no values, though asked to (a generic op in their way)
+        self.values_skipped = values_skipped(graph) if model is not None else None
         self.graph, self.seed, self.on_step, self.detail = graph, seed, on_step, detail
         self.model, self.steps = model, steps
         self.env = EngineEnvironment()
@@ -253,7 +256,9 @@ class Engine:
         for client in clients:
             client.close()
         self.trace.events = self.env.events
-        if self.model is not None:
+        if self.values_skipped is not None:
+            self.trace.values_skipped = self.values_skipped
+        elif self.model is not None:
             self._values(self.model)
         return self.trace
 

@@ -22,9 +22,10 @@ from simsync.kinds import (  # noqa: F401  (each module registers its kind, in t
     push_gradients,
     take_gradients,
     tokens,
+    generic,
 )
 from simsync.kinds.apply import fresh_enough, sgd_step
-from simsync.kinds.check import check_graph
+from simsync.kinds.check import check_graph, values_skipped
 from simsync.kinds.contract import Input, Inputs
 from simsync.kinds.registry import ACTIONS, KINDS, OpKind, Style, cost_keys, kind_of, providers
 
@@ -41,4 +42,5 @@ __all__ = [
     "kind_of",
     "providers",
     "sgd_step",
+    "values_skipped",
 ]

@@ -32,7 +32,8 @@ backend, and :func:`simsync.api.validate` unless told otherwise):
    writes, a push the gradient it pushes, ...
 
 An op that takes a tensor from a ``generic`` op (a kind that computes no value) is exempt from
-4 and 7: its value cannot be computed anyway.
+4 and 7: its value cannot be computed anyway, and :func:`values_skipped` says so (the engine
+then computes no values, rather than crash or compute wrong ones).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from simsync.kinds.registry import KINDS, OpKind, known_kinds, providers
 from simsync.numerics import ModelSpec, parameter_shapes
 from simsync.numerics.batch_norm import moving_shapes
 
-__all__ = ["check_graph"]
+__all__ = ["check_graph", "values_skipped"]
 
 #: what a resource-acting kind acts on, by its action
 _RESOURCE = {"push": "accumulator", "take": "accumulator", "enqueue": "queue", "dequeue": "queue"}
@@ -109,6 +110,45 @@ def check_graph(graph: Graph, model: ModelSpec | None = None, *, values: bool = 
         modelled = _Model(graph, model)
         _variables(graph, modelled)
         _abstract(graph, kinds, modelled)
+
+
+def values_skipped(graph: Graph) -> str | None:
+    """Why the values of a run of ``graph`` cannot be computed, or None if they can: a
+    ``generic`` op (a kind that computes no value) feeds an op that computes one, or writes a
+    variable that holds numbers. Call it on a checked graph.
+
+    >>> from simsync.ir import Client, Device, Graph, Op, Tensor
+    >>> g = Graph()
+    >>> g.add_device(Device("/gpu:0"))
+    >>> g.add_op(Op("MatMul", "generic", "/gpu:0")); g.add_op(Op("loss", "forward", "/gpu:0"))
+    >>> g.add_tensor(Tensor("MatMul", "loss"))
+    >>> print(values_skipped(g))  # doctest: +NORMALIZE_WHITESPACE
+    values are not computed: op 'loss' (forward) takes a tensor from 'MatMul' (generic),
+    which computes no value
+    """
+    context = _Context(graph)
+    kinds = {op.name: KINDS.get(op.kind) for op in graph.ops()}
+    for op in graph.ops():
+        kind = kinds[op.name]
+        if kind is not None and not kind.computes:
+            for variable in op.writes:
+                if context.category(variable) != "counter":
+                    return (
+                        f"values are not computed: op '{op.name}' ({op.kind}) writes "
+                        f"'{variable}', which holds numbers, and computes none"
+                    )
+    for name in topological_order(graph):
+        kind = kinds[name]
+        if kind is None or not kind.computes:
+            continue
+        for tensor in graph.inputs(name):
+            source = kinds[tensor.src]
+            if not tensor.control and source is not None and not source.computes:
+                return (
+                    f"values are not computed: op '{name}' ({kind.name}) takes a tensor from "
+                    f"'{tensor.src}' ({source.name}), which computes no value"
+                )
+    return None
 
 
 # -- always -----------------------------------------------------------------------------------

@@ -301,15 +301,18 @@ class _Replay:
                     f"{state.version} in the order of the ledger (a version made twice, or one "
                     f"missing)"
                 )
+        rule = self.kind_of[name].numpy
+        if rule is None:
+            if written:  # the check refuses it, or skips the values (a generic op)
+                raise SimsyncError(f"op '{name}' writes variables, but its kind has no numpy rule")
+            self._done_with(run)  # it moved counters only
+            return
         missing = self._missing(run, name)
         if missing:
             self._evaluate(missing)
         context = self._context(run)
         values = context.values
         inputs = Inputs(op, [(source, values[src]) for source, src in self.sources[name]])
-        rule = self.kind_of[name].numpy
-        if rule is None:
-            raise SimsyncError(f"op '{op.name}' writes variables, but its kind has no numpy rule")
         new = rule(context, op, inputs)
         for variable in written:
             state = self.state[variable]
