@@ -26,7 +26,7 @@ __all__ = ["READ"]
 def _numpy(ctx: RunLike, op: OpLike, inputs: Inputs) -> dict[str, np.ndarray]:
     """The model parameters as the run saw them, each at the version its read recorded (runs
     that saw the same versions share one dict: their towers then batch as one)."""
-    return ctx.read_parameters(op.reads)
+    return ctx.read_parameters(op)
 
 
 def _lower(builder: BuilderLike, op: OpLike, inputs: Inputs) -> dict[str, Any]:

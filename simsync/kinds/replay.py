@@ -111,14 +111,11 @@ class RunContext:
     def trainable(self, variable: str) -> bool:
         return self.replay.trainable[variable]
 
-    def read(self, variable: str) -> np.ndarray:
-        """The variable at the version this run's read saw."""
-        return self.replay.value_read(self.key, variable)
-
-    def read_parameters(self, variables: tuple[str, ...]) -> dict[str, np.ndarray]:
-        """The ``variables`` this run read that hold numbers (not counters), by model
-        parameter, as one dict shared by every run that read the same versions."""
-        return self.replay.parameters_read(self.key, variables)
+    def read_parameters(self, op: OpLike) -> dict[str, np.ndarray]:
+        """The variables the read ``op`` of this run read that hold numbers (not counters), at
+        the versions it saw, by model parameter: one dict shared by every run that read the
+        same versions."""
+        return self.replay.parameters_read(self.key, op)
 
     def current(self, variable: str) -> np.ndarray:
         """The variable's latest value (an apply lands on it)."""
@@ -201,6 +198,11 @@ class _Replay:
         }
         self.read_dicts: dict[tuple[tuple[str, ...], tuple[int, ...]], dict[str, np.ndarray]] = {}
         self.losses: dict[RunKey, list[float]] = defaultdict(list)
+        #: per read op of a run, the versions it saw of the variables that hold numbers
+        self.op_versions: dict[Node, dict[str, int]] = {}
+        #: per run, the versions some read op of it saw besides those in ``versions``
+        self.other_versions: dict[RunKey, list[tuple[str, int]]] = defaultdict(list)
+        #: per run, the version of each variable it read (its last read op's)
         self.versions = self._versions_read()
         self.takes = self._takes()
         #: per run, the runs whose pushes its takes average
@@ -232,9 +234,18 @@ class _Replay:
             numbered = [(v, n) for v, n in zip(op_of[op].reads, seen, strict=True) if v in state]
             if numbered:
                 runs[client, step].update(numbered)
+                self.op_versions[(client, step), op] = dict(numbered)
         for versions in runs.values():
             for variable, version in versions.items():
                 if variable in state:
+                    state[variable].readers[version] += 1
+        # a run whose read ops saw a variable at several versions (a write landed between
+        # them) keeps the others too
+        for (run, _), saw in self.op_versions.items():
+            for variable, version in saw.items():
+                held = self.other_versions[run]
+                if runs[run][variable] != version and (variable, version) not in held:
+                    held.append((variable, version))
                     state[variable].readers[version] += 1
         return runs
 
@@ -356,11 +367,13 @@ class _Replay:
     def _readable(self, run: RunKey) -> bool:
         """Whether every version ``run`` needs exists: those it read, and those read by the
         runs whose pushes its takes average."""
-        state, versions = self.state, self.versions
+        state, versions, others = self.state, self.versions, self.other_versions
         for needed in (run, *self.pushers.get(run, ())):
             for v, version in versions.get(needed, {}).items():
                 if v in state and state[v].version < version:
                     return False
+            if needed in others and any(state[v].version < n for v, n in others[needed]):
+                return False
         return True
 
     def _all_losses(self) -> None:
@@ -448,11 +461,13 @@ class _Replay:
             for variable, version in self.versions.get(run, {}).items():
                 if variable in state:
                     state[variable].release(version)
+            for variable, version in self.other_versions.pop(run, ()):
+                state[variable].release(version)
 
     # -- asked by the rules -----------------------------------------------------------------
-    def value_read(self, run: RunKey, variable: str) -> np.ndarray:
+    def value_read(self, run: RunKey, variable: str, version: int | None) -> np.ndarray:
+        """The variable at ``version``, which ``run`` read."""
         client, step = run
-        version = self.versions.get(run, {}).get(variable)
         if version is None:
             raise SimsyncError(
                 f"the ledger cannot be replayed: {client} step {step} reads {variable}, but the "
@@ -466,17 +481,19 @@ class _Replay:
                 f"of {variable} before it was made"
             ) from None
 
-    def parameters_read(self, run: RunKey, variables: tuple[str, ...]) -> dict[str, np.ndarray]:
+    def parameters_read(self, run: RunKey, op: OpLike) -> dict[str, np.ndarray]:
+        variables = op.reads
         names = self.numbered.get(variables)
         if names is None:
             names = self.numbered[variables] = tuple(v for v in variables if v in self.state)
-        versions = self.versions.get(run, {})
-        key = (names, tuple([versions.get(v, -1) for v in names]))
+        versions = self.op_versions.get((run, op.name)) or self.versions.get(run, {})
+        seen = tuple([versions.get(v, -1) for v in names])
+        key = (names, seen)
         found = self.read_dicts.get(key)
         if found is None:
             if len(self.read_dicts) > 4 * LOOKAHEAD:  # old versions are not read again
                 self.read_dicts.clear()
-            found = {self.parameter_of[v]: self.value_read(run, v) for v in names}
+            found = {self.parameter_of[v]: self.value_read(run, v, versions.get(v)) for v in names}
             self.read_dicts[key] = found
         return found
 
