@@ -213,9 +213,10 @@ def _inputs(graph: Graph, op: Op, kind: OpKind, context: _Context) -> None:
         if need.most is not None and len(found) > need.most:
             names = ", ".join(f"'{source.name}'" for source in found)
             raise GraphError(
-                f"op '{op.name}' ({op.kind}) takes {_count(need.most)} {need.role}, but "
-                f"{len(found)} of its inputs give one ({names}): keep {_count(need.most)}, or "
-                f"make the others control edges (Tensor(..., control=True))"
+                f"op '{op.name}' ({op.kind}) takes {the(need.role)} from {_count(need.most)} "
+                f"op, but {len(found)} give {_pronoun(need.role)} ({names}): keep "
+                f"{_count(need.most)}, or make the others control edges "
+                f"(Tensor(..., control=True))"
             )
     taken = {role for need in kind.needs for role in need.roles}
     for source in sources:
