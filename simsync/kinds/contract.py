@@ -164,6 +164,18 @@ def the(role: str) -> str:
     return f"the {role}"
 
 
+def slots(roles: Sequence[str | None]) -> dict[str | None, tuple[int, ...]]:
+    """The positions of the inputs of each role, given each input's role in order.
+
+    >>> slots(["parameters", "batch", "parameters"])
+    {'parameters': (0, 2), 'batch': (1,)}
+    """
+    found: dict[str | None, list[int]] = {}
+    for position, role in enumerate(roles):
+        found.setdefault(role, []).append(position)
+    return {role: tuple(positions) for role, positions in found.items()}
+
+
 class Inputs:
     """An op's data inputs (``(source op, value)`` in the graph's declared order), found by
     the role their source's kind provides: the one way every rule reads its inputs.
@@ -183,28 +195,52 @@ class Inputs:
     simsync.errors.GraphError: op 'loss' (forward) needs one loss, and 0 of its inputs give one
     """
 
-    __slots__ = ("items", "op")
+    __slots__ = ("froms", "op", "slots", "values")
 
     def __init__(self, op: OpLike, items: Sequence[tuple[OpLike, Any]]) -> None:
-        self.op, self.items = op, items
+        self.op = op
+        self.froms: Sequence[OpLike] = [source for source, _ in items]
+        self.values: Sequence[Any] = [value for _, value in items]
+        self.slots = slots([ROLES.get(source.kind) for source in self.froms])
+
+    @classmethod
+    def of(
+        cls,
+        op: OpLike,
+        froms: Sequence[OpLike],
+        values: Sequence[Any],
+        slots: dict[str | None, tuple[int, ...]],
+    ) -> Inputs:
+        """The inputs from ``froms`` with ``values``, their positions by role (:func:`slots`)
+        known already: the replay's hot path builds them for every op it evaluates."""
+        inputs = cls.__new__(cls)
+        inputs.op, inputs.froms, inputs.values, inputs.slots = op, froms, values, slots
+        return inputs
+
+    def _positions(self, roles: tuple[str, ...]) -> Sequence[int]:
+        if len(roles) == 1:
+            return self.slots.get(roles[0], ())
+        return sorted(i for role in roles for i in self.slots.get(role, ()))
 
     def all(self, *roles: str) -> list[Any]:
         """The values of the inputs with one of ``roles``, in the graph's order."""
-        return [value for source, value in self.items if ROLES.get(source.kind) in roles]
+        values = self.values
+        return [values[i] for i in self._positions(roles)]
 
     def sources(self, *roles: str) -> list[OpLike]:
         """The ops that give the inputs with one of ``roles``, in the graph's order."""
-        return [source for source, _ in self.items if ROLES.get(source.kind) in roles]
+        froms = self.froms
+        return [froms[i] for i in self._positions(roles)]
 
     def one(self, *roles: str) -> Any:
         """The value of the one input with one of ``roles``; a :class:`GraphError` otherwise."""
-        found = self.all(*roles)
+        found = self.slots.get(roles[0], ()) if len(roles) == 1 else self._positions(roles)
         if len(found) != 1:
             raise GraphError(
                 f"op '{self.op.name}' ({self.op.kind}) needs one {roles[0]}, and {len(found)} "
                 f"of its inputs give one"
             )
-        return found[0]
+        return self.values[found[0]]
 
     def optional(self, *roles: str) -> Any:
         """The value of the input with one of ``roles``, or None if there is none."""

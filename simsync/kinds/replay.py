@@ -36,7 +36,7 @@ import numpy as np
 
 from simsync.errors import SimsyncError, SimulationError
 from simsync.ir import Graph, run_orders
-from simsync.kinds.contract import Inputs, OpLike
+from simsync.kinds.contract import Inputs, OpLike, slots
 from simsync.kinds.dequeue import batch_positions
 from simsync.kinds.registry import kind_of
 from simsync.numerics import Batch, ModelSpec, batch_source, init_params
@@ -172,9 +172,11 @@ class _Replay:
         }
         self.op_of = {op.name: op for op in graph.ops()}
         self.kind_of = {name: kind_of(op.kind) for name, op in self.op_of.items()}
-        #: per op, its data inputs: (op, name)
-        self.sources = {
-            name: [(self.op_of[src], src) for src in srcs] for name, srcs in self.inputs.items()
+        #: per op, its data inputs' ops, and their positions by role (what the rules ask for)
+        self.froms = {name: [self.op_of[src] for src in srcs] for name, srcs in self.inputs.items()}
+        self.slots = {
+            name: slots([self.kind_of[src].provides for src in srcs])
+            for name, srcs in self.inputs.items()
         }
         #: the runs being evaluated: their values and batches
         self.runs: dict[RunKey, RunContext] = {}
@@ -198,7 +200,8 @@ class _Replay:
         }
         self.read_dicts: dict[tuple[tuple[str, ...], tuple[int, ...]], dict[str, np.ndarray]] = {}
         self.losses: dict[RunKey, list[float]] = defaultdict(list)
-        #: per read op of a run, the versions it saw of the variables that hold numbers
+        #: per read op of a run whose read ops saw a variable at several versions, the
+        #: versions it saw of the variables that hold numbers (other runs: ``versions``)
         self.op_versions: dict[Node, dict[str, int]] = {}
         #: per run, the versions some read op of it saw besides those in ``versions``
         self.other_versions: dict[RunKey, list[tuple[str, int]]] = defaultdict(list)
@@ -230,11 +233,24 @@ class _Replay:
                 versions = runs[client, step]
                 for variable in op_of[op].writes:
                     versions.setdefault(variable, read)
+        first: dict[RunKey, list[tuple[str, int]]] = {}
+        mixed: set[RunKey] = set()  # runs whose read ops saw a variable at several versions
         for client, step, op, seen in self.trace.reads:
             numbered = [(v, n) for v, n in zip(op_of[op].reads, seen, strict=True) if v in state]
             if numbered:
-                runs[client, step].update(numbered)
-                self.op_versions[(client, step), op] = dict(numbered)
+                run = client, step
+                versions = runs[run]
+                earlier = first.setdefault(run, numbered)
+                differs = earlier is not numbered and earlier != numbered  # the usual: equal
+                if differs and any(versions.get(v, n) != n for v, n in numbered):
+                    mixed.add(run)
+                versions.update(numbered)
+        if mixed:  # there, each read op keeps the versions it saw
+            for client, step, op, seen in self.trace.reads:
+                if (client, step) in mixed:
+                    self.op_versions[(client, step), op] = {
+                        v: n for v, n in zip(op_of[op].reads, seen, strict=True) if v in state
+                    }
         for versions in runs.values():
             for variable, version in versions.items():
                 if variable in state:
@@ -323,7 +339,9 @@ class _Replay:
             self._evaluate(missing)
         context = self._context(run)
         values = context.values
-        inputs = Inputs(op, [(source, values[src]) for source, src in self.sources[name]])
+        inputs = Inputs.of(
+            op, self.froms[name], [values[src] for src in self.inputs[name]], self.slots[name]
+        )
         new = rule(context, op, inputs)
         for variable in written:
             state = self.state[variable]
@@ -423,13 +441,15 @@ class _Replay:
 
     def _evaluate_kind(self, nodes: list[Node]) -> None:
         """Evaluate ``nodes``, all of one kind, with the kind's batch rule if it has one."""
-        kind, sources, op_of = self.kind_of[nodes[0][1]], self.sources, self.op_of
+        kind, names, op_of = self.kind_of[nodes[0][1]], self.inputs, self.op_of
+        froms, positions = self.froms, self.slots
         contexts = [self._context(run) for run, _ in nodes]
         ops = [op_of[name] for _, name in nodes]
         inputs = []
         for context, op, (_, name) in zip(contexts, ops, nodes, strict=True):
             run_values = context.values
-            inputs.append(Inputs(op, [(source, run_values[src]) for source, src in sources[name]]))
+            values = [run_values[src] for src in names[name]]
+            inputs.append(Inputs.of(op, froms[name], values, positions[name]))
         if kind.numpy_batch is not None:
             values = kind.numpy_batch(contexts, ops, inputs)
         elif kind.numpy is not None:
@@ -486,7 +506,9 @@ class _Replay:
         names = self.numbered.get(variables)
         if names is None:
             names = self.numbered[variables] = tuple(v for v in variables if v in self.state)
-        versions = self.op_versions.get((run, op.name)) or self.versions.get(run, {})
+        versions = (self.op_versions and self.op_versions.get((run, op.name))) or self.versions.get(
+            run, {}
+        )
         seen = tuple([versions.get(v, -1) for v in names])
         key = (names, seen)
         found = self.read_dicts.get(key)
