@@ -135,7 +135,9 @@ def summary(sim: Simulation) -> Summary:
     client's run with towers, each worker's update in asynchronous training, each apply of
     SyncReplicasOptimizer's chief; ``steps`` counts them and ``step_time`` describes them.
     ``staleness`` describes the applied updates of the ledger; ``gradients`` the gradients
-    pushed to accumulators (None when there are none).
+    pushed to accumulators (None when there are none). ``values_skipped``, present only when
+    the run asked for values and computed none, says why (a ``generic`` op stands where they
+    would pass, see :mod:`simsync.kinds.generic`); the losses are then None.
     """
     return with_collector_paused(_summary, sim)  # the trace's records make no cycles
 
@@ -184,6 +186,8 @@ def _summary(sim: Simulation) -> Summary:
         "events": trace.events,
         "wall_seconds": sim.wall_seconds,
         **_batch_norm(sim),
+        # only when values were asked for and could not be computed (a generic op)
+        **({"values_skipped": trace.values_skipped} if trace.values_skipped else {}),
     }
 
 

@@ -11,8 +11,10 @@ real trace maps back to IR ops one for one.
 What each kind becomes is its own lowering rule, declared with the kind in
 :mod:`simsync.kinds` (``OpKind.lower``); this module gives the rules what they build with (this
 :class:`Builder`: the TensorFlow module, the device plan, feeds, version counters, the model's
-loss, the work ops that make compute time real, the ring all-reduce). A kind without a rule
-fails here with the registry's reason, as an unknown kind fails in every executor.
+loss, the work ops that make compute time real, the ring all-reduce). The graph is checked
+first as the simulator checks it for values (:func:`simsync.kinds.check_graph` with the model);
+a kind without a rule fails here with the registry's reason, and so does a graph whose values
+would pass through a ``generic`` op (it computes none: lowered, it only waits for its inputs).
 
 An op with ``locks`` runs inside a ``tf.CriticalSection`` per lock: a read then sees one version
 of all variables, and an apply lands whole. Variables live under ``variables/``, version
@@ -29,7 +31,8 @@ import networkx as nx
 import numpy as np
 
 from simsync.ir import Graph, Op, topological_order
-from simsync.kinds import kind_of
+from simsync.kinds import Inputs, check_graph, kind_of, values_skipped
+from simsync.kinds.contract import OpLike
 from simsync.kinds.forward import Ungated
 from simsync.numerics import ModelSpec, init_params
 from simsync.numerics.batch_norm import Statistics
@@ -60,7 +63,16 @@ class Lowered:
 
 
 def lower(graph: Graph, spec: ModelSpec, seed: int, plan: DevicePlan) -> Lowered:
-    """Build the TensorFlow graph of ``graph`` with the model ``spec`` initialised from ``seed``."""
+    """Build the TensorFlow graph of ``graph`` with the model ``spec`` initialised from ``seed``.
+
+    Raises :class:`~simsync.errors.GraphError` when the graph's values cannot be computed with
+    ``spec``, and :class:`BackendError` when a kind has no lowering or a ``generic`` op stands
+    where values pass.
+    """
+    check_graph(graph, spec)
+    skipped = values_skipped(graph)
+    if skipped is not None:
+        raise BackendError(f"the TensorFlow backend computes the values, but {skipped}")
     tf = load_tensorflow()
     tf_graph = tf.Graph()
     with tf_graph.as_default():
@@ -115,7 +127,7 @@ class Builder:
     def pre_activation(self, params: dict[str, Any], x: Any) -> Any:
         return pre_activation(self.tf, params, x)
 
-    def work(self, op: Op) -> Any:
+    def work(self, op: OpLike) -> Any:
         """A matmul whose row count is fed each step: the op's compute time made real."""
         rows = self.feed(self.tf.int32, [], f"{op.name}/rows")
         self.lowered.work_rows[op.name] = rows
@@ -124,7 +136,7 @@ class Builder:
     def ring_allreduce(self, devices: tuple[str, ...], grads: list[Any]) -> dict[str, Any]:
         return ring_allreduce(self.tf, devices, self.plan.mapping, grads)
 
-    def read_version(self, op: Op) -> Any:
+    def read_version(self, op: OpLike) -> Any:
         """The version of ``op``'s first written variable, as read earlier in the same run."""
         variable = op.writes[0]
         for name in nx.ancestors(self.graph.nx, op.name):
@@ -159,11 +171,14 @@ class Builder:
                 f"the TensorFlow backend cannot lower op '{op.name}': {kind.name}: {kind.unlowered}"
             )
         rule = kind.lower
-        inputs = [
-            (self.graph.op(t.src), self.outputs[t.src])
-            for t in self.graph.inputs(op.name)
-            if not t.control
-        ]
+        inputs = Inputs(
+            op,
+            [
+                (self.graph.op(t.src), self.outputs[t.src])
+                for t in self.graph.inputs(op.name)
+                if not t.control
+            ],
+        )
         waits = [self.outputs[t.src] for t in self.graph.inputs(op.name)]
         dependencies = [leaf for value in waits for leaf in _leaves(tf, value)]
         with (

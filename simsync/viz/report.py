@@ -67,6 +67,8 @@ class SummaryView:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield self.header()
         yield self.numbers_table()
+        if self.summary.get("values_skipped"):  # a generic op stood where values pass
+            yield Text(f"{self.summary['values_skipped']}: timing only", style="yellow")
         path = self.summary.get("critical_path") or {}
         if path.get("ops"):
             yield Text(
