@@ -8,7 +8,7 @@
    trace costs time of its own): means, and medians with the 95 % interval of the measured
    one; per-kind op durations from the traced steps, as relative errors. The prediction is
    for this machine: it uses this machine's cached profile (measured once, see
-   :mod:`simsync.tf_backend.machine`), or a calibration profile given instead, or, asked
+   :mod:`simsync.tf_backend.profile.machine`), or a calibration profile given instead, or, asked
    for, the scenario's own costs with the host's cores.
 4. **Evidence** (:mod:`simsync.crosscheck.evidence`): whether the towers ran side by side,
    who arrived last at each sync point, and what a configuration changes, measured in
@@ -55,7 +55,7 @@ from simsync.patterns import build, tower_device
 from simsync.scenario import Scenario
 from simsync.scenario.profile import Profile, apply_profile
 from simsync.tf_backend import TensorFlowRun, run_on_tensorflow
-from simsync.tf_backend.execute import Variant
+from simsync.tf_backend.session.execute import Variant
 from simsync.trace import Trace
 
 __all__ = ["MACHINE", "CrossCheck", "crosscheck", "happens_before"]
@@ -147,7 +147,7 @@ def resolve_profile(
 ) -> Profile | None:
     """The profile to predict with: :data:`MACHINE` becomes this machine's cached one."""
     if profile == MACHINE:
-        from simsync.tf_backend.machine import machine_profile
+        from simsync.tf_backend.profile.machine import machine_profile
 
         return machine_profile(on_progress=on_progress)
     assert profile is None or isinstance(profile, Profile)

@@ -1,6 +1,6 @@
 """One task of a cluster, in its own process: a parameter server or a worker.
 
-``python -m simsync.tf_backend.cluster_task --config CONFIG.json --job worker --index 1``
+``python -m simsync.tf_backend.cluster.task --config CONFIG.json --job worker --index 1``
 runs one task. The launcher starts every task this way on one host; on several hosts, run it
 once per task on each host with the same config, its ``cluster`` naming every address (or
 ``--addresses`` / ``TF_CONFIG``). Messages are JSON lines, one object each, written to
@@ -10,7 +10,7 @@ once per task on each host with the same config, its ``cluster`` naming every ad
 - ``progress`` (``text``): what the task is doing, for the person waiting;
 - ``listening`` (``pid``, ``address``): the server is up;
 - ``ready``: a worker passed the start barrier;
-- ``ran``, ``settled``, ``observed``: answers to commands (see :mod:`cluster_worker`);
+- ``ran``, ``settled``, ``observed``: answers to commands (see :mod:`worker`);
 - ``report`` (``report``): a worker's whole record, its last message;
 - ``done``: a parameter server was told to stop by the chief (its last message);
 - ``error`` (``text``): one line saying what went wrong; the task then exits with status 1.
@@ -30,9 +30,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from simsync.tf_backend.cluster_config import ClusterAddresses, ClusterConfig
-from simsync.tf_backend.cluster_launch import die_with_parent
-from simsync.tf_backend.runtime import BackendError
+from simsync.tf_backend.cluster.config import ClusterAddresses, ClusterConfig
+from simsync.tf_backend.cluster.launch import die_with_parent
+from simsync.tf_backend.session.runtime import BackendError
 
 __all__ = ["Channel", "main", "reason", "server_config"]
 
@@ -107,7 +107,7 @@ def _start_server(tf: Any, addresses: ClusterAddresses, job: str, index: int) ->
 
 def _serve_parameters(tf: Any, config: ClusterConfig, server: Any, index: int) -> None:
     """A parameter server serves until the chief puts a token in its shutdown queue."""
-    from simsync.tf_backend.cluster_graph import shutdown_queue
+    from simsync.tf_backend.cluster.graph import shutdown_queue
 
     graph = tf.Graph()
     with graph.as_default():
@@ -126,7 +126,7 @@ def _serve_parameters(tf: Any, config: ClusterConfig, server: Any, index: int) -
 
 def run_task(args: argparse.Namespace, channel: Channel) -> None:
     """Start the task's server, then serve (ps) or train (worker)."""
-    from simsync.tf_backend.runtime import load_tensorflow
+    from simsync.tf_backend.session.runtime import load_tensorflow
 
     config = ClusterConfig.from_json(Path(args.config).read_text())
     addresses = _addresses(args, config)
@@ -139,7 +139,7 @@ def run_task(args: argparse.Namespace, channel: Channel) -> None:
         _serve_parameters(tf, config, server, args.index)
         channel.send("done")
         return
-    from simsync.tf_backend.cluster_worker import WorkerTask
+    from simsync.tf_backend.cluster.worker import WorkerTask
 
     WorkerTask(tf, config, addresses, args.index, server, channel).run()
 
@@ -156,7 +156,7 @@ def _addresses(args: argparse.Namespace, config: ClusterConfig) -> ClusterAddres
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m simsync.tf_backend.cluster_task")
+    parser = argparse.ArgumentParser(prog="python -m simsync.tf_backend.cluster.task")
     parser.add_argument("--config", required=True, help="a ClusterConfig as JSON (to_json)")
     parser.add_argument("--job", required=True, choices=["ps", "worker"])
     parser.add_argument("--index", required=True, type=int)

@@ -33,17 +33,17 @@ from simsync.numerics import make_batches
 from simsync.patterns import build, tower_device
 from simsync.scenario import Scenario
 from simsync.scenario.schema import MAX_SPEED
-from simsync.tf_backend.lower import Lowered, lower
-from simsync.tf_backend.progress import StepProgress
-from simsync.tf_backend.runtime import (
+from simsync.tf_backend.session.lower import Lowered, lower
+from simsync.tf_backend.session.progress import StepProgress
+from simsync.tf_backend.session.runtime import (
     BackendError,
     DevicePlan,
     load_tensorflow,
     plan_devices,
     session_config,
 )
-from simsync.tf_backend.tracing import NodeCensus, op_records
-from simsync.tf_backend.work import measure_seconds_per_row, rows_for
+from simsync.tf_backend.session.tracing import NodeCensus, op_records
+from simsync.tf_backend.session.work import measure_seconds_per_row, rows_for
 from simsync.trace import OpRecord, StepRecord, Trace, VariableAccess
 
 __all__ = [
@@ -134,12 +134,12 @@ def run_on_tensorflow(
     calibration's), or with a measurement of this machine's speed made for this run.
 
     With several clients (asynchronous workers) the steps are per client, taken from a common
-    pool by one thread per client (see :mod:`simsync.tf_backend.asynchronous`). ``graph``:
+    pool by one thread per client (see :mod:`simsync.tf_backend.session.asynchronous`). ``graph``:
     run this graph instead of the one the scenario's pattern builds (a student's).
     ``on_progress`` is told how many steps are done and about how long the rest will take."""
     setup = prepare(scenario, seconds_per_row, graph)
     if racing_clients(setup.graph):
-        from simsync.tf_backend.asynchronous import run_async
+        from simsync.tf_backend.session.asynchronous import run_async
 
         return run_async(setup, warmup, timing_steps, on_progress)
     tf, graph, plan, lowered = setup.tf, setup.graph, setup.plan, setup.lowered
