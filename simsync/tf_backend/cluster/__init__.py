@@ -5,7 +5,8 @@ The cluster does not lower the IR: every task builds the graph TensorFlow's opti
 accumulators, token queue and chief queue runner), and the run's ledger is read back into the
 same Trace the simulator makes. ``run.py`` starts and follows the run; ``config.py`` holds its
 settings; ``launch.py``, ``namespace.py``, ``processes.py`` and ``task.py`` start the processes
-in a private network namespace; ``graph.py`` and ``worker.py`` are one task's graph and loop;
+in a private network namespace, ``channel.py`` carries their messages, ``server.py`` is what
+every task asks of TensorFlow; ``graph.py`` and ``worker.py`` are one task's graph and loop;
 ``ledger.py``, ``acceptance.py`` and ``trace.py`` rebuild what happened.
 """
 

@@ -27,9 +27,10 @@ from typing import Any
 import numpy as np
 
 from simsync.numerics import make_batch
+from simsync.tf_backend.cluster.channel import Channel
 from simsync.tf_backend.cluster.config import ClusterAddresses, ClusterConfig, ModelWorkload
 from simsync.tf_backend.cluster.graph import WorkerGraph, build_worker_graph, node_roles
-from simsync.tf_backend.cluster.task import Channel, reason, server_config
+from simsync.tf_backend.cluster.server import reason, server_config
 from simsync.tf_backend.session.runtime import BackendError
 from simsync.tf_backend.session.work import measure_seconds_per_row, rows_for
 

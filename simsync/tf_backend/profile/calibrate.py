@@ -37,7 +37,8 @@ from simsync.patterns import build, tower_device
 from simsync.scenario import LinkConfig, Scenario
 from simsync.scenario.profile import Profile, apply_profile
 from simsync.scenario.schema import COST_KINDS, MAX_SPEED
-from simsync.tf_backend.session.execute import TensorFlowRun, Variant, run_on_tensorflow
+from simsync.tf_backend.session.execute import Variant, run_on_tensorflow
+from simsync.tf_backend.session.prepare import TensorFlowRun
 from simsync.trace import OpRecord
 
 __all__ = ["STEPS", "calibrate", "one_tower"]

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from simsync.tf_backend.session.execute import (
+from simsync.tf_backend.session.prepare import (
     Feeder,
     Setup,
     TensorFlowRun,
