@@ -1,7 +1,7 @@
 """The costs of imported programs, cached like the machine's profile (no TensorFlow here).
 
 One file per graph and machine, ``program-costs/KEY.json`` in simsync's cache folder
-(:func:`simsync.tf_backend.machine.cache_dir`), where ``KEY`` hashes the program's graph (its
+(:func:`simsync.tf_backend.profile.machine.cache_dir`), where ``KEY`` hashes the program's graph (its
 ops, their inputs and devices, the loop's fetches) and the machine (TensorFlow's version, its
 devices, the processor and its cores): editing the program's graph, or moving to another
 machine, profiles it again. A file holds ``{"key", "machine", "profile"}``; ``--costs FILE``
@@ -17,7 +17,7 @@ from typing import Any
 
 from simsync.errors import UsageError, printable
 from simsync.files import read_text, write_text
-from simsync.tf_backend.machine import cache_dir
+from simsync.tf_backend.profile.machine import cache_dir
 
 __all__ = ["cached_costs", "costs_path", "known_keys", "load_costs", "save_costs"]
 
