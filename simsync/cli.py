@@ -238,7 +238,12 @@ def _add_simulate(commands: Any) -> None:
         "time, throughput, who waited for whom at each sync point, loss) and a timeline of "
         "the first steps; or one JSON object with --json.",
     )
-    p.add_argument("file", type=Path, help="scenario file (TOML)")
+    p.add_argument(
+        "file",
+        type=Path,
+        help="scenario file (TOML), or your TensorFlow program (PROGRAM.py, .meta, .pbtxt: "
+        "see docs/importing.md)",
+    )
     p.add_argument("--steps", type=_steps, help="override [run] steps (at most 1000000)")
     p.add_argument("--seed", type=_non_negative_int, help="override [run] seed")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
@@ -265,8 +270,12 @@ def _add_simulate(commands: Any) -> None:
         "--costs",
         type=Path,
         metavar="PROFILE.json",
-        help="use the costs measured by `simsync calibrate` instead of the file's",
+        help="use the costs measured by `simsync calibrate` instead of the file's (for a "
+        "program: its costs measured on another machine, from simsync's cache)",
     )
+    from simsync.cli_program import add_program_options
+
+    add_program_options(p)
     p.set_defaults(run=_simulate)
 
 
@@ -476,6 +485,12 @@ _steps = _at_least(1, 1_000_000)  # as [run] steps in a scenario file
 
 # -- commands ---------------------------------------------------------------------------
 def _simulate(args: argparse.Namespace) -> int:
+    from simsync.cli_program import refuse_program_options, simulate_program_command
+    from simsync.programs import is_program
+
+    if is_program(args.file):
+        return simulate_program_command(args, _console())
+    refuse_program_options(args)
     from simsync.engine import expected_updates, simulate, summary
     from simsync.ir import updating_clients
     from simsync.patterns import build
@@ -662,9 +677,11 @@ def _lessons(args: argparse.Namespace) -> int:
 
 
 def _graph(args: argparse.Namespace) -> int:
+    from simsync.cli_program import graph_program
     from simsync.patterns import build
+    from simsync.programs import is_program
 
-    graph = build(_load(args.file))
+    graph = graph_program(args) if is_program(args.file) else build(_load(args.file))
     check_writable(args.output, [args.file])
     if args.format == "png":
         if args.output is None:
