@@ -100,8 +100,8 @@ def with_towers(graph: Graph, towers: int) -> tuple[Graph, str]:
         new.add_op(dataclasses.replace(op, cost=cost))
     for tower in range(len(have), towers):
         device = _device_of(own, tower)
-        if device is not None and device not in devices:
-            devices[device] = dataclasses.replace(graph.devices[own or "/cpu:0"], name=device)
+        if own is not None and device is not None and device not in devices:
+            devices[device] = dataclasses.replace(graph.devices[own], name=device)
         for op in first:
             name = _copy_name(op.name, scope, tower)
             renamed[(op.name, tower)] = name
@@ -114,8 +114,8 @@ def with_towers(graph: Graph, towers: int) -> tuple[Graph, str]:
                     tower=tower if op.tower is not None else None,
                 )
             )
-    for device in devices.values():
-        new.add_device(device)
+    for placed_on in devices.values():
+        new.add_device(placed_on)
     for tensor in graph.edges():
         if tensor.src in new.nx and tensor.dst in new.nx:
             new.add_tensor(tensor)
