@@ -4,8 +4,8 @@ One file per graph and machine, ``program-costs/KEY.json`` in simsync's cache fo
 (:func:`simsync.tf_backend.profile.machine.cache_dir`), where ``KEY`` hashes the program's
 graph (its ops, their inputs and devices, the loop's fetches) and the machine
 (TensorFlow's version, its devices, the processor and its cores): editing the program's
-graph, or moving to another machine, profiles it again. A file holds ``{"key", "machine", "profile"}``; ``--costs FILE``
-uses such a file measured elsewhere (a GPU box) when its key is this graph's.
+graph, or moving to another machine, profiles it again. A file holds ``{"key", "machine",
+"profile"}``; ``--costs FILE`` uses such a file measured elsewhere (a GPU box).
 """
 
 from __future__ import annotations
