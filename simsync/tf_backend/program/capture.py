@@ -12,8 +12,9 @@ What is observed, by wrapping ``BaseSession.__init__`` and ``BaseSession.run`` (
    GPU here is moved to the logical device ``CPU:i+1`` (``/cpu:0`` stays ``CPU:0``), as the
    backend does for scenarios. :func:`program_device` maps them back.
 3. **Runs**: every ``sess.run`` is recorded (its thread, its fetches, its feeds) and then runs
-   as the program asked (initialisers, a first step). The **training loop** of a thread is
-   found when it calls ``run`` with the same fetches a second time. The first thread to get
+   as the program asked (initialisers, a queue filled, a first step). The **training loop**
+   of a thread is found when it calls ``run`` a second time with the same fetches, and they
+   update a trainable variable. The first thread to get
    there waits until no other thread joins a loop for :data:`SETTLE_SECONDS`, so N threads
    calling ``sess.run(train_op)`` are N clients; the others block where they are. Then the
    loop is :class:`Loop`, handed to ``on_loop`` (which profiles it and ends the process).
@@ -87,6 +88,7 @@ class Observer:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _leader: str | None = None
     _placed: dict[int, int] = field(default_factory=dict)
+    _trains: dict[tuple[str, ...], bool] = field(default_factory=dict)
 
     def install(self) -> None:
         from tensorflow.python.client import session as session_module
@@ -127,7 +129,7 @@ class Observer:
             self.calls.append(call)
             key = (thread, call.fetches)
             self._seen[key] = self._seen.get(key, 0) + 1
-            if self._seen[key] < 2 or thread in self.looping:
+            if self._seen[key] < 2 or thread in self.looping or not self.trains(graph, call):
                 return
             self.looping[thread] = call
             leader = self._leader is None
@@ -139,6 +141,29 @@ class Observer:
         with self._lock:
             loop = Loop(session, graph, dict(self.looping), len(self.calls))
         self.on_loop(loop)
+
+    def trains(self, graph: Any, call: Call) -> bool:
+        """Whether the call's fetches update a trainable variable (once per fetch set): a
+        loop that only fills a queue is not the training loop."""
+        if call.fetches not in self._trains:
+            trainable = set()
+            for variable in graph.get_collection("trainable_variables"):
+                handle = getattr(variable, "handle", None)
+                trainable.add((handle if handle is not None else variable).op.name)
+            seen: set[str] = set()
+            stack = [graph.get_operation_by_name(name) for name in call.fetches]
+            found = False
+            while stack and not found:
+                op = stack.pop()
+                if op.name in seen:
+                    continue
+                seen.add(op.name)
+                writes = any(word in op.type for word in ("Apply", "Assign", "Scatter"))
+                found = writes and any(t.op.name in trainable for t in op.inputs[:1])
+                stack.extend(t.op for t in op.inputs)
+                stack.extend(op.control_inputs)
+            self._trains[call.fetches] = found
+        return self._trains[call.fetches]
 
     def _settle(self) -> None:
         """Wait until no other thread has joined a loop for :data:`SETTLE_SECONDS`."""
@@ -182,9 +207,9 @@ class Observer:
                 "Keras fit() are not supported"
             )
         return (
-            f"ran to its end after {len(self.calls)} Session.run calls, none of them with the "
-            "same fetches twice: simsync imports a training loop (a thread calling "
-            "sess.run(train_op) again and again)"
+            f"ran to its end after {len(self.calls)} Session.run calls, none of them a "
+            "training loop: simsync imports a thread calling sess.run(train_op) again and "
+            "again, where train_op updates a trainable variable"
         )
 
 

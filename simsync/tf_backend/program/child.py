@@ -138,7 +138,7 @@ def _answer(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any) ->
     key = graph_key(data, machine)
     say(graph=data)
     say(key=key, machine=machine)
-    if key not in request.get("known", ()):
+    if request.get("profile", True) and key not in request.get("known", ()):
         say(profile=profile_loop(tf, loop, int(request.get("steps", 5))))
 
 

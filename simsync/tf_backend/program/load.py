@@ -91,7 +91,7 @@ def import_program(
             "known": [] if refresh else cost_cache.known_keys(),
         }
         if chosen is not None:
-            request["known"] = [chosen["key"]]
+            request["profile"] = False  # the costs come from the file
         outcome = run_child(
             sandbox,
             request,
@@ -111,6 +111,14 @@ def import_program(
     data = json.loads(said["graph"])["graph"]
     key = str(said["key"])
     profile, costs_from = _profile(said, key, chosen, costs)
+    if chosen is not None:
+        names = {op["name"] for op in data["ops"]}
+        timed = set(profile["ops"])
+        if len(timed & names) < len(timed) / 2:
+            raise ProgramError(
+                f"{shown}: {printable(str(costs), one_line=True)} holds the costs of another "
+                "graph (most of its ops are not this program's)"
+            )
     try:
         graph, report = convert(data, profile)
     except GraphError as error:
@@ -135,6 +143,8 @@ def _profile(
         ], f"measured now ({said['profile']['steps']} traced steps), kept in {saved}"
     if chosen is not None:
         return chosen["profile"], f"{costs} (measured on {chosen['machine'].get('processor')})"
+    if "profile" not in said and said.get("profiled") is False:
+        raise ProgramError("the costs were not measured: run again")
     cached = cost_cache.cached_costs(key)
     if cached is None:
         raise ProgramError("the cached costs of this graph vanished: run again")

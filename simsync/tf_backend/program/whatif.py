@@ -133,6 +133,8 @@ def with_towers(graph: Graph, towers: int) -> tuple[Graph, str]:
         for name in client.fetches:
             if name in new.nx:
                 fetches.append(name)
+                if work.get(name) == 0:  # a fetch of tower 0 (its loss): each copy's too
+                    fetches += [renamed[(name, t)] for t in range(len(have), towers)]
             elif work.get(name, 0) >= towers:  # a fetch of a dropped tower: the last kept
                 match = [o.name for o in graph.ops() if work.get(o.name) == last]
                 fetches.append(_same_in(name, work[name], last, scope, match))
