@@ -12,7 +12,7 @@ NUM_GPUS, LAYERS, WIDTH, BATCH = 4, 40, 32, 16
 def tower_loss(images):
     hidden = images
     for layer in range(LAYERS):
-        with tf.compat.v1.variable_scope("layer_%d" % layer):
+        with tf.compat.v1.variable_scope(f"layer_{layer}"):
             with tf.device("/cpu:0"):
                 weights = tf.compat.v1.get_variable("weights", [WIDTH, WIDTH])
                 biases = tf.compat.v1.get_variable("biases", [WIDTH])
@@ -33,7 +33,7 @@ with tf.Graph().as_default(), tf.device("/cpu:0"):
     tower_grads = []
     with tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope()):
         for i in range(NUM_GPUS):
-            with tf.device("/gpu:%d" % i), tf.name_scope("tower_%d" % i):
+            with tf.device(f"/gpu:{i}"), tf.name_scope(f"tower_{i}"):
                 loss = tower_loss(tf.random.normal([BATCH, WIDTH]))
                 tf.compat.v1.get_variable_scope().reuse_variables()
                 tower_grads.append(opt.compute_gradients(loss))
