@@ -38,24 +38,21 @@ def _speeds(text: str) -> tuple[float, ...]:
     return speeds
 
 
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r}: must be a positive number")
-    return value
+def _number(above_zero: bool) -> Any:
+    """A parser of a finite number above zero, or from zero."""
 
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = -1.0
+        low_ok = value > 0 if above_zero else value >= 0
+        if not (low_ok and value < float("inf")):
+            what = "a positive number" if above_zero else "a number from 0"
+            raise argparse.ArgumentTypeError(f"{text!r}: must be {what}")
+        return value
 
-def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r}: must be a number from 0")
-    return value
+    return parse
 
 
 def _towers(text: str) -> int:
@@ -86,9 +83,14 @@ def add_program_options(parser: argparse.ArgumentParser) -> None:
         "--speeds", type=_speeds, metavar="S,S,...", help="the towers' device speeds, repeated"
     )
     group.add_argument(
-        "--link-bandwidth", type=_positive, metavar="GBPS", help="every device port, Gb/s"
+        "--link-bandwidth",
+        type=_number(above_zero=True),
+        metavar="GBPS",
+        help="every device port, Gb/s",
     )
-    group.add_argument("--latency", type=_non_negative, metavar="US", help="per transfer, µs")
+    group.add_argument(
+        "--latency", type=_number(above_zero=False), metavar="US", help="per transfer, µs"
+    )
     group.add_argument(
         "--refresh-costs",
         action="store_true",

@@ -126,13 +126,14 @@ def _meta(tf: Any, path: Path, observer: Any, request: dict[str, Any]) -> None:
 
 
 def _answer(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any) -> None:
+    from simsync.tf_backend.profile.machine import processor
     from simsync.tf_backend.program.profile import profile_loop
 
     data = graph_data(tf, loop, request["program"], gpus)
     machine = {
         "tensorflow": tf.__version__,
         "devices": f"{gpus} GPU(s)" if gpus else "logical CPU devices",
-        "processor": _processor(),
+        "processor": processor(),
         "cores": os.cpu_count() or 1,
     }
     key = graph_key(data, machine)
@@ -265,17 +266,6 @@ def _frame(frame: Any) -> tuple[str, int, str]:
     if isinstance(frame, tuple):
         return str(frame[0]), int(frame[1]), str(frame[2])
     return str(frame.filename), int(frame.lineno), str(frame.name)
-
-
-def _processor() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.partition(":")[2].strip()
-    except OSError:
-        pass
-    return ""
 
 
 if __name__ == "__main__":

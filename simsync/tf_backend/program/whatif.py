@@ -78,14 +78,7 @@ def with_towers(graph: Graph, towers: int) -> tuple[Graph, str]:
     first = [op for op in graph.ops() if work.get(op.name) == 0]
     scope = _scope(first)
     own = _own_device(first)
-    new = Graph(name=graph.name, link=graph.link)
-    new.facts.update(graph.facts)
-    new.host_cores.update(graph.host_cores)
-    new.core_efficiency.update(graph.core_efficiency)
-    for variable in graph.variables.values():
-        new.add_variable(variable)
-    for resource in graph.resources.values():
-        new.add_resource(resource)
+    new = _state_of(graph, graph.link)
     devices = dict(graph.devices)
     depends = tower_dependencies(graph)
     renamed: dict[tuple[str, int], str] = {}
@@ -219,17 +212,24 @@ def with_link(
     return new, "links at " + ", ".join(parts)
 
 
-def _copy(graph: Graph, link: Link | None = None) -> Graph:
-    new = Graph(name=graph.name, link=link or graph.link)
+def _state_of(graph: Graph, link: Link) -> Graph:
+    """A new graph with ``graph``'s facts, host tables, variables and resources (no devices,
+    ops, tensors or clients yet)."""
+    new = Graph(name=graph.name, link=link)
     new.facts.update(graph.facts)
     new.host_cores.update(graph.host_cores)
     new.core_efficiency.update(graph.core_efficiency)
-    for device in graph.devices.values():
-        new.add_device(device)
     for variable in graph.variables.values():
         new.add_variable(variable)
     for resource in graph.resources.values():
         new.add_resource(resource)
+    return new
+
+
+def _copy(graph: Graph, link: Link | None = None) -> Graph:
+    new = _state_of(graph, link or graph.link)
+    for device in graph.devices.values():
+        new.add_device(device)
     for op in graph.ops():
         new.add_op(op)
     for tensor in graph.edges():
