@@ -102,7 +102,9 @@ def _addresses(args: argparse.Namespace, config: ClusterRunConfig) -> ClusterAdd
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m simsync.tf_backend.cluster.task")
+    parser = argparse.ArgumentParser(
+        prog="python -m simsync.tf_backend.cluster.task", allow_abbrev=False
+    )
     parser.add_argument("--config", required=True, help="a ClusterRunConfig as JSON (to_json)")
     parser.add_argument("--job", required=True, choices=["ps", "worker"])
     parser.add_argument("--index", required=True, type=int)
