@@ -1,7 +1,8 @@
 """The command line for a user's own TensorFlow program: ``simsync simulate|graph PROGRAM.py``.
 
-:mod:`simsync.cli` hands a file whose name ends in ``.py``, ``.meta`` or ``.pbtxt`` here
-(:func:`simsync.programs.is_program`); everything else is a scenario. The what-if options
+:mod:`simsync.cli.simulate` and :mod:`simsync.cli.graph` hand a file whose name ends in
+``.py``, ``.meta`` or ``.pbtxt`` here (:func:`simsync.programs.is_program`); everything else
+is a scenario. The what-if options
 (``--towers``, ``--speeds``, ``--link-bandwidth``, ``--latency``) and ``--refresh-costs`` are
 added to ``simulate`` by :func:`add_program_options`; for a scenario they are refused.
 """
