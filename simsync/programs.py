@@ -11,6 +11,7 @@ the shared ops were made, what was grouped and ignored, and each what-if's line.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,18 @@ from simsync.tf_backend.program import Imported, import_program
 from simsync.tf_backend.program.load import PROGRAM_SUFFIXES
 from simsync.tf_backend.program.whatif import with_link, with_speeds, with_towers
 
-__all__ = ["WhatIf", "is_program", "program_summary", "simulate_program", "what_if"]
+__all__ = [
+    "PREDICTION_STEPS",
+    "WhatIf",
+    "crosscheck_program",
+    "is_program",
+    "program_summary",
+    "simulate_program",
+    "what_if",
+]
+
+#: steps simulated to predict a cross-checked program's step time
+PREDICTION_STEPS = 100
 
 
 @dataclass(frozen=True)
@@ -78,10 +90,12 @@ def simulate_program(
     costs: str | os.PathLike[str] | None = None,
     refresh: bool = False,
     imported: Imported | None = None,
+    args: Sequence[str] = (),
 ) -> ProgramRun:
-    """Import the program at ``path`` (unless ``imported`` is given), change it, and simulate
-    ``steps`` steps (timing only: values through the program's own ops are not computed)."""
-    imported = imported or import_program(path, costs=costs, refresh=refresh)
+    """Import the program at ``path`` (unless ``imported`` is given; ``args`` are its command
+    line), change it, and simulate ``steps`` steps (timing only: values through the
+    program's own ops are not computed)."""
+    imported = imported or import_program(path, args=args, costs=costs, refresh=refresh)
     graph, lines = what_if(imported.graph, changes)
     towers = max(len(graph.towers), 1)
     scenario = Scenario(
@@ -89,6 +103,61 @@ def simulate_program(
     ).with_run(steps=steps, seed=seed)
     sim = simulate(scenario, numerics=False, graph=graph)
     return ProgramRun(imported, graph, sim, lines)
+
+
+def crosscheck_program(
+    path: str | os.PathLike[str],
+    changes: WhatIf = WhatIf(),
+    *,
+    runs: int = 3,
+    traced: int = 10,
+    untraced: int = 30,
+    args: Sequence[str] = (),
+    real_args: Sequence[str] | None = None,
+    costs: str | os.PathLike[str] | None = None,
+    refresh: bool = False,
+    on_progress: Callable[[str], None] | None = None,
+) -> tuple[ProgramRun, dict[str, Any]]:
+    """``simsync crosscheck PROGRAM.py``: predict from the imported graph (changed as
+    ``changes`` asks), then run the program ``runs`` more times, each a fresh process
+    (``real_args`` its command line there, ``args`` when None), and compare
+    (:mod:`simsync.crosscheck.program`). The imported graph and its runs' graphs must be one
+    graph: a what-if is checked against the program built that way by ``real_args``."""
+    from simsync.crosscheck.program import program_report
+    from simsync.tf_backend.program.convert import convert
+    from simsync.tf_backend.program.load import measure_program
+
+    say = on_progress or (lambda message: None)
+    say("Importing the program (its costs: cached, or measured now)...")
+    imported = import_program(path, args=args, costs=costs, refresh=refresh)
+    run = simulate_program(path, changes, steps=PREDICTION_STEPS, imported=imported)
+    measured, keys = [], set()
+    for number in range(runs):
+        say(f"Running the program on TensorFlow, run {number + 1} of {runs}...")
+        key, data, found = measure_program(
+            path, args=args if real_args is None else real_args, traced=traced,
+            untraced=untraced,
+        )  # fmt: skip
+        keys.add(key)
+        measured.append(found)
+    if real_args is None:
+        # the graph as imported, among the ops its profile saw run
+        checked, timed = imported.graph, set(imported.profile.get("ops", {}))
+        threads = {c["thread"]: c["name"] for c in imported.data["clients"]}
+    else:
+        # the graph the program built with real_args, among the ops its runs traced
+        checked = convert(data, None)[0]
+        timed = {r[0] for one in measured for c in one["clients"].values()
+                 for step in c["steps"] for r in step}  # fmt: skip
+        threads = {c["thread"]: c["name"] for c in data["clients"]}
+    report = program_report(checked, run.simulation, measured, threads, timed)
+    report["source"] = str(path)
+    report["costs"] = imported.costs_from
+    report["what_if"] = run.changes
+    report["args"] = list(args)
+    report["real_args"] = list(args if real_args is None else real_args)
+    report["same_graph"] = keys == {imported.key} if real_args is None else len(keys) == 1
+    return run, report
 
 
 def program_summary(run: ProgramRun) -> dict[str, Any]:

@@ -80,11 +80,21 @@ def add(commands: Any) -> None:
         '({"ps": ["host:port"], "worker": [...]}) or a TF_CONFIG; start each task there with '
         "`python -m simsync.tf_backend.cluster.task` (see docs/tensorflow.md)",
     )
+    from simsync.cli.program import add_program_options
+
+    add_program_options(p, crosscheck=True)
     p.set_defaults(run=crosscheck)
 
 
 def crosscheck(args: argparse.Namespace) -> int:
     from rich.markup import escape
+
+    from simsync.cli.program import crosscheck_program_command, refuse_program_options
+    from simsync.programs import is_program
+
+    if is_program(args.file):
+        return crosscheck_program_command(args)
+    refuse_program_options(args)
 
     from simsync.crosscheck.compare import MACHINE
     from simsync.scenario.budget import MAX_CROSSCHECK_TOWERS

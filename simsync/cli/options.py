@@ -84,7 +84,7 @@ COMMON: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         ("file",),
         {
             "type": Path,
-            "help": "scenario file (TOML); simulate and graph also take your TensorFlow "
+            "help": "scenario file (TOML); simulate, graph and crosscheck also take your TensorFlow "
             "program (PROGRAM.py, .meta, .pbtxt: docs/importing.md)",
         },
     ),

@@ -15,7 +15,13 @@ from typing import Any
 
 from simsync.errors import UsageError
 
-__all__ = ["PROGRAM_OPTIONS", "add_program_options", "graph_program", "simulate_program_command"]
+__all__ = [
+    "PROGRAM_OPTIONS",
+    "add_program_options",
+    "crosscheck_program_command",
+    "graph_program",
+    "simulate_program_command",
+]
 
 #: the options only a program takes, as argparse stores them, with their flags
 PROGRAM_OPTIONS = {
@@ -24,6 +30,8 @@ PROGRAM_OPTIONS = {
     "link_bandwidth": "--link-bandwidth",
     "latency": "--latency",
     "refresh_costs": "--refresh-costs",
+    "program_args": "-- ARGS",
+    "runs": "--runs",
 }
 
 
@@ -68,8 +76,32 @@ def _towers(text: str) -> int:
     return value
 
 
-def add_program_options(parser: argparse.ArgumentParser) -> None:
-    """The what-if options of ``simulate PROGRAM.py``."""
+def _runs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 20:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a whole number from 1 to 20")
+    return value
+
+
+def add_program_options(parser: argparse.ArgumentParser, *, crosscheck: bool = False) -> None:
+    """The what-if options of ``simulate|crosscheck PROGRAM.py``, its command line after
+    ``--``, and (``crosscheck``) how many runs measure it."""
+    parser.add_argument(
+        "program_args",
+        nargs="*",
+        metavar="-- ARGS",
+        help="a program's own command line (its sys.argv[1:]), after --"
+        + (
+            "; with --towers, only the runs on TensorFlow get it (the prediction "
+            "replicates the towers the program builds without it), so give the program "
+            "what makes it build that many towers"
+            if crosscheck
+            else ""
+        ),
+    )
     group = parser.add_argument_group(
         "a TensorFlow program (PROGRAM.py, .meta, .pbtxt): what if",
         "Each changes the imported graph before it is simulated (docs/importing.md).",
@@ -97,12 +129,20 @@ def add_program_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="profile the program's graph again rather than use its cached costs",
     )
+    if crosscheck:
+        group.add_argument(
+            "--runs",
+            type=_runs,
+            metavar="N",
+            help="runs of the program on TensorFlow, each a fresh process after the one "
+            "that measured the costs (default 3: the measured step time is their median)",
+        )
 
 
 def refuse_program_options(args: argparse.Namespace) -> None:
     """A scenario takes none of the program's options: one line naming the first given."""
     for name, flag in PROGRAM_OPTIONS.items():
-        if getattr(args, name, None) not in (None, False, ()):
+        if getattr(args, name, None) not in (None, False, (), []):
             raise UsageError(
                 f"{flag} changes an imported TensorFlow program (PROGRAM.py, .meta, .pbtxt); "
                 f"{args.file} is a scenario: change its [cluster] instead"
@@ -126,6 +166,7 @@ def simulate_program_command(args: argparse.Namespace, console: Any) -> int:
         seed=args.seed or 0,
         costs=args.costs,
         refresh=args.refresh_costs,
+        args=args.program_args,
     )
     result = program_summary(run)
     if args.json:
@@ -154,8 +195,90 @@ def simulate_program_command(args: argparse.Namespace, console: Any) -> int:
     return 0
 
 
+def crosscheck_program_command(args: argparse.Namespace) -> int:
+    """``simsync crosscheck PROGRAM.py``: predict, run the program again, compare."""
+    from rich.markup import escape
+
+    from simsync.cli.shared import console
+    from simsync.programs import WhatIf, crosscheck_program
+
+    changes = WhatIf(
+        towers=args.towers,
+        speeds=args.speeds or (),
+        bandwidth_gbps=args.link_bandwidth,
+        latency_us=args.latency,
+    )
+    if changes.speeds or changes.bandwidth_gbps is not None or changes.latency_us is not None:
+        raise UsageError(
+            "crosscheck PROGRAM.py: --speeds, --link-bandwidth and --latency cannot be run on "
+            "TensorFlow here (no device or link of this machine can be slowed); simulate them"
+        )
+    what_if = changes.towers is not None
+    with console(stderr=True).status("Starting TensorFlow...") as status:
+        run, report = crosscheck_program(
+            args.file,
+            changes,
+            runs=args.runs or 3,
+            traced=args.steps or 10,
+            untraced=args.steps or 10,
+            args=() if what_if else args.program_args,
+            real_args=args.program_args if what_if else None,
+            costs=args.costs,
+            refresh=args.refresh_costs,
+            on_progress=lambda message: status.update(escape(message)),
+        )
+    if args.json:
+        print(json.dumps(report, indent=2, allow_nan=False))
+    else:
+        _print_crosscheck(report, console())
+    return 0 if report["structure"]["ok"] else 1
+
+
+def _print_crosscheck(report: dict[str, Any], out: Any) -> None:
+    structure = report["structure"]
+    out.print(f"[bold]{report['source']}[/bold]: cross-checked on TensorFlow", highlight=False)
+    for line in report["what_if"]:
+        out.print(f"  what if: {line} (run as: {' '.join(report['real_args'])})", markup=False)
+    out.print(f"  costs: {report['costs']}", markup=False)
+    out.print(
+        f"  {report['runs']} runs, each a fresh process; {report['traced_steps']} traced steps",
+        markup=False,
+    )
+    verdict = "agree" if structure["ok"] else f"{len(structure['violations'])} violated"
+    out.print(
+        f"  structure: {structure['checked']:,} happens-before relations checked, {verdict}",
+        markup=False,
+    )
+    for violation in structure["violations"][:5]:
+        out.print(f"    {violation}", markup=False)
+    for found in report["arrivals"]:
+        counts = ", ".join(f"{t} {n}" for t, n in found["measured_last"].items())
+        out.print(
+            f"  last at {found['sync_point']}: measured {found['measured'] or 'no tower clearly'}"
+            f" (last in {counts} of {found['steps']} steps), predicted "
+            f"{found['predicted'] or 'no tower clearly'}: {found['verdict']}",
+            markup=False,
+        )
+    for step in report["step_time"]:
+        error = step["error"]
+        shown = "n/a" if error is None else f"{error:+.1%}"
+        ok = "within 10 %" if step["ok"] else "NOT within 10 %"
+        out.print(
+            f"  step time ({step['client']}): predicted {step['predicted'] * 1e3:.3f} ms, "
+            f"measured {step['measured'] * 1e3:.3f} ms (median of {len(step['run_medians'])} "
+            f"runs' medians): {shown}, {ok}",
+            markup=False,
+        )
+    if not report["step_time"]:
+        out.print(
+            "  step time: not compared (several threads loop: the runs measure each alone, "
+            "the simulation runs them together)",
+            markup=False,
+        )
+
+
 def graph_program(args: argparse.Namespace) -> Any:
     """The imported graph of ``simsync graph PROGRAM.py``."""
     from simsync.tf_backend.program import import_program
 
-    return import_program(args.file).graph
+    return import_program(args.file, args=getattr(args, "program_args", ())).graph

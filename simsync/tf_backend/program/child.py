@@ -10,7 +10,10 @@ may start threads (TensorFlow does), never processes. Lines said, in order:
 ``{"started": true}``, then either ``{"error": "one line"}`` or ``{"graph": DATA}`` (the
 graph as plain data, see :mod:`simsync.tf_backend.program.convert`), ``{"key": ...,
 "machine": {...}}`` and ``{"profile": {...}}`` (absent when the request already knows the
-key: the parent has its costs cached).
+key: the parent has its costs cached), or, when the request asks to ``measure`` (a
+cross-check's run), ``{"measured": {...}}`` instead
+(:func:`~simsync.tf_backend.program.profile.measure_loop`). The request's ``args`` are the
+program's command line (``sys.argv[1:]``).
 """
 
 from __future__ import annotations
@@ -66,7 +69,7 @@ def main(request_path: str, folder: str, work: str) -> int:
         if request["kind"] == "meta":
             _meta(tf, program, observer, request)
         else:
-            sys.argv = [str(program)]
+            sys.argv = [str(program), *request.get("args", [])]
             sys.path.insert(0, work)
             runpy.run_path(str(program), run_name="__main__")
         say(error=observer.why_no_loop(eager=tf.executing_eagerly()))
@@ -139,7 +142,12 @@ def _answer(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any) ->
     key = graph_key(data, machine)
     say(graph=data)
     say(key=key, machine=machine)
-    if request.get("profile", True) and key not in request.get("known", ()):
+    measure = request.get("measure")
+    if measure:
+        from simsync.tf_backend.program.profile import measure_loop
+
+        say(measured=measure_loop(tf, loop, int(measure["traced"]), int(measure["untraced"])))
+    elif request.get("profile", True) and key not in request.get("known", ()):
         say(profile=profile_loop(tf, loop, int(request.get("steps", 5))))
 
 

@@ -17,6 +17,7 @@ import json
 import os
 import stat
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,14 @@ from simsync.sandbox.bubblewrap import Limits, Sandbox, find_sandbox, run_child
 from simsync.tf_backend.program import costs as cost_cache
 from simsync.tf_backend.program.convert import convert
 
-__all__ = ["PROGRAM_SUFFIXES", "ImportLimits", "Imported", "ProgramError", "import_program"]
+__all__ = [
+    "PROGRAM_SUFFIXES",
+    "ImportLimits",
+    "Imported",
+    "ProgramError",
+    "import_program",
+    "measure_program",
+]
 
 #: what ``simsync simulate FILE`` reads as a program rather than a scenario
 PROGRAM_SUFFIXES = (".py", ".meta", ".pbtxt")
@@ -65,6 +73,7 @@ class Imported:
 def import_program(
     path: str | os.PathLike[str],
     *,
+    args: Sequence[str] = (),
     costs: str | os.PathLike[str] | None = None,
     refresh: bool = False,
     limits: Limits | None = None,
@@ -72,42 +81,21 @@ def import_program(
     steps: int = 5,
 ) -> Imported:
     """Run the program at ``path`` in the sandbox until its training loop is known, and
-    return its graph with costs (see the module's docstring). ``refresh`` profiles again even
+    return its graph with costs (see the module's docstring). ``args`` are its command line
+    (``sys.argv[1:]``). ``refresh`` profiles again even
     when the cache has this graph; ``sandbox`` defaults to bubblewrap
     (:data:`~simsync.sandbox.bubblewrap.NO_SANDBOX` only for trusted code). A program that
     cannot be imported raises :class:`ProgramError` with one line."""
     source = Path(path)
     shown = printable(str(source), one_line=True)
-    kind = "meta" if source.suffix in (".meta", ".pbtxt") else "python"
-    sandbox = sandbox or find_sandbox()
-    limits = limits or ImportLimits()
     chosen = cost_cache.load_costs(costs) if costs is not None else None
-    with tempfile.TemporaryDirectory(prefix="simsync-program-") as folder:
-        _copy(source, Path(folder))
-        request = {
-            "program": source.name,
-            "kind": kind,
-            "steps": steps,
-            "known": [] if refresh else cost_cache.known_keys(),
-        }
-        if chosen is not None:
-            request["profile"] = False  # the costs come from the file
-        outcome = run_child(
-            sandbox,
-            request,
-            Path(folder),
-            limits,
-            module="simsync.tf_backend.program.child",
-            threads=True,
-        )
-    said = outcome.said
-    if said.get("error"):
-        raise ProgramError(f"{shown}: {printable(str(said['error']), one_line=True)}")
-    if "graph" not in said or "key" not in said:
-        why = outcome.error or "it stopped without saying why"
-        if "started" in said and "time" in why:
-            why += " (a loop before its first sess.run, or a blocked queue?)"
-        raise ProgramError(f"{shown}: {why}")
+    request: dict[str, Any] = {
+        "steps": steps,
+        "known": [] if refresh else cost_cache.known_keys(),
+    }
+    if chosen is not None:
+        request["profile"] = False  # the costs come from the file
+    said = _run_program(source, request, args, limits, sandbox)
     data = json.loads(said["graph"])["graph"]
     key = str(said["key"])
     profile, costs_from = _profile(said, key, chosen, costs)
@@ -129,6 +117,61 @@ def import_program(
     report["costs"] = costs_from
     graph.facts["source"] = str(source)
     return Imported(graph, report, profile, costs_from, key, data)
+
+
+def measure_program(
+    path: str | os.PathLike[str],
+    *,
+    args: Sequence[str] = (),
+    traced: int = 10,
+    untraced: int = 30,
+    limits: Limits | None = None,
+    sandbox: Sandbox | None = None,
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """Run the program at ``path`` again, in a process of its own, until its training loop
+    is known, and measure it (:func:`~simsync.tf_backend.program.profile.measure_loop`:
+    ``untraced`` timed steps and ``traced`` traced ones per client): the graph's key (the
+    same as the import's when the program built the same graph), the graph as plain data
+    (:func:`~simsync.tf_backend.program.convert.convert`'s input) and what was measured."""
+    request = {"measure": {"traced": traced, "untraced": untraced}}
+    said = _run_program(Path(path), request, args, limits, sandbox)
+    if "measured" not in said:
+        raise ProgramError(f"{printable(str(path), one_line=True)}: its run was not measured")
+    data = json.loads(said["graph"])["graph"]
+    return str(said["key"]), data, said["measured"]
+
+
+def _run_program(
+    source: Path,
+    request: dict[str, Any],
+    args: Sequence[str],
+    limits: Limits | None,
+    sandbox: Sandbox | None,
+) -> dict[str, Any]:
+    """Run the child on the program at ``source`` with ``request`` (the program's name, its
+    kind and ``args`` added) and return what it said, with a graph and a key; else raise
+    :class:`ProgramError` with one line."""
+    shown = printable(str(source), one_line=True)
+    kind = "meta" if source.suffix in (".meta", ".pbtxt") else "python"
+    with tempfile.TemporaryDirectory(prefix="simsync-program-") as folder:
+        _copy(source, Path(folder))
+        outcome = run_child(
+            sandbox or find_sandbox(),
+            {**request, "program": source.name, "kind": kind, "args": list(args)},
+            Path(folder),
+            limits or ImportLimits(),
+            module="simsync.tf_backend.program.child",
+            threads=True,
+        )
+    said = outcome.said
+    if said.get("error"):
+        raise ProgramError(f"{shown}: {printable(str(said['error']), one_line=True)}")
+    if "graph" not in said or "key" not in said:
+        why = outcome.error or "it stopped without saying why"
+        if "started" in said and "time" in why:
+            why += " (a loop before its first sess.run, or a blocked queue?)"
+        raise ProgramError(f"{shown}: {why}")
+    return said
 
 
 def _profile(

@@ -30,7 +30,7 @@ from typing import Any
 
 from simsync.tf_backend.program.capture import Loop, program_device
 
-__all__ = ["TRACED_STEPS", "WARMUP_STEPS", "profile_loop", "step_stats_records"]
+__all__ = ["TRACED_STEPS", "WARMUP_STEPS", "measure_loop", "profile_loop", "step_stats_records"]
 
 #: traced steps per client (and as many untraced ones, interleaved)
 TRACED_STEPS = 5
@@ -130,3 +130,38 @@ def step_stats_records(step_stats: Any) -> list[dict[str, Any]]:
                 }
             )
     return records
+
+
+def measure_loop(tf: Any, loop: Loop, traced: int, untraced: int) -> dict[str, Any]:
+    """What ``simsync crosscheck PROGRAM.py`` compares with its prediction, measured in a run
+    of its own (a process other than the one that measured the costs): for each looping
+    client in turn, alone, :data:`WARMUP_STEPS` untraced runs, ``untraced`` runs timed around
+    ``sess.run`` (the measured step times), then ``traced`` runs traced (each op's device,
+    start and end, for the happens-before relations and who arrived last at each sync
+    point).
+
+    ``{"clients": {thread: {"walls": [s, ...], "steps": [[[name, device, start, end],
+    ...], ...]}}}``, times in seconds."""
+    run = loop.session.run
+    options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+    clients: dict[str, Any] = {}
+    for thread, call in loop.calls.items():
+        for _ in range(WARMUP_STEPS):
+            run(call.raw_fetches, call.feed_dict)
+        walls = []
+        for _ in range(untraced):
+            started = time.perf_counter()
+            run(call.raw_fetches, call.feed_dict)
+            walls.append(time.perf_counter() - started)
+        steps = []
+        for _ in range(traced):
+            metadata = tf.compat.v1.RunMetadata()
+            run(call.raw_fetches, call.feed_dict, options=options, run_metadata=metadata)
+            steps.append(
+                [
+                    [r["name"], r["device"], r["start"], r["end"]]
+                    for r in step_stats_records(metadata.step_stats)
+                ]
+            )
+        clients[thread] = {"walls": walls, "steps": steps}
+    return {"clients": clients}
