@@ -107,3 +107,60 @@ def test_docs_importing_examples_run():
         str(ROOT / "docs" / "importing.md"), module_relative=False, optionflags=doctest.ELLIPSIS
     )
     assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["examples/four_towers.toml", "--runs", "2"], ["--runs", "scenario"]),
+        (["examples/four_towers.toml", "--", "4"], ["-- ARGS", "scenario"]),
+        (["train.py", "--speeds", "1,0.5"], ["--speeds", "cannot be run on TensorFlow"]),
+    ],
+)
+def test_crosscheck_refuses_what_it_cannot_check(argv, words):
+    ran = subprocess.run(
+        [sys.executable, "-m", "simsync", "crosscheck", *argv],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    one_clear_line(ran, *words)
+
+
+def _two_towers():
+    from simsync.ir import Client, Cost, Device, Graph, Op, Tensor
+
+    graph = Graph()
+    for device in ("/cpu:0", "/gpu:0", "/gpu:1"):
+        graph.add_device(Device(device))
+    graph.add_op(Op("concat", "generic", "/cpu:0", Cost(0.001)))
+    for i in (0, 1):
+        graph.add_op(Op(f"tower_{i}/grad", "generic", f"/gpu:{i}", Cost(0.001 * (i + 1)), tower=i))
+        graph.add_tensor(Tensor(f"tower_{i}/grad", "concat", 400))
+    graph.add_client(Client("main", ("concat",)))
+    return graph
+
+
+def test_the_program_report_checks_order_arrivals_and_step_time():
+    from simsync.crosscheck.program import program_report
+    from simsync.engine import simulate
+    from simsync.scenario import ClusterConfig, Scenario
+
+    graph = _two_towers()  # tower_1's gradient costs twice tower_0's: it comes last
+    scenario = Scenario("two", cluster=ClusterConfig(devices=2)).with_run(steps=10)
+    simulation = simulate(scenario, numerics=False, graph=graph)
+    in_order = [["tower_0/grad", "/gpu:0", 0.0, 1.0], ["tower_1/grad", "/gpu:1", 0.0, 2.0],
+                ["concat", "/cpu:0", 2.5, 3.0], ["Const", "/cpu:0", 0.0, 0.1]]  # fmt: skip
+    early = [r if r[0] != "concat" else ["concat", "/cpu:0", 1.5, 3.0] for r in in_order]
+    walls = [0.003] * 5
+    runs = [{"clients": {"MainThread": {"walls": walls, "steps": [in_order] * 9 + [early]}}}]
+    report = program_report(graph, simulation, runs, {"MainThread": "main"}, set(graph.nx))
+    # 2 edges in each of 10 steps; concat began before tower_1/grad ended in one of them
+    assert report["structure"]["checked"] == 20
+    (violation,) = report["structure"]["violations"]
+    assert violation["before"] == "tower_1/grad" and violation["after"] == "concat"
+    (last,) = report["arrivals"]
+    assert last["measured_last"] == {"tower_0": 0, "tower_1": 10}
+    assert last["measured"] == last["predicted"] == "tower_1"
+    (step,) = report["step_time"]
+    # the critical path: tower_1's 2 ms, its gradient sent to the CPU, the concat's 1 ms
+    assert step["measured"] == 0.003 and step["predicted"] > 0.003
+    assert step["error"] == pytest.approx((step["predicted"] - 0.003) / 0.003)

@@ -13,7 +13,7 @@ import pytest
 from helpers import one_clear_line
 
 from simsync.ir import sync_points
-from simsync.programs import WhatIf, program_summary, simulate_program
+from simsync.programs import WhatIf, crosscheck_program, program_summary, simulate_program
 from simsync.sandbox.bubblewrap import Limits
 from simsync.tf_backend.program import ProgramError, import_program
 
@@ -120,3 +120,35 @@ def test_bad_programs_get_one_clear_line(program, words):
 def test_a_loop_before_the_first_run_hits_the_time_limit():
     with pytest.raises(ProgramError, match="took longer than 30 s"):
         import_program(PROGRAMS / "bad_loops.py", limits=Limits(wall_seconds=30.0))
+
+
+def test_crosscheck_runs_the_program_again_and_checks_its_graph(cpu_variables):
+    # NUM_GPUS = 3, four trainable variables: one concat of every tower's gradient each
+    run, report = crosscheck_program(
+        PROGRAMS / "towers_cpu_variables.py", runs=1, traced=4, untraced=4
+    )
+    assert report["same_graph"] and report["runs"] == 1 and report["traced_steps"] == 4
+    assert report["structure"]["ok"] and report["structure"]["checked"] > 0
+    assert len(report["arrivals"]) == 4
+    for found in report["arrivals"]:
+        assert set(found["measured_last"]) == {"tower_0", "tower_1", "tower_2"}
+        assert found["steps"] == 4
+    (step,) = report["step_time"]  # one thread loops
+    assert step["client"] == "main" and len(step["run_medians"]) == 1
+    assert step["predicted"] > 0 and step["measured"] > 0
+
+
+def test_crosscheck_of_more_towers_runs_the_program_built_with_them():
+    # towers_argv.py builds sys.argv[1] towers (2 without): the prediction replicates
+    # tower_0 of the 2-tower program, the runs build 4 towers
+    run, report = crosscheck_program(
+        PROGRAMS / "towers_argv.py", WhatIf(towers=4), runs=1, traced=3, untraced=3,
+        real_args=["4"],
+    )  # fmt: skip
+    assert len(run.imported.graph.towers) == 2 and len(run.graph.towers) == 4
+    assert report["real_args"] == ["4"] and report["args"] == []
+    assert report["structure"]["ok"]
+    assert len(report["arrivals"]) == 4
+    for found in report["arrivals"]:
+        assert set(found["measured_last"]) == {f"tower_{i}" for i in range(4)}
+    assert report["step_time"][0]["measured"] > 0
