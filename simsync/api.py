@@ -37,6 +37,7 @@ from simsync.patterns import (
     worker_name,
 )
 from simsync.patterns.towers import add_variables, compute_cost, device_graph
+from simsync.programs import WhatIf, program_summary, simulate_program
 from simsync.scenario import (
     ClusterConfig,
     ComputeConfig,
@@ -62,6 +63,7 @@ __all__ = [
     "Tensor",
     "TrainingConfig",
     "Variable",
+    "WhatIf",
     "add_variables",
     "build",
     "build_async",
@@ -73,8 +75,10 @@ __all__ = [
     "generations",
     "load_scenario",
     "parameter_shapes",
+    "program_summary",
     "run_order",
     "simulate",
+    "simulate_program",
     "summary",
     "sync_points",
     "topological_order",

@@ -28,6 +28,8 @@ def test_there_are_three_assignments_at_least() -> None:
 
 @pytest.mark.parametrize("assignment", ASSIGNMENTS, ids=lambda a: a.slug)
 def test_reference_gets_full_marks_and_starter_less(assignment) -> None:
+    if all(check.runs_tensorflow for check in assignment.checks):
+        pytest.skip("every check imports a TensorFlow program: tests/test_grading_tf.py")
     reference = grade(assignment, assignment.solution, hidden=True, tensorflow=False)
     assert reference.score == reference.max_score > 0, [r.output for r in reference.results]
     starter = grade(assignment, assignment.starter, hidden=True, tensorflow=False)

@@ -50,3 +50,37 @@ def test_a_graph_tensorflow_cannot_run_costs_only_its_check(tmp_path: Path) -> N
     on_tensorflow = [r for r in result.results if r.check.kind == "tensorflow"]
     assert not on_tensorflow[0].passed and on_tensorflow[0].output
     assert [r.check.kind for r in result.results] == [c.kind for c in assignment.checks]
+
+
+def _points(assignment, *names: str) -> float:
+    return sum(c.points for c in assignment.checks if c.name in names)
+
+
+def test_a_tensorflow_program_is_graded_by_its_structure_and_simulation(tmp_path: Path) -> None:
+    # assignment 4: the student's own tower loop and average_gradients, in TensorFlow
+    (assignment,) = [a for a in load_assignments() if a.number == 4]
+    everything = assignment.points()
+    reference = grade(assignment, assignment.solution, hidden=True)
+    assert reference.score == everything == 9, [r.output for r in reference.results]
+    # the starter raises NotImplementedError before its first sess.run: nothing to grade
+    starter = grade(assignment, assignment.starter, hidden=True)
+    assert starter.score == 0
+    assert "NotImplementedError" in starter.results[0].output
+    # average_gradients that returns the last tower's gradients: no sync point, and a step
+    # runs only what the apply and the fetched loss (the last tower's) need, so towers 0-2 are
+    # never run. Its variables are still on the CPU (the reference's _variable_on_cpu), and
+    # one tower's step is no slower than four's: those two checks pass, the others fail.
+    source = (assignment.solution / "train.py").read_text()
+    start = source.index("    average_grads = []\n")
+    end = source.index("    return average_grads\n") + len("    return average_grads\n")
+    wrong = source[:start] + "    return tower_grads[-1]\n" + source[end:]
+    (tmp_path / "train.py").write_text(wrong)
+    graded = grade(assignment, tmp_path, hidden=True)
+    expected = _points(
+        assignment,
+        "the variables live on the CPU",
+        "a simulated step no slower than the reference solution's (costs measured here: within 50 %)",
+    )
+    assert graded.score == expected == 2, [(r.check.name, r.output) for r in graded.results]
+    found = {r.check.name: r.output for r in graded.results}
+    assert "no sync point" in found["one sync point per variable, each made in average_gradients"]

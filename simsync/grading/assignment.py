@@ -26,7 +26,14 @@ __all__ = [
 
 #: The kinds of check, and the keys each one takes besides the common ones.
 KINDS: dict[str, tuple[str, ...]] = {
-    "structure": ("sync_points", "devices", "before", "towers"),
+    "structure": (
+        "sync_points",
+        "sync_point_count",
+        "sync_points_made_in",
+        "devices",
+        "before",
+        "towers",
+    ),
     "simulation": ("expression", "equals", "at_most", "at_least", "reference", "tolerance"),
     "answer": ("answer", "expression", "of", "tolerance"),
     "tensorflow": ("steps",),
@@ -50,10 +57,17 @@ class Check:
     kind: str
     points: float
     hidden: bool
-    #: ``"towers.py:build"`` (a function of the submission, run in the sandbox) or
-    #: ``"scenario.toml"`` (a scenario whose ``[training]`` table the submission sets)
+    #: ``"towers.py:build"`` (a function of the submission, run in the sandbox),
+    #: ``"scenario.toml"`` (a scenario whose ``[training]`` table the submission sets) or
+    #: ``"train.py"`` (the submission's TensorFlow program, imported in the sandbox)
     graph: str
     keys: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def runs_tensorflow(self) -> bool:
+        """Whether the check runs TensorFlow: a ``tensorflow`` check, or any check of a
+        TensorFlow program (``graph = "train.py"``, imported by running it)."""
+        return self.kind == "tensorflow" or (self.graph.endswith(".py") and ":" not in self.graph)
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,11 @@ Facts = dict[str, Any]
 
 
 def structure(check: Check, found: dict[str, Any]) -> Verdict:
-    """Sync points (exactly these), devices (op -> device), happens-before pairs (a path from
-    the first op to the second) and the number of towers, as the sandbox read them off the
-    graph (:func:`simsync.grading.child.structure_of`)."""
+    """Sync points (exactly these, or this many, or each made in this function of a
+    program), devices (op or variable -> device), happens-before pairs (a path from the first
+    op to the second) and the number of towers, as the sandbox read them off the graph
+    (:func:`simsync.grading.child.structure_of`; where a program made its sync points, from
+    its import)."""
     keys, problems, shown = check.keys, [], []
     if "sync_points" in keys:
         points = found["sync_points"]
@@ -45,11 +47,33 @@ def structure(check: Check, found: dict[str, Any]) -> Verdict:
             problems.append(f"no op named '{pair['missing']}'")
         elif not pair["path"]:
             problems.append(f"'{after}' does not wait for '{before}' (no path between them)")
+    if "sync_point_count" in keys:
+        count = len(found["sync_points"])
+        shown.append(f"{count} sync points")
+        if count != keys["sync_point_count"]:
+            problems.append(f"expected {keys['sync_point_count']} sync points, found {count}")
+    if "sync_points_made_in" in keys:
+        problems += _made_in(str(keys["sync_points_made_in"]), found)
     if "towers" in keys:
         shown.append(f"towers: {found['towers']}")
         if found["towers"] != keys["towers"]:
             problems.append(f"expected {keys['towers']} towers, found {found['towers']}")
     return (not problems, "; ".join(problems) if problems else "; ".join(shown) or "as asked")
+
+
+def _made_in(function: str, found: dict[str, Any]) -> list[str]:
+    """Problems with where the program made its sync points: each in ``function``."""
+    made_in = found.get("made_in")
+    if made_in is None:
+        return ["only a TensorFlow program (graph = 'train.py') says where it made an op"]
+    if not made_in:
+        return [f"no sync point: {function} makes none"]
+    return [
+        f"the sync point '{point}' is made in {where or 'code of no file of yours'}, "
+        f"not in {function}"
+        for point, where in made_in.items()
+        if not (where or "").startswith(f"{function} (")
+    ]
 
 
 def simulation(check: Check, facts: Facts, reference: Facts | None) -> Verdict:

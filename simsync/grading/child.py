@@ -185,7 +185,12 @@ def _evaluate(
         return
     say(structure=structure_of(graph, request.get("devices", []), request.get("before", [])))
     if request.get("facts"):
-        say(**_product("facts", lambda: _facts(graph, scenario, request.get("target_loss"))))
+        numerics = bool(request.get("numerics", True))
+        say(
+            **_product(
+                "facts", lambda: _facts(graph, scenario, request.get("target_loss"), numerics)
+            )
+        )
     if request.get("tensorflow_steps"):
         steps = int(request["tensorflow_steps"])
         say(**_product("params", lambda: _params(graph, scenario, steps)))
@@ -193,7 +198,7 @@ def _evaluate(
 
 def structure_of(graph: Graph, devices: list[str], before: list[list[str]]) -> dict[str, Any]:
     """What the structure checks read off a graph: its sync points and towers, where each op
-    of ``devices`` runs (None: no such op), and for each pair of ``before`` whether a path
+    (or variable) of ``devices`` runs (None: no such op), and for each pair of ``before`` whether a path
     leads from the first op to the second (or which of them does not exist)."""
     import networkx as nx
 
@@ -201,6 +206,8 @@ def structure_of(graph: Graph, devices: list[str], before: list[list[str]]) -> d
 
     def placed(name: str) -> dict[str, Any] | None:
         if name not in graph.nx:
+            if name in graph.variables:
+                return {"device": graph.variables[name].device, "participants": []}
             return None
         op = graph.op(name)
         return {"device": op.device, "participants": list(op.participants)}
@@ -272,12 +279,16 @@ def _reasonable(graph: Graph, steps: int) -> None:
             )
 
 
-def _facts(graph: Graph, scenario: Scenario, target_loss: float | None) -> dict[str, Any]:
+def _facts(
+    graph: Graph, scenario: Scenario, target_loss: float | None, numerics: bool = True
+) -> dict[str, Any]:
+    """The simulation's facts (``numerics`` off for an imported program: its ops are
+    simulated for timing only)."""
     from simsync.engine import simulate, training_clients
     from simsync.trace import loss_curve, time_to_loss
     from simsync.tutor.facts import simulation_facts
 
-    sim = simulate(scenario, graph=graph)
+    sim = simulate(scenario, graph=graph, numerics=numerics)
     facts = simulation_facts(sim)
     if target_loss is not None:
         curve = loss_curve(sim.trace, max(1, len(training_clients(sim.graph))))

@@ -102,8 +102,9 @@ def grade(
     limits: Limits | None = None,
     sandbox: Sandbox | None = None,
 ) -> Grade:
-    """Run the assignment's checks on ``submission`` (visible ones unless ``hidden``; the
-    TensorFlow ones unless ``tensorflow`` is false). The submission is copied first (regular
+    """Run the assignment's checks on ``submission`` (visible ones unless ``hidden``; those
+    that run TensorFlow, :attr:`~simsync.grading.assignment.Check.runs_tensorflow`, unless
+    ``tensorflow`` is false). The submission is copied first (regular
     files only, :mod:`~simsync.grading.submission`); everything that reads the copy runs in
     ``sandbox`` (default: bubblewrap, or :class:`~simsync.sandbox.bubblewrap.SandboxUnavailable`
     when it cannot start here). The reference solution is built the same way, for checks that
@@ -115,7 +116,7 @@ def grade(
     checks = [
         c
         for c in assignment.checks
-        if (hidden or not c.hidden) and (tensorflow or c.kind != "tensorflow")
+        if (hidden or not c.hidden) and (tensorflow or not c.runs_tensorflow)
     ]
     remove_stale_folders()
     with locked_folder(f"simsync-grade-{os.getpid()}-") as scratch:

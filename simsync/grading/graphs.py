@@ -2,10 +2,14 @@
 in as few runs as that allows.
 
 A check's graph is a function of a side's code (``"towers.py:build"``: the student's
-submission, or the reference solution) or a side's ``training.toml`` with the assignment's
-scenario. For each (side, graph) the grader runs, in the sandbox:
+submission, or the reference solution), a side's ``training.toml`` with the assignment's
+scenario, or a side's TensorFlow program (``"train.py"``). For each (side, graph) the grader
+runs, in the sandbox:
 
-1. for a function, a ``build`` child: the side's code, alone, returns the graph as data;
+1. for a function, a ``build`` child: the side's code, alone, returns the graph as data; for
+   a program, the program import's child (:mod:`simsync.tf_backend.program`: the program
+   runs, with threads, until its training loop is known; its costs come from a few traced
+   steps of its own graph), whose imported graph becomes that data;
 2. an ``evaluate`` child with that data (or the TOML): the graph checked and rebuilt, then
    only what the checks need of it: the simulation's facts, the parameters after some steps
    on TensorFlow; and, once per grading, the submission's ``answers.toml``.
@@ -18,15 +22,20 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simsync.errors import SimsyncError
 from simsync.grading.assignment import Assignment, Check
 from simsync.grading.child import simsync_folder
+from simsync.ir import graph_to_dict, sync_points
 from simsync.sandbox.bubblewrap import Limits, Outcome, Sandbox, run_child
+
+if TYPE_CHECKING:
+    from simsync.tf_backend.program import Imported
 
 __all__ = [
     "REFERENCE",
@@ -144,8 +153,17 @@ class Sides:
             "devices": needs.devices,
             "before": needs.before,
         }
+        made_in = None
         if spec.endswith(".toml"):
             request["training"] = spec
+        elif spec.endswith(".py"):  # a TensorFlow program: imported as `simulate` does
+            imported = self._program(side, spec)
+            if isinstance(imported, Built):
+                return imported
+            request["graph"] = json.dumps({"graph": graph_to_dict(imported.graph)})
+            request["numerics"] = False  # its ops are simulated for timing only
+            points = sync_points(imported.graph)
+            made_in = {point: imported.report["made_in"].get(point) for point in points}
         else:
             file, _, function = spec.partition(":")
             outcome = self._run(
@@ -159,12 +177,34 @@ class Sides:
         built = _built(self._run(side, request), spec)
         if built.error is not None:
             return self._failed(side, built.error)
+        if made_in is not None and built.structure is not None:
+            built.structure["made_in"] = made_in
         if side == REFERENCE:  # the reference's numbers too, or no grade at all
             if needs.facts and built.facts_error is not None:
                 self._failed(side, built.facts_error)
             if needs.tensorflow_steps and built.params_error is not None:
                 self._failed(side, built.params_error)
         return built
+
+    def _program(self, side: str, file: str) -> Imported | Built:
+        """The side's TensorFlow program ``file``, run in the sandbox until its training loop
+        is known (threads allowed, as TensorFlow needs; the assignments hidden), its costs
+        from a few traced steps of its own graph (cached by graph): its imported graph, or
+        why there is none."""
+        from simsync.tf_backend.program.load import ImportLimits, ProgramError, import_program
+
+        left = self.deadline - time.monotonic() if side == SUBMISSION else float("inf")
+        if left <= 0:
+            return self._failed(side, "not run: the grading took longer than it may in all")
+        limits = ImportLimits()
+        limits = dataclasses.replace(limits, wall_seconds=min(limits.wall_seconds, left))
+        try:
+            return import_program(
+                self.folders[side] / file, sandbox=self.sandbox, limits=limits,
+                hidden=self.hidden,
+            )  # fmt: skip
+        except ProgramError as error:
+            return self._failed(side, f"your program {error}")
 
     def _failed(self, side: str, reason: str) -> Built:
         """A submission's failure costs its checks; the reference's stops the grading: it is

@@ -79,13 +79,15 @@ def import_program(
     limits: Limits | None = None,
     sandbox: Sandbox | None = None,
     steps: int = 5,
+    hidden: tuple[Path, ...] = (),
 ) -> Imported:
     """Run the program at ``path`` in the sandbox until its training loop is known, and
     return its graph with costs (see the module's docstring). ``args`` are its command line
     (``sys.argv[1:]``). ``refresh`` profiles again even
     when the cache has this graph; ``sandbox`` defaults to bubblewrap
     (:data:`~simsync.sandbox.bubblewrap.NO_SANDBOX` only for trusted code). A program that
-    cannot be imported raises :class:`ProgramError` with one line."""
+    cannot be imported raises :class:`ProgramError` with one line. ``hidden`` folders are
+    empty inside the sandbox (the grader's: the assignments and their solutions)."""
     source = Path(path)
     shown = printable(str(source), one_line=True)
     chosen = cost_cache.load_costs(costs) if costs is not None else None
@@ -95,7 +97,7 @@ def import_program(
     }
     if chosen is not None:
         request["profile"] = False  # the costs come from the file
-    said = _run_program(source, request, args, limits, sandbox)
+    said = _run_program(source, request, args, limits, sandbox, hidden)
     data = json.loads(said["graph"])["graph"]
     key = str(said["key"])
     profile, costs_from = _profile(said, key, chosen, costs)
@@ -147,6 +149,7 @@ def _run_program(
     args: Sequence[str],
     limits: Limits | None,
     sandbox: Sandbox | None,
+    hidden: tuple[Path, ...] = (),
 ) -> dict[str, Any]:
     """Run the child on the program at ``source`` with ``request`` (the program's name, its
     kind and ``args`` added) and return what it said, with a graph and a key; else raise
@@ -160,6 +163,7 @@ def _run_program(
             {**request, "program": source.name, "kind": kind, "args": list(args)},
             Path(folder),
             limits or ImportLimits(),
+            hidden,
             module="simsync.tf_backend.program.child",
             threads=True,
         )
