@@ -124,7 +124,7 @@ def test_a_loop_before_the_first_run_hits_the_time_limit():
 
 def test_crosscheck_runs_the_program_again_and_checks_its_graph(cpu_variables):
     # NUM_GPUS = 3, four trainable variables: one concat of every tower's gradient each
-    run, report = crosscheck_program(
+    _, report = crosscheck_program(
         PROGRAMS / "towers_cpu_variables.py", runs=1, traced=4, untraced=4
     )
     assert report["same_graph"] and report["runs"] == 1 and report["traced_steps"] == 4

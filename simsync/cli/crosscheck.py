@@ -1,4 +1,5 @@
-"""``simsync crosscheck``: run a scenario on TensorFlow and in the simulator, and compare."""
+"""``simsync crosscheck``: run a scenario on TensorFlow and in the simulator, and compare (a
+TensorFlow program: :func:`simsync.cli.program.crosscheck_program_command`)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def add(commands: Any) -> None:
         commands,
         "crosscheck",
         parents=[common("file", ("costs", "scenario-costs"), "seed", "json", "trace", "timeline")],
-        help="run a scenario on TensorFlow and in the simulator, and compare",
+        help="run a scenario (or your TensorFlow program) on TensorFlow and in the "
+        "simulator, and compare",
         description="Run the scenario's graph on TensorFlow (real GPUs if there are enough, else "
         "logical CPU devices) and in the simulator, then compare: every happens-before relation "
         "of the graph on the real trace, the parameters and losses (numpy vs TensorFlow), and "
@@ -49,7 +51,10 @@ def add(commands: Any) -> None:
         "gradients each step averaged) through numpy and compares the gradients dropped and "
         "the time between applies; --steps is the global step to reach. --trace writes the "
         "simulated and the real timeline side by side. Exits 1 if structure "
-        "or values disagree. At most 128 towers (docs/tensorflow.md).",
+        "or values disagree. At most 128 towers (docs/tensorflow.md). A TensorFlow program "
+        "(PROGRAM.py) is predicted from its imported graph and costs, then run again --runs "
+        "times, each a fresh process: the happens-before relations, who arrived last at each "
+        "sync point and the step time are compared (docs/importing.md).",
     )
     p.add_argument(
         "--steps",

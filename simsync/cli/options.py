@@ -84,8 +84,8 @@ COMMON: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
         ("file",),
         {
             "type": Path,
-            "help": "scenario file (TOML); simulate, graph and crosscheck also take your TensorFlow "
-            "program (PROGRAM.py, .meta, .pbtxt: docs/importing.md)",
+            "help": "scenario file (TOML); simulate, graph and crosscheck also take your "
+            "TensorFlow program (PROGRAM.py, .meta, .pbtxt: docs/importing.md)",
         },
     ),
     "steps": (

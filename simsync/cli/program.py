@@ -215,7 +215,7 @@ def crosscheck_program_command(args: argparse.Namespace) -> int:
         )
     what_if = changes.towers is not None
     with console(stderr=True).status("Starting TensorFlow...") as status:
-        run, report = crosscheck_program(
+        _, report = crosscheck_program(
             args.file,
             changes,
             runs=args.runs or 3,

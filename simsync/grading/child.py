@@ -198,8 +198,8 @@ def _evaluate(
 
 def structure_of(graph: Graph, devices: list[str], before: list[list[str]]) -> dict[str, Any]:
     """What the structure checks read off a graph: its sync points and towers, where each op
-    (or variable) of ``devices`` runs (None: no such op), and for each pair of ``before`` whether a path
-    leads from the first op to the second (or which of them does not exist)."""
+    (or variable) of ``devices`` runs (None: no such op), and for each pair of ``before``
+    whether a path leads from the first op to the second (or which of them does not exist)."""
     import networkx as nx
 
     from simsync.ir import sync_points

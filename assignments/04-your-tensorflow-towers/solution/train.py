@@ -33,7 +33,7 @@ def tower_loop(opt, queue):
     tower_grads = []
     with tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope()):
         for i in range(NUM_GPUS):
-            with tf.device("/gpu:%d" % i), tf.name_scope("tower_%d" % i) as scope:
+            with tf.device(f"/gpu:{i}"), tf.name_scope(f"tower_{i}") as scope:
                 images, labels = queue.dequeue()
                 loss = tower_loss(scope, images, labels)
                 tf.compat.v1.get_variable_scope().reuse_variables()
@@ -48,7 +48,7 @@ def average_gradients(tower_grads):
     """For each variable, the mean of every tower's gradient: a list of (gradient, variable)
     as opt.apply_gradients takes it."""
     average_grads = []
-    for grad_and_vars in zip(*tower_grads):
+    for grad_and_vars in zip(*tower_grads, strict=True):
         grads = [tf.expand_dims(g, 0) for g, _ in grad_and_vars]
         grad = tf.reduce_mean(tf.concat(axis=0, values=grads), 0)
         average_grads.append((grad, grad_and_vars[0][1]))
@@ -99,7 +99,7 @@ def train():
         for step in range(1000):
             _, loss_value = sess.run([train_op, loss])
             if step % 100 == 0:
-                print("step %d, loss = %.3f" % (step, loss_value))
+                print(f"step {step}, loss = {loss_value:.3f}")
 
 
 if __name__ == "__main__":

@@ -83,7 +83,7 @@ def train():
         for step in range(1000):
             _, loss_value = sess.run([train_op, loss])
             if step % 100 == 0:
-                print("step %d, loss = %.3f" % (step, loss_value))
+                print(f"step {step}, loss = {loss_value:.3f}")
 
 
 if __name__ == "__main__":
