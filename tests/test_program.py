@@ -125,7 +125,7 @@ def test_crosscheck_refuses_what_it_cannot_check(argv, words):
     one_clear_line(ran, *words)
 
 
-def _two_towers():
+def _two_tower_graph():
     from simsync.ir import Client, Cost, Device, Graph, Op, Tensor
 
     graph = Graph()
@@ -144,7 +144,7 @@ def test_the_program_report_checks_order_arrivals_and_step_time():
     from simsync.engine import simulate
     from simsync.scenario import ClusterConfig, Scenario
 
-    graph = _two_towers()  # tower_1's gradient costs twice tower_0's: it comes last
+    graph = _two_tower_graph()  # tower_1's gradient costs twice tower_0's: it comes last
     scenario = Scenario("two", cluster=ClusterConfig(devices=2)).with_run(steps=10)
     simulation = simulate(scenario, numerics=False, graph=graph)
     in_order = [["tower_0/grad", "/gpu:0", 0.0, 1.0], ["tower_1/grad", "/gpu:1", 0.0, 2.0],

@@ -132,7 +132,24 @@ def grade(
             sides = Sides(assignment, folders, checks, sandbox, limits)
             results = [_result(check, sides) for check in checks]
     seconds = time.perf_counter() - started
-    return Grade(assignment, results, seconds, sandbox.protections(limits), left_out)
+    protections = sandbox.protections(limits)
+    if any(c.runs_tensorflow and c.kind != "tensorflow" for c in checks):
+        protections["a TensorFlow program"] = _program_limits(sandbox)
+    return Grade(assignment, results, seconds, protections, left_out)
+
+
+def _program_limits(sandbox: Sandbox) -> str:
+    """How a submitted TensorFlow program runs (:mod:`simsync.tf_backend.program`): other
+    limits than the rest, and threads."""
+    from simsync.tf_backend.program.load import ImportLimits
+
+    limits = ImportLimits()
+    hook = "" if sandbox.bwrap is not None else "; NO audit hook either"
+    return (
+        f"run with threads until its training loop is known, in the same sandbox{hook}; CPU "
+        f"time {limits.cpu_seconds} s, memory {limits.memory_bytes / 2**30:g} GiB, wall "
+        f"clock {limits.wall_seconds:g} s"
+    )
 
 
 def _few(names: list[str]) -> list[str]:
