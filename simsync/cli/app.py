@@ -64,6 +64,19 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def _program_args(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
+    """The command line before ``--``, and a program's own after it (None: no ``--``).
+
+    >>> _program_args(["simulate", "train.py", "--towers", "4", "--", "--num_gpus", "4"])
+    (['simulate', 'train.py', '--towers', '4'], ['--num_gpus', '4'])
+    """
+    argv = list(argv)
+    if "--" not in argv:
+        return argv, None
+    cut = argv.index("--")
+    return argv[:cut], argv[cut + 1 :]
+
+
 def _version() -> str:
     from simsync import __version__
 
@@ -75,7 +88,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status (2 for a user error)."""
     ascii_fallback(sys.stdout)  # an ASCII or latin-1 terminal: stand-ins, not a traceback
     top = parser()
+    argv, program_args = _program_args(sys.argv[1:] if argv is None else argv)
     args = top.parse_args(argv)
+    if program_args is not None:
+        if args.command not in ("simulate", "graph", "crosscheck"):
+            top.error("-- ARGS: only simulate, graph and crosscheck take a program's command line")
+        args.program_args = program_args
     if args.command is None:
         top.print_help(sys.stderr)
         return 2

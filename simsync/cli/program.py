@@ -89,22 +89,18 @@ def _runs(text: str) -> int:
 def add_program_options(parser: argparse.ArgumentParser, *, crosscheck: bool = False) -> None:
     """The what-if options of ``simulate|crosscheck PROGRAM.py``, its command line after
     ``--``, and (``crosscheck``) how many runs measure it."""
-    parser.add_argument(
-        "program_args",
-        nargs="*",
-        metavar="-- ARGS",
-        help="a program's own command line (its sys.argv[1:]), after --"
-        + (
-            "; with --towers, only the runs on TensorFlow get it (the prediction "
-            "replicates the towers the program builds without it), so give the program "
-            "what makes it build that many towers"
-            if crosscheck
-            else ""
-        ),
-    )
+    parser.set_defaults(program_args=[])
     group = parser.add_argument_group(
         "a TensorFlow program (PROGRAM.py, .meta, .pbtxt): what if",
-        "Each changes the imported graph before it is simulated (docs/importing.md).",
+        "Each changes the imported graph before it is simulated (docs/importing.md). "
+        "After --, the program's own command line (its sys.argv[1:])"
+        + (
+            "; with --towers, only the runs on TensorFlow get it (the prediction replicates "
+            "the towers the program builds without it): give the program what makes it "
+            "build that many towers."
+            if crosscheck
+            else "."
+        ),
     )
     group.add_argument(
         "--towers",
