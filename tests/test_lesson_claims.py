@@ -76,3 +76,53 @@ def test_a_value_in_the_text_is_the_runs(tmp_path: Path) -> None:
     (folder / "summary.md").write_text("{{ slowest_towr }}\n", encoding="utf-8")
     problems = lesson_problems(load_lesson(folder))
     assert len(problems) == 1 and "unknown fact 'slowest_towr'" in problems[0], problems
+
+
+#: "more than 10.8 ms", "less than the 18.3 ms", "below 20": a hint's direction and its number.
+DIRECTION = re.compile(
+    r"\b(more than|less than|above|below|longer than|shorter than|at least|at most)\s+"
+    r"(?:[a-z']+\s+){0,3}?([0-9]+(?:\.[0-9]+)?)"
+)
+HOLDS = {
+    "more than": float.__gt__,
+    "above": float.__gt__,
+    "longer than": float.__gt__,
+    "at least": float.__ge__,
+    "less than": float.__lt__,
+    "below": float.__lt__,
+    "shorter than": float.__lt__,
+    "at most": float.__le__,
+}
+
+
+def wrong_directions(hint: str, answer: float) -> list[str]:
+    """The directions ``hint`` gives ("more than 10.8") that ``answer`` contradicts."""
+    return [
+        match[0]
+        for match in DIRECTION.finditer(hint)
+        if not HOLDS[match[1]](float(answer), float(match[2]))
+    ]
+
+
+def test_the_direction_check_catches_a_hint_pointing_away() -> None:
+    """Lesson 6's hints once pointed below the textbook's 10.8 ms; the answer is 12.5 ms."""
+    assert wrong_directions("The answer is below the textbook's 10.8 ms.", 12.5) == [
+        "below the textbook's 10.8"
+    ]
+    assert wrong_directions("more than 10.8 ms, and less than the 18.3 ms", 12.5) == []
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.slug)
+def test_hints_point_toward_the_answer_and_units_are_named(lesson) -> None:
+    from simsync.tutor.claims import StepFacts, render
+    from simsync.tutor.questions import expected_answer
+
+    numeric = [q for q in lesson.questions if q.get("type") == "numeric"]
+    for question in numeric:
+        answer = expected_answer(lesson, question)
+        for hint in question.get("hints", []):
+            shown = render(hint, StepFacts(lesson, question))
+            assert wrong_directions(shown, answer) == [], (question.get("id"), shown, answer)
+        unit = question.get("unit", "")
+        # "(answer in ms)": a unit is a thing counted or measured, never "per step" alone
+        assert unit and not unit.startswith("per "), (question.get("id"), unit)

@@ -437,11 +437,10 @@ VARIANTS = {
 
 #: Why a comparison gave no verdict, by the ``why`` of its report.
 NO_VERDICT = {
-    "several inside": "more than one prediction lies within the interval (spread ±{spread:.0f} "
-    "%), so this machine cannot tell them apart",
-    "none inside": "no prediction lies within the interval, so this gives no verdict",
-    "too close": "the predictions are closer than this machine drifts between runs, so one "
-    "session cannot tell them apart",
+    "several inside": "more than one prediction lies within the interval, or nearer to it "
+    "than this machine drifts between runs, so this machine cannot tell them apart",
+    "none inside": "every prediction lies outside the interval by more than this machine "
+    "drifts between runs, so this gives no verdict",
 }
 
 
@@ -456,7 +455,10 @@ def _ratio(ratio: Ratio, predicted: str) -> tuple[str, Text, str]:
     if ratio.get("out_of_date"):
         evidence += "; no verdict: this machine's profile is out of date (see above)"
     elif ratio["verdict"] == "inconclusive" and ratio["why"] is not None:
-        evidence += "; " + NO_VERDICT[ratio["why"]].format(spread=(ratio["spread"] or 0) * 100)
+        evidence += "; " + NO_VERDICT[ratio["why"]]
+    else:
+        excluded = [name for name in ratio["hypotheses"] if name != ratio["verdict"]]
+        evidence += "; the interval excludes " + " and ".join(f'"{n}"' for n in excluded)
     verdict = ratio["verdict"]
     answer = (
         Text("inconclusive here", style="bold yellow")
@@ -509,11 +511,14 @@ def _moving(moving: MovingCheck) -> str:
     race, lines = moving["race"], []
     for variable, happened in race["happened"].items():
         seen = ", ".join(
-            f"{outcome} {count}/{race['steps']}" for outcome, count in happened.items()
+            f"{outcome} in {count} of {race['steps']}" for outcome, count in happened.items()
         )
         predicted = ", ".join(race["predicted"].get(variable, {}))
         lines.append(f"{variable.rpartition('/')[2]}: {seen} (predicted: {predicted})")
-    return "racing updates, every step one outcome the race allows?\n" + "\n".join(lines)
+    return (
+        f"racing updates: after each of the {race['steps']} steps run (warm-up, traced and "
+        "timed alike), one outcome the race allows?\n" + "\n".join(lines)
+    )
 
 
 class ProfileView:
