@@ -232,8 +232,8 @@ class CrossCheckView:
             title="Staleness of the updates (updates landed between read and apply)",
             title_justify="left",
         )
-        for column in ("", "predicted", "measured"):
-            table.add_column(column, justify="right" if column else "left")
+        for column in ("what", "predicted", "measured"):
+            table.add_column(column, justify="right" if column != "what" else "left")
         table.add_row("mean", f"{predicted['mean']:.2f}", f"{measured['mean']:.2f}")
         table.add_row("max", str(predicted["max"]), str(measured["max"]))
         table.add_row(
@@ -253,6 +253,22 @@ class CrossCheckView:
         table.add_row(
             "histogram distance (0 same … 1 disjoint)", f"{staleness['distance']:.3f}", ""
         )
+        by_worker = staleness.get("by_worker") or {}
+        for worker in list(by_worker.get("predicted", {}))[:16]:
+            sides = [by_worker.get(side, {}).get(worker, {}) for side in ("predicted", "measured")]
+            table.add_row(
+                f"  {worker}: mean (updates)",
+                *(
+                    "–" if row.get("mean") is None else f"{row['mean']:.2f} ({row['applied']})"
+                    for row in sides
+                ),
+            )
+        stalest = staleness.get("stalest")
+        if stalest is not None:
+            table.add_row(
+                "stalest worker",
+                *(stalest.get(side) or "none stands out" for side in ("predicted", "measured")),
+            )
         return table
 
     @staticmethod
