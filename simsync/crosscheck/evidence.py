@@ -352,10 +352,29 @@ def contradictions(runs: Sequence[Mapping[str, str]]) -> dict[str, list[str]]:
     }
 
 
-def drifted(machine: MachineMeasure | None) -> bool:
+def drifted(machine: MachineMeasure | None, own: MachineMeasure | None = None) -> bool:
     """Whether the machine check of a report (the first variant's predicted step time against
-    its measured interval) says this machine has changed since its profile was measured."""
+    its measured interval) says this machine has changed since its profile was measured.
+
+    With ``own``, the scenario's own step measured the same way: a machine that changed
+    changes every configuration alike, so both must disagree beyond the noise, and in the
+    same direction; one that disagrees alone is an error of the prediction, not of the
+    profile.
+
+    >>> variant = {"variant": "v", "predicted": 0.010, "measured": 0.007, "interval": [0.0068, 0.0072], "error": None}
+    >>> within = {"variant": "scenario", "predicted": 0.020, "measured": 0.0194, "interval": [0.019, 0.0198], "error": None}
+    >>> drifted(variant), drifted(variant, within)
+    (True, False)
+    """
     if not machine:
         return False
-    low, high = machine["interval"]
-    return not low * (1 - DRIFT) <= machine["predicted"] <= high * (1 + DRIFT)
+    direction = _beyond_noise(machine)
+    return direction != 0 and (own is None or _beyond_noise(own) == direction)
+
+
+def _beyond_noise(measure: MachineMeasure) -> int:
+    """1: predicted slower than measured beyond the noise, -1: faster, 0: within it."""
+    low, high = measure["interval"]
+    if measure["predicted"] > high * (1 + DRIFT):
+        return 1
+    return -1 if measure["predicted"] < low * (1 - DRIFT) else 0

@@ -214,6 +214,8 @@ class MachineCheck(MachineMeasure):
     """:class:`MachineMeasure`, and whether this machine drifted from its profile."""
 
     drifted: bool
+    #: the scenario's own step, measured the same way: drift shows in both
+    scenario: NotRequired[MachineMeasure]
 
 
 class Evidence(TypedDict):

@@ -352,7 +352,14 @@ def _drift(machine: MachineCheck | None) -> RenderResult:
     yield Text(
         f"Steps with {VARIANTS[machine['variant']][1]} took "
         f"{_ms(machine['measured'])} ms here, where this machine's profile predicts "
-        f"{_ms(machine['predicted'])} ms: the machine is {'faster' if faster else 'slower'} "
+        f"{_ms(machine['predicted'])} ms"
+        + (
+            f", and the scenario's own steps {_ms(own['measured'])} ms where it predicts "
+            f"{_ms(own['predicted'])} ms"
+            if (own := machine.get("scenario"))
+            else ""
+        )
+        + f": the machine is {'faster' if faster else 'slower'} "
         "now than when it was measured (its load has changed), so the comparisons below "
         "give no verdict. `simsync calibrate` measures it again.",
         style="yellow",
