@@ -164,8 +164,8 @@ class CrossCheckView:
     @staticmethod
     def _gradients(protocol: ProtocolComparison) -> Table:
         table = Table(title="Gradients: predicted and measured", title_justify="left")
-        for column in ("", "pushed", "accepted", "dropped", "dropped per step"):
-            table.add_column(column, justify="left" if not column else "right")
+        for column in ("side", "pushed", "accepted", "dropped", "dropped per step"):
+            table.add_column(column, justify="left" if column == "side" else "right")
         for side, row in (("predicted", protocol["predicted"]), ("measured", protocol["measured"])):
             g, per_step = row["gradients"], row["dropped_per_step"]
             dropped = str(g["dropped"]) + (f" (+{g['split']} split)" if g.get("split") else "")
@@ -300,8 +300,8 @@ class CrossCheckView:
             "its 95 % interval. Op times come from the traced steps, whose tracing costs time",
             caption_justify="left",
         )
-        for column in ("", "predicted (ms)", "measured (ms)", "error"):
-            table.add_column(column, justify="right" if column else "left")
+        for column in ("what", "predicted (ms)", "measured (ms)", "error"):
+            table.add_column(column, justify="right" if column != "what" else "left")
         table.add_row(
             Text("step time, mean", style="bold"),
             _ms(timing["predicted_step_time"]),
