@@ -50,7 +50,9 @@ def test_the_lanes_a_lesson_names_are_shown_at_80_columns(lesson, step) -> None:
             assert f"{view.unit}_{tower} " in out, out
     else:
         sim = simulate(scenario)
-        out = render(Timeline(sim.trace, steps=int(step.get("steps", 2)), sync_points=sim.sync_points))
+        out = render(
+            Timeline(sim.trace, steps=int(step.get("steps", 2)), sync_points=sim.sync_points)
+        )
         slowest = scenario_facts(path)["slowest_tower"]
         if slowest:
             assert f"\n{device_of(slowest)} " in out, out

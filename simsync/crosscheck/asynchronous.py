@@ -46,9 +46,9 @@ from simsync.tf_backend import TensorFlowRun, run_on_tensorflow
 from simsync.trace import (
     Trace,
     histogram_distance,
-    stalest_client,
     staleness_by_client,
     staleness_stats,
+    stalest_client,
     throughput,
 )
 

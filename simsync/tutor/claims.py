@@ -159,7 +159,9 @@ def lesson_problems(lesson: Lesson) -> list[str]:
         try:
             for text in texts(lesson, step):
                 render(text, facts)
-            problems += [f"{where}: the claim {c!r} does not hold" for c in broken_claims(step, facts)]
+            problems += [
+                f"{where}: the claim {c!r} does not hold" for c in broken_claims(step, facts)
+            ]
         except (SimsyncError, OSError, ValueError) as error:
             problems.append(f"{where}: {error}")
     return problems

@@ -255,7 +255,9 @@ class CrossCheckView:
         )
         by_worker = staleness.get("by_worker") or {}
         for worker in list(by_worker.get("predicted", {}))[:16]:
-            sides = [by_worker.get(side, {}).get(worker, {}) for side in ("predicted", "measured")]
+            sides: list[Mapping[str, Any]] = [
+                by_worker.get(side, {}).get(worker, {}) for side in ("predicted", "measured")
+            ]
             table.add_row(
                 f"  {worker}: mean (updates)",
                 *(
