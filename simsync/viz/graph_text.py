@@ -34,6 +34,8 @@ __all__ = [
 ]
 
 _GEN_WIDTH = 6  # "gen" column: three characters, padding and a border
+#: The tower lanes a graph picture (``--format png``) draws at most.
+PNG_LANES = 8
 
 
 def short_name(op: Op) -> str:
@@ -283,10 +285,12 @@ class GraphView:
             why = f"--towers {self.max_towers} shows at most {self.max_towers}"
         else:
             why = f"to fit {width} columns; a wider terminal shows more"
-        return (
-            f"… folded: {names} ({why}; `simsync graph FILE --format png -o graph.png` draws "
-            "every lane)"
+        see = (
+            "`simsync graph FILE --format png -o graph.png` draws every lane"
+            if len(self.towers) <= PNG_LANES
+            else f"`simsync graph FILE --towers {len(self.towers)}` in a wider terminal shows more"
         )
+        return f"… folded: {names} ({why}; {see})"
 
     def _table(self, shown: list[int], hidden: list[int]) -> Table:
         g = self.graph

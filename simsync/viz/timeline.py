@@ -45,6 +45,8 @@ KINDS: dict[str, KindStyle] = {
 }
 
 IDLE, WAIT, SYNC_MARK, BLOCKED = "·", "-", "◆", "~"
+#: The device lanes a timeline picture (``--timeline out.png``) draws at most.
+PICTURE_LANES = 32
 
 
 def kind_style(kind: str) -> KindStyle:
@@ -271,10 +273,16 @@ class Timeline:
     def _folded_note(self) -> str:
         """Which lanes are folded, and how to see every one."""
         named = "the stragglers and sync points are shown; " if self.named else ""
+        lanes = len(self.folded) + len(self.device_order)
+        see = (
+            "`simsync simulate FILE --timeline out.png` draws every lane"
+            if lanes <= PICTURE_LANES
+            else "`simsync simulate FILE --trace out.json` saves every lane, to open in "
+            "ui.perfetto.dev"
+        )
         return (
             f"… {plural(self.hidden, 'more device')} folded to fit the screen: "
-            f"{format_lanes(self.folded)} ({named}`simsync simulate FILE --trace out.json` saves "
-            "every lane, to open in ui.perfetto.dev)"
+            f"{format_lanes(self.folded)} ({named}{see})"
         )
 
     def _title(self, span: float) -> str:
