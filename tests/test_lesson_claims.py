@@ -126,3 +126,21 @@ def test_hints_point_toward_the_answer_and_units_are_named(lesson) -> None:
         unit = question.get("unit", "")
         # "(answer in ms)": a unit is a thing counted or measured, never "per step" alone
         assert unit and not unit.startswith("per "), (question.get("id"), unit)
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.slug)
+def test_the_tensorflow_check_runs_the_set_up_the_questions_asked(lesson) -> None:
+    """Lesson 6 once asked about 4 workers with R = 3 and checked 3 workers with R = 2: a
+    verify step's scenario is one a question (or its race) asked about, but for its length."""
+    from simsync.scenario import load_scenario
+
+    def set_up(path: Path) -> str:
+        s = load_scenario(path)
+        return repr((s.cluster, s.compute, sorted(s.costs.items()), s.model, s.training))
+
+    asked = set()
+    for question in lesson.questions:
+        paths = lesson.race_paths(question) if question.get("race") else []
+        asked |= {set_up(p) for p in [*paths, lesson.scenario_path(question)]}
+    for step in (s for s in lesson.steps if s.kind == "verify"):
+        assert set_up(lesson.scenario_path(step)) in asked, lesson.scenario_path(step).name
