@@ -210,7 +210,8 @@ def interleaved_ratio(
     its median, against each hypothesis' predicted ratio. A hypothesis is *excluded* when its
     ratio lies outside the interval widened by :data:`DRIFT` (the interval is one session's;
     between runs the machine drifts by more). ``verdict``: the one hypothesis the interval
-    does not exclude, when it excludes all the others; else ``"inconclusive"``.
+    does not exclude, when it excludes all the others and they lie more than :data:`DRIFT`
+    from it (closer, another run could name another); else ``"inconclusive"``.
 
     >>> measured = {"scenario": [2.0, 2.1, 1.9, 2.0, 2.2, 1.8, 2.0, 2.1], "one": [1.0] * 8}
     >>> r = interleaved_ratio(measured, "one", {"side by side": 1.0, "one after another": 2.0})
@@ -220,6 +221,8 @@ def interleaved_ratio(
     'inconclusive'
     >>> interleaved_ratio(measured, "one", {"a": 1.0, "b": 3.0})["verdict"]  # both excluded
     'inconclusive'
+    >>> interleaved_ratio(measured, "one", {"a": 1.55, "b": 1.45})["why"]  # b out, but near a
+    'too close'
 
     Lesson 3 on a 2-core machine: the interval (1.22-1.26) just misses "waits for the
     slowest" (1.265) but excludes "does not wait" (1.00) by far: the step waits.
@@ -241,8 +244,11 @@ def interleaved_ratio(
     ]
     verdict = INCONCLUSIVE
     why: str | None = "none inside" if not kept else "several inside"
-    if len(kept) == 1:  # the interval excludes every other hypothesis
-        verdict, why = kept[0], None
+    if len(kept) == 1:  # the interval excludes every other hypothesis: by enough?
+        named = hypotheses[kept[0]]
+        others = [ratio for name, ratio in hypotheses.items() if name != kept[0]]
+        apart = all(abs(ratio - named) > DRIFT * named for ratio in others)
+        verdict, why = (kept[0], None) if apart else (INCONCLUSIVE, "too close")
     return {
         "variant": variant,
         "rounds": len(ratios),
@@ -251,7 +257,7 @@ def interleaved_ratio(
         "spread": (high - low) / 2 / median if median > 0 else None,
         "hypotheses": dict(hypotheses),
         "verdict": verdict,
-        "why": why,  # why no verdict: "none inside" or "several inside"
+        "why": why,  # why no verdict: "none inside", "several inside" or "too close"
     }
 
 

@@ -196,7 +196,7 @@ class Ratio(TypedDict):
     spread: float | None
     hypotheses: dict[str, float]
     verdict: str
-    why: str | None  # why no verdict: "none inside" or "several inside"
+    why: str | None  # why no verdict: "none inside", "several inside" or "too close"
     out_of_date: NotRequired[bool]  # no verdict: this machine's profile is out of date
 
 

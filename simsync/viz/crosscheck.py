@@ -466,7 +466,6 @@ NO_VERDICT = {
     "than this machine drifts between runs, so this machine cannot tell them apart",
     "none inside": "every prediction lies outside the interval by more than this machine "
     "drifts between runs, so this gives no verdict",
-    # reports saved before the rule above: one prediction inside, but too near another
     "too close": "the predictions are closer than this machine drifts between runs, so one "
     "session cannot tell them apart",
 }
