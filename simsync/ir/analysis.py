@@ -36,11 +36,11 @@ def topological_order(graph: Graph) -> list[str]:
     GraphError
         If the graph has a cycle (the cycle is named).
 
-    >>> from simsync.ir.objects import Device, Op, Tensor
+    >>> from simsync.ir.objects import Device, Op
     >>> g = Graph()
     >>> g.add_device(Device("/gpu:0"))
-    >>> for name in "ab": g.add_op(Op(name, "forward", "/gpu:0"))
-    >>> g.add_tensor(Tensor("a", "b")); g.add_tensor(Tensor("b", "a"))
+    >>> a, b = g.add_op(Op("a", "forward", "/gpu:0")), g.add_op(Op("b", "forward", "/gpu:0"))
+    >>> g.connect(a, b, a)
     >>> topological_order(g)
     Traceback (most recent call last):
     ...
