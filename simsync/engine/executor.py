@@ -253,7 +253,8 @@ class Engine:
             if not f.triggered and not p.daemon
         ]
         if stuck:
-            raise explain_deadlock(self, stuck)
+            resources: dict[str, TokenQueue | Accumulator] = {**self.queues, **self.accumulators}
+            raise explain_deadlock(self.graph, self.clocks, resources, stuck)
         # a daemon (a queue runner) ends blocked on its resource: let go of its waiting op and
         # its suspended loop, which refer back to the engine (reference cycles that would keep
         # the trace alive until the next full collection)
