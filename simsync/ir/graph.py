@@ -335,7 +335,7 @@ class Graph:
         """
         names = [op.name if isinstance(op, Op) else op for op in ops]
         if len(names) < 2:
-            raise GraphError(f"connect needs two ops or more, got {len(names)}: {names}")
+            raise GraphError(f"connect needs two ops or more, got {len(names)}")
         chain = [
             Tensor(src, dst, nbytes=nbytes, control=control)
             for src, dst in itertools.pairwise(names)
