@@ -135,7 +135,7 @@ def summary(sim: Simulation) -> Summary:
     client's run with towers, each worker's update in asynchronous training, each apply of
     SyncReplicasOptimizer's chief; ``steps`` counts them and ``step_time`` describes them
     (in a graph whose runs update nothing, every run of a client that is not a daemon).
-    ``towers`` counts the graph's towers (the ops' ``tower`` indices).
+    ``towers`` counts the graph's towers (the ops' ``tower`` indices; 1 when none has one).
     ``staleness`` describes the applied updates of the ledger; ``gradients`` the gradients
     pushed to accumulators (None when there are none). ``values_skipped``, present only when
     the run asked for values and computed none, says why (a ``generic`` op stands where they
@@ -163,7 +163,7 @@ def _summary(sim: Simulation) -> Summary:
         "source": scenario.source,
         "mode": graph.facts.get("mode"),
         "aggregation": graph.facts.get("aggregation"),
-        "towers": len(graph.towers),  # the graph's, which need not be the scenario's
+        "towers": max(len(graph.towers), 1),  # the graph's, not the scenario's
         "workers": len(training),
         "updating_clients": len(updating),
         "steps": len(steps),
