@@ -206,6 +206,17 @@ def test_a_hand_built_graph_is_summarised_from_the_graph() -> None:
     assert facts["waited_for"]["average_gradients"] == {"tower_0": 0, "tower_1": 4}
 
 
+def test_a_graph_whose_ops_name_no_tower_is_one_tower() -> None:
+    g = Graph(name="one-gpu")
+    g.add_device(Device("/gpu:0"))
+    forward = g.add_op(Op("f", FORWARD, "/gpu:0", Cost(0.005)))
+    g.connect(forward, g.add_op(Op("b", BACKWARD, "/gpu:0", Cost(0.005))))
+    g.add_client(Client("main", fetches=("b",)))
+    facts = summary(simulate(g, steps=2, numerics=False))
+    assert (facts["towers"], facts["steps"]) == (1, 2)
+    assert facts["step_time"]["mean"] == pytest.approx(0.01)
+
+
 def test_steps_and_seed_of_a_graph_are_the_scenarios_run_settings() -> None:
     graph = two_towers("exponential")
     one = simulate(graph, steps=6, seed=1, numerics=False).trace.steps
