@@ -11,17 +11,17 @@ new :class:`~simsync.ir.Graph` and a line for the report.
 - :func:`with_speeds`: device speeds, one per tower's device, repeated.
 - :func:`with_link`: every device's port bandwidth and latency.
 
->>> from simsync.ir import Client, Cost, Device, Graph, Op, Tensor
+>>> from simsync.ir import Client, Cost, Device, Graph, Op
 >>> g = Graph()
 >>> for d in ("/cpu:0", "/gpu:0", "/gpu:1"):
 ...     g.add_device(Device(d))
 >>> for i in (0, 1):
-...     g.add_op(Op(f"tower_{i}/grad", "generic", f"/gpu:{i}", Cost(0.01), tower=i))
-...     g.add_op(Op(f"ExpandDims_{i}", "generic", "/cpu:0", Cost(0.001)))
-...     g.add_tensor(Tensor(f"tower_{i}/grad", f"ExpandDims_{i}", 400))
->>> g.add_op(Op("concat", "generic", "/cpu:0", Cost(0.002)))
+...     grad = g.add_op(Op(f"tower_{i}/grad", "generic", f"/gpu:{i}", Cost(0.01), tower=i))
+...     expand = g.add_op(Op(f"ExpandDims_{i}", "generic", "/cpu:0", Cost(0.001)))
+...     g.connect(grad, expand, nbytes=400)
+>>> concat = g.add_op(Op("concat", "generic", "/cpu:0", Cost(0.002)))
 >>> for i in (0, 1):
-...     g.add_tensor(Tensor(f"ExpandDims_{i}", "concat", 400))
+...     g.connect(f"ExpandDims_{i}", concat, nbytes=400)
 >>> g.add_client(Client("main", ("concat",)))
 >>> bigger, line = with_towers(g, 4)
 >>> line
