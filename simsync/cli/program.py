@@ -209,6 +209,20 @@ def crosscheck_program_command(args: argparse.Namespace) -> int:
             "crosscheck PROGRAM.py: --speeds, --link-bandwidth and --latency cannot be run on "
             "TensorFlow here (no device or link of this machine can be slowed); simulate them"
         )
+    scenario_only = {
+        "--trace": args.trace,
+        "--timeline": args.timeline,
+        "--scenario-costs": args.scenario_costs,
+        "--open-ports": args.open_ports,
+        "--cluster": args.cluster,
+        "--warmup": args.warmup != 2,
+    }
+    for flag, given in scenario_only.items():
+        if given:
+            raise UsageError(
+                f"crosscheck {args.file}: {flag} is for a scenario; a program's cross-check "
+                "takes --runs, --steps, --costs, --refresh-costs, --towers, --json and -- ARGS"
+            )
     what_if = changes.towers is not None
     with console(stderr=True).status("Starting TensorFlow...") as status:
         _, report = crosscheck_program(
