@@ -77,7 +77,7 @@ def scenario_from_dict(data: dict[str, Any], source: str = "<dict>") -> Scenario
     ... except ScenarioError as error:
     ...     print(*str(error).split("; "), sep="\n")
     <dict>: [cluster] unknown key 'speed' (did you mean 'speeds'?)
-    allowed keys: devices, speeds, host_cores, core_efficiency, link
+    allowed keys: devices, speeds, host_cores, core_efficiency, gpus, gpu_contention, link
     """
     values = {table: _read_table(data, table, source) for table in TABLES}
     return dataclasses.replace(_build(values, source), notes=_ignored(data, values, source))
@@ -161,6 +161,12 @@ def _ignored(data: dict[str, Any], v: dict[str, dict[str, Any]], source: str) ->
             v["cluster"]["host_cores"] is None,
             "used only with host_cores",
         ),
+        (
+            ("cluster", "gpus"),
+            mode == "sync_replicas",
+            'not used with mode = "sync_replicas": each task runs on a host of its own',
+        ),
+        (("cluster", "gpu_contention"), v["cluster"]["gpus"] is None, "used only with gpus"),
     ]
     return tuple(
         f"{source}: [{table}] {key} is ignored: {why}"
@@ -357,6 +363,8 @@ def _build(v: dict[str, dict[str, Any]], source: str) -> Scenario:
             host_cores=cluster["host_cores"],
             core_efficiency=cluster["core_efficiency"],
             link=LinkConfig(**v["cluster.link"]),
+            gpus=cluster["gpus"],
+            gpu_contention=cluster["gpu_contention"],
         ),
         compute=ComputeConfig(**compute),
         costs=dict(v["costs"]),

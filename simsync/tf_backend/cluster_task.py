@@ -32,6 +32,12 @@ from typing import Any
 
 from simsync.tf_backend.cluster_config import ClusterAddresses, ClusterConfig
 from simsync.tf_backend.cluster_launch import die_with_parent
+from simsync.tf_backend.gpus import (
+    gpu_memory_error,
+    task_environment,
+    worker_gpu,
+    workers_on_gpus,
+)
 from simsync.tf_backend.runtime import BackendError
 
 __all__ = ["Channel", "main", "reason", "server_config"]
@@ -79,29 +85,38 @@ def reason(error: BaseException) -> str:
     return type(error).__name__
 
 
-def server_config(tf: Any) -> Any:
-    """The ConfigProto of every server and session of a cluster: no graph rewriting, neither
+def server_config(tf: Any, job: str, index: int) -> Any:
+    """The ConfigProto of every server and session of a task: no graph rewriting, neither
     grappler nor the classic constant folding (every node keeps its name in the traces), one
-    thread per op, as many ops as cores at once."""
+    thread per op, as many ops as cores at once; a worker sees only its GPU
+    (:func:`~simsync.tf_backend.gpus.worker_gpu`) and takes its memory as it needs it."""
     config = tf.compat.v1.ConfigProto(
         inter_op_parallelism_threads=os.cpu_count() or 1, intra_op_parallelism_threads=1
     )
     config.graph_options.rewrite_options.disable_meta_optimizer = True
     config.graph_options.optimizer_options.opt_level = tf.compat.v1.OptimizerOptions.L0
     config.graph_options.optimizer_options.do_constant_folding = False
+    gpu = (
+        worker_gpu(index, len(tf.config.list_physical_devices("GPU"))) if job == "worker" else None
+    )
+    if gpu is not None:
+        config.gpu_options.visible_device_list = str(gpu)
+        config.gpu_options.allow_growth = True
     return config
 
 
 def _start_server(tf: Any, addresses: ClusterAddresses, job: str, index: int) -> Any:
     spec = tf.train.ClusterSpec(addresses.as_dict())
     address = (addresses.ps if job == "ps" else addresses.worker)[index]
+    config = server_config(tf, job, index)
     try:
-        return tf.distribute.Server(
-            spec, job_name=job, task_index=index, config=server_config(tf), start=True
-        )
+        return tf.distribute.Server(spec, job_name=job, task_index=index, config=config, start=True)
     except tf.errors.OpError as error:
+        why = reason(error)
+        if gpu_memory_error(why):
+            raise BackendError(f"could not start: its GPU is out of memory ({why})") from None
         raise BackendError(
-            f"could not start its server on {address} (is the port taken?): {reason(error)}"
+            f"could not start its server on {address} (is the port taken?): {why}"
         ) from None
 
 
@@ -112,7 +127,7 @@ def _serve_parameters(tf: Any, config: ClusterConfig, server: Any, index: int) -
     graph = tf.Graph()
     with graph.as_default():
         done = shutdown_queue(tf, index).dequeue()
-    session_config = server_config(tf)
+    session_config = server_config(tf, "ps", index)
     session_config.device_filters.append(f"/job:ps/task:{index}")
     options = tf.compat.v1.RunOptions(timeout_in_ms=1000)
     with tf.compat.v1.Session(server.target, graph=graph, config=session_config) as session:
@@ -133,6 +148,10 @@ def run_task(args: argparse.Namespace, channel: Channel) -> None:
     channel.progress("importing TensorFlow")
     tf = load_tensorflow()
     server = _start_server(tf, addresses, args.job, args.index)
+    gpus = len(tf.config.list_physical_devices("GPU"))
+    gpu = worker_gpu(args.index, gpus) if args.job == "worker" else None
+    if gpu is not None:
+        channel.progress(f"on GPU {gpu} ({workers_on_gpus(config.workers, gpus)})")
     address = (addresses.ps if args.job == "ps" else addresses.worker)[args.index]
     channel.send("listening", pid=os.getpid(), address=address)
     if args.job == "ps":
@@ -170,6 +189,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     """Run one task; always ends the process (status 0 after its last message, else 1)."""
     args = _arguments(argv)
+    os.environ.update(task_environment(args.job))  # before TensorFlow starts
     if args.parent is not None:
         die_with_parent(args.parent)
     channel = Channel(args.messages_fd, args.commands_fd)

@@ -33,6 +33,7 @@ from simsync.numerics import make_batches
 from simsync.patterns import build, tower_device
 from simsync.scenario import Scenario
 from simsync.scenario.schema import MAX_SPEED
+from simsync.tf_backend.gpus import gpu_memory_error
 from simsync.tf_backend.lower import Lowered, lower
 from simsync.tf_backend.progress import StepProgress
 from simsync.tf_backend.runtime import (
@@ -42,7 +43,7 @@ from simsync.tf_backend.runtime import (
     plan_devices,
     session_config,
 )
-from simsync.tf_backend.tracing import NodeCensus, op_records
+from simsync.tf_backend.tracing import NodeCensus, traced_step
 from simsync.tf_backend.work import measure_seconds_per_row, rows_for
 from simsync.trace import OpRecord, StepRecord, Trace, VariableAccess
 
@@ -228,6 +229,8 @@ def run_once(
         )
     except (tf.errors.OpError, TypeError, ValueError) as error:
         message = str(error).strip().splitlines()[0]
+        if gpu_memory_error(message):
+            raise BackendError(f"TensorFlow ran out of GPU memory at {where}: {message}") from None
         raise BackendError(f"TensorFlow failed at {where}: {message}") from None
     return out, metadata if traced else None, started, time.time()
 
@@ -393,7 +396,10 @@ class _Client:
             self.base = started
         base = self.base
         tower_losses = {f"tower_{t}/loss": float(v) for t, v in out["losses"].items()}
-        records = op_records(metadata.step_stats, self.graph, step, base, self.census, tower_losses)
+        records, transfers = traced_step(
+            metadata.step_stats, self.graph, step, base, self.census, tower_losses
+        )
         self.trace.ops.extend(records)
+        self.trace.transfers.extend(transfers)
         self.trace.steps.append(StepRecord("main", step, started - base, ended - base, loss))
         record_accesses(self.trace, out, "main", step, {r.op: r for r in records})
