@@ -107,7 +107,7 @@ def test_calibrate_then_predict_with_the_profile(tmp_path: Path) -> None:
     data = json.loads(profile.read_text())
     assert data["simsync_profile"] == 1 and data["calibrated_on"]["towers"] == 1
     assert data["host_cores"] >= 1 and 0 < data["core_efficiency"] <= 1
-    assert "Calibration on logical-cpu" in made.stdout
+    assert f"Calibration on {data['devices']}" in made.stdout  # logical-cpu, or gpu
 
     simulated = simsync("simulate", four, "--costs", str(profile), "--json", "--steps", "3")
     assert simulated.returncode == 0, simulated.stderr

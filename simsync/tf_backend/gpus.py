@@ -64,9 +64,10 @@ def split_gpus(physical: int, towers: int) -> GpuSplit:
     :data:`TOWER_DEVICES` or more, else into enough virtual GPUs for that many towers (and
     for ``towers``).
 
-    >>> split_gpus(1, 4), split_gpus(4, 4), split_gpus(8, 2), split_gpus(2, 16)
-    (GpuSplit(physical=1, per_gpu=8), GpuSplit(physical=4, per_gpu=2), \
-GpuSplit(physical=8, per_gpu=1), GpuSplit(physical=2, per_gpu=8))
+    >>> split_gpus(1, 4)
+    GpuSplit(physical=1, per_gpu=8)
+    >>> [split_gpus(n, towers).per_gpu for n, towers in ((4, 4), (8, 2), (2, 16))]
+    [2, 1, 8]
     """
     needed = max(TOWER_DEVICES, towers)
     return GpuSplit(physical, 1 if physical >= needed else math.ceil(needed / physical))

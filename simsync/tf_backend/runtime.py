@@ -38,7 +38,14 @@ from simsync.tf_backend.gpus import (
 )
 from simsync.words import plural
 
-__all__ = ["BackendError", "DevicePlan", "load_tensorflow", "plan_devices", "session_config"]
+__all__ = [
+    "BackendError",
+    "DevicePlan",
+    "gpu_plan",
+    "load_tensorflow",
+    "plan_devices",
+    "session_config",
+]
 
 _tf: ModuleType | None = None
 #: Logical CPU devices created in this process (TensorFlow fixes them once it has started).
@@ -162,20 +169,31 @@ def plan_devices(devices: list[str], towers: int) -> DevicePlan:
 
 
 def _gpu_plan(devices: list[str], towers: int, physical: int) -> DevicePlan:
-    """Towers on GPUs, or on virtual GPUs when there are fewer GPUs than towers."""
     split = _SPLIT.setdefault("gpu", split_gpus(physical, towers))
     if split.devices < towers:
         raise BackendError(
             f"{towers} towers need {towers} GPU devices, but TensorFlow already started in this "
             f"process with {split.devices}; run the scenario in a new process"
         )
+    return gpu_plan(devices, towers, split)
+
+
+def gpu_plan(devices: list[str], towers: int, split: GpuSplit) -> DevicePlan:
+    """Towers on the GPU devices of ``split``: GPUs of their own while there are enough, else
+    virtual GPUs (:func:`~simsync.tf_backend.gpus.tower_gpus`).
+
+    >>> from simsync.tf_backend.gpus import split_gpus
+    >>> plan = gpu_plan(["/cpu:0", "/gpu:0", "/gpu:1"], 2, split_gpus(1, 2))
+    >>> plan.mapping["/gpu:1"], plan.describe()
+    ('/device:GPU:1', '2 towers on 1 GPU: 2 virtual GPUs')
+    """
     placed = tower_gpus(towers, split)
     mapping = {}
     for device in devices:
         kind, _, index = device.strip("/").partition(":")
         number = 0 if kind == "cpu" else placed[int(index)]
         mapping[device] = f"/device:{kind.upper()}:{number}"
-    kind = "gpu" if towers <= physical else "virtual-gpu"
+    kind = "gpu" if towers <= split.physical else "virtual-gpu"
     return DevicePlan(mapping, kind, None, 1, split, towers)
 
 
