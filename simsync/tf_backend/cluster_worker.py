@@ -154,10 +154,10 @@ class WorkerTask:
             self.call(control.initialised_put, "releasing the other workers")
         if self.seconds_per_row == 0.0 and any(s > 0 for r in config.work_seconds for s in r):
             self.channel.progress("measuring the speed of the work op")
-            config = server_config(self.tf, "worker", self.index)
+            local = server_config(self.tf, "worker", self.index)
             # where the work runs: the worker's one visible GPU, if it has one
-            device = "/device:GPU:0" if config.gpu_options.visible_device_list else "/cpu:0"
-            measure = measure_seconds_per_row(self.tf, config, device)
+            device = "/device:GPU:0" if local.gpu_options.visible_device_list else "/cpu:0"
+            measure = measure_seconds_per_row(self.tf, local, device)
             self.seconds_per_row = measure
         self.channel.progress("waiting for every worker at the start barrier")
         if control.others:
