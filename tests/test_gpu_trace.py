@@ -1,6 +1,6 @@
 """A real GPU step, read right without a GPU.
 
-``fixtures/gpu/h100_step_stats.json`` is the ``RunMetadata.step_stats`` of one traced step of
+``fixtures/gpu/h100_step_stats.json.gz`` is the ``RunMetadata.step_stats`` of one traced step of
 examples/four_towers.toml on 4 virtual GPUs of an NVIDIA H100, captured by
 ``fixtures/gpu/capture_step_stats.py`` (its provenance is in the file). On a GPU TensorFlow
 lists each op several times: on its executor's device (the launch), as kernels on each stream
@@ -10,6 +10,7 @@ and again on ``stream:all``, copies on ``stream:N<Memcpy...>`` and again on ``me
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 from collections import Counter
 from pathlib import Path
@@ -24,7 +25,7 @@ from simsync.tf_backend.step_stats import read_step_stats, tracer_lane
 pytestmark = pytest.mark.tf
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURE = ROOT / "tests" / "fixtures" / "gpu" / "h100_step_stats.json"
+FIXTURE = ROOT / "tests" / "fixtures" / "gpu" / "h100_step_stats.json.gz"
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,7 @@ def captured() -> tuple[Any, dict[str, Any]]:
     from google.protobuf import json_format
     from tensorflow.core.framework.step_stats_pb2 import StepStats
 
-    data = json.loads(FIXTURE.read_text())
+    data = json.loads(gzip.decompress(FIXTURE.read_bytes()))
     return json_format.ParseDict(data["step_stats"], StepStats()), data["provenance"]
 
 
@@ -87,7 +88,7 @@ def test_every_ir_op_once_kernel_timed_on_the_gpus(captured: tuple[Any, dict]) -
     graph = build(scenario_of(provenance))
     census = NodeCensus()
     records, transfers = traced_step(step_stats, graph, 0, 0.0, census, {})
-    assert Counter(r.op for r in records) == Counter(graph.nx.nodes)  # each IR op once
+    assert Counter(r.op for r in records) == Counter(list(graph.nx.nodes))  # each op once
     assert (
         census.mapped
         + sum(census.infrastructure.values())

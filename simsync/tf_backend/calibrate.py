@@ -43,7 +43,7 @@ from simsync.scenario import LinkConfig, Scenario
 from simsync.scenario.profile import Profile, apply_profile
 from simsync.scenario.schema import COST_KINDS, MAX_SPEED
 from simsync.tf_backend.execute import TensorFlowRun, Variant, run_on_tensorflow
-from simsync.tf_backend.runtime import DevicePlan
+from simsync.tf_backend.runtime import DevicePlan, gpu_names
 from simsync.trace import OpRecord
 
 __all__ = ["STEPS", "calibrate", "one_tower", "solve"]
@@ -97,6 +97,7 @@ def calibrate(
             "steps": steps,
             "warmup": warmup,
             "measured": time.strftime("%Y-%m-%d %H:%M"),
+            **({"device": ", ".join(gpu_names())} if split is not None else {}),
             **({"machine": machine} if machine is not None else {}),
         },
     )

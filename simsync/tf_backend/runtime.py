@@ -41,6 +41,7 @@ from simsync.words import plural
 __all__ = [
     "BackendError",
     "DevicePlan",
+    "gpu_names",
     "gpu_plan",
     "load_tensorflow",
     "plan_devices",
@@ -169,7 +170,10 @@ def plan_devices(devices: list[str], towers: int) -> DevicePlan:
 
 
 def _gpu_plan(devices: list[str], towers: int, physical: int) -> DevicePlan:
-    split = _SPLIT.setdefault("gpu", split_gpus(physical, towers))
+    if "gpu" not in _SPLIT:
+        _SPLIT["gpu"] = split_gpus(physical, towers)
+        _configure_gpus(load_tensorflow(), _SPLIT["gpu"])
+    split = _SPLIT["gpu"]
     if split.devices < towers:
         raise BackendError(
             f"{towers} towers need {towers} GPU devices, but TensorFlow already started in this "
@@ -195,6 +199,28 @@ def gpu_plan(devices: list[str], towers: int, split: GpuSplit) -> DevicePlan:
         mapping[device] = f"/device:{kind.upper()}:{number}"
     kind = "gpu" if towers <= split.physical else "virtual-gpu"
     return DevicePlan(mapping, kind, None, 1, split, towers)
+
+
+def gpu_names() -> list[str]:
+    """The names of this machine's GPUs, as TensorFlow sees them (``NVIDIA H100 80GB HBM3``)."""
+    tf = load_tensorflow()
+    with native_stderr_filtered():
+        gpus = tf.config.list_physical_devices("GPU")
+    return [tf.config.experimental.get_device_details(g).get("device_name", g.name) for g in gpus]
+
+
+def _configure_gpus(tf: Any, split: GpuSplit) -> None:
+    """Give TensorFlow's own runtime the GPU devices the sessions will use, before it starts
+    them (building a loop starts it): the virtual GPUs with their memory, or whole GPUs taking
+    memory as they need it. Left alone, it would take all of every GPU's memory at once."""
+    gpus = tf.config.list_physical_devices("GPU")
+    with contextlib.suppress(RuntimeError, ValueError):  # already started: sessions decide
+        for gpu in gpus:
+            if split.per_gpu > 1:
+                memory = tf.config.LogicalDeviceConfiguration(memory_limit=VIRTUAL_GPU_MEMORY_MB)
+                tf.config.set_logical_device_configuration(gpu, [memory] * split.per_gpu)
+            else:
+                tf.config.experimental.set_memory_growth(gpu, True)
 
 
 def _ensure_logical_cpus(tf: Any, count: int) -> int:

@@ -149,20 +149,21 @@ def _transfer(
     base: float,
     census: NodeCensus,
 ) -> TransferRecord | None:
-    """A copy as a transfer from its IR op to the consumer on another device that started
-    first after it; None (and counted) for the runtime's own copies (feeds, constants)."""
+    """A copy of an IR op's result (its hand-off, ``output/``) as a transfer to the consumer
+    on another device that started first after it; None (and counted) for other copies: the
+    runtime's own (feeds) and those inside an op (a loop's control on a GPU)."""
     sender = copy.name.rpartition("/")[0] if "/_" in copy.name else copy.name
-    src = owner(sender, ir_ops)
+    kind, _ = classify(sender, ir_ops)
+    src = owner(sender, ir_ops) if kind == "handoff" else None  # an op's result, handed on
     start, end = copy.start * 1e-6 - base, copy.end * 1e-6 - base
     consumers = [
         t.dst
         for t in graph.outputs(src)
         if not t.control and graph.op(t.dst).device != graph.op(src).device
     ] if src is not None else []  # fmt: skip
-    if not consumers:
+    if src is None or not consumers:  # the runtime's, or inside an op (a loop's control)
         census.infrastructure["copies"] += 1
         return None
-    assert src is not None
     dst = min(consumers, key=lambda d: (spans[d][0] < end, abs(spans[d][0] - end)) if d in spans
               else (True, float("inf")))  # fmt: skip
     nbytes = copy.nbytes or next(t.nbytes for t in graph.outputs(src) if t.dst == dst)
