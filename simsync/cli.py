@@ -265,7 +265,8 @@ def _add_simulate(commands: Any) -> None:
         "--costs",
         type=Path,
         metavar="PROFILE.json",
-        help="use the costs measured by `simsync calibrate` instead of the file's",
+        help="use the costs measured by `simsync calibrate` instead of the file's (a profile "
+        "file, or one that comes with simsync: h100, an NVIDIA H100)",
     )
     p.set_defaults(run=_simulate)
 
@@ -306,8 +307,9 @@ def _add_crosscheck(commands: Any) -> None:
     p = commands.add_parser(
         "crosscheck",
         help="run a scenario on TensorFlow and in the simulator, and compare",
-        description="Run the scenario's graph on TensorFlow (real GPUs if there are enough, else "
-        "logical CPU devices) and in the simulator, then compare: every happens-before relation "
+        description="Run the scenario's graph on TensorFlow (on GPUs, virtual ones when there are "
+        "fewer GPUs than towers; without a GPU on logical CPU devices) and in the simulator, "
+        "then compare: every happens-before relation "
         "of the graph on the real trace, the parameters and losses (numpy vs TensorFlow), and "
         "the predicted vs measured step and op times. The prediction is for this machine: it "
         "uses this machine's profile, measured once (a few seconds) and cached (see "
@@ -332,8 +334,8 @@ def _add_crosscheck(commands: Any) -> None:
         "--costs",
         type=Path,
         metavar="PROFILE.json",
-        help="predict with this calibration profile (`simsync calibrate FILE -o ...`) "
-        "instead of this machine's own, which is the default",
+        help="predict with this calibration profile (`simsync calibrate FILE -o ...`, or one "
+        "that comes with simsync: h100) instead of this machine's own, which is the default",
     )
     costs.add_argument(
         "--scenario-costs",
