@@ -24,8 +24,8 @@ from simsync.ir import (
     topological_order,
     tower_dependencies,
     updating_clients,
-    validate,
 )
+from simsync.kinds import check_graph as validate
 from simsync.numerics import ModelSpec, parameter_shapes
 from simsync.patterns import (
     PARAMETER_DEVICE,

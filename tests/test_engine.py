@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from simsync.engine import Engine, simulate, summary
 from simsync.engine.resources import Cores
+from simsync.errors import SimulationError
 from simsync.ir import critical_path
 from simsync.numerics import backward, forward, init_params, make_batch
 from simsync.patterns import build_towers
@@ -438,3 +439,39 @@ def test_a_dropped_simulation_frees_its_trace_without_the_collector(mode: str) -
     finally:
         if collecting:
             gc.enable()
+
+
+def _loop_graph(daemon_cost: float, until: bool = False):
+    """A worker that applies once per run, and a second client: a daemon that waits for
+    nothing (``daemon_cost`` a run), or a worker running until the global step (``until``)."""
+    from simsync.ir import Client, Cost, Device, Graph, Op, Variable
+
+    graph = Graph()
+    graph.add_device(Device("/cpu:0", kind="cpu", concurrent=True))
+    graph.add_variable(Variable("global_step", "/cpu:0", trainable=False))
+    graph.add_op(Op("step", "apply", "/cpu:0", Cost(0.001), writes=("global_step",)))
+    graph.add_op(Op("idle", "generic", "/cpu:0", Cost(daemon_cost)))
+    graph.add_client(Client("worker", ("step",), steps=1))
+    graph.add_client(Client("other", ("idle",), daemon=not until,
+                            until="global_step" if until else None))  # fmt: skip
+    return graph
+
+
+def test_a_daemon_stops_when_the_others_are_done() -> None:
+    trace = Engine(_loop_graph(0.0004), steps=3).run()
+    runs = [s for s in trace.steps if s.client == "other"]
+    assert len(runs) == 3 and max(s.end for s in runs) <= 0.0013  # 1 ms of work at most
+
+
+@pytest.mark.parametrize(
+    ("cost", "until", "why"),
+    [
+        (0.0, False, r"^client 'other' \(a daemon\) ran 1000 times without time passing"),
+        (0.001, True, r"^client 'other' ran 1000 times while 'global_step' stayed at version 1"),
+    ],
+)
+def test_an_endless_client_that_moves_nothing_is_an_error_not_a_hang(
+    cost: float, until: bool, why: str
+) -> None:
+    with pytest.raises(SimulationError, match=why):
+        Engine(_loop_graph(cost, until), steps=3).run()

@@ -20,7 +20,7 @@ import pytest
 
 from simsync.patterns import build
 from simsync.scenario import Scenario, load_scenario
-from simsync.tf_backend.step_stats import read_step_stats, tracer_lane
+from simsync.tf_backend.session.step_stats import read_step_stats, tracer_lane
 
 pytestmark = pytest.mark.tf
 
@@ -82,7 +82,7 @@ def test_each_execution_is_read_once(captured: tuple[Any, dict]) -> None:
 
 
 def test_every_ir_op_once_kernel_timed_on_the_gpus(captured: tuple[Any, dict]) -> None:
-    from simsync.tf_backend.tracing import NodeCensus, traced_step
+    from simsync.tf_backend.session.tracing import NodeCensus, traced_step
 
     step_stats, provenance = captured
     graph = build(scenario_of(provenance))
@@ -114,7 +114,7 @@ def test_the_step_keeps_the_graphs_order(captured: tuple[Any, dict]) -> None:
     """Every IR edge is a happens-before relation on the GPU step too, with the ops timed by
     their kernels."""
     from simsync.crosscheck.compare import structure
-    from simsync.tf_backend.tracing import NodeCensus, traced_step
+    from simsync.tf_backend.session.tracing import NodeCensus, traced_step
     from simsync.trace import StepRecord, Trace
 
     step_stats, provenance = captured
@@ -132,7 +132,7 @@ def test_a_cluster_node_is_counted_once(captured: tuple[Any, dict]) -> None:
     apply once per global step)."""
     from tensorflow.core.protobuf.config_pb2 import RunMetadata
 
-    from simsync.tf_backend.cluster_worker import node_timings
+    from simsync.tf_backend.cluster.worker import node_timings
 
     step_stats, _ = captured
     metadata = RunMetadata()

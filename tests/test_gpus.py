@@ -16,14 +16,14 @@ from simsync.errors import ScenarioError
 from simsync.patterns import build
 from simsync.scenario import ClusterConfig, ComputeConfig, Scenario, load_scenario
 from simsync.scenario.profile import Profile, apply_profile, load_profile, save_profile
-from simsync.tf_backend.gpus import (
+from simsync.tf_backend.session.gpus import (
     split_gpus,
     task_environment,
     tower_gpus,
     worker_gpu,
     workers_on_gpus,
 )
-from simsync.tf_backend.runtime import gpu_plan
+from simsync.tf_backend.session.runtime import gpu_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 IR_DEVICES = ["/cpu:0", "/gpu:0", "/gpu:1", "/gpu:2", "/gpu:3"]
@@ -62,7 +62,7 @@ def test_one_split_serves_every_small_scenario() -> None:
 
 @pytest.mark.tf
 def test_the_session_makes_the_virtual_gpus_of_the_plan() -> None:
-    from simsync.tf_backend.runtime import session_config
+    from simsync.tf_backend.session.runtime import session_config
 
     one = session_config(gpu_plan(IR_DEVICES, 4, split_gpus(1, 4)))
     (virtual,) = one.gpu_options.experimental.virtual_devices
@@ -77,7 +77,7 @@ def test_the_session_makes_the_virtual_gpus_of_the_plan() -> None:
 
 @pytest.mark.tf
 def test_without_a_gpu_the_towers_are_logical_cpus() -> None:
-    from simsync.tf_backend.runtime import load_tensorflow, plan_devices
+    from simsync.tf_backend.session.runtime import load_tensorflow, plan_devices
 
     if load_tensorflow().config.list_physical_devices("GPU"):
         pytest.skip("this machine has a GPU")
@@ -103,8 +103,8 @@ def test_cluster_tasks_on_a_machine_with_gpus(gpus: int, used: list[int | None],
 
 @pytest.mark.tf
 def test_a_worker_sees_its_own_gpu_and_grows_into_it() -> None:
-    from simsync.tf_backend.cluster_task import server_config
-    from simsync.tf_backend.runtime import load_tensorflow
+    from simsync.tf_backend.cluster.server import server_config
+    from simsync.tf_backend.session.runtime import load_tensorflow
 
     tf = load_tensorflow()
     worker, ps = server_config(tf, "worker", 3), server_config(tf, "ps", 0)

@@ -143,8 +143,8 @@ except BackendError as error:
 def test_an_op_kind_the_backend_cannot_lower_is_named() -> None:
     from simsync.ir import Client, Cost, Device, Graph, Op, Resource
     from simsync.tf_backend import BackendError
-    from simsync.tf_backend.lower import lower
-    from simsync.tf_backend.runtime import plan_devices
+    from simsync.tf_backend.session.lower import lower
+    from simsync.tf_backend.session.runtime import plan_devices
 
     graph = Graph()
     for device in ("/cpu:0", "/gpu:0"):
@@ -166,8 +166,8 @@ def test_an_unknown_op_kind_fails_alike_in_the_simulator_and_on_tensorflow() -> 
     from simsync.engine import Engine
     from simsync.errors import GraphError
     from simsync.ir import Client, Cost, Device, Graph, Op
-    from simsync.tf_backend.lower import lower
-    from simsync.tf_backend.runtime import plan_devices
+    from simsync.tf_backend.session.lower import lower
+    from simsync.tf_backend.session.runtime import plan_devices
 
     graph = Graph()
     graph.add_device(Device("/gpu:0"))
@@ -183,7 +183,31 @@ def test_an_unknown_op_kind_fails_alike_in_the_simulator_and_on_tensorflow() -> 
             run()
         messages.append(str(error.value))
     assert messages[0] == messages[1]
-    assert messages[0].startswith("unknown op kind 'shuffle'; known kinds: read, dequeue")
+    assert messages[0].startswith("op 'shuffle' has unknown kind 'shuffle'; known kinds: read, ")
+
+
+def test_a_generic_op_lowers_as_a_wait_and_values_never_go_through_one() -> None:
+    from simsync.ir import Tensor, graph_from_dict, graph_to_dict
+    from simsync.tf_backend import BackendError
+    from simsync.tf_backend.session.lower import lower
+    from simsync.tf_backend.session.runtime import plan_devices
+
+    scenario = SCENARIOS["ps-linear"]
+    data = graph_to_dict(build(scenario))
+    data["ops"].append({"name": "summary", "kind": "generic", "device": "/cpu:0"})
+    data["tensors"] += [
+        {"src": "tower_0/loss", "dst": "summary"},
+        {"src": "summary", "dst": "apply_gradients", "control": True},
+    ]
+    graph = graph_from_dict(data)
+    plan = plan_devices(list(graph.devices), 1)
+    lowered = lower(graph, scenario.model, 0, plan)
+    waits = [op for op in lowered.graph.get_operations() if op.name.startswith("summary/")]
+    assert {op.type for op in waits} == {"NoOp"}  # it computes nothing, only waits
+    assert any("tower_0/loss" in dep.name for op in waits for dep in op.control_inputs)
+    graph.add_tensor(Tensor("summary", "tower_1/loss"))  # values would go through it
+    with pytest.raises(BackendError, match=r"values are not computed: op 'tower_1/loss'"):
+        lower(graph, scenario.model, 0, plan)
 
 
 def test_missing_tensorflow_is_explained() -> None:

@@ -67,7 +67,7 @@ def crosscheck_sync_replicas(
 ) -> CrossCheck:
     """Run ``scenario`` on a real cluster and in the simulator, and compare them."""
     from simsync.tf_backend.cluster import run_sync_replicas_cluster
-    from simsync.tf_backend.cluster_trace import cluster_trace
+    from simsync.tf_backend.cluster.trace import cluster_trace
 
     graph = build(scenario)
     config = _cluster_config(scenario, graph, open_ports, cluster_file)
@@ -110,7 +110,7 @@ def _cluster_config(
 ) -> Any:
     """The cluster run of ``scenario``: one parameter server, its workers, R and the initial
     tokens, and every worker's compute time per run from the simulator's own draws."""
-    from simsync.tf_backend.cluster import ClusterAddresses, ClusterConfig, ModelWorkload
+    from simsync.tf_backend.cluster import ClusterAddresses, ClusterRunConfig, ModelWorkload
 
     work = []
     for index, client in enumerate(graph.clients):
@@ -134,7 +134,7 @@ def _cluster_config(
                 f"{cluster_file}: not a usable cluster: {reason}; expected a ClusterSpec as "
                 'JSON ({"ps": ["host:port"], "worker": ["host:port", ...]}) or a TF_CONFIG'
             ) from None
-    return ClusterConfig(
+    return ClusterRunConfig(
         ModelWorkload(scenario.model),
         workers=scenario.towers,
         replicas_to_aggregate=graph.facts["replicas_to_aggregate"],

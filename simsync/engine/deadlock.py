@@ -10,28 +10,31 @@ make progress, as the pattern that built it wrote it).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
+from simsync.engine.clocks import Clocks
 from simsync.engine.resources import Accumulator, TokenQueue
 from simsync.errors import SimulationError
-from simsync.ir import run_orders
+from simsync.ir import Graph, run_orders
 from simsync.kinds import kind_of
-
-if TYPE_CHECKING:
-    from simsync.engine.executor import Engine
 
 __all__ = ["explain_deadlock"]
 
 
-def explain_deadlock(engine: Engine, stuck: list[str]) -> SimulationError:
-    """The error for clients ``stuck`` with work left when nothing can move."""
-    bounded = engine.clocks.explain(stuck)
+def explain_deadlock(
+    graph: Graph,
+    clocks: Clocks,
+    resources: Mapping[str, TokenQueue | Accumulator],
+    stuck: list[str],
+) -> SimulationError:
+    """The error for clients ``stuck`` with work left when nothing can move: ``clocks`` hold
+    the stale-synchronous bounds, ``resources`` the queues and accumulators by name."""
+    bounded = clocks.explain(stuck)
     if bounded is not None:
         return SimulationError(bounded)
     waits, notes = [], []
     blocked: dict[str, str] = {}
-    putters = _putters(engine)
-    resources: dict[str, TokenQueue | Accumulator] = {**engine.queues, **engine.accumulators}
+    putters = _putters(graph)
     for name, resource in resources.items():
         waiters = resource.blocked()
         for waiter in waiters:
@@ -53,9 +56,8 @@ def explain_deadlock(engine: Engine, stuck: list[str]) -> SimulationError:
     return SimulationError(f"deadlock, nothing can move: {'; '.join(waits)}{because}", blocked)
 
 
-def _putters(engine: Engine) -> set[str]:
+def _putters(graph: Graph) -> set[str]:
     """The resources some client's run puts into (a push or an enqueue)."""
-    graph = engine.graph
     orders = run_orders(graph, [c.fetches for c in graph.clients])
     return {
         str(graph.op(name).resource)

@@ -29,7 +29,10 @@ Rules, as TensorFlow's executor follows them:
 7. A client with a ``staleness_bound`` s starts its run k only once every bounded client has
    finished k - s runs (stale-synchronous parallel). Clients with shared steps stop when
    their common pool of runs is empty; clients with ``until`` when that variable's version
-   reaches the steps; a daemon client (a queue runner) loops until the others are done.
+   reaches the steps; a daemon client (a queue runner) loops until the others are done. An
+   endless client whose runs move nothing that would end its loop (``STALLED_RUNS`` runs in a
+   row: a daemon's take no time, a worker's leave its ``until`` variable where it was) would
+   never stop: the run ends with a :class:`~simsync.errors.SimulationError` saying so.
 
 Nothing else synchronizes: sync points, waiting, contention and dropped gradients all follow
 from these rules. The engine decides only the order of events; the values follow from that
@@ -56,6 +59,7 @@ from simsync.engine.draws import DrawStreams
 from simsync.engine.environment import EngineEnvironment
 from simsync.engine.ops import Execution, Node, Output, Plan, Run, Transfer
 from simsync.engine.resources import Accumulator, Cores, Slot, TokenQueue
+from simsync.errors import SimulationError
 from simsync.ir import (
     LOCALHOST,
     Client,
@@ -68,9 +72,8 @@ from simsync.ir import (
     op_speed,
     run_orders,
     tensor_link,
-    validate,
 )
-from simsync.kinds import fresh_enough, kind_of
+from simsync.kinds import check_graph, fresh_enough, kind_of, values_skipped
 from simsync.kinds.replay import replay
 from simsync.numerics import ModelSpec
 from simsync.trace import (
@@ -87,6 +90,8 @@ from simsync.trace import (
 __all__ = ["Engine"]
 
 StepCallback = Callable[[StepRecord], None]
+#: runs in a row after which an endless client that moved nothing is stopped with an error
+STALLED_RUNS = 1000
 
 
 def _succeed(event: simpy.Event) -> Callable[[simpy.Event], None]:
@@ -103,9 +108,12 @@ class Engine:
 
     ``model`` turns on the numerics: after the run, the trace is replayed through the model
     (:func:`simsync.kinds.replay.replay`), which gives every step its loss and the variables
-    their final values. ``on_step`` is called after each finished step (progress bars use it).
-    ``detail=False`` keeps only the steps, the reads, the resource events and the ledger of
-    updates, no op, transfer or variable-access records: what a million updates need.
+    their final values. The graph is checked first (:func:`simsync.kinds.check_graph`): for
+    timing without a model, for its values with one; when a ``generic`` op stands where values
+    would pass, the run computes none and says why (``Trace.values_skipped``). ``on_step`` is
+    called after each finished step (progress bars use it). ``detail=False`` keeps only the
+    steps, the reads, the resource events and the ledger of updates, no op, transfer or
+    variable-access records: what a million updates need.
 
     >>> from simsync.patterns import tiny_example
     >>> trace = Engine(tiny_example(), steps=3).run()
@@ -123,7 +131,9 @@ class Engine:
         on_step: StepCallback | None = None,
         detail: bool = True,
     ) -> None:
-        validate(graph)
+        check_graph(graph, model, values=model is not None)
+        #: why the run computes no values, though asked to (a generic op in their way)
+        self.values_skipped = values_skipped(graph) if model is not None else None
         self.graph, self.seed, self.on_step, self.detail = graph, seed, on_step, detail
         self.model, self.steps = model, steps
         self.env = EngineEnvironment()
@@ -163,6 +173,8 @@ class Engine:
         self.pool = sum(
             p.steps for p, c in zip(self.plans, graph.clients, strict=True) if c.shared_steps
         )
+        #: the clients that are no daemon and have not finished (daemons stop after them)
+        self.working = sum(1 for c in graph.clients if not c.daemon)
 
     # -- planning -------------------------------------------------------------------------
     def _plan(self, index_of_client: int, client: Client, steps: int, order: list[str]) -> Plan:
@@ -241,7 +253,8 @@ class Engine:
             if not f.triggered and not p.daemon
         ]
         if stuck:
-            raise explain_deadlock(self, stuck)
+            resources: dict[str, TokenQueue | Accumulator] = {**self.queues, **self.accumulators}
+            raise explain_deadlock(self.graph, self.clocks, resources, stuck)
         # a daemon (a queue runner) ends blocked on its resource: let go of its waiting op and
         # its suspended loop, which refer back to the engine (reference cycles that would keep
         # the trace alive until the next full collection)
@@ -252,7 +265,9 @@ class Engine:
         for client in clients:
             client.close()
         self.trace.events = self.env.events
-        if self.model is not None:
+        if self.values_skipped is not None:
+            self.trace.values_skipped = self.values_skipped
+        elif self.model is not None:
             self._values(self.model)
         return self.trace
 
@@ -284,12 +299,22 @@ class Engine:
                 )
 
     def _client(self, plan: Plan) -> Generator[simpy.Event, Any, None]:
+        yield from self._runs(plan)
+        if not plan.daemon:
+            self.working -= 1
+
+    def _runs(self, plan: Plan) -> Generator[simpy.Event, Any, None]:
         env = self.env
         streams = DrawStreams(self.seed, plan.client, plan.groups)
         endless = plan.shared or plan.daemon or plan.until is not None
+        stalled = 0  # runs in a row that moved nothing that ends an endless loop
         for step in itertools.count() if endless else range(plan.steps):
             if plan.until is not None and self.versions[plan.until] >= self.steps:
                 break  # the global step reached its end: this worker stops
+            if plan.daemon and self.working == 0:
+                break  # the others are done: a queue runner is stopped
+            if stalled >= STALLED_RUNS:
+                raise self._stalled(plan)
             if plan.bound is not None:  # stale-synchronous: wait for the slowest client
                 yield from self.clocks.wait(plan.name, step, step - plan.bound)
             if plan.shared:  # one more run from the common pool, if any is left
@@ -301,6 +326,7 @@ class Engine:
             draws = streams.step(step) if plan.groups else {}
             run = Run(env, plan, step, draws, self.detail)
             start = env.now
+            version = self.versions[plan.until] if plan.until is not None else 0
             if plan.overhead > 0:  # the client's own time before the first op
                 yield from self._client_work(plan.overhead)
             for root in plan.roots:
@@ -308,10 +334,28 @@ class Engine:
             yield run.done
             record = StepRecord(plan.name, step, start, env.now)
             self.trace.steps.append(record)
+            if plan.until is not None:
+                stalled = 0 if self.versions[plan.until] != version else stalled + 1
+            elif plan.daemon:
+                stalled = 0 if env.now > start else stalled + 1
             if plan.bound is not None:
                 self.clocks.tick(plan.name)
             if self.on_step is not None:
                 self.on_step(record)
+
+    def _stalled(self, plan: Plan) -> SimulationError:
+        """Why an endless client would never stop: its runs move nothing that ends its loop."""
+        if plan.until is not None:
+            return SimulationError(
+                f"client '{plan.name}' ran {STALLED_RUNS} times while '{plan.until}' stayed at "
+                f"version {self.versions[plan.until]} (it stops at {self.steps}): no client that "
+                f"still runs writes it, so it would never stop"
+            )
+        return SimulationError(
+            f"client '{plan.name}' (a daemon) ran {STALLED_RUNS} times without time passing: its "
+            f"runs take no time and wait for nothing, so it would loop for ever at "
+            f"{self.env.now:.6g} s; give its ops a cost, or let it wait on a resource"
+        )
 
     def _client_work(self, seconds: float) -> Generator[simpy.Event, Any, None]:
         """A client thread's own work: on a shared host, under the GIL and on a core."""

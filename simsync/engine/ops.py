@@ -10,18 +10,34 @@ one op or one tensor along and call back into it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import simpy
 
+from simsync.engine.environment import EngineEnvironment
 from simsync.engine.resources import Cores, Scheduled, Slot
 from simsync.ir import Cost, Op
 from simsync.kinds import OpKind
 
-if TYPE_CHECKING:
-    from simsync.engine.executor import Engine
+__all__ = ["EngineLike", "Execution", "Node", "Output", "Plan", "Run", "Transfer"]
 
-__all__ = ["Execution", "Node", "Output", "Plan", "Run", "Transfer"]
+
+class EngineLike(Protocol):
+    """What an op or a tensor in flight calls back into: the engine
+    (:class:`~simsync.engine.Engine`), which owns the shared state."""
+
+    @property
+    def env(self) -> EngineEnvironment: ...
+
+    def resource_wait(self, run: Run, node: Node) -> simpy.Event: ...
+
+    def served(self, run: Run, node: Node, value: Any) -> None: ...
+
+    def record_reads(self, run: Run, op: Op, time: float) -> None: ...
+
+    def finished(self, execution: Execution) -> None: ...
+
+    def transferred(self, transfer: Transfer, end: float) -> None: ...
 
 
 @dataclass(slots=True)
@@ -150,7 +166,7 @@ class Execution:
         "start",
     )
 
-    def __init__(self, engine: Engine, run: Run, node: Node) -> None:
+    def __init__(self, engine: EngineLike, run: Run, node: Node) -> None:
         self.engine, self.run, self.node = engine, run, node
         self.ready = self.start = engine.env.now
         self.blocked = 0.0
@@ -233,7 +249,7 @@ class Transfer:
 
     __slots__ = ("engine", "node", "output", "run", "start")
 
-    def __init__(self, engine: Engine, run: Run, node: Node, output: Output) -> None:
+    def __init__(self, engine: EngineLike, run: Run, node: Node, output: Output) -> None:
         self.engine, self.run, self.node, self.output = engine, run, node, output
         self.start = engine.env.now
         if output.seconds > 0 and output.out_port is not None:

@@ -135,7 +135,9 @@ def summary(sim: Simulation) -> Summary:
     client's run with towers, each worker's update in asynchronous training, each apply of
     SyncReplicasOptimizer's chief; ``steps`` counts them and ``step_time`` describes them.
     ``staleness`` describes the applied updates of the ledger; ``gradients`` the gradients
-    pushed to accumulators (None when there are none).
+    pushed to accumulators (None when there are none). ``values_skipped``, present only when
+    the run asked for values and computed none, says why (a ``generic`` op stands where they
+    would pass, see :mod:`simsync.kinds.generic`); the losses are then None.
     """
     return with_collector_paused(_summary, sim)  # the trace's records make no cycles
 
@@ -153,7 +155,7 @@ def _summary(sim: Simulation) -> Summary:
     path, path_seconds = critical_path(graph)
     runs = updates_by_run(trace)  # read twice below
     ledger = staleness_stats(trace, runs)
-    return {
+    summary: Summary = {
         "scenario": scenario.name,
         "source": scenario.source,
         "mode": graph.facts.get("mode"),
@@ -185,6 +187,9 @@ def _summary(sim: Simulation) -> Summary:
         "wall_seconds": sim.wall_seconds,
         **_batch_norm(sim),
     }
+    if trace.values_skipped:  # only when values were asked for and could not be computed
+        summary["values_skipped"] = trace.values_skipped
+    return summary
 
 
 class _BatchNormPart(TypedDict, total=False):

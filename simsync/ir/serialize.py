@@ -4,12 +4,14 @@ Only data crosses: devices, links, variables, resources, ops, tensors and client
 numbers, strings and lists. Reading one back builds every object through its constructor (which
 checks its values), adds it to the graph (which refuses a name given twice) and validates the
 graph, so a malformed description is a :class:`~simsync.errors.GraphError`, never code that
-runs (unlike a pickle) nor numbers simulated wrongly.
+runs (unlike a pickle) nor numbers simulated wrongly. The IR knows nothing of kinds: pass the
+kind-aware check (``check=simsync.kinds.check_graph``) to refuse unknown kinds too.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from simsync.errors import GraphError
@@ -47,9 +49,20 @@ def graph_to_dict(graph: Graph) -> dict[str, Any]:
     }
 
 
-def graph_from_dict(data: dict[str, Any]) -> Graph:
-    """Build and validate the graph ``data`` describes.
+def graph_from_dict(data: dict[str, Any], check: Callable[[Graph], None] = validate) -> Graph:
+    """Build the graph ``data`` describes and ``check`` it: by default the structural
+    :func:`~simsync.ir.validate`; the IR sits below the kinds, so the kind-aware check (unknown
+    kinds, resources, every op run by a client) is passed in by whoever reads a graph that
+    will run: ``graph_from_dict(data, check=functools.partial(check_graph, values=False))``
+    with :func:`simsync.kinds.check_graph`.
 
+    Raises
+    ------
+    GraphError
+        ``data`` is no graph description, or ``check`` refused the graph.
+
+    Examples
+    --------
     >>> graph_from_dict({"ops": [{"name": "a", "kind": "forward", "device": "/x"}]})
     ... # doctest: +ELLIPSIS
     Traceback (most recent call last):
@@ -77,7 +90,7 @@ def graph_from_dict(data: dict[str, Any]) -> Graph:
         graph.core_efficiency.update(data.get("core_efficiency", {}))
     except (TypeError, ValueError, AttributeError) as error:
         raise GraphError(f"not a graph description: {error}") from None
-    validate(graph)
+    check(graph)
     return graph
 
 

@@ -14,13 +14,16 @@ __all__ = ["validate"]
 def validate(graph: Graph) -> None:
     """Raise :class:`GraphError` naming the first problem found, if any.
 
-    Checks: the graph is acyclic (the cycle is named), every op's devices exist, every variable
-    an op reads or writes exists, every resource an op acts on exists, every fetch names an op,
-    every client's ``until`` names a variable, there is at least one client that is not a
-    daemon and no two share a name, the graph's links are :class:`Link` objects, and its
-    ``host_cores`` and ``core_efficiency`` hold allowed numbers. (Ops, tensors, devices,
-    variables, resources, links and clients checked their own values when they were made, and
-    are frozen.)
+    Checks: the graph is acyclic (the cycle is named), every op's devices exist (a collective's
+    ``device`` and its participants), every variable an op reads or writes exists, every
+    resource an op acts on exists, every fetch names an op, every client's ``until`` names a
+    variable, there is at least one client that is not a daemon and no two share a name, the
+    graph's links are :class:`Link` objects, and its ``host_cores`` and ``core_efficiency`` hold
+    allowed numbers. (Ops, tensors, devices, variables, resources, links and clients checked
+    their own values when they were made, and are frozen.)
+
+    The structure only: what an op's kind needs (its inputs, its resource) is checked by
+    :func:`simsync.kinds.check_graph`, which calls this first.
 
     Examples
     --------
@@ -34,7 +37,7 @@ def validate(graph: Graph) -> None:
     simsync.errors.GraphError: op 'b' is placed on unknown device '/gpu:1'; devices: /gpu:0
     """
     for op in graph.ops():
-        for device in op.devices:
+        for device in dict.fromkeys((op.device, *op.devices)):
             if device not in graph.devices:
                 known = ", ".join(graph.devices) or "(none)"
                 raise GraphError(

@@ -1,5 +1,6 @@
-"""Op kinds: each declared once (its meaning, look, cost key, numpy rule, TensorFlow lowering),
-and the replay that gives every run of a trace its values.
+"""Op kinds: each declared once (its meaning, look, cost key, the role it provides and the
+inputs it needs, numpy rule, TensorFlow lowering), the check that holds a graph to them, and
+the replay that gives every run of a trace its values.
 
 Importing this package registers every kind, in the order views list them (so the imports
 below keep that order).
@@ -21,17 +22,25 @@ from simsync.kinds import (  # noqa: F401  (each module registers its kind, in t
     push_gradients,
     take_gradients,
     tokens,
+    generic,
 )
 from simsync.kinds.apply import fresh_enough, sgd_step
-from simsync.kinds.registry import ACTIONS, KINDS, OpKind, Style, cost_keys, kind_of
+from simsync.kinds.check import check_graph, values_skipped
+from simsync.kinds.contract import Input, Inputs
+from simsync.kinds.registry import ACTIONS, KINDS, OpKind, Style, cost_keys, kind_of, providers
 
 __all__ = [
     "ACTIONS",
     "KINDS",
+    "Input",
+    "Inputs",
     "OpKind",
     "Style",
+    "check_graph",
     "cost_keys",
     "fresh_enough",
     "kind_of",
+    "providers",
     "sgd_step",
+    "values_skipped",
 ]

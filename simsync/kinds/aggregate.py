@@ -1,4 +1,8 @@
-"""``aggregate``: the mean of the towers' gradients (``average_gradients``), a sync point."""
+"""``aggregate``: the mean of the towers' gradients (``average_gradients``), a sync point.
+
+Provides the **gradients** (their mean). Needs one or more **gradients**, all of the same
+parameters.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,19 @@ from typing import Any
 
 import numpy as np
 
+from simsync.errors import GraphError
+from simsync.kinds.contract import (
+    Abstract,
+    AbstractContext,
+    BuilderLike,
+    Inputs,
+    OpLike,
+    RunLike,
+    some,
+)
 from simsync.kinds.registry import OpKind, Style, register
 
-__all__ = ["AGGREGATE", "mean_gradients"]
+__all__ = ["AGGREGATE", "mean_gradients", "whole_gradients"]
 
 
 def mean_gradients(grads: list[dict[str, Any]]) -> dict[str, Any]:
@@ -32,13 +46,49 @@ def _mean(arrays: list[Any]) -> Any:
     return np.mean(arrays, axis=0)
 
 
-def _numpy(ctx: Any, op: Any, inputs: list[tuple[Any, Any]]) -> dict[str, Any]:
-    return mean_gradients([value for _, value in inputs])
+def whole_gradients(op: OpLike, inputs: Inputs) -> list[Abstract]:
+    """The abstract gradients among ``inputs``, none of them partial (a partial gradient, of a
+    loss normalised with global statistics, is finished by ``moments_backward`` first)."""
+    grads = inputs.all("gradients")
+    for source, value in zip(inputs.sources("gradients"), grads, strict=True):
+        if value.partial:
+            raise GraphError(
+                f"op '{op.name}' ({op.kind}) takes whole gradients, but those of "
+                f"'{source.name}' ({source.kind}) still lack the part through batch norm's "
+                f"global statistics: take them from its moments_backward op instead"
+            )
+    return grads
 
 
-def _lower(builder: Any, op: Any, inputs: list[tuple[Any, Any]]) -> dict[str, Any]:
-    tf, grads = builder.tf, [value for _, value in inputs]
+def same_gradients(op: OpLike, inputs: Inputs) -> Abstract:
+    """The abstract mean of ``inputs``' gradients: whole ones, all of the same parameters."""
+    grads = whole_gradients(op, inputs)
+    sources = inputs.sources("gradients")
+    for source, value in zip(sources[1:], grads[1:], strict=True):
+        if value.parameters != grads[0].parameters:
+            raise GraphError(
+                f"op '{op.name}' ({op.kind}) averages gradients of the same parameters, but "
+                f"'{sources[0].name}' gives {_names(grads[0])} and '{source.name}' gives "
+                f"{_names(value)}: feed it gradients of the same variables"
+            )
+    return Abstract("gradients", grads[0].parameters)
+
+
+def _names(value: Abstract) -> str:
+    return ", ".join(sorted(value.parameters)) or "none"
+
+
+def _numpy(ctx: RunLike, op: OpLike, inputs: Inputs) -> dict[str, Any]:
+    return mean_gradients(inputs.some("gradients"))
+
+
+def _lower(builder: BuilderLike, op: OpLike, inputs: Inputs) -> dict[str, Any]:
+    tf, grads = builder.tf, inputs.some("gradients")
     return {name: tf.add_n([g[name] for g in grads]) / len(grads) for name in grads[0]}
+
+
+def _abstract(op: OpLike, inputs: Inputs, context: AbstractContext) -> Abstract:
+    return same_gradients(op, inputs)
 
 
 AGGREGATE = register(
@@ -47,7 +97,10 @@ AGGREGATE = register(
         "Average the towers' gradients (average_gradients).",
         Style("A", "green", "#2ca02c"),
         cost_key="aggregate",
+        provides="gradients",
+        needs=(some("gradients"),),
         numpy=_numpy,
         lower=_lower,
+        abstract=_abstract,
     )
 )

@@ -3,13 +3,29 @@
 The only SGD step in simsync (:func:`sgd_step`), and the only rule for dropping a stale update
 (:func:`fresh_enough`, as TensorFlow's ``DropStaleGradientOptimizer`` decides): the engine, the
 replay and the TensorFlow lowering all use these two.
+
+Provides an **update** (no op takes it as an input). Needs one or more **gradients** when it
+writes trainable variables (merged: a gradient for each of them), none when it only moves
+counters (a global step). Writes trainable variables and counters.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from simsync.errors import GraphError
+from simsync.kinds.aggregate import whole_gradients
 from simsync.kinds.allreduce import PerDevice
+from simsync.kinds.contract import (
+    Abstract,
+    AbstractContext,
+    BuilderLike,
+    GraphContext,
+    Inputs,
+    OpLike,
+    RunLike,
+    some,
+)
 from simsync.kinds.registry import OpKind, Style, register
 
 __all__ = ["APPLY", "fresh_enough", "sgd_step"]
@@ -35,16 +51,15 @@ def fresh_enough(before: Any, read: Any, max_staleness: int | None) -> Any:
     return True if max_staleness is None else before - read <= max_staleness
 
 
-def _gradients(inputs: list[tuple[Any, Any]], device: str) -> dict[str, Any]:
+def _gradients(inputs: Inputs, device: str) -> dict[str, Any]:
     """The gradients reaching the apply: one dict, or one per variable (takes), merged."""
     grads: dict[str, Any] = {}
-    for _, value in inputs:
-        if isinstance(value, dict):
-            grads.update(value[device] if isinstance(value, PerDevice) else value)
+    for value in inputs.all("gradients"):
+        grads.update(value.on(device) if isinstance(value, PerDevice) else value)
     return grads
 
 
-def _numpy(ctx: Any, op: Any, inputs: list[tuple[Any, Any]]) -> dict[str, Any]:
+def _numpy(ctx: RunLike, op: OpLike, inputs: Inputs) -> dict[str, Any]:
     """The new values of the trainable variables written (the replay stores them)."""
     grads, rate = _gradients(inputs, op.device), ctx.spec.learning_rate
     return {
@@ -54,7 +69,7 @@ def _numpy(ctx: Any, op: Any, inputs: list[tuple[Any, Any]]) -> dict[str, Any]:
     }
 
 
-def _lower(builder: Any, op: Any, inputs: list[tuple[Any, Any]]) -> Any:
+def _lower(builder: BuilderLike, op: OpLike, inputs: Inputs) -> Any:
     """Version counters before the update, the update itself, then one increment of each
     counter; with ``max_staleness`` both multiplied by whether the update is fresh enough."""
     tf = builder.tf
@@ -79,13 +94,39 @@ def _lower(builder: Any, op: Any, inputs: list[tuple[Any, Any]]) -> Any:
         return {v: tf.identity(version) for v, version in before.items()}
 
 
+def _writes_parameters(op: OpLike, graph: GraphContext) -> bool:
+    """Whether ``op`` writes a trainable variable (then it needs gradients)."""
+    return any(graph.category(v) == "trainable" for v in op.writes)
+
+
+def _abstract(op: OpLike, inputs: Inputs, context: AbstractContext) -> Abstract:
+    """A gradient, from some input, for every trainable variable written."""
+    held: set[str] = set()
+    for value in whole_gradients(op, inputs):
+        held |= value.parameters
+    for variable in op.writes:
+        name = context.parameter(variable)
+        if context.category(variable) == "trainable" and name not in held:
+            sources = ", ".join(f"'{s.name}'" for s in inputs.sources("gradients"))
+            raise GraphError(
+                f"op '{op.name}' (apply) writes '{variable}', but none of its gradients "
+                f"({sources}) is the gradient of '{name}': add a tensor from an op whose "
+                f"gradients hold it"
+            )
+    return Abstract("update")
+
+
 APPLY = register(
     OpKind(
         "apply",
         "Apply the gradients to the variables (one SGD step); their versions move by one.",
         Style("U", "bright_green", "#98df8a"),
         cost_key="apply",
+        provides="update",
+        needs=(some("gradients", when=_writes_parameters),),
+        may_write=frozenset({"trainable", "counter"}),
         numpy=_numpy,
         lower=_lower,
+        abstract=_abstract,
     )
 )

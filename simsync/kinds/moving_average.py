@@ -7,6 +7,10 @@ towers updating one variable in the same step may therefore both read the old va
 their updates *add up* (:func:`race_outcomes` lists what the race allows). The replay takes
 the value the run read (the run's read op saw its version) and lands the update on the
 variable's latest value, as ``assign_sub`` does.
+
+Provides an **update** (no op takes it as an input). Needs the batch **statistics**: the global
+ones (``batch_statistics``), or a **loss**, which carries those its forward pass normalised
+with. Writes moving statistics only.
 """
 
 from __future__ import annotations
@@ -14,6 +18,16 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from simsync.errors import GraphError
+from simsync.kinds.contract import (
+    Abstract,
+    AbstractContext,
+    BuilderLike,
+    Inputs,
+    OpLike,
+    RunLike,
+    one,
+)
 from simsync.kinds.registry import OpKind, Style, register
 from simsync.numerics.batch_norm import Statistics
 
@@ -51,16 +65,16 @@ def race_outcomes(old: Any, batches: list[Any], momentum: float) -> dict[str, An
     return outcomes
 
 
-def statistics_of(inputs: list[tuple[Any, Any]]) -> Statistics:
+def statistics_of(inputs: Inputs) -> Statistics:
     """The batch statistics among an op's inputs: the global ones, or a forward pass's own."""
-    for _, value in inputs:
-        stats = value if isinstance(value, Statistics) else getattr(value, "statistics", None)
-        if stats is not None:
-            return stats
-    raise TypeError("a moving-average update needs batch statistics among its inputs")
+    value = inputs.one("statistics", "loss")
+    stats = value if isinstance(value, Statistics) else getattr(value, "statistics", None)
+    if stats is None:
+        raise GraphError(f"op '{inputs.op.name}' (moving_average) gets no batch statistics")
+    return stats
 
 
-def _numpy(ctx: Any, op: Any, inputs: list[tuple[Any, Any]]) -> dict[str, Any]:
+def _numpy(ctx: RunLike, op: OpLike, inputs: Inputs) -> dict[str, Any]:
     stats, momentum = statistics_of(inputs), ctx.spec.momentum
     new = {}
     for variable in op.writes:
@@ -70,7 +84,7 @@ def _numpy(ctx: Any, op: Any, inputs: list[tuple[Any, Any]]) -> dict[str, Any]:
     return new
 
 
-def _lower(builder: Any, op: Any, inputs: list[tuple[Any, Any]]) -> Any:
+def _lower(builder: BuilderLike, op: OpLike, inputs: Inputs) -> Any:
     """The v1 layer's update: ``assign_sub`` of the delta from the value the run read early
     (in its read op, waiting for nothing), put in the ``UPDATE_OPS`` collection."""
     tf, stats = builder.tf, statistics_of(inputs)
@@ -86,13 +100,38 @@ def _lower(builder: Any, op: Any, inputs: list[tuple[Any, Any]]) -> Any:
     return tf.group(*updates)
 
 
+def _abstract(op: OpLike, inputs: Inputs, context: AbstractContext) -> Abstract:
+    """Statistics that carry, as the run read it, every moving statistic written."""
+    value, source = inputs.one("statistics", "loss"), inputs.sources("statistics", "loss")[0]
+    if value.role == "loss" and not value.statistics:
+        raise GraphError(
+            f"op '{op.name}' (moving_average) needs batch statistics, and the loss of "
+            f"'{source.name}' carries none: the model has no batch norm ([model] batch_norm)"
+        )
+    read = value.parameters & context.moving
+    for variable in op.writes:
+        name = context.parameter(variable)
+        if name not in read:
+            raise GraphError(
+                f"op '{op.name}' (moving_average) writes '{variable}', but the statistics of "
+                f"'{source.name}' ({source.kind}) carry no '{name}': write a moving statistic "
+                f"of the model ({', '.join(sorted(context.moving)) or 'it has none'}) that its "
+                f"run reads"
+            )
+    return Abstract("update")
+
+
 MOVING_AVERAGE = register(
     OpKind(
         "moving_average",
         "Update a moving statistic of batch norm: assign_sub(var, (var - batch) * (1 - momentum)).",
         Style("M", "bright_blue", "#aec7e8"),
         cost_key="moving_average",
+        provides="update",
+        needs=(one("statistics", "loss"),),
+        may_write=frozenset({"statistic"}),
         numpy=_numpy,
         lower=_lower,
+        abstract=_abstract,
     )
 )

@@ -6,34 +6,66 @@ its numpy meaning (used by the replay that gives every run its values) and its T
 lowering. Executors, views and the scenario schema look a kind up here (:func:`kind_of`) instead
 of switching on its name, and an unknown kind fails the same way everywhere.
 
-Rules are plain functions stored on the kind:
+A kind also declares the role its value plays (``provides``: ``"loss"``, ``"gradients"``,
+...), the inputs it needs by role (``needs``, see :mod:`simsync.kinds.contract`) and which
+variables it may write (``may_write``); :func:`simsync.kinds.check.check_graph` holds every op
+of a graph to its kind's declarations before anything runs.
 
-- ``numpy(ctx, op, inputs) -> value``: the op's value from its inputs' values (``inputs`` is a
-  list of ``(source op, value)`` in the graph's declared order); ``ctx`` is the run's
-  :class:`~simsync.kinds.replay.RunContext` (its batch, the variables at the versions it read,
-  the gradients a take averages);
+Rules are plain functions stored on the kind; each finds its inputs by role through
+:class:`~simsync.kinds.contract.Inputs` (the data inputs, in the graph's declared order):
+
+- ``numpy(ctx, op, inputs) -> value``: the op's value from its inputs' values; ``ctx`` is the
+  run's :class:`~simsync.kinds.replay.RunContext` (its batch, the variables at the versions it
+  read, the gradients a take averages);
 - ``numpy_batch(contexts, ops, inputs) -> values``: the same for many ops of the kind at once
   (the replay batches towers that read the same version);
 - ``lower(builder, op, inputs) -> value``: TensorFlow ops for the IR op, built through the
-  backend's builder (``builder.tf`` is the TensorFlow module, passed in: nothing here imports it).
+  backend's builder (``builder.tf`` is the TensorFlow module, passed in: nothing here imports it);
+- ``abstract(op, inputs, context) -> Abstract``: what the value will be, from what the inputs'
+  will be, before anything runs (JAX's abstract evaluation); it raises :class:`GraphError` when
+  the values could not be computed with the model (a gradient missing for a variable written,
+  parameters the model lacks). Without it the kind's value is just its role.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import difflib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from simsync.errors import GraphError
+from simsync.kinds.contract import (
+    ROLES,
+    AbstractRule,
+    BuilderLike,
+    Input,
+    Inputs,
+    OpLike,
+    RunLike,
+)
 
-__all__ = ["ACTIONS", "KINDS", "OpKind", "Style", "cost_keys", "kind_of", "register"]
+__all__ = [
+    "ACTIONS",
+    "CATEGORIES",
+    "KINDS",
+    "OpKind",
+    "Style",
+    "cost_keys",
+    "kind_of",
+    "providers",
+    "register",
+]
 
 #: What an op may do to a stateful resource (see :class:`OpKind`).
 ACTIONS = ("push", "take", "enqueue", "dequeue")
+#: What a variable may be, for :attr:`OpKind.may_write`: a model parameter, a counter (a global
+#: or local step), or numbers no gradient moves (batch norm's moving statistics).
+CATEGORIES = ("trainable", "counter", "statistic")
 
-NumpyRule = Callable[[Any, Any, list[tuple[Any, Any]]], Any]
-BatchRule = Callable[[list[Any], list[Any], list[list[tuple[Any, Any]]]], list[Any]]
-LoweringRule = Callable[[Any, Any, list[tuple[Any, Any]]], Any]
+NumpyRule = Callable[[RunLike, OpLike, Inputs], Any]
+BatchRule = Callable[[Sequence[RunLike], Sequence[OpLike], Sequence[Inputs]], list[Any]]
+LoweringRule = Callable[[BuilderLike, OpLike, Inputs], Any]
 
 
 @dataclass(frozen=True)
@@ -54,6 +86,12 @@ class OpKind:
     an accumulator (non-blocking, dropped when stale), ``take`` the mean from one (blocks until
     enough were pushed), ``enqueue`` tokens on a queue, ``dequeue`` one (blocks while empty).
     ``carries_loss`` marks the kind whose value is the tower's loss.
+
+    ``provides`` is the role of the kind's value (``None``: it has none, as ``generic``);
+    ``needs`` the inputs it takes, by role (any other data input is an error where values are
+    computed); ``may_write`` the categories of variables (:data:`CATEGORIES`) its ops may write.
+    ``computes`` is False for a kind that computes no value at all (``generic``): values are
+    not computed through its ops.
     """
 
     name: str
@@ -62,9 +100,14 @@ class OpKind:
     cost_key: str | None = None
     action: str | None = None
     carries_loss: bool = False
+    provides: str | None = None
+    needs: tuple[Input, ...] = ()
+    may_write: frozenset[str] = frozenset()
+    computes: bool = True
     numpy: NumpyRule | None = None
     numpy_batch: BatchRule | None = None
     lower: LoweringRule | None = None
+    abstract: AbstractRule | None = None
     #: why ``lower`` is None, for the backend's error message
     unlowered: str = "it has no TensorFlow lowering"
 
@@ -79,7 +122,10 @@ def register(kind: OpKind) -> OpKind:
         raise GraphError(f"op kind '{kind.name}' is declared twice")
     if kind.action is not None and kind.action not in ACTIONS:
         raise GraphError(f"op kind '{kind.name}': unknown action {kind.action!r}")
+    if not kind.may_write <= set(CATEGORIES):
+        raise GraphError(f"op kind '{kind.name}': unknown variables {set(kind.may_write)}")
     KINDS[kind.name] = kind
+    ROLES[kind.name] = kind.provides
     return kind
 
 
@@ -89,16 +135,40 @@ def kind_of(name: str) -> OpKind:
     >>> import simsync.kinds
     >>> kind_of("forward").style.letter
     'F'
-    >>> kind_of("shuffle")  # doctest: +ELLIPSIS
+    >>> kind_of("foward")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    simsync.errors.GraphError: unknown op kind 'shuffle'; known kinds: read, dequeue, ...
+    simsync.errors.GraphError: unknown op kind 'foward'; did you mean 'forward'? known kinds: ...
     """
     try:
         return KINDS[name]
     except KeyError:
-        known = ", ".join(KINDS)
-        raise GraphError(f"unknown op kind '{name}'; known kinds: {known}") from None
+        raise GraphError(f"unknown op kind '{name}'; {known_kinds(name)}") from None
+
+
+def known_kinds(name: str) -> str:
+    """What to say of an unknown kind ``name``: the nearest known one, then all of them.
+
+    >>> import simsync.kinds
+    >>> known_kinds("apply_gradients")  # doctest: +ELLIPSIS
+    "did you mean 'apply'? known kinds: read, dequeue, ..."
+    """
+    inside = sorted((k for k in KINDS if k in name.lower()), key=len, reverse=True)
+    close = inside[:1] or difflib.get_close_matches(name, KINDS, n=1, cutoff=0.6)
+    guess = f"did you mean '{close[0]}'? " if close else ""
+    known = ", ".join(k for k in KINDS if KINDS[k].computes)
+    opaque = " or ".join(f"'{k}' (timing only)" for k in KINDS if not KINDS[k].computes)
+    return f"{guess}known kinds: {known}" + (f", or {opaque}" if opaque else "")
+
+
+def providers(*roles: str) -> list[str]:
+    """The kinds whose value plays one of ``roles``, in registry order.
+
+    >>> import simsync.kinds
+    >>> providers("gradients")
+    ['moments_backward', 'backward', 'aggregate', 'allreduce', 'take_gradients']
+    """
+    return [name for name, kind in KINDS.items() if kind.provides in roles]
 
 
 def cost_keys() -> tuple[str, ...]:

@@ -35,7 +35,8 @@ from typing import Any
 import numpy as np
 
 from simsync.errors import SimsyncError, SimulationError
-from simsync.ir import Graph, Op, run_orders
+from simsync.ir import Graph, run_orders
+from simsync.kinds.contract import Inputs, OpLike, slots
 from simsync.kinds.dequeue import batch_positions
 from simsync.kinds.registry import kind_of
 from simsync.numerics import Batch, ModelSpec, batch_source, init_params
@@ -110,14 +111,11 @@ class RunContext:
     def trainable(self, variable: str) -> bool:
         return self.replay.trainable[variable]
 
-    def read(self, variable: str) -> np.ndarray:
-        """The variable at the version this run's read saw."""
-        return self.replay.value_read(self.key, variable)
-
-    def read_parameters(self, variables: tuple[str, ...]) -> dict[str, np.ndarray]:
-        """The ``variables`` this run read that hold numbers (not counters), by model
-        parameter, as one dict shared by every run that read the same versions."""
-        return self.replay.parameters_read(self.key, variables)
+    def read_parameters(self, op: OpLike) -> dict[str, np.ndarray]:
+        """The variables the read ``op`` of this run read that hold numbers (not counters), at
+        the versions it saw, by model parameter: one dict shared by every run that read the
+        same versions."""
+        return self.replay.parameters_read(self.key, op)
 
     def current(self, variable: str) -> np.ndarray:
         """The variable's latest value (an apply lands on it)."""
@@ -132,7 +130,7 @@ class RunContext:
             self.batches = replay.batches_of(index, self.step, len(positions))
         return self.batches[positions[tower]]
 
-    def taken(self, op: Op) -> list[Any]:
+    def taken(self, op: OpLike) -> list[Any]:
         """The gradients the take ``op`` of this run averaged, in the order they were pushed."""
         return self.replay.taken(((self.client, self.step), op.name))
 
@@ -174,9 +172,11 @@ class _Replay:
         }
         self.op_of = {op.name: op for op in graph.ops()}
         self.kind_of = {name: kind_of(op.kind) for name, op in self.op_of.items()}
-        #: per op, its data inputs: (op, name)
-        self.sources = {
-            name: [(self.op_of[src], src) for src in srcs] for name, srcs in self.inputs.items()
+        #: per op, its data inputs' ops, and their positions by role (what the rules ask for)
+        self.froms = {name: [self.op_of[src] for src in srcs] for name, srcs in self.inputs.items()}
+        self.slots = {
+            name: slots([self.kind_of[src].provides for src in srcs])
+            for name, srcs in self.inputs.items()
         }
         #: the runs being evaluated: their values and batches
         self.runs: dict[RunKey, RunContext] = {}
@@ -200,6 +200,12 @@ class _Replay:
         }
         self.read_dicts: dict[tuple[tuple[str, ...], tuple[int, ...]], dict[str, np.ndarray]] = {}
         self.losses: dict[RunKey, list[float]] = defaultdict(list)
+        #: per read op of a run whose read ops saw a variable at several versions, the
+        #: versions it saw of the variables that hold numbers (other runs: ``versions``)
+        self.op_versions: dict[Node, dict[str, int]] = {}
+        #: per run, the versions some read op of it saw besides those in ``versions``
+        self.other_versions: dict[RunKey, list[tuple[str, int]]] = defaultdict(list)
+        #: per run, the version of each variable it read (its last read op's)
         self.versions = self._versions_read()
         self.takes = self._takes()
         #: per run, the runs whose pushes its takes average
@@ -227,13 +233,35 @@ class _Replay:
                 versions = runs[client, step]
                 for variable in op_of[op].writes:
                     versions.setdefault(variable, read)
+        first: dict[RunKey, list[tuple[str, int]]] = {}
+        mixed: set[RunKey] = set()  # runs whose read ops saw a variable at several versions
         for client, step, op, seen in self.trace.reads:
             numbered = [(v, n) for v, n in zip(op_of[op].reads, seen, strict=True) if v in state]
             if numbered:
-                runs[client, step].update(numbered)
+                run = client, step
+                versions = runs[run]
+                earlier = first.setdefault(run, numbered)
+                differs = earlier is not numbered and earlier != numbered  # the usual: equal
+                if differs and any(versions.get(v, n) != n for v, n in numbered):
+                    mixed.add(run)
+                versions.update(numbered)
+        if mixed:  # there, each read op keeps the versions it saw
+            for client, step, op, seen in self.trace.reads:
+                if (client, step) in mixed:
+                    self.op_versions[(client, step), op] = {
+                        v: n for v, n in zip(op_of[op].reads, seen, strict=True) if v in state
+                    }
         for versions in runs.values():
             for variable, version in versions.items():
                 if variable in state:
+                    state[variable].readers[version] += 1
+        # a run whose read ops saw a variable at several versions (a write landed between
+        # them) keeps the others too
+        for (run, _), saw in self.op_versions.items():
+            for variable, version in saw.items():
+                held = self.other_versions[run]
+                if runs[run][variable] != version and (variable, version) not in held:
+                    held.append((variable, version))
                     state[variable].readers[version] += 1
         return runs
 
@@ -300,15 +328,20 @@ class _Replay:
                     f"{state.version} in the order of the ledger (a version made twice, or one "
                     f"missing)"
                 )
+        rule = self.kind_of[name].numpy
+        if rule is None:
+            if written:  # the check refuses it, or skips the values (a generic op)
+                raise SimsyncError(f"op '{name}' writes variables, but its kind has no numpy rule")
+            self._done_with(run)  # it moved counters only
+            return
         missing = self._missing(run, name)
         if missing:
             self._evaluate(missing)
         context = self._context(run)
         values = context.values
-        inputs = [(source, values[src]) for source, src in self.sources[name]]
-        rule = self.kind_of[name].numpy
-        if rule is None:
-            raise SimsyncError(f"op '{op.name}' writes variables, but its kind has no numpy rule")
+        inputs = Inputs.of(
+            op, self.froms[name], [values[src] for src in self.inputs[name]], self.slots[name]
+        )
         new = rule(context, op, inputs)
         for variable in written:
             state = self.state[variable]
@@ -352,11 +385,13 @@ class _Replay:
     def _readable(self, run: RunKey) -> bool:
         """Whether every version ``run`` needs exists: those it read, and those read by the
         runs whose pushes its takes average."""
-        state, versions = self.state, self.versions
+        state, versions, others = self.state, self.versions, self.other_versions
         for needed in (run, *self.pushers.get(run, ())):
             for v, version in versions.get(needed, {}).items():
                 if v in state and state[v].version < version:
                     return False
+            if needed in others and any(state[v].version < n for v, n in others[needed]):
+                return False
         return True
 
     def _all_losses(self) -> None:
@@ -406,13 +441,15 @@ class _Replay:
 
     def _evaluate_kind(self, nodes: list[Node]) -> None:
         """Evaluate ``nodes``, all of one kind, with the kind's batch rule if it has one."""
-        kind, sources, op_of = self.kind_of[nodes[0][1]], self.sources, self.op_of
+        kind, names, op_of = self.kind_of[nodes[0][1]], self.inputs, self.op_of
+        froms, positions = self.froms, self.slots
         contexts = [self._context(run) for run, _ in nodes]
         ops = [op_of[name] for _, name in nodes]
         inputs = []
-        for context, (_, name) in zip(contexts, nodes, strict=True):
+        for context, op, (_, name) in zip(contexts, ops, nodes, strict=True):
             run_values = context.values
-            inputs.append([(op, run_values[src]) for op, src in sources[name]])
+            values = [run_values[src] for src in names[name]]
+            inputs.append(Inputs.of(op, froms[name], values, positions[name]))
         if kind.numpy_batch is not None:
             values = kind.numpy_batch(contexts, ops, inputs)
         elif kind.numpy is not None:
@@ -444,11 +481,13 @@ class _Replay:
             for variable, version in self.versions.get(run, {}).items():
                 if variable in state:
                     state[variable].release(version)
+            for variable, version in self.other_versions.pop(run, ()):
+                state[variable].release(version)
 
     # -- asked by the rules -----------------------------------------------------------------
-    def value_read(self, run: RunKey, variable: str) -> np.ndarray:
+    def value_read(self, run: RunKey, variable: str, version: int | None) -> np.ndarray:
+        """The variable at ``version``, which ``run`` read."""
         client, step = run
-        version = self.versions.get(run, {}).get(variable)
         if version is None:
             raise SimsyncError(
                 f"the ledger cannot be replayed: {client} step {step} reads {variable}, but the "
@@ -462,17 +501,21 @@ class _Replay:
                 f"of {variable} before it was made"
             ) from None
 
-    def parameters_read(self, run: RunKey, variables: tuple[str, ...]) -> dict[str, np.ndarray]:
+    def parameters_read(self, run: RunKey, op: OpLike) -> dict[str, np.ndarray]:
+        variables = op.reads
         names = self.numbered.get(variables)
         if names is None:
             names = self.numbered[variables] = tuple(v for v in variables if v in self.state)
-        versions = self.versions.get(run, {})
-        key = (names, tuple([versions.get(v, -1) for v in names]))
+        versions = (self.op_versions and self.op_versions.get((run, op.name))) or self.versions.get(
+            run, {}
+        )
+        seen = tuple([versions.get(v, -1) for v in names])
+        key = (names, seen)
         found = self.read_dicts.get(key)
         if found is None:
             if len(self.read_dicts) > 4 * LOOKAHEAD:  # old versions are not read again
                 self.read_dicts.clear()
-            found = {self.parameter_of[v]: self.value_read(run, v) for v in names}
+            found = {self.parameter_of[v]: self.value_read(run, v, versions.get(v)) for v in names}
             self.read_dicts[key] = found
         return found
 

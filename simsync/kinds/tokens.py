@@ -1,6 +1,9 @@
 """The token queue's two kinds: ``enqueue_tokens`` (the chief, after each apply, puts
 ``max(N, R)`` copies of the new global step) and ``dequeue_token`` (a worker, after its pushes,
-takes one and makes it its local step; blocks while the queue is empty)."""
+takes one and makes it its local step; blocks while the queue is empty).
+
+Neither needs an input: tokens go through the queue. ``enqueue_tokens`` provides **tokens**,
+``dequeue_token`` a **local step** (and writes it: counters only)."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ ENQUEUE_TOKENS = register(
         Style("E", "yellow", "#e7ba52"),
         cost_key="enqueue_tokens",
         action="enqueue",
+        provides="tokens",
         unlowered=_CLUSTER,
     )
 )
@@ -29,6 +33,8 @@ DEQUEUE_TOKEN = register(
         Style("Q", "bright_yellow", "#dbdb8d"),
         cost_key="dequeue_token",
         action="dequeue",
+        provides="local step",
+        may_write=frozenset({"counter"}),
         unlowered=_CLUSTER,
     )
 )

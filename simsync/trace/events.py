@@ -160,6 +160,9 @@ class Trace:
     events: int = 0
     #: final values of the variables that hold numbers but are not trained (moving statistics)
     values: dict[str, Any] = field(default_factory=dict)
+    #: why no values were computed though the run asked for them (a ``generic`` op, which
+    #: computes none, stands where they would pass); None when they were, or were not asked for
+    values_skipped: str | None = None
 
     @property
     def makespan(self) -> float:
