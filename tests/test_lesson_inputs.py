@@ -139,7 +139,7 @@ def test_choices_are_answered_by_letter_or_text_as_documented(tmp_path: Path) ->
         answers.write_text(f'[answers]\nstep-time = 20\nwho = "{given}"\nwhich-op = "x"\n')
         ran = simsync("learn", "1", "--answers", str(answers), data=tmp_path)
         out = flat(ran.stdout)
-        assert ("2/3 answers right" if right else "1/3 answers right") in out, (given, out)
+        assert ("2/3 first try" if right else "1/3 first try") in out, (given, out)
         note = "(Answer with the letter of a choice (a to b) or its text.)"
         assert (note in out) == given.isdigit(), (given, out)
 

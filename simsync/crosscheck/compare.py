@@ -244,18 +244,23 @@ def _out_of_date(ratio: Ratio) -> Ratio:
 def _machine_check(
     real: TensorFlowRun, predicted: Scenario, variant: Variant, step_time: _StepTimes
 ) -> MachineCheck:
-    """The variant's measured step time against its prediction: whether this machine still
-    runs as its profile says."""
-    theirs = step_time(variant.apply(predicted))
-    measured, low, high = median_interval(real.interleaved[variant.name])
-    machine: MachineMeasure = {
-        "variant": variant.name,
-        "predicted": theirs,
-        "measured": measured,
-        "interval": [low, high],
-        "error": relative_error(theirs, measured),
-    }
-    return {**machine, "drifted": drifted(machine)}
+    """The variant's measured step time against its prediction, and the scenario's own:
+    whether this machine still runs as its profile says (both off, the same way)."""
+
+    def measure(name: str, scenario: Scenario) -> MachineMeasure:
+        theirs = step_time(scenario)
+        measured, low, high = median_interval(real.interleaved[name])
+        return {
+            "variant": name,
+            "predicted": theirs,
+            "measured": measured,
+            "interval": [low, high],
+            "error": relative_error(theirs, measured),
+        }
+
+    machine = measure(variant.name, variant.apply(predicted))
+    own = measure("scenario", predicted)
+    return {**machine, "drifted": drifted(machine, own), "scenario": own}
 
 
 class _StepTimes:

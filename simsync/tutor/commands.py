@@ -55,13 +55,12 @@ def learn(number: int | None, *, answers_file: Path | None = None, no_input: boo
     if not interactive:  # a scripted run keeps no progress
         how = "with the expected answers" if no_input else "with the answers file"
         console.print(
-            f"[bold]Lesson {lesson.number} shown {how}: {outcome.right}/{outcome.asked} "
-            "answers right.[/] Your own progress is unchanged."
+            f"[bold]Lesson {lesson.number} shown {how}: {outcome.score}.[/] "
+            "Your own progress is unchanged."
         )
     else:
         console.print(
-            f"[bold]Lesson {lesson.number} done: {outcome.right}/{outcome.asked} "
-            f"answers right.[/] "
+            f"[bold]Lesson {lesson.number} done: {outcome.score}.[/] "
             + ("That was the last lesson." if last else "`simsync learn` for the next one.")
         )
     return 0 if interactive or outcome.right == outcome.asked else 1

@@ -37,17 +37,17 @@ class LessonError(SimsyncError):
 
 #: The keys each kind of step may have (``kind`` aside); the first are required.
 STEP_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "text": (("file",), ()),
-    "code": (("file",), ("title", "text")),
-    "graph": ((), ("scenario", "text")),
-    "timeline": ((), ("scenario", "steps", "text")),
+    "text": (("file",), ("scenario", "claims")),
+    "code": (("file",), ("title", "text", "claims")),
+    "graph": ((), ("scenario", "text", "claims")),
+    "timeline": ((), ("scenario", "steps", "text", "claims")),
     "question": (
         ("id", "type", "prompt", "answer"),
-        ("unit", "tolerance", "choices", "hints", "explain", "scenario", "race"),
+        ("unit", "tolerance", "choices", "hints", "explain", "scenario", "race", "claims"),
     ),
-    "verify": ((), ("scenario", "text")),
-    "ledger": ((), ("scenario", "rows", "text")),
-    "race": (("race",), ("text",)),
+    "verify": ((), ("scenario", "text", "claims")),
+    "ledger": ((), ("scenario", "rows", "text", "claims")),
+    "race": (("race",), ("text", "claims")),
 }
 QUESTION_TYPES = ("numeric", "choice", "op")
 LESSON_KEYS = ("title", "summary", "seed", "scenario", "steps")
@@ -95,6 +95,7 @@ KEY_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "choices": (_texts, "a list of strings"),
     "hints": (_texts, "a list of strings"),
     "race": (_texts, "a list of strings"),
+    "claims": (_texts, "a list of expressions (strings) that must hold"),
 }
 
 
