@@ -27,7 +27,7 @@ def add(commands: Any) -> None:
     p = add_command(
         commands,
         "crosscheck",
-        parents=[common("file", ("costs", "scenario-costs"), "seed", "json", "trace")],
+        parents=[common("file", ("costs", "scenario-costs"), "seed", "json", "trace", "timeline")],
         help="run a scenario on TensorFlow and in the simulator, and compare",
         description="Run the scenario's graph on TensorFlow (real GPUs if there are enough, else "
         "logical CPU devices) and in the simulator, then compare: every happens-before relation "
@@ -96,6 +96,7 @@ def crosscheck(args: argparse.Namespace) -> int:
     if args.scenario_costs:
         profile = None
     check_writable(args.trace, [args.file, args.costs])
+    check_writable(args.timeline, [args.file, args.costs])
     one_on_stdout(args.trace, args.json)
     if scenario.towers > MAX_CROSSCHECK_TOWERS:
         raise UsageError(
@@ -119,6 +120,11 @@ def crosscheck(args: argparse.Namespace) -> int:
             on_progress=lambda message: status.update(escape(message)),
         )
     report = result.report
+    if args.timeline:
+        from simsync.viz import write_timeline_picture
+
+        pictured = [("simulated", result.simulation.trace), ("TensorFlow", result.real.trace)]
+        write_timeline_picture(args.timeline, pictured, sync_points=result.simulation.sync_points)
     if args.trace:
         traces = [("simulated", result.simulation.trace), ("tensorflow", result.real.trace)]
         write_trace(args.trace, traces)
@@ -132,6 +138,8 @@ def crosscheck(args: argparse.Namespace) -> int:
         console().print(CrossCheckView(report))
         if args.trace:
             print(f"Chrome trace written to {args.trace} (open it in ui.perfetto.dev)")
+        if args.timeline:
+            print(f"Timeline picture written to {args.timeline} (simulated above TensorFlow)")
     agree = report["structure"]["ok"] and report["values"]["ok"]
     return 0 if agree else 1
 

@@ -25,6 +25,7 @@ __all__ = [
     "at_least",
     "common",
     "non_negative_int",
+    "picture_path",
     "positive_int",
     "run_steps",
 ]
@@ -57,6 +58,25 @@ def at_least(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
 
 positive_int, non_negative_int = at_least(1), at_least(0)
 run_steps = at_least(1, 1_000_000)  # as [run] steps in a scenario file
+
+
+def picture_path(text: str) -> Path:
+    """An argparse type: a file to draw a picture in, ``.png`` or ``.svg``.
+
+    >>> picture_path("t.svg")
+    PosixPath('t.svg')
+    >>> picture_path("t.jpg")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: 't.jpg' is neither .png nor .svg: the picture's format is its suffix
+    """
+    path = output_path(text)
+    if not isinstance(path, Path) or path.suffix.lower() not in (".png", ".svg"):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither .png nor .svg: the picture's format is its suffix"
+        )
+    return path
+
 
 #: Every option more than one command takes: name -> (flags, ``add_argument``'s keywords).
 COMMON: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
@@ -98,6 +118,15 @@ COMMON: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
             "metavar": "OUT.json",
             "help": "write the timeline as a Chrome trace (open it in https://ui.perfetto.dev); "
             "- prints it on standard output instead of the tables",
+        },
+    ),
+    "timeline": (
+        ("--timeline",),
+        {
+            "type": picture_path,
+            "metavar": "OUT.png|OUT.svg",
+            "help": "draw the first steps' timeline as a picture (PNG or SVG, by the suffix): "
+            "devices as lanes, ops coloured by kind, waits at sync points and blocking shaded",
         },
     ),
     "no-tensorflow": (

@@ -25,7 +25,7 @@ def add(commands: Any) -> None:
     p = add_command(
         commands,
         "simulate",
-        parents=[common("file", "steps", "seed", "json", "trace", "costs")],
+        parents=[common("file", "steps", "seed", "json", "trace", "timeline", "costs")],
         help="run a scenario in the simulator and report step time, waits, loss",
         description="Run a scenario in the discrete-event simulator. Prints a summary (step "
         "time, throughput, who waited for whom at each sync point, loss) and a timeline of "
@@ -37,7 +37,8 @@ def add(commands: Any) -> None:
         type=non_negative_int,
         default=2,
         metavar="K",
-        help="steps shown in the terminal timeline (0 hides it; default 2)",
+        help="steps shown in the terminal timeline and the --timeline picture (0 hides the "
+        "terminal one; default 2)",
     )
     p.add_argument(
         "--no-numerics",
@@ -54,6 +55,7 @@ def simulate(args: argparse.Namespace) -> int:
 
     scenario = load(args.file).with_run(steps=args.steps, seed=args.seed)
     check_writable(args.trace, [args.file, args.costs])
+    check_writable(args.timeline, [args.file, args.costs])
     one_on_stdout(args.trace, args.json)
     if args.costs:
         from simsync.scenario.profile import apply_profile, load_profile
@@ -68,6 +70,13 @@ def simulate(args: argparse.Namespace) -> int:
         on_step = None if tick is None else lambda r: tick(r) if r.client in updating else None
         sim = simulate(scenario, numerics=not args.no_numerics, on_step=on_step, graph=graph)
     result = summary(sim)
+    if args.timeline:
+        from simsync.viz import write_timeline_picture
+
+        traces = [("simulated", sim.trace)]
+        write_timeline_picture(
+            args.timeline, traces, steps=args.timeline_steps or 2, sync_points=sim.sync_points
+        )
     if args.trace:
         write_trace(args.trace, [("simulated", sim.trace)])
         if args.trace is STDOUT:
@@ -85,4 +94,6 @@ def simulate(args: argparse.Namespace) -> int:
         terminal.print(
             f"Chrome trace written to {args.trace} (open it in ui.perfetto.dev)", markup=False
         )
+    if args.timeline:
+        print(f"Timeline picture written to {args.timeline}")
     return 0

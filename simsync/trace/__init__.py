@@ -28,11 +28,13 @@ from simsync.trace.staleness import (
 from simsync.trace.stats import (
     StepTimeStats,
     SyncWait,
+    came_last,
     loss_curve,
     step_time_stats,
     straggler,
     sync_waits,
     time_to_loss,
+    tower_arrivals,
 )
 
 __all__ = [
@@ -54,6 +56,7 @@ __all__ = [
     "Update",
     "VariableAccess",
     "WorkerGradients",
+    "came_last",
     "gradient_stats",
     "histogram_distance",
     "loss_curve",
@@ -67,5 +70,6 @@ __all__ = [
     "sync_waits",
     "throughput",
     "time_to_loss",
+    "tower_arrivals",
     "updates_by_run",
 ]
