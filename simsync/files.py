@@ -147,14 +147,7 @@ def read_toml(
     >>> said(read_toml, os.path.dirname(path), name="folder")
     not_regular | folder: a folder, not a file
     """
-    shown = os.fspath(path) if name is None else name
-    text = read_input(path, what, name=shown, limit=limit)
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise InputError(shown, f"TOML syntax error: {error}", "malformed") from None
-    except RecursionError:
-        raise InputError(shown, "TOML nested too deeply", "malformed") from None
+    return _parsed(path, what, name, limit, "TOML")
 
 
 def read_json(
@@ -179,15 +172,24 @@ def read_json(
     ...     print(error)
     p.json: JSON syntax error: Expecting ',' delimiter (at line 2, column 2)
     """
+    return _parsed(path, what, name, limit, "JSON")
+
+
+def _parsed(
+    path: str | os.PathLike[str], what: str, name: str | None, limit: int, language: str
+) -> Any:
+    """The input ``path`` parsed as ``language`` (TOML or JSON), or one :class:`InputError`."""
     shown = os.fspath(path) if name is None else name
     text = read_input(path, what, name=shown, limit=limit)
     try:
-        return json.loads(text)
+        return tomllib.loads(text) if language == "TOML" else json.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        problem = f"TOML syntax error: {error}"
     except json.JSONDecodeError as error:
         problem = f"JSON syntax error: {error.msg} (at line {error.lineno}, column {error.colno})"
-        raise InputError(shown, problem, "malformed") from None
     except RecursionError:
-        raise InputError(shown, "JSON nested too deeply", "malformed") from None
+        problem = f"{language} nested too deeply"
+    raise InputError(shown, problem, "malformed")
 
 
 def read_input(
