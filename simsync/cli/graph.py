@@ -48,9 +48,11 @@ def add(commands: Any) -> None:
 
 
 def graph(args: argparse.Namespace) -> int:
+    from simsync.cli.program import graph_program
     from simsync.patterns import build
+    from simsync.programs import is_program
 
-    built = build(load(args.file))
+    built = graph_program(args) if is_program(args.file) else build(load(args.file))
     check_writable(args.output, [args.file])
     if args.format == "png":
         if args.output is None:

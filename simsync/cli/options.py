@@ -80,7 +80,14 @@ def picture_path(text: str) -> Path:
 
 #: Every option more than one command takes: name -> (flags, ``add_argument``'s keywords).
 COMMON: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
-    "file": (("file",), {"type": Path, "help": "scenario file (TOML)"}),
+    "file": (
+        ("file",),
+        {
+            "type": Path,
+            "help": "scenario file (TOML); simulate and graph also take your TensorFlow "
+            "program (PROGRAM.py, .meta, .pbtxt: docs/importing.md)",
+        },
+    ),
     "steps": (
         ("--steps",),
         {
@@ -100,7 +107,8 @@ COMMON: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
             "type": Path,
             "metavar": "PROFILE.json",
             "help": "predict with the costs of this calibration profile "
-            "(`simsync calibrate FILE -o PROFILE.json`)",
+            "(`simsync calibrate FILE -o PROFILE.json`); for a program, its costs file "
+            "measured on another machine (from simsync's cache, program-costs/)",
         },
     ),
     "scenario-costs": (

@@ -45,10 +45,19 @@ def add(commands: Any) -> None:
         action="store_true",
         help="skip the model's real numbers (faster; no loss is reported)",
     )
+    from simsync.cli.program import add_program_options
+
+    add_program_options(p)
     p.set_defaults(run=simulate)
 
 
 def simulate(args: argparse.Namespace) -> int:
+    from simsync.cli.program import refuse_program_options, simulate_program_command
+    from simsync.programs import is_program
+
+    if is_program(args.file):
+        return simulate_program_command(args, console())
+    refuse_program_options(args)
     from simsync.engine import expected_updates, simulate, summary
     from simsync.ir import updating_clients
     from simsync.patterns import build
