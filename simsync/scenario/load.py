@@ -11,12 +11,11 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
-import tomllib
 from pathlib import Path
 from typing import Any
 
 from simsync.errors import ScenarioError
-from simsync.files import InputTooLarge, read_text
+from simsync.files import InputError, read_toml
 from simsync.kinds import KINDS
 from simsync.numerics import parameter_shapes
 from simsync.scenario.model import (
@@ -46,21 +45,9 @@ def load_scenario(path: str | Path) -> Scenario:
     """
     path = Path(path)
     try:
-        text = read_text(path)
-    except FileNotFoundError:
-        raise ScenarioError(f"{path}: no such scenario file") from None
-    except InputTooLarge as exc:
-        raise ScenarioError(f"{path}: {exc}: not a scenario file") from None
-    except UnicodeDecodeError:
-        raise ScenarioError(f"{path}: cannot read: not a UTF-8 text file") from None
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(f"{path}: TOML syntax error: {exc}") from None
-    except RecursionError:
-        raise ScenarioError(f"{path}: TOML nested too deeply: not a scenario file") from None
+        data = read_toml(path, "scenario file")
+    except InputError as error:
+        raise ScenarioError(str(error)) from None
     return scenario_from_dict(data, source=str(path))
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from simsync.errors import ScenarioError, printable
-from simsync.files import read_text, write_text
+from simsync.files import InputError, read_json, write_text
 from simsync.scenario.load import check_scenario
 from simsync.scenario.model import LinkConfig, Scenario
 from simsync.scenario.schema import COST_KINDS, MAX_SECONDS
@@ -114,18 +114,14 @@ def load_profile(path: str | Path) -> Profile:
     with simsync); errors name the file and the key."""
     path = profile_file(path)
     try:
-        data = json.loads(read_text(path))
-    except FileNotFoundError:
-        names = ", ".join(shipped_profiles())
-        raise ScenarioError(
-            f"{path}: no such profile (those that come with simsync: {names})"
-        ) from None
-    except RecursionError:
-        raise ScenarioError(f"{path}: not a simsync profile (nested too deeply)") from None
-    except OSError as error:
-        raise ScenarioError(f"{path}: cannot read: {error.strerror or error}") from None
-    except ValueError as error:  # not JSON, not UTF-8, too large
-        raise ScenarioError(f"{path}: not a simsync profile ({error})") from None
+        data = read_json(path, "profile")
+    except InputError as error:
+        if error.reason == "missing":
+            names = ", ".join(shipped_profiles())
+            raise ScenarioError(
+                f"{path}: no such profile (those that come with simsync: {names})"
+            ) from None
+        raise ScenarioError(str(error)) from None
     if not isinstance(data, dict) or data.get("simsync_profile") != PROFILE_VERSION:
         raise ScenarioError(
             f"{path}: not a simsync profile (version {PROFILE_VERSION}); make one with "

@@ -26,9 +26,9 @@ import json
 import os
 import sys
 import traceback
-from pathlib import Path
 from typing import Any
 
+from simsync.files import InputError, read_json
 from simsync.tf_backend.cluster.channel import Channel
 from simsync.tf_backend.cluster.config import ClusterAddresses, ClusterRunConfig
 from simsync.tf_backend.cluster.launch import die_with_parent
@@ -82,7 +82,10 @@ def run_task(args: argparse.Namespace, channel: Channel) -> None:
     """Start the task's server, then serve (ps) or train (worker)."""
     from simsync.tf_backend.session.runtime import load_tensorflow
 
-    config = ClusterRunConfig.from_json(Path(args.config).read_text())
+    try:
+        config = ClusterRunConfig.from_dict(read_json(args.config, "cluster config"))
+    except InputError as error:
+        raise BackendError(str(error)) from None
     addresses = _addresses(args, config)
     channel.progress("importing TensorFlow")
     tf = load_tensorflow()
