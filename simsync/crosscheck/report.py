@@ -146,11 +146,14 @@ class Values(TypedDict):
 
 
 class OpTiming(TypedDict):
-    """One op kind's mean duration over the traced steps."""
+    """One op kind's mean duration over the traced steps; ``timed_by``: what timed the real
+    ops, ``kernels`` (a GPU's own, from its streams), ``executor`` (TensorFlow's records of
+    the ops, on a CPU) or ``both`` (some ops of the kind each way)."""
 
     predicted: float
     measured: float
     error: float | None
+    timed_by: str
 
 
 class Timing(TypedDict):

@@ -61,6 +61,7 @@ from simsync.engine.ops import Execution, Node, Output, Plan, Run, Transfer
 from simsync.engine.resources import Accumulator, Cores, Slot, TokenQueue
 from simsync.errors import SimulationError
 from simsync.ir import (
+    LOCALHOST,
     Client,
     Cost,
     Graph,
@@ -147,9 +148,8 @@ class Engine:
         #: The clients' own work (``Client.overhead``: Python, feeding, fetching) holds the
         #: process's one GIL and a core, when the devices share a host's cores: the clients are
         #: threads of one Python process on that host.
-        self.client_host = (
-            (Slot(self.env), next(iter(self.cores.values()))) if len(self.cores) == 1 else None
-        )
+        clients_cores = self.cores.get(LOCALHOST)
+        self.client_host = None if clients_cores is None else (Slot(self.env), clients_cores)
         self.versions = dict.fromkeys(graph.variables, 0)
         #: values of the counters: global steps, local steps
         self.counters = {name: 0 for name, v in graph.variables.items() if v.counter}

@@ -7,7 +7,6 @@ them only when a step needs them.
 from __future__ import annotations
 
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from simsync.errors import UsageError, printable
-from simsync.files import read_text, refuse_overwriting_inputs, write_text
+from simsync.files import read_text, read_toml, refuse_overwriting_inputs, write_text
 from simsync.terminal import make_console
 from simsync.tutor.content import Lesson, LessonError, lesson_folders, load_lesson, load_lessons
 from simsync.tutor.progress import Progress
@@ -136,17 +135,7 @@ def copy_lesson(number: int, folder: Path, *, force: bool = False) -> int:
 
 
 def _read_answers(path: Path) -> dict[str, Any]:
-    try:
-        data = tomllib.loads(read_text(path))
-    except tomllib.TOMLDecodeError as error:
-        raise UsageError(f"{path}: cannot read answers: TOML syntax error: {error}") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{path}: cannot read answers: not a UTF-8 text file") from None
-    except RecursionError:
-        raise UsageError(f"{path}: cannot read answers: nested too deeply") from None
-    except (OSError, ValueError) as error:
-        reason = getattr(error, "strerror", None) or error
-        raise UsageError(f"{path}: cannot read answers: {reason}") from None
+    data = read_toml(path, "answers file")
     answers = data.get("answers")
     if not isinstance(answers, dict):
         raise UsageError(f"{path}: expected an [answers] table of question-id = value")

@@ -30,6 +30,9 @@ if TYPE_CHECKING:  # the cross-check is not imported to draw what it found
 
 __all__ = ["CrossCheckView", "EvidenceView", "ProfileView"]
 
+#: What timed the real ops of a kind, when not TensorFlow's executor records (on a CPU).
+TIMED_BY = {"kernels": " (GPU kernels)", "both": " (GPU kernels, executor)"}
+
 WHY_TIMING_DIFFERS = (
     "Timing is a prediction, not a replay: TensorFlow's scheduler may run ready ops in another "
     "order than the simulator, every real op has a framework cost, and other programs on the "
@@ -318,8 +321,12 @@ class CrossCheckView:
             _percent(timing["error_median"]),
         )
         for kind, row in timing["ops"].items():
+            timed_by = TIMED_BY.get(row["timed_by"], "")
             table.add_row(
-                f"  {kind} op", _ms(row["predicted"]), _ms(row["measured"]), _percent(row["error"])
+                f"  {kind} op{timed_by}",
+                _ms(row["predicted"]),
+                _ms(row["measured"]),
+                _percent(row["error"]),
             )
         return table
 
@@ -574,4 +581,12 @@ class ProfileView:
         table.add_row("copy between devices", f"{p['latency_us']:.0f} us")
         table.add_row("host cores shared by the devices", str(p["host_cores"]))
         table.add_row("each core's speed when all are busy", f"{p.get('core_efficiency', 1):.2f}")
+        if p.get("gpus"):
+            table.add_row("GPUs", str(p["gpus"]))
+            table.add_row(
+                "virtual GPUs of a GPU slowing each other (contention)",
+                f"{p.get('gpu_contention', 0):.2f}",
+            )
+        if p.get("bandwidth_gbps"):
+            table.add_row("copy from the host to a GPU", f"{p['bandwidth_gbps']:.1f} Gbit/s")
         yield table
