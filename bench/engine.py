@@ -47,9 +47,9 @@ from simsync.engine.collection import with_collector_paused
 from simsync.ir import Graph
 from simsync.kinds import KINDS, sgd_step
 from simsync.kinds.forward import Forward
-from simsync.kinds.replay import replay
 from simsync.numerics import ModelSpec, backward_many, batch_source, forward_many, init_params
 from simsync.patterns import build, build_towers
+from simsync.replay import replay
 from simsync.scenario import ClusterConfig, ComputeConfig, LinkConfig, Scenario, TrainingConfig
 
 # -- the workload -------------------------------------------------------------------------------

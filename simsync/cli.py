@@ -517,7 +517,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from simsync.engine import race
+    from simsync.engine import contest
 
     if not 2 <= len(args.files) <= 6:
         raise UsageError(f"compare takes 2 to 6 scenario files, got {len(args.files)}")
@@ -531,7 +531,7 @@ def _compare(args: argparse.Namespace) -> int:
             "learning_rate, or [run] seed, differ); their losses are not comparable"
         )
     with _console(stderr=True).status("Simulating the runs..."):
-        result = race(scenarios)
+        result = contest(scenarios)
     if args.png:
         from simsync.viz import write_loss_png
 

@@ -12,10 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from simsync.engine.resources import Accumulator, TokenQueue
 from simsync.errors import SimulationError
-from simsync.ir import run_orders
-from simsync.kinds import kind_of
 
 if TYPE_CHECKING:
     from simsync.engine.executor import Engine
@@ -31,16 +28,11 @@ def explain_deadlock(engine: Engine, stuck: list[str]) -> SimulationError:
     waits, notes = [], []
     blocked: dict[str, str] = {}
     putters = _putters(engine)
-    resources: dict[str, TokenQueue | Accumulator] = {**engine.queues, **engine.accumulators}
-    for name, resource in resources.items():
-        waiters = resource.blocked()
-        for waiter in waiters:
+    for name, resource in engine.resources.items():
+        for waiter in resource.waiters:
             blocked[waiter.client] = name
-            waits.append(
-                f"{waiter.client} waits in {waiter.op} for {waiter.wants} from {name} "
-                f"({resource.state()})"
-            )
-        if waiters:
+        waits += resource.waiting()
+        if resource.waiters:
             if name not in putters:
                 notes.append(f"no client runs an op that puts into {name}")
             elif resource.resource.note:
@@ -55,11 +47,4 @@ def explain_deadlock(engine: Engine, stuck: list[str]) -> SimulationError:
 
 def _putters(engine: Engine) -> set[str]:
     """The resources some client's run puts into (a push or an enqueue)."""
-    graph = engine.graph
-    orders = run_orders(graph, [c.fetches for c in graph.clients])
-    return {
-        str(graph.op(name).resource)
-        for order in orders
-        for name in order
-        if kind_of(graph.op(name).kind).action in ("push", "enqueue")
-    }
+    return {str(p.op.resource) for plan in engine.plans for p in plan.ops if p.puts}
