@@ -368,7 +368,7 @@ def _add_crosscheck(commands: Any) -> None:
         metavar="CLUSTER.json",
         help="sync_replicas only: run on these hosts, a ClusterSpec as JSON "
         '({"ps": ["host:port"], "worker": [...]}) or a TF_CONFIG; start each task there with '
-        "`python -m simsync.tf_backend.cluster_task` (see docs/tensorflow.md)",
+        "`python -m simsync.tf_backend.cluster.task` (see docs/tensorflow.md)",
     )
     p.add_argument("--seed", type=_non_negative_int, help="override [run] seed")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -617,8 +617,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     if scenario is None:
         status = "Measuring this machine on TensorFlow (a few seconds)..."
     with _console(stderr=True).status(status):
-        from simsync.tf_backend.calibrate import STEPS, calibrate
-        from simsync.tf_backend.machine import machine_profile
+        from simsync.tf_backend.profile.calibrate import STEPS, calibrate
+        from simsync.tf_backend.profile.machine import machine_profile
 
         if scenario is None:
             profile = machine_profile(refresh=True)

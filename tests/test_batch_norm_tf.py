@@ -68,7 +68,7 @@ def test_keras_synchronized_batch_norm_under_mirrored_strategy_agrees() -> None:
     parameters and moving statistics as the simulated synchronized variant (Keras keeps the
     learning rate in float32, hence not 1e-16); per-tower statistics do not."""
     from simsync.engine import simulate
-    from simsync.tf_backend.keras_reference import keras_synchronized
+    from simsync.tf_backend.session.keras_reference import keras_synchronized
 
     scenario = load_scenario(EXAMPLE).with_run(steps=3, seed=1)
     variants = {
@@ -88,7 +88,7 @@ def test_a_keras_3_layer_in_graph_mode_adds_nothing_to_update_ops() -> None:
     """The pitfall lesson 7 shows: the gate on UPDATE_OPS then waits for nothing."""
     import keras
 
-    from simsync.tf_backend.runtime import load_tensorflow
+    from simsync.tf_backend.session.runtime import load_tensorflow
 
     tf = load_tensorflow()  # graph mode, as the answer's code runs
     with tf.Graph().as_default():

@@ -19,9 +19,9 @@ from simsync.tf_backend.cluster import (
     run_sync_replicas_cluster,
     tensorflow_test_config,
 )
-from simsync.tf_backend.cluster_acceptance import LedgerError, Push, Take, settle
-from simsync.tf_backend.cluster_namespace import FORCE_NO_NAMESPACE
-from simsync.tf_backend.runtime import BackendError
+from simsync.tf_backend.cluster.acceptance import LedgerError, Push, Take, settle
+from simsync.tf_backend.cluster.namespace import FORCE_NO_NAMESPACE
+from simsync.tf_backend.session.runtime import BackendError
 
 
 def push(client: str, local_step: int, start: float, gradient: float, step: int = 0) -> Push:
@@ -153,7 +153,7 @@ def test_a_cluster_beyond_this_host_needs_open_ports() -> None:
 
 def test_the_average_of_sparse_gradients_is_per_row() -> None:
     """SparseConditionalAccumulator divides each row by the gradients that had it."""
-    from simsync.tf_backend.cluster_acceptance import average
+    from simsync.tf_backend.cluster.acceptance import average
 
     rows = average(
         [

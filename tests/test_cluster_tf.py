@@ -29,8 +29,8 @@ from simsync.tf_backend.cluster import (
     run_sync_replicas_cluster,
     tensorflow_test_config,
 )
-from simsync.tf_backend.cluster_processes import process_alive
-from simsync.tf_backend.cluster_worker import FAULT
+from simsync.tf_backend.cluster.processes import process_alive
+from simsync.tf_backend.cluster.worker import FAULT
 
 pytestmark = pytest.mark.tf
 

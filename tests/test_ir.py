@@ -245,3 +245,57 @@ def test_links_are_per_pair_of_hosts() -> None:
     g.add_tensor(Tensor("p", "b", nbytes=1000))
     assert transfer_duration(g, g.tensor("p", "a")) == pytest.approx(1e-6)
     assert transfer_duration(g, g.tensor("p", "b")) == pytest.approx(0.001 + 0.01)
+
+
+def _bundled(path: str):
+    from pathlib import Path
+
+    from simsync.patterns import build
+    from simsync.scenario import load_scenario
+
+    return build(load_scenario(Path(__file__).resolve().parent.parent / path))
+
+
+@pytest.mark.parametrize(
+    ("path", "points"),
+    [
+        # the tutorial's tower loop: the towers meet once, at the averaging of their gradients
+        ("examples/four_towers.toml", ["average_gradients"]),
+        # synchronised batch norm: the statistics of the whole batch (forward), their gradients
+        # (backward), then the gradients' average: three meetings in every step
+        (
+            "lessons/07-batch-norm-across-towers/synchronized.toml",
+            ["batch_norm/statistics", "batch_norm/statistics_gradients", "average_gradients"],
+        ),
+        # the apply gated on every tower's UPDATE_OPS waits for each tower's updates too
+        (
+            "lessons/07-batch-norm-across-towers/update_ops.toml",
+            ["average_gradients", "apply_gradients"],
+        ),
+    ],
+)
+def test_every_meeting_of_towers_is_a_sync_point(path: str, points: list[str]) -> None:
+    assert sync_points(_bundled(path)) == points
+
+
+def test_a_meeting_after_a_meeting_is_a_sync_point_and_a_met_input_is_no_tower() -> None:
+    from simsync.ir import input_towers
+
+    g = Graph()
+    for device in ("/gpu:0", "/gpu:1", "/cpu:0"):
+        g.add_device(Device(device))
+    for t in (0, 1):
+        g.add_op(Op(f"tower_{t}/a", "forward", f"/gpu:{t}", tower=t))
+        g.add_op(Op(f"tower_{t}/b", "backward", f"/gpu:{t}", tower=t))
+    g.add_op(Op("first", "aggregate", "/cpu:0"))
+    g.add_op(Op("second", "aggregate", "/cpu:0"))
+    g.add_op(Op("after", "apply", "/cpu:0"))
+    for t in (0, 1):
+        g.add_tensor(Tensor(f"tower_{t}/a", "first"))
+        g.add_tensor(Tensor("first", f"tower_{t}/b"))  # every tower goes on after meeting
+        g.add_tensor(Tensor(f"tower_{t}/b", "second"))
+    g.add_tensor(Tensor("first", "after"))
+    g.add_tensor(Tensor("tower_0/b", "after"))  # one tower and an earlier meeting: no meeting
+    assert sync_points(g) == ["first", "second"]
+    assert input_towers(g, "second") == {"tower_0/b": 0, "tower_1/b": 1}
+    assert input_towers(g, "after") == {"tower_0/b": 0}

@@ -136,8 +136,8 @@ except BackendError as error:
 def test_an_op_kind_the_backend_cannot_lower_is_named() -> None:
     from simsync.ir import Client, Cost, Device, Graph, Op, Resource
     from simsync.tf_backend import BackendError
-    from simsync.tf_backend.lower import lower
-    from simsync.tf_backend.runtime import plan_devices
+    from simsync.tf_backend.session.lower import lower
+    from simsync.tf_backend.session.runtime import plan_devices
 
     graph = Graph()
     for device in ("/cpu:0", "/gpu:0"):
@@ -159,8 +159,8 @@ def test_an_unknown_op_kind_fails_alike_in_the_simulator_and_on_tensorflow() -> 
     from simsync.engine import Engine
     from simsync.errors import GraphError
     from simsync.ir import Client, Cost, Device, Graph, Op
-    from simsync.tf_backend.lower import lower
-    from simsync.tf_backend.runtime import plan_devices
+    from simsync.tf_backend.session.lower import lower
+    from simsync.tf_backend.session.runtime import plan_devices
 
     graph = Graph()
     graph.add_device(Device("/gpu:0"))
@@ -182,8 +182,8 @@ def test_an_unknown_op_kind_fails_alike_in_the_simulator_and_on_tensorflow() -> 
 def test_a_generic_op_lowers_as_a_wait_and_values_never_go_through_one() -> None:
     from simsync.ir import Tensor, graph_from_dict, graph_to_dict
     from simsync.tf_backend import BackendError
-    from simsync.tf_backend.lower import lower
-    from simsync.tf_backend.runtime import plan_devices
+    from simsync.tf_backend.session.lower import lower
+    from simsync.tf_backend.session.runtime import plan_devices
 
     scenario = SCENARIOS["ps-linear"]
     data = graph_to_dict(build(scenario))

@@ -7,7 +7,7 @@ import pytest
 from simsync.engine import simulate
 from simsync.ir import sync_points
 from simsync.scenario import ClusterConfig, ComputeConfig, Scenario
-from simsync.trace import StepRecord, Trace, step_time_stats, straggler, sync_waits
+from simsync.trace import StepRecord, Trace, came_last, step_time_stats, straggler, sync_waits
 
 
 def test_waits_by_hand() -> None:
@@ -37,11 +37,18 @@ def test_empty_trace_has_zero_stats() -> None:
     assert Trace().makespan == 0.0
 
 
-def test_ties_count_every_tower_that_came_last() -> None:
+def test_towers_that_arrive_together_are_never_all_last() -> None:
+    # equal towers arrive at the same instant: nobody waited for anybody, so nobody was last
     s = Scenario(
         "t", cluster=ClusterConfig(3, (1.0, 1.0, 1.0)), compute=ComputeConfig(mean=0.01)
     ).with_run(steps=2)
     sim = simulate(s, numerics=False)
     (wait,) = sync_waits(sim.graph, sim.trace, sync_points(sim.graph))
     assert wait.mean_wait == {"tower_0": 0.0, "tower_1": 0.0, "tower_2": 0.0}
-    assert wait.last == {"tower_0": 2, "tower_1": 2, "tower_2": 2}
+    assert wait.last == {"tower_0": 0, "tower_1": 0, "tower_2": 0}
+
+
+def test_who_came_last_ties_and_all_together() -> None:
+    assert came_last({"tower_0": 3.0, "tower_1": 5.0, "tower_2": 5.0}) == ["tower_1", "tower_2"]
+    assert came_last({"tower_0": 5.0, "tower_1": 5.0}) == []
+    assert came_last({"tower_0": 1.0, "tower_1": 0.5}) == ["tower_0"]

@@ -8,7 +8,7 @@
    trace costs time of its own): means, and medians with the 95 % interval of the measured
    one; per-kind op durations from the traced steps, as relative errors. The prediction is
    for this machine: it uses this machine's cached profile (measured once, see
-   :mod:`simsync.tf_backend.machine`), or a calibration profile given instead, or, asked
+   :mod:`simsync.tf_backend.profile.machine`), or a calibration profile given instead, or, asked
    for, the scenario's own costs with the host's cores.
 4. **Evidence** (:mod:`simsync.crosscheck.evidence`): whether the towers ran side by side,
    who arrived last at each sync point, and what a configuration changes, measured in
@@ -50,15 +50,15 @@ from simsync.crosscheck.report import (
     Violation,
 )
 from simsync.engine import Simulation, median_step_time, simulate
-from simsync.ir import Graph, racing_clients, run_order
-from simsync.patterns import build, tower_device
+from simsync.ir import Graph, run_order
+from simsync.patterns import tower_device
 from simsync.scenario import Scenario
 from simsync.scenario.profile import Profile, apply_profile
 from simsync.tf_backend import TensorFlowRun, run_on_tensorflow
-from simsync.tf_backend.execute import Variant
+from simsync.tf_backend.session.execute import Variant
 from simsync.trace import Trace
 
-__all__ = ["MACHINE", "CrossCheck", "crosscheck", "happens_before"]
+__all__ = ["MACHINE", "CrossCheck", "crosscheck_one_client", "happens_before"]
 
 #: ``profile=MACHINE``: predict with this machine's cached profile (the default).
 MACHINE = "machine"
@@ -83,34 +83,18 @@ class CrossCheck:
     report: Report
 
 
-def crosscheck(
+def crosscheck_one_client(
     scenario: Scenario,
+    graph: Graph,
     *,
-    profile: Profile | str | None = MACHINE,
+    profile: Profile | None,
     warmup: int = 2,
-    open_ports: bool = False,
-    cluster_file: str | None = None,
     on_progress: Callable[[str], None] | None = None,
 ) -> CrossCheck:
-    """Run ``warmup + [run] steps`` steps on TensorFlow and in the simulator and compare them.
-    A graph whose ops run only on a real cluster (SyncReplicasOptimizer's queue and
-    accumulators) gets the checks of :mod:`simsync.crosscheck.sync_replicas` (``open_ports``,
-    ``cluster_file`` and ``on_progress`` are for it); a graph with several clients (a race
-    between them) those of :mod:`simsync.crosscheck.asynchronous`. ``profile``: this
-    machine's (:data:`MACHINE`, measured once and cached), a calibration profile, or None for
-    the scenario's own costs."""
-    graph = build(scenario)
-    from simsync.crosscheck.sync_replicas import crosscheck_sync_replicas, needs_cluster
-
-    if needs_cluster(graph):
-        return crosscheck_sync_replicas(
-            scenario, open_ports=open_ports, cluster_file=cluster_file, on_progress=on_progress
-        )
-    profile = resolve_profile(profile, on_progress)
-    if racing_clients(graph):
-        from simsync.crosscheck.asynchronous import crosscheck_async
-
-        return crosscheck_async(scenario, profile=profile, warmup=warmup, on_progress=on_progress)
+    """The checks of a graph with one client (towers, batch norm): run ``warmup + [run]
+    steps`` steps on TensorFlow and in the simulator and compare them. ``graph`` is the
+    scenario's; ``profile`` a resolved one (:func:`resolve_profile`), or None for the
+    scenario's own costs."""
     variants = _variants(scenario)
     # The work is sized at this machine's speed now (measured for this run), so the
     # profile's compute scale holds though the machine's speed drifts between runs.
@@ -147,7 +131,7 @@ def resolve_profile(
 ) -> Profile | None:
     """The profile to predict with: :data:`MACHINE` becomes this machine's cached one."""
     if profile == MACHINE:
-        from simsync.tf_backend.machine import machine_profile
+        from simsync.tf_backend.profile.machine import machine_profile
 
         return machine_profile(on_progress=on_progress)
     assert profile is None or isinstance(profile, Profile)

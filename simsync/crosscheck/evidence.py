@@ -45,8 +45,8 @@ from simsync.crosscheck.report import (
     SideBySide,
     StalenessEvidence,
 )
-from simsync.ir import Graph, sync_points, tower_dependencies
-from simsync.trace import Trace, straggler
+from simsync.ir import Graph, input_towers, sync_points
+from simsync.trace import Trace, came_last, straggler, tower_arrivals
 from simsync.trace.staleness import updates_by_run
 
 __all__ = [
@@ -163,27 +163,25 @@ def arrivals(graph: Graph, trace: Trace) -> list[Arrival]:
     """For each sync point: in how many traced steps each tower's input arrived last, and how
     long each tower's input waited on average for the last one. Measured from the ends of the
     input ops in the trace (real or simulated alike)."""
-    towers = tower_dependencies(graph)
     ends = {(r.client, r.step, r.op): r.end for r in trace.ops}
     found: list[Arrival] = []
     for point in sync_points(graph):
-        sources = [t.src for t in graph.inputs(point) if len(towers[t.src]) == 1]
+        sources = list(input_towers(graph, point))
         last: Counter[str] = Counter()
         waits: dict[str, list[float]] = {}
         steps = 0
         for client, step, op in list(ends):
             if op != point:
                 continue
-            arrived = {src: ends.get((client, step, src)) for src in sources}
-            if any(value is None for value in arrived.values()):
+            inputs = {src: ends.get((client, step, src)) for src in sources}
+            if any(value is None for value in inputs.values()):
                 continue
             steps += 1
-            latest = max(v for v in arrived.values() if v is not None)
-            for src, value in arrived.items():
-                label = _tower(towers[src])
-                waits.setdefault(label, []).append(latest - (value or 0.0))
-                if value == latest:
-                    last[label] += 1
+            arrived = tower_arrivals(graph, point, {s: v for s, v in inputs.items() if v})
+            latest = max(arrived.values(), default=0.0)
+            for label, at in arrived.items():
+                waits.setdefault(label, []).append(latest - at)
+            last.update(came_last(arrived))
         if steps:
             found.append(
                 {
@@ -194,11 +192,6 @@ def arrivals(graph: Graph, trace: Trace) -> list[Arrival]:
                 }
             )
     return found
-
-
-def _tower(towers: frozenset[int] | set[int]) -> str:
-    (tower,) = towers
-    return f"tower_{tower}"
 
 
 def usually_last(found: Arrival) -> str | None:

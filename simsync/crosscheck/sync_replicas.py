@@ -67,7 +67,7 @@ def crosscheck_sync_replicas(
 ) -> CrossCheck:
     """Run ``scenario`` on a real cluster and in the simulator, and compare them."""
     from simsync.tf_backend.cluster import run_sync_replicas_cluster
-    from simsync.tf_backend.cluster_trace import cluster_trace
+    from simsync.tf_backend.cluster.trace import cluster_trace
 
     graph = build(scenario)
     config = _cluster_config(scenario, graph, open_ports, cluster_file)

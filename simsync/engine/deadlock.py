@@ -10,25 +10,32 @@ make progress, as the pattern that built it wrote it).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
 
+from simsync.engine.clocks import Clocks
+from simsync.engine.plan import Plan
+from simsync.engine.resources import Waitable
 from simsync.errors import SimulationError
-
-if TYPE_CHECKING:
-    from simsync.engine.executor import Engine
 
 __all__ = ["explain_deadlock"]
 
 
-def explain_deadlock(engine: Engine, stuck: list[str]) -> SimulationError:
-    """The error for clients ``stuck`` with work left when nothing can move."""
-    bounded = engine.clocks.explain(stuck)
+def explain_deadlock(
+    plans: Sequence[Plan],
+    clocks: Clocks,
+    resources: Mapping[str, Waitable],
+    stuck: list[str],
+) -> SimulationError:
+    """The error for clients ``stuck`` with work left when nothing can move: ``plans`` are the
+    clients' runs, ``clocks`` hold the stale-synchronous bounds, ``resources`` the queues and
+    accumulators by name."""
+    bounded = clocks.explain(stuck)
     if bounded is not None:
         return SimulationError(bounded)
     waits, notes = [], []
     blocked: dict[str, str] = {}
-    putters = _putters(engine)
-    for name, resource in engine.resources.items():
+    putters = {str(p.op.resource) for plan in plans for p in plan.ops if p.puts}
+    for name, resource in resources.items():
         for waiter in resource.waiters:
             blocked[waiter.client] = name
         waits += resource.waiting()
@@ -43,8 +50,3 @@ def explain_deadlock(engine: Engine, stuck: list[str]) -> SimulationError:
         )
     because = f"; {'; '.join(dict.fromkeys(notes))}" if notes else ""
     return SimulationError(f"deadlock, nothing can move: {'; '.join(waits)}{because}", blocked)
-
-
-def _putters(engine: Engine) -> set[str]:
-    """The resources some client's run puts into (a push or an enqueue)."""
-    return {str(p.op.resource) for plan in engine.plans for p in plan.ops if p.puts}

@@ -64,7 +64,7 @@ from simsync.engine.plan import Places, Plan, PlannedOp, plans
 from simsync.engine.recorder import Recorder
 from simsync.engine.resources import Cores, Slot, Waitable
 from simsync.errors import SimulationError
-from simsync.ir import Graph
+from simsync.ir import Graph, Op
 from simsync.ir.resources import Got
 from simsync.kinds import check_graph
 from simsync.trace import StepRecord, Trace
@@ -165,7 +165,7 @@ class Engine:
             if not f.triggered and not p.daemon
         ]
         if stuck:
-            raise explain_deadlock(self, stuck)
+            raise explain_deadlock(self.plans, self.clocks, self.resources, stuck)
         # a daemon (a queue runner) ends blocked on its resource: let go of its waiting op and
         # its suspended loop, which refer back to the engine (reference cycles that would keep
         # the trace alive until the next full collection)
@@ -257,6 +257,10 @@ class Engine:
         may start."""
         op = planned.op
         return self.resources[str(op.resource)].get(op.amount, run.plan.name, op.name)
+
+    def record_reads(self, run: Run, op: Op, time: float) -> None:
+        """An op that reads variables starts: the versions it sees (the recorder's)."""
+        self.recorder.reads(run, op, time)
 
     def served(self, run: Run, planned: PlannedOp, got: Got[None]) -> None:
         """An op got what it waited for (a token, the gradients averaged)."""

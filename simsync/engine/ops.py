@@ -8,18 +8,37 @@ op (:mod:`simsync.engine.plan`) or one tensor along and call back into it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 import simpy
 
+from simsync.engine.environment import EngineEnvironment
 from simsync.engine.plan import Output, Plan, PlannedOp
 from simsync.engine.resources import Scheduled
+from simsync.ir import Op
 
 if TYPE_CHECKING:
-    from simsync.engine.executor import Engine
     from simsync.ir.resources import Got
 
-__all__ = ["Execution", "Run", "Transfer"]
+__all__ = ["EngineLike", "Execution", "Run", "Transfer"]
+
+
+class EngineLike(Protocol):
+    """What an op or a tensor in flight calls back into: the engine
+    (:class:`~simsync.engine.Engine`), which owns the shared state."""
+
+    @property
+    def env(self) -> EngineEnvironment: ...
+
+    def resource_wait(self, run: Run, planned: PlannedOp) -> simpy.Event: ...
+
+    def served(self, run: Run, planned: PlannedOp, got: Got[None]) -> None: ...
+
+    def record_reads(self, run: Run, op: Op, time: float) -> None: ...
+
+    def finished(self, execution: Execution) -> None: ...
+
+    def transferred(self, transfer: Transfer, end: float) -> None: ...
 
 
 class Run:
@@ -71,7 +90,7 @@ class Execution:
         "start",
     )
 
-    def __init__(self, engine: Engine, run: Run, planned: PlannedOp) -> None:
+    def __init__(self, engine: EngineLike, run: Run, planned: PlannedOp) -> None:
         self.engine, self.run, self.planned = engine, run, planned
         self.ready = self.start = engine.env.now
         self.blocked = 0.0
@@ -109,7 +128,7 @@ class Execution:
         engine, planned = self.engine, self.planned
         self.start = engine.env.now
         if planned.reads:  # a read sees the variables as they are when it starts
-            engine.recorder.reads(self.run, planned.op, self.start)
+            engine.record_reads(self.run, planned.op, self.start)
         if self.core and planned.pool is not None:  # busy cores slow each other
             planned.pool.run(self.duration, self._finish)
         elif self.duration > 0:
@@ -154,7 +173,7 @@ class Transfer:
 
     __slots__ = ("engine", "output", "planned", "run", "start")
 
-    def __init__(self, engine: Engine, run: Run, planned: PlannedOp, output: Output) -> None:
+    def __init__(self, engine: EngineLike, run: Run, planned: PlannedOp, output: Output) -> None:
         self.engine, self.run, self.planned, self.output = engine, run, planned, output
         self.start = engine.env.now
         if output.seconds > 0 and output.out_port is not None:

@@ -63,3 +63,5 @@ class Summary(TypedDict):
     events: int  # SimPy events processed
     wall_seconds: float  # the simulation's own time: the one value not set by the seed
     batch_norm: NotRequired[BatchNormSummary]  # only with batch norm
+    # why no values were computed (a generic op stood where values pass); only then
+    values_skipped: NotRequired[str]

@@ -179,7 +179,7 @@ def _summary(sim: Simulation) -> Summary:
     path, path_seconds = critical_path(graph)
     runs = updates_by_run(trace)  # read twice below
     ledger = staleness_stats(trace, runs)
-    return {
+    summary: Summary = {
         "scenario": scenario.name,
         "source": scenario.source,
         "mode": graph.facts.get("mode"),
@@ -210,9 +210,10 @@ def _summary(sim: Simulation) -> Summary:
         "events": trace.events,
         "wall_seconds": sim.wall_seconds,
         **_batch_norm(sim),
-        # only when values were asked for and could not be computed (a generic op)
-        **({"values_skipped": trace.values_skipped} if trace.values_skipped else {}),
     }
+    if trace.values_skipped:  # only when values were asked for and could not be computed
+        summary["values_skipped"] = trace.values_skipped
+    return summary
 
 
 class _BatchNormPart(TypedDict, total=False):

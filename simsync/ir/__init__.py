@@ -6,6 +6,7 @@ Knows nothing of SimPy, TensorFlow or rich.
 from simsync.ir.analysis import (
     critical_path,
     generations,
+    input_towers,
     racing_clients,
     run_order,
     run_orders,
@@ -45,6 +46,7 @@ __all__ = [
     "generations",
     "graph_from_dict",
     "graph_to_dict",
+    "input_towers",
     "natural_key",
     "op_speed",
     "racing_clients",

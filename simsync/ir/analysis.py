@@ -17,6 +17,7 @@ from simsync.ir.graph import Graph
 __all__ = [
     "critical_path",
     "generations",
+    "input_towers",
     "racing_clients",
     "run_order",
     "run_orders",
@@ -139,11 +140,14 @@ def _tower_dependencies(graph: Graph) -> dict[str, frozenset[int]]:
 
 
 def sync_points(graph: Graph) -> list[str]:
-    """Ops where towers meet: the inputs come from more than one tower and no single input
-    already carries them all. The op cannot start before the last of them arrives.
+    """Ops where towers meet: their direct inputs come from more than one tower's own work.
+    The op cannot start before the last of them arrives.
 
-    An op whose inputs are a meeting of towers and a later op of one of those towers is not
-    reported: one of its inputs already carries every tower (the patterns build no such op).
+    Which inputs are a tower's own work is :func:`input_towers`'s to say: one that already
+    carries several towers (the result of an earlier sync point) is not, so an op fed by it and
+    by one tower is not a meeting of towers, however far back the towers met. So every meeting is
+    reported, the later ones too: with batch norm synchronised across towers, the statistics,
+    their gradients and ``average_gradients`` are three.
 
     ``average_gradients`` is one because its inputs are every tower's gradients; the
     ``apply_gradients`` after it is not, as its one input already waited.
@@ -152,14 +156,35 @@ def sync_points(graph: Graph) -> list[str]:
     >>> sync_points(tiny_example())
     ['average_gradients']
     """
+    return [
+        name
+        for name in topological_order(graph)
+        if len(set(input_towers(graph, name).values())) > 1
+    ]
+
+
+def input_towers(graph: Graph, name: str) -> dict[str, int]:
+    """The direct inputs of op ``name`` that are one tower's own work, and that tower.
+
+    An input is a tower's own work when it is placed in that tower, or when it is outside every
+    tower and depends on that tower alone. An input that already carries several towers (an
+    earlier sync point) is left out: it is no tower's arrival.
+
+    >>> from simsync.patterns import tiny_example
+    >>> input_towers(tiny_example(), "average_gradients")
+    {'tower_0/gradients': 0, 'tower_1/gradients': 1}
+    >>> input_towers(tiny_example(), "apply_gradients")
+    {}
+    """
     towers = tower_dependencies(graph)
-    points = []
-    for name in topological_order(graph):
-        parents = [towers[p] for p in graph.nx.predecessors(name)]
-        union = frozenset().union(*parents)
-        if len(union) > 1 and all(p != union for p in parents):
-            points.append(name)
-    return points
+    found: dict[str, int] = {}
+    for parent in graph.nx.predecessors(name):
+        placed = graph.op(parent).tower
+        if placed is not None:
+            found[parent] = placed
+        elif len(towers[parent]) == 1:
+            (found[parent],) = towers[parent]
+    return found
 
 
 def critical_path(graph: Graph) -> tuple[list[str], float]:

@@ -9,20 +9,50 @@ the gradients a take averaged.
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 import numpy as np
 
 from simsync.kinds.contract import OpLike
 from simsync.numerics import Batch, ModelSpec
 
-if TYPE_CHECKING:
-    from simsync.replay.values import _Replay
-
-__all__ = ["RunContext", "RunKey", "RunOp", "Versions"]
+__all__ = ["ReplayLike", "RunContext", "RunKey", "RunOp", "Versions"]
 
 RunKey = tuple[str, int]  # (client, step)
 RunOp = tuple[RunKey, str]  # (run, op)
+
+
+class ReplayLike(Protocol):
+    """What a run's context asks of the replay that keeps it
+    (:func:`simsync.replay.replay`)."""
+
+    @property
+    def spec(self) -> ModelSpec: ...
+
+    # per variable: the model parameter it holds, whether it is trained, its versions kept
+    @property
+    def parameter_of(self) -> Mapping[str, str]: ...
+
+    @property
+    def trainable(self) -> Mapping[str, bool]: ...
+
+    @property
+    def state(self) -> Mapping[str, Versions]: ...
+
+    # per client: its index, and the position of each tower's batch among its run's batches
+    @property
+    def index(self) -> Mapping[str, int]: ...
+
+    @property
+    def positions(self) -> Mapping[str, Mapping[int, int]]: ...
+
+    @property
+    def batches_of(self) -> Callable[[int, int, int], list[Batch]]: ...
+
+    def parameters_read(self, run: RunKey, op: OpLike) -> dict[str, np.ndarray]: ...
+
+    def taken(self, run_op: RunOp) -> list[Any]: ...
 
 
 class RunContext:
@@ -31,7 +61,7 @@ class RunContext:
 
     __slots__ = ("batches", "client", "key", "replay", "step", "values")
 
-    def __init__(self, replay: _Replay, key: RunKey) -> None:
+    def __init__(self, replay: ReplayLike, key: RunKey) -> None:
         self.replay, self.key = replay, key
         self.client, self.step = key
         self.values: dict[str, Any] = {}

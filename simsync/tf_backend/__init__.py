@@ -4,8 +4,9 @@ The only package that imports TensorFlow, and only when a function here is calle
 """
 
 from simsync.tf_backend.cluster import ClusterConfig, ClusterRun, run_sync_replicas_cluster
-from simsync.tf_backend.execute import TensorFlowRun, run_on_tensorflow
-from simsync.tf_backend.runtime import BackendError
+from simsync.tf_backend.session.execute import run_on_tensorflow
+from simsync.tf_backend.session.prepare import TensorFlowRun
+from simsync.tf_backend.session.runtime import BackendError
 
 __all__ = [
     "BackendError",

@@ -35,11 +35,13 @@ from simsync.trace.staleness import (
 from simsync.trace.stats import (
     StepTimeStats,
     SyncWait,
+    came_last,
     loss_curve,
     step_time_stats,
     straggler,
     sync_waits,
     time_to_loss,
+    tower_arrivals,
 )
 
 __all__ = [
@@ -61,6 +63,7 @@ __all__ = [
     "Update",
     "VariableAccess",
     "WorkerGradients",
+    "came_last",
     "gradient_stats",
     "histogram_distance",
     "loss_curve",
@@ -76,5 +79,6 @@ __all__ = [
     "takes_of_one_accumulator",
     "throughput",
     "time_to_loss",
+    "tower_arrivals",
     "updates_by_run",
 ]

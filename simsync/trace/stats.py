@@ -10,16 +10,18 @@ from typing import TypedDict
 
 import numpy as np
 
-from simsync.ir import Graph, natural_key, tower_dependencies
+from simsync.ir import Graph, input_towers, natural_key
 from simsync.trace.events import Trace
 
 __all__ = [
     "StepTimeStats",
     "SyncWait",
+    "came_last",
     "loss_curve",
     "step_time_stats",
     "sync_waits",
     "time_to_loss",
+    "tower_arrivals",
 ]
 
 
@@ -52,8 +54,8 @@ def step_time_stats(trace: Trace) -> StepTimeStats:
 @dataclass(frozen=True)
 class SyncWait:
     """At one sync point: mean seconds each tower's input sat waiting for the last one, and how
-    often each tower was the last (the one everybody waited for; on a tie, all the last ones).
-    Which tower, if any, is *the* straggler is :func:`straggler`'s to say, from ``last``."""
+    often each tower was the last (the one everybody waited for; see :func:`came_last`). Which
+    tower, if any, is *the* straggler is :func:`straggler`'s to say, from ``last``."""
 
     sync_point: str
     mean_wait: dict[str, float]
@@ -61,8 +63,34 @@ class SyncWait:
     executions: int
 
 
-def _label(towers: frozenset[int]) -> str:
-    return "+".join(f"tower_{t}" for t in sorted(towers)) or "shared"
+def came_last(arrived: Mapping[str, float]) -> list[str]:
+    """Who came last, from when each tower's input arrived: the one that arrived latest (on a
+    tie, all the latest), and nobody when all arrived together (nobody waited for anybody).
+
+    The one rule for simulated and real traces alike.
+
+    >>> came_last({"tower_0": 1.0, "tower_1": 2.0, "tower_2": 2.0})
+    ['tower_1', 'tower_2']
+    >>> came_last({"tower_0": 1.0, "tower_1": 1.0}), came_last({"tower_0": 1.0})
+    ([], [])
+    """
+    if not arrived:
+        return []
+    latest = max(arrived.values())
+    last = [who for who, at in arrived.items() if at == latest]
+    return [] if len(last) == len(arrived) else last
+
+
+def tower_arrivals(graph: Graph, point: str, ends: Mapping[str, float]) -> dict[str, float]:
+    """When each tower's input reached sync point ``point``: per tower, the latest end among
+    its inputs (:func:`~simsync.ir.input_towers`) found in ``ends`` (input op -> end)."""
+    arrived: dict[str, float] = {}
+    for src, tower in input_towers(graph, point).items():
+        end = ends.get(src)
+        if end is not None:
+            label = f"tower_{tower}"
+            arrived[label] = max(arrived.get(label, end), end)
+    return arrived
 
 
 def sync_waits(graph: Graph, trace: Trace, points: list[str]) -> list[SyncWait]:
@@ -72,21 +100,17 @@ def sync_waits(graph: Graph, trace: Trace, points: list[str]) -> list[SyncWait]:
     An input that arrived at time ``t`` at an op ready at ``r`` waited ``r - t``: the op is
     ready exactly when its last input arrives.
     """
-    towers = tower_dependencies(graph)
-    label_of: dict[str, str] = {}  # per input op: its towers' label, made once
     result = []
     for point in points:
         total: dict[str, float] = defaultdict(float)
         last: dict[str, int] = defaultdict(int)
         runs = [r for r in trace.ops if r.op == point]
         for record in runs:
-            for src, arrived in record.arrivals:
-                label = label_of.get(src)
-                if label is None:
-                    label = label_of[src] = _label(towers[src])
-                total[label] += record.ready - arrived
-                if arrived == record.ready:  # ties: every input that came last counts
-                    last[label] += 1
+            arrived = tower_arrivals(graph, point, dict(record.arrivals))
+            for label, at in arrived.items():
+                total[label] += record.ready - at
+            for label in came_last(arrived):
+                last[label] += 1
         count = max(len(runs), 1)
         labels = sorted(total, key=natural_key)
         result.append(

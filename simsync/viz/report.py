@@ -225,9 +225,12 @@ class SummaryView:
         towers = list(waits)
         shown = towers[: self.max_towers]
         shown += [t for t in towers[self.max_towers :] if t == slowest]
-        for tower in shown:
+        together = bool(runs) and not any(last.values())  # nobody ever waited for anybody
+        for i, tower in enumerate(shown):
             count = last.get(tower, 0)
-            if tower == slowest:
+            if together and i == 0:
+                yield tower, _ms(waits[tower]), f"{count}/{runs}", "together", "dim"
+            elif tower == slowest:
                 yield tower, _ms(waits[tower]), f"{count}/{runs}", "◀ straggler", "bold red"
             else:
                 yield tower, _ms(waits[tower]), f"{count}/{runs}", "", ""

@@ -33,7 +33,7 @@ __all__ = [
 FORCE_NO_NAMESPACE = "SIMSYNC_NO_NAMESPACE"
 
 _PROBE = (
-    "from simsync.tf_backend.cluster_namespace import bring_loopback_up, interfaces, pick_ports\n"
+    "from simsync.tf_backend.cluster.namespace import bring_loopback_up, interfaces, pick_ports\n"
     "bring_loopback_up(); pick_ports(1)\n"
     "assert interfaces() == ['lo'], interfaces()\n"
 )

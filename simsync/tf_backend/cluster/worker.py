@@ -27,11 +27,12 @@ from typing import Any
 import numpy as np
 
 from simsync.numerics import make_batch
-from simsync.tf_backend.cluster_config import ClusterAddresses, ClusterConfig, ModelWorkload
-from simsync.tf_backend.cluster_graph import WorkerGraph, build_worker_graph, node_roles
-from simsync.tf_backend.cluster_task import Channel, reason, server_config
-from simsync.tf_backend.runtime import BackendError
-from simsync.tf_backend.work import measure_seconds_per_row, rows_for
+from simsync.tf_backend.cluster.channel import Channel
+from simsync.tf_backend.cluster.config import ClusterAddresses, ClusterConfig, ModelWorkload
+from simsync.tf_backend.cluster.graph import WorkerGraph, build_worker_graph, node_roles
+from simsync.tf_backend.cluster.server import reason, server_config
+from simsync.tf_backend.session.runtime import BackendError
+from simsync.tf_backend.session.work import measure_seconds_per_row, rows_for
 
 __all__ = ["FAULT", "WorkerTask", "jsonable", "node_timings"]
 
@@ -263,7 +264,7 @@ class WorkerTask:
 
     def _finish(self) -> None:
         """Say so (others) or wait for everyone, read the end state and stop the parameter
-        servers (chief); then send the report. The process ends after it (cluster_task)."""
+        servers (chief); then send the report. The process ends after it (task)."""
         built, control = self.built, self.built.control
         self.report["local_step"] = int(self.call(built.local_step, "reading its local step"))
         self.report["roles"] = node_roles(built)

@@ -24,15 +24,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from simsync.tf_backend.execute import (
+from simsync.tf_backend.session.prepare import (
     Feeder,
     Setup,
     TensorFlowRun,
     record_accesses,
     run_once,
 )
-from simsync.tf_backend.progress import StepProgress
-from simsync.tf_backend.tracing import NodeCensus, op_records
+from simsync.tf_backend.session.progress import StepProgress
+from simsync.tf_backend.session.tracing import NodeCensus, op_records
 from simsync.trace import StepRecord, Trace, Update
 
 __all__ = ["run_async"]

@@ -37,7 +37,8 @@ from simsync.patterns import build, tower_device
 from simsync.scenario import LinkConfig, Scenario
 from simsync.scenario.profile import Profile, apply_profile
 from simsync.scenario.schema import COST_KINDS, MAX_SPEED
-from simsync.tf_backend.execute import TensorFlowRun, Variant, run_on_tensorflow
+from simsync.tf_backend.session.execute import Variant, run_on_tensorflow
+from simsync.tf_backend.session.prepare import TensorFlowRun
 from simsync.trace import OpRecord
 
 __all__ = ["STEPS", "calibrate", "one_tower"]
@@ -62,7 +63,7 @@ def calibrate(
 ) -> Profile:
     """Measure a :class:`Profile` for ``scenario``'s model on this machine. ``machine``: what
     the profile is valid for, when it is this machine's cached one
-    (:func:`simsync.tf_backend.machine.machine_key`)."""
+    (:func:`simsync.tf_backend.profile.machine.machine_key`)."""
     probe = one_tower(scenario).with_run(steps=steps)
     idle = Variant("no work", {tower_device(0): MAX_SPEED})
     # the step times come from the interleaved rounds: no untraced timing steps

@@ -3,10 +3,10 @@
 Each TensorFlow node maps to the IR op whose name is the longest prefix of its name scope. An IR
 op's span is from its first node's start to its last node's end, up to and including its gate
 (``done``); the ``output/`` identities after the gate hand the results on and are not part of the
-span (see :mod:`simsync.tf_backend.lower`). Nodes that are not part of any IR op are sorted into
-kinds: the runtime's own (``_SOURCE``, ``_SINK``, and copies between devices, named ``.../_12``),
-hand-offs, state and feeds (``variables/``, ``versions/``, ``feeds/``), and *unmapped*: anything
-else, which the cross-check reports.
+span (see :mod:`simsync.tf_backend.session.lower`). Nodes that are not part of any IR op are
+sorted into kinds: the runtime's own (``_SOURCE``, ``_SINK``, and copies between devices, named
+``.../_12``), hand-offs, state and feeds (``variables/``, ``versions/``, ``feeds/``), and
+*unmapped*: anything else, which the cross-check reports.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """One task of a cluster, in its own process: a parameter server or a worker.
 
-``python -m simsync.tf_backend.cluster_task --config CONFIG.json --job worker --index 1``
+``python -m simsync.tf_backend.cluster.task --config CONFIG.json --job worker --index 1``
 runs one task. The launcher starts every task this way on one host; on several hosts, run it
 once per task on each host with the same config, its ``cluster`` naming every address (or
 ``--addresses`` / ``TF_CONFIG``). Messages are JSON lines, one object each, written to
@@ -10,7 +10,7 @@ once per task on each host with the same config, its ``cluster`` naming every ad
 - ``progress`` (``text``): what the task is doing, for the person waiting;
 - ``listening`` (``pid``, ``address``): the server is up;
 - ``ready``: a worker passed the start barrier;
-- ``ran``, ``settled``, ``observed``: answers to commands (see :mod:`cluster_worker`);
+- ``ran``, ``settled``, ``observed``: answers to commands (see :mod:`worker`);
 - ``report`` (``report``): a worker's whole record, its last message;
 - ``done``: a parameter server was told to stop by the chief (its last message);
 - ``error`` (``text``): one line saying what went wrong; the task then exits with status 1.
@@ -25,71 +25,17 @@ import argparse
 import json
 import os
 import sys
-import threading
 import traceback
 from pathlib import Path
 from typing import Any
 
-from simsync.tf_backend.cluster_config import ClusterAddresses, ClusterConfig
-from simsync.tf_backend.cluster_launch import die_with_parent
-from simsync.tf_backend.runtime import BackendError
+from simsync.tf_backend.cluster.channel import Channel
+from simsync.tf_backend.cluster.config import ClusterAddresses, ClusterConfig
+from simsync.tf_backend.cluster.launch import die_with_parent
+from simsync.tf_backend.cluster.server import reason, server_config
+from simsync.tf_backend.session.runtime import BackendError
 
-__all__ = ["Channel", "main", "reason", "server_config"]
-
-
-class Channel:
-    """JSON lines out (messages) and in (commands) over two file descriptors."""
-
-    def __init__(self, messages_fd: int, commands_fd: int | None) -> None:
-        self._out = os.fdopen(messages_fd, "w", buffering=1)
-        self._in = os.fdopen(commands_fd, "r") if commands_fd is not None else None
-        self._lock = threading.Lock()
-
-    def send(self, kind: str, **fields: Any) -> None:
-        """One message; safe from several threads (one line each)."""
-        with self._lock:
-            self._out.write(json.dumps({"kind": kind, **fields}) + "\n")
-            self._out.flush()
-
-    def progress(self, text: str) -> None:
-        self.send("progress", text=text)
-
-    def command(self) -> dict[str, Any]:
-        """The next command; a closed pipe reads as ``finish``."""
-        if self._in is None:
-            raise BackendError("a schedule needs a command pipe (--commands-fd)")
-        line = self._in.readline()
-        return json.loads(line) if line else {"command": "finish"}
-
-
-_NOT_THE_REASON = ("Graph execution error", "Detected at node", "Node:", "From /job", "Additional")
-
-
-def reason(error: BaseException) -> str:
-    """The line of a TensorFlow error that says what went wrong (its message starts with
-    "Graph execution error:" and where the node was defined).
-
-    >>> reason(RuntimeError("Graph execution error:\\n\\nNode: 'x'\\nYou must feed x"))
-    'You must feed x'
-    """
-    message = getattr(error, "message", None) or str(error)
-    for line in message.splitlines():
-        if line.strip() and not line[0].isspace() and not line.startswith(_NOT_THE_REASON):
-            return line.strip()
-    return type(error).__name__
-
-
-def server_config(tf: Any) -> Any:
-    """The ConfigProto of every server and session of a cluster: no graph rewriting, neither
-    grappler nor the classic constant folding (every node keeps its name in the traces), one
-    thread per op, as many ops as cores at once."""
-    config = tf.compat.v1.ConfigProto(
-        inter_op_parallelism_threads=os.cpu_count() or 1, intra_op_parallelism_threads=1
-    )
-    config.graph_options.rewrite_options.disable_meta_optimizer = True
-    config.graph_options.optimizer_options.opt_level = tf.compat.v1.OptimizerOptions.L0
-    config.graph_options.optimizer_options.do_constant_folding = False
-    return config
+__all__ = ["main", "run_task"]
 
 
 def _start_server(tf: Any, addresses: ClusterAddresses, job: str, index: int) -> Any:
@@ -107,7 +53,7 @@ def _start_server(tf: Any, addresses: ClusterAddresses, job: str, index: int) ->
 
 def _serve_parameters(tf: Any, config: ClusterConfig, server: Any, index: int) -> None:
     """A parameter server serves until the chief puts a token in its shutdown queue."""
-    from simsync.tf_backend.cluster_graph import shutdown_queue
+    from simsync.tf_backend.cluster.graph import shutdown_queue
 
     graph = tf.Graph()
     with graph.as_default():
@@ -126,7 +72,7 @@ def _serve_parameters(tf: Any, config: ClusterConfig, server: Any, index: int) -
 
 def run_task(args: argparse.Namespace, channel: Channel) -> None:
     """Start the task's server, then serve (ps) or train (worker)."""
-    from simsync.tf_backend.runtime import load_tensorflow
+    from simsync.tf_backend.session.runtime import load_tensorflow
 
     config = ClusterConfig.from_json(Path(args.config).read_text())
     addresses = _addresses(args, config)
@@ -139,7 +85,7 @@ def run_task(args: argparse.Namespace, channel: Channel) -> None:
         _serve_parameters(tf, config, server, args.index)
         channel.send("done")
         return
-    from simsync.tf_backend.cluster_worker import WorkerTask
+    from simsync.tf_backend.cluster.worker import WorkerTask
 
     WorkerTask(tf, config, addresses, args.index, server, channel).run()
 
@@ -156,7 +102,7 @@ def _addresses(args: argparse.Namespace, config: ClusterConfig) -> ClusterAddres
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m simsync.tf_backend.cluster_task")
+    parser = argparse.ArgumentParser(prog="python -m simsync.tf_backend.cluster.task")
     parser.add_argument("--config", required=True, help="a ClusterConfig as JSON (to_json)")
     parser.add_argument("--job", required=True, choices=["ps", "worker"])
     parser.add_argument("--index", required=True, type=int)

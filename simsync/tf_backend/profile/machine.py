@@ -2,9 +2,9 @@
 
 A prediction of TensorFlow's timing needs this machine's costs: how fast its cores multiply,
 what ``sess.run`` costs, how much two busy cores slow each other. ``simsync calibrate`` measures
-them (:mod:`simsync.tf_backend.calibrate`) on a small reference scenario, never on one that is
-being predicted. The result is kept in the user's cache folder and reused as long as it describes
-the same machine:
+them (:mod:`simsync.tf_backend.profile.calibrate`) on a small reference scenario, never on one
+that is being predicted. The result is kept in the user's cache folder and reused as long as it
+describes the same machine:
 
 - the TensorFlow version;
 - the devices TensorFlow runs on (GPUs, or logical CPU devices sharing the host's cores);
@@ -61,7 +61,7 @@ def cache_dir() -> Path:
 
 def machine_key() -> dict[str, Any]:
     """What a profile is valid for: TensorFlow's version, its devices, and this host."""
-    from simsync.tf_backend.runtime import load_tensorflow, native_stderr_filtered
+    from simsync.tf_backend.session.runtime import load_tensorflow, native_stderr_filtered
 
     tf = load_tensorflow()
     with native_stderr_filtered():
@@ -105,7 +105,7 @@ def machine_profile(
                 return cached
         if on_progress is not None:
             on_progress(f"measuring this machine once, a few seconds (kept in {folder})")
-        from simsync.tf_backend.calibrate import calibrate
+        from simsync.tf_backend.profile.calibrate import calibrate
 
         profile = calibrate(REFERENCE, machine=key)
         return save_profile(profile, path)

@@ -42,8 +42,8 @@ import numpy as np
 
 from simsync.kinds.apply import sgd_step
 from simsync.patterns.sync_replicas import ENQUEUE_TOKENS_OP, QUEUE_RUNNER, TOKEN_QUEUE
-from simsync.tf_backend.cluster_acceptance import LedgerError, Push, Take, same, settle
-from simsync.tf_backend.cluster_config import ClusterConfig, ModelWorkload
+from simsync.tf_backend.cluster.acceptance import LedgerError, Push, Take, same, settle
+from simsync.tf_backend.cluster.config import ClusterConfig, ModelWorkload
 from simsync.trace import ResourceEvent, StepRecord, Trace
 
 __all__ = ["Ledger", "LedgerError", "NodeTiming", "build_ledger"]

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from simsync.numerics import ModelSpec
-from simsync.tf_backend.runtime import BackendError
+from simsync.tf_backend.session.runtime import BackendError
 
 __all__ = [
     "TENSORFLOW_TESTS",

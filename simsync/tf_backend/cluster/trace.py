@@ -28,7 +28,7 @@ from simsync.patterns.sync_replicas import (
     QUEUE_RUNNER,
     update_op,
 )
-from simsync.tf_backend.cluster_ledger import NodeTiming
+from simsync.tf_backend.cluster.ledger import NodeTiming
 from simsync.trace import OpRecord, Read, Trace, Update
 
 __all__ = ["NODE_OPS", "cluster_trace", "map_node"]

@@ -36,10 +36,10 @@ from simsync.kinds.contract import OpLike
 from simsync.kinds.forward import Ungated
 from simsync.numerics import ModelSpec, init_params
 from simsync.numerics.batch_norm import Statistics
-from simsync.tf_backend.model import model_loss, normalized_loss, pre_activation
-from simsync.tf_backend.ring import ring_allreduce
-from simsync.tf_backend.runtime import BackendError, DevicePlan, load_tensorflow
-from simsync.tf_backend.work import WORK_WIDTH, work_op
+from simsync.tf_backend.session.model import model_loss, normalized_loss, pre_activation
+from simsync.tf_backend.session.ring import ring_allreduce
+from simsync.tf_backend.session.runtime import BackendError, DevicePlan, load_tensorflow
+from simsync.tf_backend.session.work import WORK_WIDTH, work_op
 
 __all__ = ["Builder", "Lowered", "lower"]
 

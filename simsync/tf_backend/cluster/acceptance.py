@@ -1,6 +1,6 @@
 """Which gradients an accumulator accepted: settled per take, by kernel times and by value.
 
-See :mod:`simsync.tf_backend.cluster_ledger` for why this is exact and what is checked. The
+See :mod:`simsync.tf_backend.cluster.ledger` for why this is exact and what is checked. The
 rule, from TensorFlow's source: take ``k`` of a variable averages **all** the gradients with
 local step ``k - 1`` that its accumulator processed before the take completed (at least R);
 the other pushes with local step ``k - 1`` were dropped.
@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from simsync.tf_backend.runtime import BackendError
+from simsync.tf_backend.session.runtime import BackendError
 from simsync.trace import ResourceEvent
 
 __all__ = ["LedgerError", "Push", "Settled", "Take", "average", "same", "settle"]

@@ -1,12 +1,12 @@
 """The launcher: one small process that starts every task of a cluster, inside its namespace.
 
-``python -m simsync.tf_backend.cluster_launch PLAN.json``, run by the parent through
+``python -m simsync.tf_backend.cluster.launch PLAN.json``, run by the parent through
 ``unshare --net --map-root-user`` (or directly, with ``open_ports``). In order:
 
 1. die with the parent (``PR_SET_PDEATHSIG``), so a killed parent leaves nothing behind;
 2. in a namespace, bring its loopback interface up;
 3. pick a free port per task on 127.0.0.1 (unless the plan gives the addresses);
-4. start one process per task (:mod:`simsync.tf_backend.cluster_task`), handing each the two
+4. start one process per task (:mod:`simsync.tf_backend.cluster.task`), handing each the two
    pipe ends the parent made for it, and its stdout and stderr going to a log file;
 5. write one JSON line on stdout: every task's pid and the cluster's addresses;
 6. reap the tasks, writing one JSON line per exit, and exit when none is left. On SIGTERM it
@@ -27,8 +27,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from simsync.tf_backend.cluster_config import task_name
-from simsync.tf_backend.cluster_namespace import bring_loopback_up, pick_ports
+from simsync.tf_backend.cluster.config import task_name
+from simsync.tf_backend.cluster.namespace import bring_loopback_up, pick_ports
 
 __all__ = ["die_with_parent", "main"]
 
@@ -57,7 +57,7 @@ def _start(plan: dict[str, Any], task: dict[str, Any], addresses: str) -> subpro
     command = [
         sys.executable,
         "-m",
-        "simsync.tf_backend.cluster_task",
+        "simsync.tf_backend.cluster.task",
         "--config",
         plan["config"],
         "--addresses",
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     """Start the tasks of the plan file ``argv[0]``, report them, and reap them."""
     arguments = sys.argv[1:] if argv is None else argv
     if len(arguments) != 1:
-        print("usage: python -m simsync.tf_backend.cluster_launch PLAN.json", file=sys.stderr)
+        print("usage: python -m simsync.tf_backend.cluster.launch PLAN.json", file=sys.stderr)
         return 2
     plan = json.loads(Path(arguments[0]).read_text())
     die_with_parent(plan["parent"])

@@ -69,7 +69,7 @@ def rows_for(seconds: float, seconds_per_row: float) -> int:
     """
     rows = max(0, round(seconds / seconds_per_row))
     if rows > MAX_ROWS:
-        from simsync.tf_backend.runtime import BackendError
+        from simsync.tf_backend.session.runtime import BackendError
 
         raise BackendError(
             f"a compute time of {seconds:.3g} s is too long for the TensorFlow backend to make "

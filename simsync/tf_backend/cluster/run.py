@@ -6,7 +6,7 @@ real optimizer on a real cluster on this machine and records what really happene
 
 State created, per run: one OS process per task (``P`` parameter servers, ``N`` workers, worker
 0 the chief), each a ``tf.distribute.Server`` of one ClusterSpec, all inside one private
-network namespace that has only loopback (see :mod:`cluster_namespace`); a small launcher
+network namespace that has only loopback (see :mod:`namespace`); a small launcher
 process that started them; a temporary directory with the config and the tasks' logs.
 
 Protocol:
@@ -21,7 +21,7 @@ Protocol:
    ``schedule`` round by round, every run traced;
 5. every worker reports, the chief stops the parameter servers, every task ends its process;
    any failure or Ctrl-C ends every process still running, by pid;
-6. the ledger is rebuilt and checked (:mod:`cluster_ledger`).
+6. the ledger is rebuilt and checked (:mod:`ledger`).
 
 Usage::
 
@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from simsync.tf_backend.cluster_config import (
+from simsync.tf_backend.cluster.config import (
     ClusterAddresses,
     ClusterConfig,
     ModelWorkload,
@@ -56,10 +56,10 @@ from simsync.tf_backend.cluster_config import (
     TensorFlowTestWorkload,
     tensorflow_test_config,
 )
-from simsync.tf_backend.cluster_ledger import Ledger, LedgerError, NodeTiming, build_ledger
-from simsync.tf_backend.cluster_namespace import namespace_available
-from simsync.tf_backend.cluster_processes import ClusterError, ClusterProcesses, StartedCluster
-from simsync.tf_backend.runtime import BackendError
+from simsync.tf_backend.cluster.ledger import Ledger, LedgerError, NodeTiming, build_ledger
+from simsync.tf_backend.cluster.namespace import namespace_available
+from simsync.tf_backend.cluster.processes import ClusterError, ClusterProcesses, StartedCluster
+from simsync.tf_backend.session.runtime import BackendError
 from simsync.trace import ResourceEvent
 
 __all__ = [
@@ -135,7 +135,7 @@ def run_sync_replicas_cluster(
     ``on_progress`` receives one line at a time while the tasks start and run; ``on_start``
     is called once every server listens, with the processes and their addresses.
 
-    Raises :class:`~simsync.tf_backend.runtime.BackendError` (one line) when no private
+    Raises :class:`~simsync.tf_backend.session.runtime.BackendError` (one line) when no private
     network namespace can be made and ``open_ports`` is not set (no process is started);
     :class:`ClusterError` when a task fails, dies or times out (every process it started is
     ended first; ``error.pids`` names them); :class:`LedgerError` when the records do not

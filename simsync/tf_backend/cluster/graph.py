@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simsync.numerics import init_params
-from simsync.tf_backend.cluster_config import (
+from simsync.tf_backend.cluster.config import (
     TENSORFLOW_TEST_LEARNING_RATE,
     ClusterConfig,
     ModelWorkload,
 )
-from simsync.tf_backend.model import model_loss
-from simsync.tf_backend.work import work_op
+from simsync.tf_backend.session.model import model_loss
+from simsync.tf_backend.session.work import work_op
 
 __all__ = ["ControlOps", "WorkerGraph", "build_worker_graph", "node_roles", "shutdown_queue"]
 

@@ -1,7 +1,7 @@
 """The parent's side of a cluster: the processes it started, their pipes, their messages.
 
 The parent makes two pipes per task (commands in, messages out), starts the launcher
-(:mod:`simsync.tf_backend.cluster_launch`) in a new session, inside a private network namespace
+(:mod:`simsync.tf_backend.cluster.launch`) in a new session, inside a private network namespace
 unless ``open_ports``, and hands it the task ends. From then on it only reads messages
 (:meth:`ClusterProcesses.pump`, with a deadline) and writes commands. A task whose message pipe
 closes before its last message died: that is one :class:`ClusterError`. Whatever happens,
@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simsync.tf_backend.cluster_config import ClusterConfig, task_name
-from simsync.tf_backend.cluster_namespace import namespace_command
-from simsync.tf_backend.runtime import BackendError
+from simsync.tf_backend.cluster.config import ClusterConfig, task_name
+from simsync.tf_backend.cluster.namespace import namespace_command
+from simsync.tf_backend.session.runtime import BackendError
 
 __all__ = ["ClusterError", "ClusterProcesses", "StartedCluster", "process_alive"]
 
@@ -134,7 +134,7 @@ class ClusterProcesses:
         }
         (self.workdir / "plan.json").write_text(json.dumps(plan))
         prefix = namespace_command() if self.namespace else []
-        command = [*prefix, sys.executable, "-m", "simsync.tf_backend.cluster_launch"]
+        command = [*prefix, sys.executable, "-m", "simsync.tf_backend.cluster.launch"]
         with open(self.workdir / "launcher.log", "wb") as log:
             try:
                 self.launcher = subprocess.Popen(
