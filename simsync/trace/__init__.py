@@ -42,6 +42,7 @@ from simsync.trace.stats import (
     sync_waits,
     time_to_loss,
     tower_arrivals,
+    waits_at,
 )
 
 __all__ = [
@@ -81,4 +82,5 @@ __all__ = [
     "time_to_loss",
     "tower_arrivals",
     "updates_by_run",
+    "waits_at",
 ]
