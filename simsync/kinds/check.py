@@ -32,7 +32,7 @@ backend, and :func:`simsync.api.validate` unless told otherwise):
    writes, a push the gradient it pushes, ...
 
 An op that takes a tensor from a ``generic`` op (a kind that computes no value) is exempt from
-4 and 7: its value cannot be computed anyway, and :func:`values_skipped` says so (the engine
+4 and 7: its value cannot be computed anyway, and :func:`values_skipped` says so (the replay
 then computes no values, rather than crash or compute wrong ones).
 """
 
