@@ -149,7 +149,9 @@ def table(
 
 def main() -> None:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        allow_abbrev=False,
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--runs", type=int, default=3, help="runs per scenario (default 3)")
     parser.add_argument("--steps", type=int, default=20, help="traced steps per run (default 20)")

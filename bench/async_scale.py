@@ -269,6 +269,7 @@ def report(results: dict[Config, Result], headline: Config, detailed: Config) ->
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         description="Measure simsync on asynchronous training at scale: wall time, events, "
         "updates/s, peak memory and mean staleness for workers x updates per worker, each "
         "configuration in a fresh process. The largest workers x largest updates is the "

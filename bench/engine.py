@@ -720,6 +720,7 @@ def report_breakdown(workers: int, updates: int, runs: int) -> None:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         description="Measure simsync's engine: its event rate beside a bare SimPy model of the "
         "same tower workload (design target: ours/bare >= 0.5), and how run time grows with "
         "the number of towers (1 to 1024). Prints plain-text tables.",

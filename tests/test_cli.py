@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from simsync.cli import main
+from simsync.cli.app import parser
 
 ROOT = Path(__file__).resolve().parent.parent
 FOUR = str(ROOT / "examples" / "four_towers.toml")
@@ -124,6 +126,39 @@ def test_bad_option_is_a_usage_error() -> None:
     assert "must be at least 1" in result.stderr
 
 
+def _parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """``parser`` and every subcommand's parser under it."""
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found += _parsers(sub)
+    return found
+
+
+def test_no_option_is_abbreviated(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--jso`` is not ``--json`` in any parser: a new option never changes what an old
+    abbreviation meant."""
+    parsers = _parsers(parser())
+    names = {p.prog for p in parsers}
+    assert {"simsync simulate", "simsync lessons copy", "simsync assignments pack"} <= names
+    assert [p.prog for p in parsers if p.allow_abbrev] == []
+    with pytest.raises(SystemExit) as stopped:
+        main(["simulate", FOUR, "--jso"])
+    assert stopped.value.code == 2
+    assert "unrecognized arguments: --jso" in capsys.readouterr().err
+
+
+def test_every_help_answers(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every command's --help prints its usage and exits 0."""
+    for sub in _parsers(parser()):
+        words = sub.prog.split()[1:]
+        with pytest.raises(SystemExit) as stopped:
+            main([*words, "--help"])
+        assert stopped.value.code == 0
+        assert capsys.readouterr().out.startswith(f"usage: {sub.prog}")
+
+
 def test_tensorflow_is_never_imported() -> None:
     code = (
         "import sys; from simsync.cli import main; "
@@ -138,9 +173,11 @@ def test_tensorflow_is_never_imported() -> None:
 
 
 def test_help_does_not_import_the_heavy_modules() -> None:
+    commands = [p.prog.split()[1:] for p in _parsers(parser())]
     code = (
         "import sys; from simsync.cli import main\n"
-        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        f"for words in {commands!r}:\n"
+        "    try:\n        main([*words, '--help'])\n    except SystemExit:\n        pass\n"
         "heavy = {'numpy', 'networkx', 'simpy', 'rich', 'tensorflow'} & set(sys.modules)\n"
         "assert not heavy, heavy"
     )

@@ -13,7 +13,7 @@ import pytest
 from simsync.numerics import ModelSpec
 from simsync.tf_backend.cluster import (
     ClusterAddresses,
-    ClusterConfig,
+    ClusterRunConfig,
     ModelWorkload,
     Round,
     run_sync_replicas_cluster,
@@ -83,7 +83,7 @@ def test_pushes_after_the_last_take_are_pending_and_accepted() -> None:
 
 
 def test_the_config_travels_as_json() -> None:
-    config = ClusterConfig(
+    config = ClusterRunConfig(
         ModelWorkload(ModelSpec(kind="mlp", hidden=(8, 4))),
         workers=3,
         replicas_to_aggregate=2,
@@ -91,10 +91,10 @@ def test_the_config_travels_as_json() -> None:
         work_seconds=((0.01, 0.02), ()),
         cluster=ClusterAddresses(("127.0.0.1:1",), ("127.0.0.1:2", "127.0.0.1:3", "[::1]:4")),
     )
-    assert ClusterConfig.from_json(config.to_json()) == config
+    assert ClusterRunConfig.from_json(config.to_json()) == config
     assert config.work(0, 1) == 0.02 and config.work(1, 0) == 0.0 and config.work(2, 9) == 0.0
     test = tensorflow_test_config("test2Workers")
-    assert ClusterConfig.from_json(test.to_json()) == test
+    assert ClusterRunConfig.from_json(test.to_json()) == test
 
 
 @pytest.mark.parametrize(
@@ -109,7 +109,7 @@ def test_the_config_travels_as_json() -> None:
 )
 def test_a_bad_config_is_one_line(settings: dict, message: str) -> None:
     with pytest.raises(BackendError, match=message) as caught:
-        ClusterConfig(**settings)
+        ClusterRunConfig(**settings)
     assert "\n" not in str(caught.value)
 
 
@@ -137,7 +137,7 @@ def test_without_a_namespace_it_refuses_and_starts_nothing(monkeypatch) -> None:
     before = children()
     started = time.monotonic()
     with pytest.raises(BackendError) as caught:
-        run_sync_replicas_cluster(ClusterConfig())
+        run_sync_replicas_cluster(ClusterRunConfig())
     message = str(caught.value)
     assert "open_ports=True" in message and "open on all interfaces" in message
     assert "\n" not in message
@@ -148,7 +148,7 @@ def test_without_a_namespace_it_refuses_and_starts_nothing(monkeypatch) -> None:
 def test_a_cluster_beyond_this_host_needs_open_ports() -> None:
     remote = ClusterAddresses(("10.0.0.2:2222",), ("10.0.0.3:2222",))
     with pytest.raises(BackendError, match="open_ports=True"):
-        run_sync_replicas_cluster(ClusterConfig(workers=1, cluster=remote))
+        run_sync_replicas_cluster(ClusterRunConfig(workers=1, cluster=remote))
 
 
 def test_the_average_of_sparse_gradients_is_per_row() -> None:

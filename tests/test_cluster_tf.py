@@ -21,9 +21,9 @@ import pytest
 from simsync.numerics import ModelSpec, backward, forward, init_params, make_batch
 from simsync.tf_backend.cluster import (
     ClusterAddresses,
-    ClusterConfig,
     ClusterError,
     ClusterRun,
+    ClusterRunConfig,
     ModelWorkload,
     StartedCluster,
     run_sync_replicas_cluster,
@@ -35,7 +35,7 @@ from simsync.tf_backend.cluster.worker import FAULT
 pytestmark = pytest.mark.tf
 
 SPEC = ModelSpec(kind="softmax", features=8, classes=4, batch_size=16, learning_rate=0.2)
-MODEL = ClusterConfig(
+MODEL = ClusterRunConfig(
     ModelWorkload(SPEC),
     parameter_servers=1,
     workers=3,
@@ -262,7 +262,7 @@ def test_every_process_ended(model: tuple[ClusterRun, dict[str, Any]]) -> None:
     assert not any(process_alive(pid) for pid in run.pids.values())
 
 
-def broken(config: ClusterConfig, match: str, limit: float) -> ClusterError:
+def broken(config: ClusterRunConfig, match: str, limit: float) -> ClusterError:
     """Run a cluster that must fail: one error line, within ``limit`` s, no process left."""
     started = time.monotonic()
     with pytest.raises(ClusterError, match=match) as caught:
@@ -275,7 +275,7 @@ def broken(config: ClusterConfig, match: str, limit: float) -> ClusterError:
 
 def test_a_task_dying_mid_run(monkeypatch) -> None:
     monkeypatch.setenv(FAULT, "worker:1:3")  # worker 1 SIGKILLs itself after its third run
-    config = ClusterConfig(ModelWorkload(SPEC), workers=2, steps=200, run_timeout=20.0)
+    config = ClusterRunConfig(ModelWorkload(SPEC), workers=2, steps=200, run_timeout=20.0)
     broken(config, "worker 1 was killed by SIGKILL", limit=120.0)
 
 
@@ -289,7 +289,7 @@ def test_a_port_taken() -> None:
             sock.listen()
         ps, worker = (f"127.0.0.1:{sock.getsockname()[1]}" for sock in held)
         taken = ClusterAddresses((ps,), (worker,))
-        config = ClusterConfig(workers=1, cluster=taken, open_ports=True, run_timeout=20.0)
+        config = ClusterRunConfig(workers=1, cluster=taken, open_ports=True, run_timeout=20.0)
         broken(config, r"could not start its server on 127\.0\.0\.1:\d+ \(is the port taken", 120.0)
     finally:
         for sock in held:
@@ -298,10 +298,10 @@ def test_a_port_taken() -> None:
 
 INTERRUPTED = """
 import json
-from simsync.tf_backend.cluster import ClusterConfig, run_sync_replicas_cluster
+from simsync.tf_backend.cluster import ClusterRunConfig, run_sync_replicas_cluster
 def started(cluster):
     print(json.dumps(cluster.pids), flush=True)
-run_sync_replicas_cluster(ClusterConfig(workers=2, steps=10**6), on_start=started)
+run_sync_replicas_cluster(ClusterRunConfig(workers=2, steps=10**6), on_start=started)
 """
 
 

@@ -132,7 +132,8 @@ INSIDE = """
 import subprocess, sys, tempfile
 from importlib.resources import files
 from pathlib import Path
-from simsync.grading import load_assignments, sandbox
+from simsync.grading import load_assignments
+from simsync.sandbox import bubblewrap as sandbox
 from simsync.grading.graphs import _hidden
 
 packaged = Path(str(files("simsync.assignments")))

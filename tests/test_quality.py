@@ -42,3 +42,18 @@ def test_mypy() -> None:
 def test_import_layers() -> None:
     """Imports flow down the layers; SimPy, rich and TensorFlow stay where they belong."""
     check(tool("lint-imports"))
+
+
+def test_every_package_is_installed() -> None:
+    """pyproject's list of packages names every package of the tree (setuptools installs only
+    those listed: a package left out would be missing from the wheel, not from a checkout)."""
+    import tomllib
+
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    tree = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for init in (ROOT / "simsync").rglob("__init__.py")
+    }
+    assert tree - listed == set()

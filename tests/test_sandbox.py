@@ -11,7 +11,7 @@ from pathlib import Path
 
 from simsync.grading import grade, load_assignments
 from simsync.grading.grader import Grade
-from simsync.grading.sandbox import Limits, find_sandbox
+from simsync.sandbox.bubblewrap import Limits, find_sandbox
 
 ASSIGNMENT = load_assignments()[0]
 TINY = Limits(cpu_seconds=4, memory_bytes=1536 * 2**20, file_bytes=2**20, wall_seconds=12)
@@ -346,6 +346,6 @@ def test_kernel_settings_and_uncounted_memory_are_out_of_reach(tmp_path: Path) -
         "raise RuntimeError(refused)"
     )
     assert "RuntimeError: [30]" in outputs(graded(submit(tmp_path / "a", body)))  # EROFS
-    from simsync.grading.seccomp import REFUSED
+    from simsync.sandbox.seccomp import REFUSED
 
     assert {"memfd_secret", "shmget", "shmat", "msgget", "semget"} <= set(REFUSED)

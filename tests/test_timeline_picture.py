@@ -75,3 +75,26 @@ def test_another_suffix_is_one_clear_error(tmp_path) -> None:
     ):
         write_timeline_picture(tmp_path / "t.jpg", [("simulated", sim.trace)])
     assert list(tmp_path.iterdir()) == []
+
+
+def test_simulate_draws_its_timeline_with_the_option_spelt_out(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    def simsync(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "simsync", "simulate", "examples/four_towers.toml"]
+        return subprocess.run(
+            [*command, *args], capture_output=True, text=True, timeout=120, cwd=ROOT
+        )
+
+    out = tmp_path / "steps.svg"
+    done = simsync("--steps", "3", "--timeline", str(out))
+    assert done.returncode == 0, done.stderr
+    assert f"Timeline picture written to {out}" in done.stdout
+    assert {"sync", "/gpu:3"} <= set(_texts(out))
+    refused = simsync("--timeline", str(tmp_path / "steps.jpg"))
+    assert refused.returncode == 2 and "neither .png nor .svg" in refused.stderr
+    # an abbreviation is not taken for --timeline-steps, nor for --timeline
+    abbreviated = simsync("--timeli", str(tmp_path / "t.png"))
+    assert abbreviated.returncode == 2 and "unrecognized arguments: --timeli" in abbreviated.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["steps.svg"]

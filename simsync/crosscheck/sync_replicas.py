@@ -110,7 +110,7 @@ def _cluster_config(
 ) -> Any:
     """The cluster run of ``scenario``: one parameter server, its workers, R and the initial
     tokens, and every worker's compute time per run from the simulator's own draws."""
-    from simsync.tf_backend.cluster import ClusterAddresses, ClusterConfig, ModelWorkload
+    from simsync.tf_backend.cluster import ClusterAddresses, ClusterRunConfig, ModelWorkload
 
     work = []
     for index, client in enumerate(graph.clients):
@@ -134,7 +134,7 @@ def _cluster_config(
                 f"{cluster_file}: not a usable cluster: {reason}; expected a ClusterSpec as "
                 'JSON ({"ps": ["host:port"], "worker": ["host:port", ...]}) or a TF_CONFIG'
             ) from None
-    return ClusterConfig(
+    return ClusterRunConfig(
         ModelWorkload(scenario.model),
         workers=scenario.towers,
         replicas_to_aggregate=graph.facts["replicas_to_aggregate"],

@@ -41,10 +41,10 @@ class Summary(TypedDict):
     source: str  # the scenario's file
     mode: str | None  # the pattern's facts (None for a graph built by hand)
     aggregation: str | None
-    towers: int
+    towers: int  # the graph's towers (its ops' tower indices; 1 when none has one)
     workers: int  # clients that train on a batch
     updating_clients: int  # clients whose runs update the model
-    steps: int  # runs of the updating clients
+    steps: int  # runs of the updating clients (of every non-daemon client if none updates)
     seed: int
     step_time: StepTimeStats
     throughput: float | None  # examples per second; None without a training run

@@ -157,7 +157,9 @@ def summary(sim: Simulation) -> Summary:
     Everything is a function of the scenario and its seed except ``wall_seconds``, the time the
     simulation itself took. A *step* is a run of a client that updates the model: the one
     client's run with towers, each worker's update in asynchronous training, each apply of
-    SyncReplicasOptimizer's chief; ``steps`` counts them and ``step_time`` describes them.
+    SyncReplicasOptimizer's chief; ``steps`` counts them and ``step_time`` describes them
+    (in a graph whose runs update nothing, every run of a client that is not a daemon).
+    ``towers`` counts the graph's towers (the ops' ``tower`` indices; 1 when none has one).
     ``staleness`` describes the applied updates of the ledger; ``gradients`` the gradients
     pushed to accumulators (None when there are none). ``values_skipped``, present only when
     the run asked for values and computed none, says why (a ``generic`` op stands where they
@@ -171,7 +173,8 @@ def _summary(sim: Simulation) -> Summary:
     updating = set(updating_clients(graph))
     batches = batches_per_run(graph)
     training = {client for client, count in batches.items() if count}
-    steps = _runs_of(sim, updating)
+    # a graph whose runs update nothing (built by hand, for timing): a step is any loop's run
+    steps = _runs_of(sim, updating or {c.name for c in graph.clients if not c.daemon})
     stats = step_time_stats(Trace(steps=steps))
     waits = sync_waits(graph, trace, sim.sync_points)
     training_runs = _runs_of(sim, training)
@@ -184,7 +187,7 @@ def _summary(sim: Simulation) -> Summary:
         "source": scenario.source,
         "mode": graph.facts.get("mode"),
         "aggregation": graph.facts.get("aggregation"),
-        "towers": scenario.towers,
+        "towers": max(len(graph.towers), 1),  # the graph's, not the scenario's
         "workers": len(training),
         "updating_clients": len(updating),
         "steps": len(steps),

@@ -1,7 +1,7 @@
 """Course assignments and their grader: students write the graph, simsync grades it by
 structure, simulation and TensorFlow (see docs/assignments.md).
 
-Student code runs only in :mod:`simsync.grading.sandbox`, in a separate process; what comes
+Student code runs only in :mod:`simsync.sandbox.bubblewrap`, in a separate process; what comes
 back is a graph as plain data (:func:`simsync.ir.graph_from_dict`), graded here.
 """
 

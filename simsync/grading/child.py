@@ -1,6 +1,6 @@
 """The sandboxed side of grading: everything that touches a submission, in a process of its own.
 
-Run by :mod:`simsync.grading.sandbox` as ``python -I -m simsync.grading.child REQUEST
+Run by :mod:`simsync.sandbox.bubblewrap` as ``python -I -m simsync.grading.child REQUEST
 SUBMISSION WORK``, inside the sandbox. It writes JSON lines to its standard output (the
 result); anything else printed goes to standard error. A request is one of two stages, never
 both in one process, so a student's code cannot reach the numbers it is graded on:
@@ -34,14 +34,13 @@ from typing import Any
 
 from simsync.errors import SimsyncError
 from simsync.ir import Graph, graph_from_dict, graph_to_dict
+from simsync.sandbox.bubblewrap import TOO_LARGE
 from simsync.scenario import Scenario, scenario_from_dict
 
-__all__ = ["MAX_OPS", "TOO_LARGE", "main", "simsync_folder", "structure_of"]
+__all__ = ["MAX_OPS", "main", "simsync_folder", "structure_of"]
 
 #: a graph larger than this is refused before it is simulated
 MAX_OPS = 5000
-#: the exit status that says: the answer was larger than the file size limit
-TOO_LARGE = 3
 #: audit events refused outright
 REFUSED = ("socket.", "subprocess.", "os.system", "os.exec", "os.posix_spawn", "os.fork",
            "os.spawn", "ctypes.", "pty.", "os.kill", "os.forkpty", "webbrowser.")  # fmt: skip

@@ -20,7 +20,7 @@ from simsync.errors import UsageError
 from simsync.files import atomic_writer
 from simsync.grading.assignment import Assignment, find_assignment, load_assignments
 from simsync.grading.grader import LEFT_OUT, Grade, grade
-from simsync.grading.sandbox import Sandbox, find_sandbox
+from simsync.sandbox.bubblewrap import Sandbox, find_sandbox
 from simsync.words import plural
 
 __all__ = [

@@ -19,14 +19,14 @@ from simsync.grading.graphs import (
     Sides,
     wants_reference,
 )
-from simsync.grading.sandbox import (
+from simsync.grading.submission import SubmissionRefused, copy_submission
+from simsync.sandbox.bubblewrap import (
     Limits,
     Sandbox,
     find_sandbox,
     locked_folder,
     remove_stale_folders,
 )
-from simsync.grading.submission import SubmissionRefused, copy_submission
 
 __all__ = ["LEFT_OUT", "Grade", "Result", "grade", "shown"]
 
@@ -105,7 +105,7 @@ def grade(
     """Run the assignment's checks on ``submission`` (visible ones unless ``hidden``; the
     TensorFlow ones unless ``tensorflow`` is false). The submission is copied first (regular
     files only, :mod:`~simsync.grading.submission`); everything that reads the copy runs in
-    ``sandbox`` (default: bubblewrap, or :class:`~simsync.grading.sandbox.SandboxUnavailable`
+    ``sandbox`` (default: bubblewrap, or :class:`~simsync.sandbox.bubblewrap.SandboxUnavailable`
     when it cannot start here). The reference solution is built the same way, for checks that
     compare with it. A broken or hostile submission costs the checks that need its graph,
     with the reason as their output."""

@@ -10,7 +10,7 @@ scenario. For each (side, graph) the grader runs, in the sandbox:
    only what the checks need of it: the simulation's facts, the parameters after some steps
    on TensorFlow; and, once per grading, the submission's ``answers.toml``.
 
-Everything comes back as JSON (:mod:`simsync.grading.sandbox`); :class:`Built` holds it,
+Everything comes back as JSON (:mod:`simsync.sandbox.bubblewrap`); :class:`Built` holds it,
 or the one line that says why there is none.
 """
 
@@ -26,7 +26,7 @@ from typing import Any
 from simsync.errors import SimsyncError
 from simsync.grading.assignment import Assignment, Check
 from simsync.grading.child import simsync_folder
-from simsync.grading.sandbox import Limits, Outcome, Sandbox, run_child
+from simsync.sandbox.bubblewrap import Limits, Outcome, Sandbox, run_child
 
 __all__ = [
     "REFERENCE",
@@ -182,7 +182,14 @@ class Sides:
                 return Outcome({}, f"not run: the grading took longer than {seconds:g} s in all")
             limits = dataclasses.replace(limits, wall_seconds=min(limits.wall_seconds, left))
         request = {**request, "scenario": self.scenario, "simsync": simsync_folder()}
-        outcome = run_child(self.sandbox, request, self.folders[side], limits, self.hidden)
+        outcome = run_child(
+            self.sandbox,
+            request,
+            self.folders[side],
+            limits,
+            self.hidden,
+            threads=request["stage"] == "evaluate",  # the stage that runs no student code
+        )
         if (
             not outcome.said.get("started")
             and outcome.error

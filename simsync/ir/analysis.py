@@ -37,11 +37,11 @@ def topological_order(graph: Graph) -> list[str]:
     GraphError
         If the graph has a cycle (the cycle is named).
 
-    >>> from simsync.ir.objects import Device, Op, Tensor
+    >>> from simsync.ir.objects import Device, Op
     >>> g = Graph()
     >>> g.add_device(Device("/gpu:0"))
-    >>> for name in "ab": g.add_op(Op(name, "forward", "/gpu:0"))
-    >>> g.add_tensor(Tensor("a", "b")); g.add_tensor(Tensor("b", "a"))
+    >>> a, b = g.add_op(Op("a", "forward", "/gpu:0")), g.add_op(Op("b", "forward", "/gpu:0"))
+    >>> g.connect(a, b, a)
     >>> topological_order(g)
     Traceback (most recent call last):
     ...
@@ -125,7 +125,15 @@ def tower_dependencies(graph: Graph) -> dict[str, frozenset[int]]:
     >>> sorted(tower_dependencies(tiny_example())["average_gradients"])
     [0, 1]
     """
-    return dict(graph.memo("tower_dependencies", partial(_tower_dependencies, graph)))
+    return dict(_towers(graph))
+
+
+def _towers(graph: Graph) -> dict[str, frozenset[int]]:
+    """:func:`tower_dependencies`, computed once per graph (not to be changed)."""
+    towers: dict[str, frozenset[int]] = graph.memo(
+        "tower_dependencies", partial(_tower_dependencies, graph)
+    )
+    return towers
 
 
 def _tower_dependencies(graph: Graph) -> dict[str, frozenset[int]]:
@@ -176,7 +184,7 @@ def input_towers(graph: Graph, name: str) -> dict[str, int]:
     >>> input_towers(tiny_example(), "apply_gradients")
     {}
     """
-    towers = tower_dependencies(graph)
+    towers = _towers(graph)  # the memo itself: copying it for every op would be quadratic
     found: dict[str, int] = {}
     for parent in graph.nx.predecessors(name):
         placed = graph.op(parent).tower

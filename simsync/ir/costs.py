@@ -44,8 +44,8 @@ def transfer_duration(graph: Graph, tensor: Tensor) -> float:
     >>> from simsync.ir.objects import Device
     >>> g = Graph(link=Link(bytes_per_second=1e6, latency=0.001))
     >>> for d in ("/cpu:0", "/gpu:0"): g.add_device(Device(d))
-    >>> g.add_op(Op("a", "read", "/cpu:0")); g.add_op(Op("b", "forward", "/gpu:0"))
-    >>> g.add_tensor(Tensor("a", "b", nbytes=1000))
+    >>> a, b = g.add_op(Op("a", "read", "/cpu:0")), g.add_op(Op("b", "forward", "/gpu:0"))
+    >>> g.connect(a, b, nbytes=1000)
     >>> transfer_duration(g, g.tensor("a", "b"))
     0.002
     """

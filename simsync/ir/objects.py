@@ -149,21 +149,50 @@ class Resource:
 
 @dataclass(frozen=True)
 class Op:
-    """A node of the graph.
+    """A node of the graph: what runs, where, and for how long.
 
-    ``name`` is a TensorFlow-style scope (``tower_2/backward``); ``kind`` says what it does
-    (read, dequeue, forward, backward, aggregate, apply, allreduce, ...); ``tower`` is the tower
-    it belongs to, or ``None`` for shared ops. A collective op lists all its ``participants``
-    and runs on all of them at once; ``nbytes`` is what each participant contributes.
+    Parameters
+    ----------
+    name : str
+        A TensorFlow-style scope (``tower_2/gradients``), unique in the graph.
+    kind : str
+        What the op does: a kind of :mod:`simsync.kinds` (``"read"``, ``"forward"``,
+        ``"aggregate"``, ...; ``simsync.api`` has a constant for each, ``FORWARD``).
+    device : str
+        The device it runs on (a collective op: the first of its participants).
+    cost : Cost, optional
+        How long it takes at speed 1; by default no time.
+    tower : int, optional
+        The tower it belongs to; ``None`` for shared ops.
+    reads, writes : tuple of str, optional
+        The variables it reads and writes.
+    participants : tuple of str, optional
+        A collective op's devices: it runs on all of them at once.
+    nbytes : int, optional
+        What each participant of a collective contributes (a ring all-reduce's time).
+    locks : tuple of str, optional
+        Mutexes the op holds while it runs (a critical section around a read or an apply).
+    max_staleness : int, optional
+        An op that writes variables drops its update, as TensorFlow's
+        ``DropStaleGradientOptimizer`` does, when more than this many updates were applied
+        since its client's run read them.
+    resource : str, optional
+        The resource an op whose kind acts on one acts on (a queue, an accumulator).
+    amount : int, optional
+        How many gradients a take waits for (R), or how many tokens an enqueue puts.
+    gradient : str, optional
+        The variable whose gradient a push sends.
 
-    ``locks`` are mutexes the op holds while it runs (a critical section around a read or an
-    apply). An op that writes variables with ``max_staleness`` set drops its update, as
-    TensorFlow's ``DropStaleGradientOptimizer`` does, when more than that many updates were
-    applied since its client's run read them.
+    Raises
+    ------
+    GraphError
+        If a field is not what it may be (a negative cost, a string where a tuple of names
+        goes): the message names the op and the field.
 
-    An op whose kind acts on a resource names it in ``resource``; ``amount`` is how many
-    gradients a take waits for (R) or how many tokens an enqueue puts, and ``gradient`` the
-    variable whose gradient a push sends.
+    Examples
+    --------
+    >>> Op("tower_0/loss", "forward", "/gpu:0", Cost(0.004), tower=0).cost.mean
+    0.004
     """
 
     name: str
@@ -196,8 +225,28 @@ class Op:
 
 @dataclass(frozen=True)
 class Tensor:
-    """An edge: ``nbytes`` from ``src`` to ``dst`` (``shape`` and ``dtype`` where known);
-    ``control`` edges only order."""
+    """An edge: ``dst`` cannot start before ``src`` ends (and, across devices, before the
+    bytes have crossed the link). Add one with :meth:`Graph.add_tensor`, or a chain with
+    :meth:`Graph.connect`.
+
+    Parameters
+    ----------
+    src, dst : str
+        The ops it joins, by name.
+    nbytes : int, optional
+        The bytes it carries; crossing devices, they cost a transfer.
+    control : bool, optional
+        A control edge only orders (TensorFlow's ``control_dependencies``): it is no input.
+    shape : tuple of int, optional
+        The tensor's shape, where known.
+    dtype : str, optional
+        Its type, where known.
+
+    Raises
+    ------
+    GraphError
+        If a field is not what it may be (negative bytes): the message names the tensor.
+    """
 
     src: str
     dst: str
@@ -212,17 +261,38 @@ class Tensor:
 
 @dataclass(frozen=True)
 class Client:
-    """A loop running ``sess.run(fetches)`` ``steps`` times (``None``: the scenario's steps).
+    """A loop running ``sess.run(fetches)`` again and again (a thread of the program).
 
-    ``overhead`` is what each ``sess.run`` spends outside the ops (feeding, starting the
-    executor, fetching), charged before the step's first op. Clients with a
-    ``staleness_bound`` s run stale-synchronously: one starts its run k only when every such
-    client has finished k - s runs. Clients with ``shared_steps`` take their runs from one
-    pool, ``steps`` per such client, like threads that stop when a global step counter reaches
-    its limit: a fast client makes more runs than a slow one. A client with ``until`` runs
-    until that variable's version reaches the scenario's steps (workers that stop at a global
-    step). A ``daemon`` client (a queue runner's thread) loops until the others are done: it
-    need not finish, and a run left blocked when they are is not a deadlock.
+    Parameters
+    ----------
+    name : str
+        Unique in the graph.
+    fetches : tuple of str
+        The ops one run fetches; it executes them and everything they depend on.
+    steps : int, optional
+        How many runs; ``None``: the scenario's ``[run] steps`` (``simulate``'s ``steps``).
+    overhead : float, optional
+        Seconds each ``sess.run`` spends outside the ops (feeding, starting the executor,
+        fetching), charged before the run's first op.
+    staleness_bound : int, optional
+        Clients with a bound s run stale-synchronously: one starts its run k only when every
+        such client has finished k - s runs.
+    shared_steps : bool, optional
+        Clients with shared steps take their runs from one pool, ``steps`` per such client,
+        like threads that stop when a global step counter reaches its limit: a fast client
+        makes more runs than a slow one.
+    until : str, optional
+        A variable: the client runs until its version reaches the scenario's steps (workers
+        that stop at a global step).
+    daemon : bool, optional
+        A daemon (a queue runner's thread) loops until the others are done: it need not
+        finish, and a run left blocked when they are is not a deadlock.
+
+    Raises
+    ------
+    GraphError
+        If a field is not what it may be (``steps=0``, a string for ``fetches``): the message
+        names the client and the field.
     """
 
     name: str

@@ -27,7 +27,7 @@ def graph_to_dict(graph: Graph) -> dict[str, Any]:
 
     >>> g = Graph(name="tiny")
     >>> g.add_device(Device("/gpu:0"))
-    >>> g.add_op(Op("forward", "forward", "/gpu:0", Cost(0.002)))
+    >>> forward = g.add_op(Op("forward", "forward", "/gpu:0", Cost(0.002)))
     >>> g.add_client(Client("main", fetches=("forward",)))
     >>> again = graph_from_dict(graph_to_dict(g))
     >>> again.op("forward").cost.mean, again.clients[0].fetches

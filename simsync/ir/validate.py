@@ -27,10 +27,10 @@ def validate(graph: Graph) -> None:
 
     Examples
     --------
-    >>> from simsync.ir.objects import Device, Op, Tensor, Client
+    >>> from simsync.ir.objects import Device, Op
     >>> g = Graph()
     >>> g.add_device(Device("/gpu:0"))
-    >>> g.add_op(Op("a", "forward", "/gpu:0")); g.add_op(Op("b", "backward", "/gpu:1"))
+    >>> a, b = g.add_op(Op("a", "forward", "/gpu:0")), g.add_op(Op("b", "backward", "/gpu:1"))
     >>> validate(g)
     Traceback (most recent call last):
     ...

@@ -81,11 +81,12 @@ def check_graph(graph: Graph, model: ModelSpec | None = None, *, values: bool = 
 
     Examples
     --------
-    >>> from simsync.ir import Client, Device, Graph, Op, Tensor
+    >>> from simsync.ir import Client, Device, Graph, Op
     >>> g = Graph()
     >>> g.add_device(Device("/gpu:0"))
-    >>> g.add_op(Op("loss", "forward", "/gpu:0")); g.add_op(Op("gradients", "backward", "/gpu:0"))
-    >>> g.add_tensor(Tensor("loss", "gradients"))
+    >>> loss = g.add_op(Op("loss", "forward", "/gpu:0"))
+    >>> gradients = g.add_op(Op("gradients", "backward", "/gpu:0"))
+    >>> g.connect(loss, gradients)
     >>> g.add_client(Client("main", fetches=("gradients",)))
     >>> check_graph(g, values=False)  # timing needs nothing more
     >>> check_graph(g)  # doctest: +ELLIPSIS
@@ -116,11 +117,12 @@ def values_skipped(graph: Graph) -> str | None:
     ``generic`` op (a kind that computes no value) feeds an op that computes one, or writes a
     variable that holds numbers. Call it on a checked graph.
 
-    >>> from simsync.ir import Client, Device, Graph, Op, Tensor
+    >>> from simsync.ir import Device, Graph, Op
     >>> g = Graph()
     >>> g.add_device(Device("/gpu:0"))
-    >>> g.add_op(Op("MatMul", "generic", "/gpu:0")); g.add_op(Op("loss", "forward", "/gpu:0"))
-    >>> g.add_tensor(Tensor("MatMul", "loss"))
+    >>> matmul = g.add_op(Op("MatMul", "generic", "/gpu:0"))
+    >>> loss = g.add_op(Op("loss", "forward", "/gpu:0"))
+    >>> g.connect(matmul, loss)
     >>> print(values_skipped(g))  # doctest: +NORMALIZE_WHITESPACE
     values are not computed: op 'loss' (forward) takes a tensor from 'MatMul' (generic),
     which computes no value

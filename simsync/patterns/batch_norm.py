@@ -49,7 +49,7 @@ from simsync.numerics import ModelSpec
 from simsync.numerics.batch_norm import moving_initial, moving_shapes
 from simsync.scenario import Scenario
 
-__all__ = ["VARIANTS", "Variant", "add_moving_statistics"]
+__all__ = ["VARIANTS", "BatchNormVariant", "add_moving_statistics"]
 
 #: Tensors are priced as float32.
 _BYTES = 4
@@ -62,7 +62,7 @@ Builder = Callable[[Graph, Scenario, str, Callable[..., Cost]], tuple[list[str],
 
 
 @dataclass(frozen=True)
-class Variant:
+class BatchNormVariant:
     """How one variant changes the towers' graph: ``share`` is the part of each tower's forward
     and backward time its ``loss`` and ``gradients`` ops keep (the rest goes to the ops before
     the sync points); ``build`` adds the variant's ops."""
@@ -183,8 +183,8 @@ def _synchronized(
 
 #: Each ``[model] batch_norm`` value's variant.
 VARIANTS = {
-    "none": Variant(1.0, _none),
-    "local": Variant(1.0, _local),
-    "update_ops": Variant(1.0, _update_ops),
-    "synchronized": Variant(_FIRST_LAYER_SHARE, _synchronized),
+    "none": BatchNormVariant(1.0, _none),
+    "local": BatchNormVariant(1.0, _local),
+    "update_ops": BatchNormVariant(1.0, _update_ops),
+    "synchronized": BatchNormVariant(_FIRST_LAYER_SHARE, _synchronized),
 }

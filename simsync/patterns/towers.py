@@ -6,7 +6,7 @@ import math
 
 from simsync.ir import Client, Cost, Device, Graph, Link, Op, Tensor, Variable, validate
 from simsync.numerics import ModelSpec, parameter_shapes
-from simsync.patterns.batch_norm import VARIANTS, Variant, add_moving_statistics
+from simsync.patterns.batch_norm import VARIANTS, BatchNormVariant, add_moving_statistics
 from simsync.scenario import Scenario
 
 __all__ = [
@@ -157,7 +157,7 @@ def _add_tower(
     mirrored: bool,
     param_bytes: int,
     moving: tuple[str, ...],
-    variant: Variant,
+    variant: BatchNormVariant,
 ) -> None:
     scope, device = f"tower_{tower}", tower_device(tower)
     costs = scenario.costs

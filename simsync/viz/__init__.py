@@ -13,6 +13,7 @@ from simsync.viz.graph_text import GraphView
 from simsync.viz.png import write_png
 from simsync.viz.report import LedgerView, SummaryView
 from simsync.viz.timeline import Timeline, device_sort_key, kind_style, legend_order
+from simsync.viz.timeline_picture import write_timeline_picture
 
 __all__ = [
     "CrossCheckView",
@@ -31,4 +32,5 @@ __all__ = [
     "write_chrome_trace",
     "write_loss_png",
     "write_png",
+    "write_timeline_picture",
 ]

@@ -12,9 +12,9 @@ every task asks of TensorFlow; ``graph.py`` and ``worker.py`` are one task's gra
 
 from simsync.tf_backend.cluster.run import (
     ClusterAddresses,
-    ClusterConfig,
     ClusterError,
     ClusterRun,
+    ClusterRunConfig,
     LedgerError,
     ModelWorkload,
     NodeTiming,
@@ -28,9 +28,9 @@ from simsync.tf_backend.cluster.run import (
 
 __all__ = [
     "ClusterAddresses",
-    "ClusterConfig",
     "ClusterError",
     "ClusterRun",
+    "ClusterRunConfig",
     "LedgerError",
     "ModelWorkload",
     "NodeTiming",

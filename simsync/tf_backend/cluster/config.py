@@ -1,6 +1,6 @@
 """What a real SyncReplicasOptimizer cluster run is asked to do: frozen, JSON-able settings.
 
-The parent process and every task read the same :class:`ClusterConfig` (the tasks get it as a
+The parent process and every task read the same :class:`ClusterRunConfig` (the tasks get it as a
 JSON file), so a task started by hand on another host follows the same settings. Two workloads:
 
 - :class:`ModelWorkload`: a :class:`~simsync.numerics.ModelSpec` trained by every worker,
@@ -25,7 +25,7 @@ from simsync.tf_backend.session.runtime import BackendError
 __all__ = [
     "TENSORFLOW_TESTS",
     "ClusterAddresses",
-    "ClusterConfig",
+    "ClusterRunConfig",
     "ModelWorkload",
     "Round",
     "TensorFlowTestWorkload",
@@ -146,7 +146,7 @@ class ClusterAddresses:
 
 
 @dataclass(frozen=True)
-class ClusterConfig:
+class ClusterRunConfig:
     """Settings of one cluster run (see :mod:`simsync.tf_backend.cluster`).
 
     ``replicas_to_aggregate`` None means all workers; ``init_tokens`` None means TensorFlow's
@@ -223,7 +223,7 @@ class ClusterConfig:
         return json.dumps(asdict(self))
 
     @classmethod
-    def from_json(cls, text: str) -> ClusterConfig:
+    def from_json(cls, text: str) -> ClusterRunConfig:
         """The config :meth:`to_json` wrote."""
         data: dict[str, Any] = json.loads(text)
         workload = data.pop("workload")
@@ -245,7 +245,7 @@ class ClusterConfig:
         return cls(**data)
 
 
-def _test_problem(config: ClusterConfig) -> str | None:
+def _test_problem(config: ClusterRunConfig) -> str | None:
     assert isinstance(config.workload, TensorFlowTestWorkload)
     name = config.workload.test
     if name not in TENSORFLOW_TESTS:
@@ -256,7 +256,7 @@ def _test_problem(config: ClusterConfig) -> str | None:
     return None
 
 
-def tensorflow_test_config(test: str, **settings: Any) -> ClusterConfig:
+def tensorflow_test_config(test: str, **settings: Any) -> ClusterRunConfig:
     """The config that reproduces TensorFlow's own test ``test``: its cluster (2 parameter
     servers), its workers and replicas to aggregate, ``num_tokens = workers`` initial tokens,
     and its sequence of runs as the schedule. ``settings`` override other fields.
@@ -270,7 +270,7 @@ def tensorflow_test_config(test: str, **settings: Any) -> ClusterConfig:
             f"unknown TensorFlow test {test!r} (known: {', '.join(TENSORFLOW_TESTS)})"
         )
     workers, replicas, schedule = TENSORFLOW_TESTS[test]
-    config = ClusterConfig(
+    config = ClusterRunConfig(
         workload=TensorFlowTestWorkload(test),
         parameter_servers=2,
         workers=workers,

@@ -25,7 +25,7 @@ from typing import Any
 from simsync.numerics import init_params
 from simsync.tf_backend.cluster.config import (
     TENSORFLOW_TEST_LEARNING_RATE,
-    ClusterConfig,
+    ClusterRunConfig,
     ModelWorkload,
 )
 from simsync.tf_backend.session.model import model_loss
@@ -80,7 +80,7 @@ class ControlOps:
     shutdown_puts: list[Any] = field(default_factory=list)
 
 
-def _control_ops(tf: Any, config: ClusterConfig) -> ControlOps:
+def _control_ops(tf: Any, config: ClusterRunConfig) -> ControlOps:
     others = config.workers - 1
     control = ControlOps(others)
     control.shutdown_puts = [
@@ -131,7 +131,7 @@ class WorkerGraph:
     feeds: dict[str, Any] = field(default_factory=dict)  # "x", "y", "rows"
 
 
-def build_worker_graph(tf: Any, config: ClusterConfig, cluster: Any, worker: int) -> WorkerGraph:
+def build_worker_graph(tf: Any, config: ClusterRunConfig, cluster: Any, worker: int) -> WorkerGraph:
     """Build worker ``worker``'s graph for ``config`` on the ClusterSpec ``cluster``."""
     graph = tf.Graph()
     if isinstance(config.workload, ModelWorkload):
@@ -190,7 +190,7 @@ def _as_gradient(tf: Any, gradient: Any) -> Any:
     return gradient
 
 
-def _model_part(tf: Any, config: ClusterConfig) -> tuple[Any, ...]:
+def _model_part(tf: Any, config: ClusterRunConfig) -> tuple[Any, ...]:
     """The model's variables, reads, work and gradients (inside the replica device setter)."""
     assert isinstance(config.workload, ModelWorkload)
     spec = config.workload.spec

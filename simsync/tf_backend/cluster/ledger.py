@@ -43,7 +43,7 @@ import numpy as np
 from simsync.kinds.apply import sgd_step
 from simsync.patterns.sync_replicas import ENQUEUE_TOKENS_OP, QUEUE_RUNNER, TOKEN_QUEUE
 from simsync.tf_backend.cluster.acceptance import LedgerError, Push, Take, same, settle
-from simsync.tf_backend.cluster.config import ClusterConfig, ModelWorkload
+from simsync.tf_backend.cluster.config import ClusterRunConfig, ModelWorkload
 from simsync.trace import ResourceEvent, StepRecord, Trace
 
 __all__ = ["Ledger", "LedgerError", "NodeTiming", "build_ledger"]
@@ -76,7 +76,7 @@ class Ledger:
     order_disagreements: int = 0  # takes whose set the kernel order alone would get wrong
 
 
-def build_ledger(config: ClusterConfig, reports: dict[int, dict[str, Any]]) -> Ledger:
+def build_ledger(config: ClusterRunConfig, reports: dict[int, dict[str, Any]]) -> Ledger:
     """The checked ledger of a run, from every worker's report (worker 0's is the chief's)."""
     chief = reports[0]
     base = float(chief["base"])
@@ -194,7 +194,7 @@ def _queue_runner(
 
 
 def _history(
-    config: ClusterConfig, chief: dict[str, Any], takes: dict[str, list[Take]], dtypes: Any
+    config: ClusterRunConfig, chief: dict[str, Any], takes: dict[str, list[Take]], dtypes: Any
 ) -> list[dict[str, np.ndarray]]:
     """The variables at every global step, from the initial values and the takes' averages
     (the one SGD step, :func:`~simsync.kinds.apply.sgd_step`, at the workload's rate)."""

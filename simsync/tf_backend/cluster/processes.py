@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simsync.tf_backend.cluster.config import ClusterConfig, task_name
+from simsync.tf_backend.cluster.config import ClusterRunConfig, task_name
 from simsync.tf_backend.cluster.namespace import namespace_command
 from simsync.tf_backend.session.runtime import BackendError
 
@@ -87,7 +87,7 @@ class ClusterProcesses:
 
     def __init__(
         self,
-        config: ClusterConfig,
+        config: ClusterRunConfig,
         workdir: Path,
         namespace: bool,
         on_progress: Callable[[str], None],

@@ -26,10 +26,11 @@ Protocol:
 Usage::
 
     from simsync.numerics import ModelSpec
-    from simsync.tf_backend.cluster import ClusterConfig, ModelWorkload, run_sync_replicas_cluster
+    from simsync.tf_backend.cluster import ClusterRunConfig, ModelWorkload
+    from simsync.tf_backend.cluster import run_sync_replicas_cluster
 
-    config = ClusterConfig(ModelWorkload(ModelSpec()), workers=3, replicas_to_aggregate=2,
-                           steps=12)
+    config = ClusterRunConfig(ModelWorkload(ModelSpec()), workers=3, replicas_to_aggregate=2,
+                              steps=12)
     run = run_sync_replicas_cluster(config, on_progress=print)
     run.events(action="push")       # every gradient pushed, accepted or dropped
     run.params, run.global_step     # TensorFlow's final state
@@ -50,7 +51,7 @@ import numpy as np
 
 from simsync.tf_backend.cluster.config import (
     ClusterAddresses,
-    ClusterConfig,
+    ClusterRunConfig,
     ModelWorkload,
     Round,
     TensorFlowTestWorkload,
@@ -64,9 +65,9 @@ from simsync.trace import ResourceEvent
 
 __all__ = [
     "ClusterAddresses",
-    "ClusterConfig",
     "ClusterError",
     "ClusterRun",
+    "ClusterRunConfig",
     "LedgerError",
     "ModelWorkload",
     "NodeTiming",
@@ -102,7 +103,7 @@ class ClusterRun(Ledger):
     run's gradients as pushed (JSON data). ``start_seconds``: from launch to the start barrier;
     ``run_seconds``: from the barrier to the last report."""
 
-    config: ClusterConfig
+    config: ClusterRunConfig
     observations: list[Observation]
     addresses: dict[str, list[str]]
     namespace: bool
@@ -126,7 +127,7 @@ class ClusterRun(Ledger):
 
 
 def run_sync_replicas_cluster(
-    config: ClusterConfig,
+    config: ClusterRunConfig,
     on_progress: Callable[[str], None] | None = None,
     on_start: Callable[[StartedCluster], None] | None = None,
 ) -> ClusterRun:
@@ -179,7 +180,7 @@ def run_sync_replicas_cluster(
     )
 
 
-def _check_isolation(config: ClusterConfig) -> bool:
+def _check_isolation(config: ClusterRunConfig) -> bool:
     """True to run in a private namespace; raise when that is needed but impossible."""
     if config.open_ports:
         return False
@@ -199,7 +200,7 @@ def _check_isolation(config: ClusterConfig) -> bool:
     return True
 
 
-def _follow(processes: ClusterProcesses, config: ClusterConfig) -> list[Observation]:
+def _follow(processes: ClusterProcesses, config: ClusterRunConfig) -> list[Observation]:
     """Play the schedule: each round's runs, its settling, then one observation."""
     assert config.schedule is not None
     timeout = config.run_timeout + 10.0
@@ -231,7 +232,7 @@ def _follow(processes: ClusterProcesses, config: ClusterConfig) -> list[Observat
     return observations
 
 
-def _collect(processes: ClusterProcesses, config: ClusterConfig) -> dict[int, dict[str, Any]]:
+def _collect(processes: ClusterProcesses, config: ClusterRunConfig) -> dict[int, dict[str, Any]]:
     """Wait for every worker's report and every parameter server's end; return the reports."""
     tasks = processes.tasks
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from simsync.tf_backend.cluster.channel import Channel
-from simsync.tf_backend.cluster.config import ClusterAddresses, ClusterConfig
+from simsync.tf_backend.cluster.config import ClusterAddresses, ClusterRunConfig
 from simsync.tf_backend.cluster.launch import die_with_parent
 from simsync.tf_backend.cluster.server import reason, server_config
 from simsync.tf_backend.session.runtime import BackendError
@@ -51,7 +51,7 @@ def _start_server(tf: Any, addresses: ClusterAddresses, job: str, index: int) ->
         ) from None
 
 
-def _serve_parameters(tf: Any, config: ClusterConfig, server: Any, index: int) -> None:
+def _serve_parameters(tf: Any, config: ClusterRunConfig, server: Any, index: int) -> None:
     """A parameter server serves until the chief puts a token in its shutdown queue."""
     from simsync.tf_backend.cluster.graph import shutdown_queue
 
@@ -74,7 +74,7 @@ def run_task(args: argparse.Namespace, channel: Channel) -> None:
     """Start the task's server, then serve (ps) or train (worker)."""
     from simsync.tf_backend.session.runtime import load_tensorflow
 
-    config = ClusterConfig.from_json(Path(args.config).read_text())
+    config = ClusterRunConfig.from_json(Path(args.config).read_text())
     addresses = _addresses(args, config)
     channel.progress("importing TensorFlow")
     tf = load_tensorflow()
@@ -90,7 +90,7 @@ def run_task(args: argparse.Namespace, channel: Channel) -> None:
     WorkerTask(tf, config, addresses, args.index, server, channel).run()
 
 
-def _addresses(args: argparse.Namespace, config: ClusterConfig) -> ClusterAddresses:
+def _addresses(args: argparse.Namespace, config: ClusterRunConfig) -> ClusterAddresses:
     if args.addresses:
         data = json.loads(args.addresses)
         return ClusterAddresses(tuple(data["ps"]), tuple(data["worker"]))
@@ -102,8 +102,10 @@ def _addresses(args: argparse.Namespace, config: ClusterConfig) -> ClusterAddres
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m simsync.tf_backend.cluster.task")
-    parser.add_argument("--config", required=True, help="a ClusterConfig as JSON (to_json)")
+    parser = argparse.ArgumentParser(
+        prog="python -m simsync.tf_backend.cluster.task", allow_abbrev=False
+    )
+    parser.add_argument("--config", required=True, help="a ClusterRunConfig as JSON (to_json)")
     parser.add_argument("--job", required=True, choices=["ps", "worker"])
     parser.add_argument("--index", required=True, type=int)
     parser.add_argument("--addresses", help='{"ps": [...], "worker": [...]} as JSON')

@@ -28,7 +28,7 @@ import numpy as np
 
 from simsync.numerics import make_batch
 from simsync.tf_backend.cluster.channel import Channel
-from simsync.tf_backend.cluster.config import ClusterAddresses, ClusterConfig, ModelWorkload
+from simsync.tf_backend.cluster.config import ClusterAddresses, ClusterRunConfig, ModelWorkload
 from simsync.tf_backend.cluster.graph import WorkerGraph, build_worker_graph, node_roles
 from simsync.tf_backend.cluster.server import reason, server_config
 from simsync.tf_backend.session.runtime import BackendError
@@ -68,7 +68,7 @@ class WorkerTask:
     def __init__(
         self,
         tf: Any,
-        config: ClusterConfig,
+        config: ClusterRunConfig,
         addresses: ClusterAddresses,
         index: int,
         server: Any,

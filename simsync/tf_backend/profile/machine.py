@@ -70,7 +70,7 @@ def machine_key() -> dict[str, Any]:
         "tensorflow": tf.__version__,
         "devices": f"{len(gpus)} GPU(s)" if gpus else "logical CPU devices",
         "host": socket.gethostname(),
-        "processor": _processor(),
+        "processor": processor(),
         "cores": os.cpu_count() or 1,
     }
 
@@ -123,7 +123,7 @@ def _cached(path: Path, key: dict[str, Any]) -> Profile | None:
     return profile if profile.calibrated_on.get("machine") == key else None
 
 
-def _processor() -> str:
+def processor() -> str:
     """The processor's model name (Linux), or what ``platform`` knows."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:

@@ -1,9 +1,11 @@
-"""Run the grader's child process in a sandbox made by bubblewrap, and bring back what it says.
+"""Run a child process on untrusted input in a sandbox made by bubblewrap, and bring back what
+it says.
 
 Everything of a grading that touches the student's input runs in such a child (see
 :mod:`simsync.grading.child`): importing and calling the student's code, simulating the graph
-it returns, running it on TensorFlow, reading ``training.toml`` and ``answers.toml``. The
-grader outside reads only the JSON lines the child writes, at most ``Limits.file_bytes``.
+it returns, running it on TensorFlow, reading ``training.toml`` and ``answers.toml``. So does
+the import of a user's TensorFlow program (:mod:`simsync.tf_backend.program`). The parent
+outside reads only the JSON lines the child writes, at most ``Limits.file_bytes``.
 
 The sandbox is bubblewrap (``bwrap``, the one Flatpak uses), run with:
 
@@ -12,7 +14,7 @@ The sandbox is bubblewrap (``bwrap``, the one Flatpak uses), run with:
 * ``--cap-drop ALL`` (and bubblewrap's ``no_new_privs``): the mounts it made cannot be undone;
 * ``--die-with-parent``, its own PID namespace and ``--new-session``: when the child ends, or
   the grader dies (even by ``kill -9``), every process inside ends with it;
-* a seccomp filter (:mod:`simsync.grading.seccomp`): no new processes at all, no mounts, no
+* a seccomp filter (:mod:`simsync.sandbox.seccomp`): no new processes at all, no mounts, no
   namespaces;
 * a file system holding only the system's ``/usr``, the Python interpreter and the installed
   packages (read-only; the assignments' folders are hidden under empty ones), the copy of the
@@ -46,11 +48,11 @@ from pathlib import Path
 from typing import Any
 
 from simsync.errors import UsageError
-from simsync.grading import seccomp
-from simsync.grading.child import TOO_LARGE
+from simsync.sandbox import seccomp
 
 __all__ = [
     "NO_SANDBOX",
+    "TOO_LARGE",
     "Limits",
     "Outcome",
     "Sandbox",
@@ -61,6 +63,8 @@ __all__ = [
     "run_child",
 ]
 
+#: the exit status a child gives when its answer was larger than the file size limit
+TOO_LARGE = 3
 #: the prefix of the grader's temporary folders, one per sandboxed run (and one per grading,
 #: ``simsync-grade-``), with the grader's process id: a grader killed with ``kill -9`` cannot
 #: remove its own, the next one removes them (:func:`remove_stale_folders`)
@@ -232,16 +236,20 @@ def run_child(
     submission: Path,
     limits: Limits,
     hidden: tuple[Path, ...] = (),
+    *,
+    module: str = "simsync.grading.child",
+    threads: bool = False,
 ) -> Outcome:
-    """Run ``python -I -m simsync.grading.child`` on ``request`` with ``submission`` (a clean
-    copy, see :mod:`simsync.grading.submission`) in ``sandbox``; ``hidden`` folders are
-    empty inside. The child's JSON lines are merged into :attr:`Outcome.said`, also when a
-    limit stopped it (what it said before stays); :attr:`Outcome.error` says why it stopped.
-    Only the ``evaluate`` stage, which runs no student code, may start threads."""
+    """Run ``python -I -m MODULE REQUEST SUBMISSION WORK`` (by default the grader's
+    :mod:`simsync.grading.child`) on ``request`` with ``submission`` (a clean copy, see
+    :mod:`simsync.grading.submission`) in ``sandbox``; ``hidden`` folders are empty inside.
+    The child's JSON lines are merged into :attr:`Outcome.said`, also when a limit stopped it
+    (what it said before stays); :attr:`Outcome.error` says why it stopped. It may start
+    threads only with ``threads`` (TensorFlow needs them); new processes never."""
     with locked_folder(SCRATCH_PREFIX) as scratch:
         request_file = scratch / "request.json"
         request_file.write_text(json.dumps(request))
-        child = [_interpreter(), "-I", "-m", "simsync.grading.child"]
+        child = [_interpreter(), "-I", "-m", module]
         if sandbox.bwrap is None:
             work = scratch / "work"
             work.mkdir()
@@ -251,7 +259,7 @@ def run_child(
         bwrap = _bwrap_command(
             sandbox.bwrap, request_file, submission, hidden, limits.scratch_bytes
         )
-        code = seccomp.program(threads=request.get("stage") == "evaluate")
+        code = seccomp.program(threads=threads)
         return _run([*bwrap, *inside], scratch, scratch, limits, sandboxed=True, filter_code=code)
 
 

@@ -1,0 +1,124 @@
+"""The ``simsync`` command line: the top parser, one subcommand per module, and ``main``.
+
+Heavy modules (numpy, networkx, SimPy, rich, matplotlib) are imported inside the commands, so
+``simsync --help`` answers at once; TensorFlow only inside the commands that run it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from simsync.cli import calibrate, compare, course, crosscheck, graph, lessons, simulate
+from simsync.errors import SimsyncError, printable
+from simsync.terminal import ascii_fallback
+
+__all__ = ["main"]
+
+DESCRIPTION = """\
+Simulate TensorFlow's data-parallel execution model: ops placed on devices, tensors between
+them, and client loops running sess.run. Sync points, waiting and stragglers follow from the
+graph; small models carry real numbers.
+"""
+
+EPILOG = """\
+examples:
+  simsync simulate examples/four_towers.toml             summary and timeline
+  simsync simulate examples/four_towers.toml --json      one JSON object
+  simsync simulate examples/four_towers.toml --trace out.json   open in ui.perfetto.dev
+  simsync simulate examples/async_workers.toml           async workers: staleness ledger
+  simsync compare examples/sync_workers.toml examples/async_workers.toml --png race.png
+  simsync graph examples/four_towers.toml                towers as lanes, sync points marked
+  simsync graph examples/four_towers.toml --format png -o graph.png
+  simsync crosscheck examples/four_towers.toml           run it on TensorFlow too, compare
+  simsync calibrate                                      measure this machine again
+  simsync calibrate examples/four_towers.toml -o here.json   ... on that scenario's model
+  simsync crosscheck examples/four_towers.toml --costs here.json
+  simsync learn                                          interactive lessons: continue
+  simsync lessons list                                   the lessons and your progress
+  simsync lessons copy 1 my-lesson1                      lesson 1's scenarios, to change
+  simsync assignments start 1 hw1 && simsync grade hw1 --assignment 1   course assignments
+
+Scenario files are TOML; every key is documented in docs/scenarios.md.
+"""
+
+
+def parser() -> argparse.ArgumentParser:
+    """The ``simsync`` parser, every subcommand added in the order ``--help`` lists them."""
+    top = argparse.ArgumentParser(
+        prog="simsync",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    top.add_argument("--version", action="version", version=f"simsync {_version()}")
+    commands = top.add_subparsers(dest="command", metavar="COMMAND")
+    for command in (simulate, compare, graph, crosscheck, calibrate, lessons, course):
+        command.add(commands)
+    return top
+
+
+def _version() -> str:
+    from simsync import __version__
+
+    return __version__
+
+
+# -- entry point ------------------------------------------------------------------------
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status (2 for a user error)."""
+    ascii_fallback(sys.stdout)  # an ASCII or latin-1 terminal: stand-ins, not a traceback
+    top = parser()
+    args = top.parse_args(argv)
+    if args.command is None:
+        top.print_help(sys.stderr)
+        return 2
+    previous = _exit_on_terminate()
+    try:
+        status: int = args.run(args)
+    except BrokenPipeError:  # `simsync ... | head`: the reader has gone; stop quietly
+        _drop_stdout()
+        return 128 + getattr(signal, "SIGPIPE", 13)
+    except (SimsyncError, OSError) as error:
+        print(f"simsync: error: {printable(str(error), one_line=True)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("simsync: interrupted", file=sys.stderr)
+        return 130
+    except _Terminated:
+        print("simsync: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    return status
+
+
+def _drop_stdout() -> None:
+    """Point standard output at the null device, so that Python's last flush into a pipe
+    whose reader has gone does not complain."""
+    with contextlib.suppress(AttributeError, OSError, ValueError):  # not a system file
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+class _Terminated(BaseException):
+    """SIGTERM (``kill``) arrived: unwind, so that half-written files are removed."""
+
+
+def _exit_on_terminate() -> Any:
+    """Turn SIGTERM into :class:`_Terminated`; the previous handler, to restore (None when
+    this is not the main thread, where Python allows no handler)."""
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise _Terminated
+
+    try:
+        return signal.signal(signal.SIGTERM, terminate)
+    except ValueError:
+        return None

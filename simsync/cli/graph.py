@@ -1,0 +1,85 @@
+"""``simsync graph``: the dataflow graph a scenario builds, as text, DOT or PNG."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from simsync.cli.options import add_command, common, positive_int
+from simsync.cli.shared import console, load
+from simsync.errors import UsageError
+from simsync.outputs import STDOUT, check_writable, output_path, refuse_stdout, write_or_print
+
+__all__ = ["add", "graph"]
+
+
+def add(commands: Any) -> None:
+    p = add_command(
+        commands,
+        "graph",
+        parents=[common("file")],
+        help="show the dataflow graph a scenario builds",
+        description="Show the dataflow graph a scenario builds: in the terminal with towers as "
+        "lanes and sync points marked, as Graphviz DOT, or as a PNG (matplotlib; no system "
+        "binaries needed).",
+    )
+    p.add_argument(
+        "--format",
+        choices=("text", "dot", "png"),
+        default="text",
+        help="text (default), dot or png",
+    )
+    p.add_argument(
+        "-o",
+        "--output",
+        type=output_path,
+        metavar="OUT",
+        help="write to OUT (required for png; text and dot print on standard output without "
+        "it, or with -)",
+    )
+    p.add_argument(
+        "--towers",
+        type=positive_int,
+        default=4,
+        metavar="K",
+        help="lanes shown before eliding the rest (text, png; default 4)",
+    )
+    p.set_defaults(run=graph)
+
+
+def graph(args: argparse.Namespace) -> int:
+    from simsync.cli.program import graph_program
+    from simsync.patterns import build
+    from simsync.programs import is_program
+
+    built = graph_program(args) if is_program(args.file) else build(load(args.file))
+    check_writable(args.output, [args.file])
+    if args.format == "png":
+        if args.output is None:
+            raise UsageError("--format png needs -o OUT.png")
+        refuse_stdout(args.output, "-o", "a PNG")
+        if args.output.suffix.lower() != ".png":
+            raise UsageError(
+                f"--format png writes PNG files: name the output *.png, not {args.output.name}"
+            )
+        from simsync.viz import write_png
+
+        write_png(built, args.output)
+        print(f"wrote {args.output}")
+    elif args.format == "dot":
+        from simsync.viz import to_dot
+
+        write_or_print(to_dot(built), args.output)
+    else:
+        from simsync.viz import GraphView
+
+        view = GraphView(built, max_towers=args.towers)
+        if args.output is None or args.output is STDOUT:
+            console().print(view)
+            return 0
+        from simsync.files import atomic_writer
+
+        with atomic_writer(args.output) as out:
+            console(file=out, width=120).print(view)
+        print(f"wrote {args.output}")
+    return 0

@@ -1,0 +1,272 @@
+"""The sandboxed side of importing a program: run it (or read its MetaGraphDef) with
+TensorFlow, and say what its training loop is, as JSON lines.
+
+Run by :func:`simsync.tf_backend.program.load.import_program` through the sandbox
+(:func:`simsync.sandbox.bubblewrap.run_child`) as ``python -I -m
+simsync.tf_backend.program.child REQUEST FOLDER WORK``: ``FOLDER`` holds a copy of the
+program (and the ``.py`` files beside it), which is copied into ``WORK`` and run there. It
+may start threads (TensorFlow does), never processes. Lines said, in order:
+
+``{"started": true}``, then either ``{"error": "one line"}`` or ``{"graph": DATA}`` (the
+graph as plain data, see :mod:`simsync.tf_backend.program.convert`), ``{"key": ...,
+"machine": {...}}`` and ``{"profile": {...}}`` (absent when the request already knows the
+key: the parent has its costs cached).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import runpy
+import shutil
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+__all__ = ["graph_data", "main"]
+
+
+def main(request_path: str, folder: str, work: str) -> int:
+    request = json.loads(Path(request_path).read_text())
+    result = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # whatever the program prints goes to stderr, never into the result
+    sys.stdout = sys.stderr
+
+    def say(**line: Any) -> None:
+        result.write(json.dumps(line) + "\n")
+        result.flush()
+
+    say(started=True)
+    shutil.copytree(folder, work, dirs_exist_ok=True)
+    os.chdir(work)
+    program = Path(work, request["program"])
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+    import tensorflow as tf
+
+    tf.get_logger().setLevel("ERROR")
+    from simsync.tf_backend.program.capture import Ended, Loop, Observer
+
+    gpus = len(tf.config.list_physical_devices("GPU"))
+
+    def on_loop(loop: Loop) -> None:
+        try:
+            _answer(tf, request, loop, gpus, say)
+        except BaseException as error:
+            say(error=f"could not read the training loop: {type(error).__name__}: {error}")
+        result.flush()
+        os._exit(0)
+
+    observer = Observer(tf, gpus, on_loop)
+    observer.install()
+    try:
+        if request["kind"] == "meta":
+            _meta(tf, program, observer, request)
+        else:
+            sys.argv = [str(program)]
+            sys.path.insert(0, work)
+            runpy.run_path(str(program), run_name="__main__")
+        say(error=observer.why_no_loop(eager=tf.executing_eagerly()))
+    except Ended as ended:
+        say(error=str(ended))
+    except SystemExit as stop:
+        if stop.code not in (None, 0):
+            say(error=f"exited with status {stop.code} before its training loop")
+        else:
+            say(error=observer.why_no_loop(eager=tf.executing_eagerly()))
+    except SyntaxError as error:
+        where = f"{Path(error.filename or program).name}:{error.lineno}"
+        say(error=f"{where}: SyntaxError: {error.msg}")
+    except BaseException as error:
+        say(error=_described(error, program))
+    result.flush()
+    os._exit(0)
+
+
+def _described(error: BaseException, program: Path) -> str:
+    """``train.py:12: ValueError: message``: the program's own line nearest the error."""
+    frames = traceback.extract_tb(error.__traceback__)
+    inside = [f for f in frames if Path(f.filename).parent == program.parent]
+    where = f"{Path(inside[-1].filename).name}:{inside[-1].lineno}: " if inside else ""
+    message = " ".join(str(error).split())[:300]
+    return f"{where}{type(error).__name__}: {message}"
+
+
+def _meta(tf: Any, path: Path, observer: Any, request: dict[str, Any]) -> None:
+    """A MetaGraphDef: import it, run its initialisers and queue runners, and hand the loop
+    of its ``train_op`` collection (no user code runs)."""
+    from simsync.tf_backend.program.capture import Call, Ended, Loop
+
+    graph = tf.Graph()
+    with graph.as_default():
+        try:
+            tf.compat.v1.train.import_meta_graph(str(path), clear_devices=False)
+        except Exception as error:
+            raise Ended(f"is not a MetaGraphDef TensorFlow can read: {error}") from None
+        train = graph.get_collection(tf.compat.v1.GraphKeys.TRAIN_OP)
+        if not train:
+            raise Ended(
+                "names no train op: before tf.compat.v1.train.export_meta_graph, add it with "
+                "tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.TRAIN_OP, train_op)"
+            )
+        init = [
+            tf.compat.v1.global_variables_initializer(),
+            tf.compat.v1.local_variables_initializer(),
+        ]
+        session = tf.compat.v1.Session(graph=graph)
+        observer.place(graph)
+        observer.real_run(session, init)
+        tf.compat.v1.train.start_queue_runners(sess=session)
+        fetches = [op.name for op in train]
+        call = Call("MainThread", tuple(fetches), fetches)
+        observer.on_loop(Loop(session, graph, {"MainThread": call}, 0))
+
+
+def _answer(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any) -> None:
+    from simsync.tf_backend.profile.machine import processor
+    from simsync.tf_backend.program.profile import profile_loop
+
+    data = graph_data(tf, loop, request["program"], gpus)
+    machine = {
+        "tensorflow": tf.__version__,
+        "devices": f"{gpus} GPU(s)" if gpus else "logical CPU devices",
+        "processor": processor(),
+        "cores": os.cpu_count() or 1,
+    }
+    key = graph_key(data, machine)
+    say(graph=data)
+    say(key=key, machine=machine)
+    if request.get("profile", True) and key not in request.get("known", ()):
+        say(profile=profile_loop(tf, loop, int(request.get("steps", 5))))
+
+
+def graph_key(data: dict[str, Any], machine: dict[str, Any]) -> str:
+    """What a profile is kept under: the graph's ops, their inputs and devices, the loop's
+    fetches, and the machine (not where the ops were made, nor the program's name)."""
+    ops = [
+        [op["name"], op["type"], op["device"], op["inputs"], op["control"]] for op in data["ops"]
+    ]
+    clients = [client["fetches"] for client in data["clients"]]
+    text = json.dumps([ops, clients, machine], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def graph_data(tf: Any, loop: Any, program: str, gpus: int) -> dict[str, Any]:
+    """The loop's graph as plain data (the input of
+    :func:`~simsync.tf_backend.program.convert.convert`)."""
+    graph = loop.graph
+    folder = str(Path(program).resolve().parent)
+    ops = [_op_data(op, folder) for op in graph.get_operations()]
+    names = {}
+    for index, thread in enumerate(loop.calls):
+        names[thread] = "main" if thread == "MainThread" else f"thread_{index}"
+    if len(loop.calls) == 1:
+        names = dict.fromkeys(loop.calls, "main")
+    keys = tf.compat.v1.GraphKeys
+    runners = graph.get_collection(keys.QUEUE_RUNNERS)
+    return {
+        "program": program,
+        "order": [op["name"] for op in ops],
+        "ops": ops,
+        "clients": [
+            {"thread": thread, "name": names[thread], "fetches": list(call.fetches)}
+            for thread, call in loop.calls.items()
+        ],
+        "trainable": [v.op.name for v in graph.get_collection(keys.TRAINABLE_VARIABLES)],
+        "queue_runners": [
+            {
+                "queue": runner.queue.name,
+                "threads": len(runner.enqueue_ops),
+                "enqueue": sorted({op.name for op in runner.enqueue_ops}),
+            }
+            for runner in runners
+        ],
+        "collections": {
+            "update_ops": [op.name for op in graph.get_collection(keys.UPDATE_OPS)],
+            "train_op": [_name(item) for item in graph.get_collection(keys.TRAIN_OP)],
+            "global_step": [_name(item) for item in graph.get_collection(keys.GLOBAL_STEP)],
+        },
+        "logical_devices": gpus == 0,
+        "cores": os.cpu_count() or 1,
+        "runs_before_loop": loop.runs_before,
+    }
+
+
+def _name(item: Any) -> str:
+    return str(getattr(item, "name", item)).split(":")[0]
+
+
+def _op_data(op: Any, folder: str) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "name": op.name,
+        "type": op.type,
+        "device": op.device,
+        "colocate": [
+            group.decode()[5:] for group in op.colocation_groups() if group.startswith(b"loc:@")
+        ],
+        "inputs": [_tensor(t) for t in op.inputs],
+        "control": [c.name for c in op.control_inputs],
+        "made_in": _made_in(op, folder),
+    }
+    if op.type in ("VarHandleOp", "VariableV2"):
+        import tensorflow as tf
+
+        shape = tf.TensorShape(op.get_attr("shape"))
+        dims = shape.as_list() if shape.rank is not None else None
+        data["shape"] = dims
+        data["bytes"] = _nbytes(dims, op.get_attr("dtype"))
+    return data
+
+
+def _tensor(tensor: Any) -> dict[str, Any]:
+    dims = tensor.shape.as_list() if tensor.shape.rank is not None else None
+    return {
+        "op": tensor.op.name,
+        "slot": tensor.value_index,
+        "shape": dims,
+        "dtype": tensor.dtype.name,
+        "bytes": _nbytes(dims, tensor.dtype),
+    }
+
+
+def _nbytes(dims: list[int | None] | None, dtype: Any) -> int | None:
+    """Bytes of a tensor of this shape and type; None when the shape is not known; 0 for
+    handles (a resource or a variant is no data sent)."""
+    if dtype.name in ("resource", "variant", "string"):
+        return 0
+    if dims is None or any(d is None for d in dims):
+        return None
+    try:
+        return int(math.prod(int(d or 0) for d in dims)) * int(dtype.size)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _made_in(op: Any, folder: str) -> str | None:
+    """``average_gradients (train.py:45)``: the program's own frame that made the op."""
+    try:
+        frames = op.traceback
+    except Exception:
+        return None
+    found: tuple[str, int] | None = None
+    for frame in reversed(list(frames or ())):
+        filename, line, function = _frame(frame)
+        if not filename or os.path.dirname(os.path.abspath(filename)) != folder:
+            continue
+        found = found or (os.path.basename(filename), line)
+        if not function.startswith("<") or function == "<module>":  # not a comprehension
+            return f"{function} ({found[0]}:{found[1]})"
+    return None if found is None else f"{found[0]}:{found[1]}"
+
+
+def _frame(frame: Any) -> tuple[str, int, str]:
+    if isinstance(frame, tuple):
+        return str(frame[0]), int(frame[1]), str(frame[2])
+    return str(frame.filename), int(frame.lineno), str(frame.name)
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:4]))

@@ -1,0 +1,239 @@
+"""What if: an imported graph changed as a whole (no TensorFlow here). Each function returns a
+new :class:`~simsync.ir.Graph` and a line for the report.
+
+- :func:`with_towers`: N towers. Towers below the program's own count are kept as they are;
+  the others are copies of ``tower_0`` with its placement pattern (its own device ``/gpu:0``
+  becomes ``/gpu:k``; what it placed on shared devices, the reads on ``/cpu:0``, stays
+  there). A tower's *work* is its ops and the ops outside every tower that depend on it alone
+  (each tower's ``ExpandDims`` before ``average_gradients``' ``concat``); ops where towers
+  meet take every tower's inputs, and their cost grows with the number of towers (the
+  ``concat`` and ``Mean`` of N inputs).
+- :func:`with_speeds`: device speeds, one per tower's device, repeated.
+- :func:`with_link`: every device's port bandwidth and latency.
+
+>>> from simsync.ir import Client, Cost, Device, Graph, Op
+>>> g = Graph()
+>>> for d in ("/cpu:0", "/gpu:0", "/gpu:1"):
+...     g.add_device(Device(d))
+>>> for i in (0, 1):
+...     grad = g.add_op(Op(f"tower_{i}/grad", "generic", f"/gpu:{i}", Cost(0.01), tower=i))
+...     expand = g.add_op(Op(f"ExpandDims_{i}", "generic", "/cpu:0", Cost(0.001)))
+...     g.connect(grad, expand, nbytes=400)
+>>> concat = g.add_op(Op("concat", "generic", "/cpu:0", Cost(0.002)))
+>>> for i in (0, 1):
+...     g.connect(f"ExpandDims_{i}", concat, nbytes=400)
+>>> g.add_client(Client("main", ("concat",)))
+>>> bigger, line = with_towers(g, 4)
+>>> line
+'4 towers: tower_0 and tower_1 as the program built them, 2 more replicated from tower_0'
+>>> sorted(bigger.towers), len(bigger.inputs("concat")), bigger.op("concat").cost.mean
+([0, 1, 2, 3], 4, 0.004)
+>>> bigger.op("tower_3/grad").device, bigger.op("ExpandDims_0 [tower_3]").device
+('/gpu:3', '/cpu:0')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from simsync.errors import UsageError
+from simsync.ir import Graph, Link, Op, tower_dependencies
+from simsync.words import plural
+
+__all__ = ["MAX_TOWERS", "with_link", "with_speeds", "with_towers"]
+
+MAX_TOWERS = 64
+
+
+def _work(graph: Graph) -> dict[str, int]:
+    """Each op's tower, for the ops that are a tower's work (its own, or shared ops that
+    depend on it alone)."""
+    depends = tower_dependencies(graph)
+    work = {}
+    for op in graph.ops():
+        if op.tower is not None:
+            work[op.name] = op.tower
+        elif len(depends[op.name]) == 1:
+            work[op.name] = next(iter(depends[op.name]))
+    return work
+
+
+def _copy_name(name: str, scope: str | None, tower: int) -> str:
+    """A copy's name: ``tower_0/x`` becomes ``tower_3/x``; a shared op of tower 0's work,
+    ``ExpandDims [tower_3]``."""
+    if scope is not None and name.startswith(scope + "/"):
+        return f"{scope.rstrip('0123456789')}{tower}/{name[len(scope) + 1 :]}"
+    return f"{name} [tower_{tower}]"
+
+
+def with_towers(graph: Graph, towers: int) -> tuple[Graph, str]:
+    """``graph`` with ``towers`` towers (see the module's docstring)."""
+    have = sorted(graph.towers)
+    if not have:
+        raise UsageError("--towers: the program's graph has no towers to replicate")
+    if not 1 <= towers <= MAX_TOWERS:
+        raise UsageError(f"--towers {towers}: must be from 1 to {MAX_TOWERS}")
+    work = _work(graph)
+    first = [op for op in graph.ops() if work.get(op.name) == 0]
+    scope = _scope(first)
+    own = _own_device(first)
+    new = _state_of(graph, graph.link)
+    devices = dict(graph.devices)
+    depends = tower_dependencies(graph)
+    renamed: dict[tuple[str, int], str] = {}
+    for op in graph.ops():
+        tower = work.get(op.name)
+        if tower is not None and tower >= towers:
+            continue  # a tower dropped
+        meeting = tower is None and len(depends[op.name]) > 1
+        cost = op.cost
+        if meeting and any(work.get(t.src) is not None for t in graph.inputs(op.name)):
+            cost = dataclasses.replace(cost, mean=cost.mean * towers / len(have))
+        new.add_op(dataclasses.replace(op, cost=cost))
+    for tower in range(len(have), towers):
+        device = _device_of(own, tower)
+        if own is not None and device is not None and device not in devices:
+            devices[device] = dataclasses.replace(graph.devices[own], name=device)
+        for op in first:
+            name = _copy_name(op.name, scope, tower)
+            renamed[(op.name, tower)] = name
+            placed = device if (own is not None and op.device == own) else op.device
+            new.add_op(
+                dataclasses.replace(
+                    op,
+                    name=name,
+                    device=placed or op.device,
+                    tower=tower if op.tower is not None else None,
+                )
+            )
+    for placed_on in devices.values():
+        new.add_device(placed_on)
+    for tensor in graph.edges():
+        if tensor.src in new.nx and tensor.dst in new.nx:
+            new.add_tensor(tensor)
+    for tower in range(len(have), towers):
+        for tensor in graph.edges():
+            if work.get(tensor.src) != 0 and work.get(tensor.dst) != 0:
+                continue
+            src = renamed.get((tensor.src, tower), tensor.src)
+            dst = renamed.get((tensor.dst, tower), tensor.dst)
+            if src in new.nx and dst in new.nx and (src, dst) != (tensor.src, tensor.dst):
+                new.add_tensor(dataclasses.replace(tensor, src=src, dst=dst))
+    last = min(towers, len(have)) - 1
+    for client in graph.clients:
+        fetches = []
+        for name in client.fetches:
+            if name in new.nx:
+                fetches.append(name)
+                if work.get(name) == 0:  # a fetch of tower 0 (its loss): each copy's too
+                    fetches += [renamed[(name, t)] for t in range(len(have), towers)]
+            elif work.get(name, 0) >= towers:  # a fetch of a dropped tower: the last kept
+                match = [o.name for o in graph.ops() if work.get(o.name) == last]
+                fetches.append(_same_in(name, work[name], last, scope, match))
+        new.add_client(dataclasses.replace(client, fetches=tuple(dict.fromkeys(fetches))))
+    return new, _line(towers, len(have), scope)
+
+
+def _same_in(name: str, tower: int, other: int, scope: str | None, names: list[str]) -> str:
+    """The op of tower ``other`` that matches ``name`` of tower ``tower``."""
+    if scope is not None:
+        prefix = scope.rstrip("0123456789")
+        candidate = re.sub(rf"^{re.escape(prefix)}{tower}/", f"{prefix}{other}/", name)
+        if candidate in names:
+            return candidate
+    return names[-1]
+
+
+def _scope(ops: list[Op]) -> str | None:
+    tops = {op.name.split("/", 1)[0] for op in ops if op.tower is not None and "/" in op.name}
+    return next(iter(tops)) if len(tops) == 1 else None
+
+
+def _own_device(ops: list[Op]) -> str | None:
+    """The device tower 0 placed its own ops on, when it is a GPU of its own."""
+    placed = [op.device for op in ops if op.tower is not None]
+    if not placed:
+        return None
+    device = max(set(placed), key=placed.count)
+    return device if re.fullmatch(r"/gpu:\d+", device) else None
+
+
+def _device_of(own: str | None, tower: int) -> str | None:
+    return None if own is None else f"/gpu:{tower}"
+
+
+def _line(towers: int, had: int, scope: str | None) -> str:
+    name = scope or "tower 0"
+    if towers <= had:
+        return f"{plural(towers, 'tower')}: the program's first {towers} of {had}"
+    kept = f"{name} and {name.rstrip('0123456789')}{had - 1}" if had == 2 else f"{had} towers"
+    return (
+        f"{plural(towers, 'tower')}: {kept} as the program built them, "
+        f"{towers - had} more replicated from {name}"
+    )
+
+
+def with_speeds(graph: Graph, speeds: list[float]) -> tuple[Graph, str]:
+    """Every tower's device at the given speed (the list repeated over the towers)."""
+    if not speeds:
+        return graph, ""
+    towers = sorted(graph.towers)
+    placed: dict[int, str] = {}
+    for op in graph.ops():
+        if op.tower is not None and re.fullmatch(r"/gpu:\d+", op.device):
+            placed.setdefault(op.tower, op.device)
+    new = _copy(graph)
+    for tower in towers:
+        device = placed.get(tower)
+        if device is not None:
+            speed = speeds[tower % len(speeds)]
+            new.devices[device] = dataclasses.replace(new.devices[device], speed=speed)
+    shown = ", ".join(f"{s:g}" for s in speeds)
+    return new, f"tower devices at speeds {shown}"
+
+
+def with_link(
+    graph: Graph, bandwidth_gbps: float | None, latency_us: float | None
+) -> tuple[Graph, str]:
+    """Every device's ports at ``bandwidth_gbps`` gigabits per second and ``latency_us``."""
+    if bandwidth_gbps is None and latency_us is None:
+        return graph, ""
+    link = Link(
+        graph.link.bytes_per_second if bandwidth_gbps is None else bandwidth_gbps * 1e9 / 8,
+        graph.link.latency if latency_us is None else latency_us * 1e-6,
+    )
+    new = _copy(graph, link)
+    parts = []
+    if bandwidth_gbps is not None:
+        parts.append(f"{bandwidth_gbps:g} Gb/s")
+    if latency_us is not None:
+        parts.append(f"{latency_us:g} µs latency")
+    return new, "links at " + ", ".join(parts)
+
+
+def _state_of(graph: Graph, link: Link) -> Graph:
+    """A new graph with ``graph``'s facts, host tables, variables and resources (no devices,
+    ops, tensors or clients yet)."""
+    new = Graph(name=graph.name, link=link)
+    new.facts.update(graph.facts)
+    new.host_cores.update(graph.host_cores)
+    new.core_efficiency.update(graph.core_efficiency)
+    for variable in graph.variables.values():
+        new.add_variable(variable)
+    for resource in graph.resources.values():
+        new.add_resource(resource)
+    return new
+
+
+def _copy(graph: Graph, link: Link | None = None) -> Graph:
+    new = _state_of(graph, link or graph.link)
+    for device in graph.devices.values():
+        new.add_device(device)
+    for op in graph.ops():
+        new.add_op(op)
+    for tensor in graph.edges():
+        new.add_tensor(tensor)
+    for client in graph.clients:
+        new.add_client(client)
+    return new

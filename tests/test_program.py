@@ -1,0 +1,109 @@
+"""Importing a program, the parts that need no TensorFlow: towers from names, the conversion
+of a graph described as data, the what-ifs, the CLI's options, docs/importing.md."""
+
+from __future__ import annotations
+
+import doctest
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import one_clear_line
+
+from simsync.ir import sync_points
+from simsync.tf_backend.program.convert import convert
+from simsync.tf_backend.program.whatif import with_towers
+
+ROOT = Path(__file__).parent.parent
+
+
+def _op(name, kind="MatMul", inputs=(), control=(), device=""):
+    return {
+        "name": name, "type": kind, "device": device, "colocate": [], "control": list(control),
+        "inputs": [{"op": i, "slot": 0, "shape": [4, 4], "dtype": "float32", "bytes": 64}
+                   for i in inputs],
+        "made_in": None,
+    }  # fmt: skip
+
+
+def _two_towers():
+    """Two towers' gradients meeting in a concat, the apply waiting through a constant."""
+    ops = [_op("w", "VarHandleOp", device="/device:CPU:0")]
+    for i in (0, 1):
+        ops += [
+            _op(f"tower_{i}/read", "ReadVariableOp", ["w"], device=f"/device:GPU:{i}"),
+            _op(f"tower_{i}/fwd", "MatMul", [f"tower_{i}/read"], device=f"/device:GPU:{i}"),
+            _op(f"tower_{i}/grad", "MatMul", [f"tower_{i}/fwd"], device=f"/device:GPU:{i}"),
+            _op(f"ExpandDims_{i}/dim", "Const"),
+            _op(f"ExpandDims_{i}", "ExpandDims", [f"tower_{i}/grad", f"ExpandDims_{i}/dim"]),
+        ]
+    ops += [
+        _op("concat", "ConcatV2", ["ExpandDims_0", "ExpandDims_1"], device="/device:CPU:0"),
+        _op("apply", "ResourceApplyGradientDescent", ["w", "concat"], device="/device:CPU:0"),
+        _op("step/Const", "Const", control=["apply"]),
+        _op("step", "AssignAddVariableOp", ["step/Const"], device="/device:CPU:0"),
+        _op("init", "NoOp", control=["w"]),
+    ]
+    return {
+        "program": "two.py", "order": [op["name"] for op in ops], "ops": ops,
+        "clients": [{"thread": "MainThread", "name": "main", "fetches": ["step"]}],
+        "trainable": ["w"],
+    }  # fmt: skip
+
+
+def test_convert_finds_towers_sync_points_and_says_what_it_ignored():
+    graph, report = convert(_two_towers(), None)
+    assert sorted(graph.towers) == [0, 1]
+    assert sync_points(graph) == ["concat"]
+    assert graph.op("apply").writes == ("w",) and graph.op("tower_1/read").reads == ("w",)
+    assert graph.variables["w"].device == "/cpu:0" and graph.variables["w"].trainable
+    assert graph.op("tower_1/grad").device == "/gpu:1"
+    # the step's constant waited for the apply: the wait is kept as a control edge
+    assert [t.control for t in graph.tensors("apply", "step")] == [True]
+    assert report["ignored"] == {
+        "constants (their values exist before the step starts)": 3,
+        "variables (kept as IR variables, not ops)": 1,
+        "not run by the training loop": 1,
+    }
+    assert graph.tensor("tower_0/fwd", "tower_0/grad").nbytes == 64
+
+
+def test_more_towers_are_copies_of_tower_0():
+    graph, _ = convert(_two_towers(), None)
+    bigger, line = with_towers(graph, 5)
+    assert sorted(bigger.towers) == [0, 1, 2, 3, 4]
+    assert len(bigger.inputs("concat")) == 5
+    assert bigger.op("tower_4/grad").device == "/gpu:4"
+    assert bigger.op("tower_4/read").reads == ("w",)
+    assert sync_points(bigger) == ["concat"]
+    assert line.endswith("3 more replicated from tower_0")
+    fewer, _ = with_towers(graph, 1)
+    assert sorted(fewer.towers) == [0] and "tower_1/grad" not in fewer.nx
+
+
+def test_program_options_are_refused_for_a_scenario():
+    scenario = ROOT / "examples" / "four_towers.toml"
+    ran = subprocess.run(
+        [sys.executable, "-m", "simsync", "simulate", str(scenario), "--towers", "4"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    one_clear_line(ran, "--towers", "scenario")
+
+
+@pytest.mark.parametrize("content", ["not json", '{"key": "k", "profile": {"ops": []}}'])
+def test_a_costs_file_that_is_not_one(tmp_path, content):
+    from simsync.errors import UsageError
+    from simsync.tf_backend.program.costs import load_costs
+
+    path = tmp_path / "costs.json"
+    path.write_text(content)
+    with pytest.raises(UsageError, match="not a costs file"):
+        load_costs(path)
+
+
+def test_docs_importing_examples_run():
+    result = doctest.testfile(
+        str(ROOT / "docs" / "importing.md"), module_relative=False, optionflags=doctest.ELLIPSIS
+    )
+    assert result.attempted > 0 and result.failed == 0

@@ -1,0 +1,122 @@
+"""Importing real TensorFlow programs (held-out test programs in tests/fixtures/programs, in
+the style of cifar10_multi_gpu_train.py): the expected facts come from each program's own
+structure (its NUM_GPUS, its variables, its threads), never from simsync's output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import one_clear_line
+
+from simsync.ir import sync_points
+from simsync.programs import WhatIf, program_summary, simulate_program
+from simsync.sandbox.bubblewrap import Limits
+from simsync.tf_backend.program import ProgramError, import_program
+
+pytestmark = pytest.mark.tf
+PROGRAMS = Path(__file__).parent / "fixtures" / "programs"
+
+
+@pytest.fixture(scope="module")
+def cpu_variables():
+    # NUM_GPUS = 3; four trainable variables (two layers' weights and biases) on /cpu:0
+    return import_program(PROGRAMS / "towers_cpu_variables.py")
+
+
+@pytest.fixture(scope="module")
+def gpu_variables():
+    # NUM_GPUS = 2; two variables made inside tower 0's tf.device('/gpu:0')
+    return import_program(PROGRAMS / "towers_gpu_variables.py")
+
+
+def test_towers_and_sync_points_of_the_tutorials_loop(cpu_variables):
+    graph = cpu_variables.graph
+    assert sorted(graph.towers) == [0, 1, 2]
+    assert {v for v, var in graph.variables.items() if var.trainable} == {
+        "hidden/weights", "hidden/biases", "softmax_linear/weights", "softmax_linear/biases"
+    }  # fmt: skip
+    assert all(var.device == "/cpu:0" for var in graph.variables.values())
+    # average_gradients concatenates every tower's gradient of each variable: one meeting each
+    points = sync_points(graph)
+    assert len(points) == 4
+    for point in points:
+        assert cpu_variables.report["made_in"][point].startswith("average_gradients (")
+        assert {graph.op(t.src).tower for t in graph.inputs(point)} <= {None}  # ExpandDims
+    # the towers' own ops are on their own devices
+    assert {op.device for op in graph.ops() if op.tower == 2 and op.name.endswith("MatMul")} == {
+        "/gpu:2"
+    }
+    assert cpu_variables.report["queue_runners"][0]["threads"] == 2
+    assert [c.name for c in graph.clients] == ["main"]
+
+
+def test_variables_made_in_a_towers_device_land_there(gpu_variables):
+    graph = gpu_variables.graph
+    assert sorted(graph.towers) == [0, 1]
+    trainable = {v: var.device for v, var in graph.variables.items() if var.trainable}
+    assert trainable == {"model/weights": "/gpu:0", "model/biases": "/gpu:0"}
+    assert len(sync_points(graph)) == 2
+    # tower 1 reads the variables from tower 0's device: a transfer across devices
+    reads = [op for op in graph.ops() if op.tower == 1 and "model/weights" in op.reads]
+    assert reads
+
+
+def test_what_if_more_towers_replicates_tower_0(cpu_variables):
+    run = simulate_program("towers_cpu_variables.py", WhatIf(towers=6), imported=cpu_variables,
+                           steps=20)  # fmt: skip
+    summary = program_summary(run)
+    assert summary["towers"] == 6
+    assert len(summary["sync_points"]) == 4
+    for point in summary["sync_points"]:
+        assert len(run.graph.inputs(point)) == 6
+    assert "replicated from tower_0" in summary["what_if"][0]
+    assert {
+        op.device for op in run.graph.ops() if op.tower == 5 and op.name.endswith("MatMul")
+    } == {"/gpu:5"}
+
+
+def test_json_of_an_imported_program(tmp_path):
+    ran = subprocess.run(
+        [sys.executable, "-m", "simsync", "simulate", str(PROGRAMS / "towers_gpu_variables.py"),
+         "--json", "--steps", "20", "--towers", "4"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    summary = json.loads(ran.stdout)
+    assert summary["towers"] == 4 and summary["source"].endswith("towers_gpu_variables.py")
+    assert len(summary["sync_points"]) == 2 and summary["ops"] > 0
+    assert summary["step_time"]["mean"] > 0
+    assert summary["imported"]["ignored"]["not run by the training loop"] > 0
+
+
+def test_threads_calling_sess_run_are_clients():
+    imported = import_program(PROGRAMS / "async_threads.py")  # NUM_THREADS = 3
+    clients = imported.graph.clients
+    assert len(clients) == 3
+    assert {c.fetches for c in clients} == {clients[0].fetches}
+
+
+@pytest.mark.parametrize(
+    ("program", "words"),
+    [
+        ("bad_syntax.py", ["bad_syntax.py:3", "SyntaxError"]),
+        ("bad_raises.py", ["bad_raises.py:3", "ValueError", "no data folder given"]),
+        ("bad_no_session.py", ["without calling Session.run", "tf.compat.v1"]),
+        ("bad_eager.py", ["ran eagerly", "not supported"]),
+    ],
+)
+def test_bad_programs_get_one_clear_line(program, words):
+    ran = subprocess.run(
+        [sys.executable, "-m", "simsync", "simulate", str(PROGRAMS / program)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    one_clear_line(ran, program, *words)
+
+
+def test_a_loop_before_the_first_run_hits_the_time_limit():
+    with pytest.raises(ProgramError, match="took longer than 30 s"):
+        import_program(PROGRAMS / "bad_loops.py", limits=Limits(wall_seconds=30.0))
