@@ -136,21 +136,26 @@ class TokenQueue(Generic[Item]):
         self.tokens: deque[int] = deque([0] * initial)
 
     def start(self) -> Put | None:
+        """The initial tokens, as one enqueue of value 0 (None: it starts empty)."""
         return Put(0, self.initial, True) if self.initial else None
 
     def do_put(self, value: int, amount: int, item: Item) -> Put:
+        """An enqueue: ``amount`` tokens of ``value`` at the back (``item`` is unused)."""
         self.tokens.extend([value] * amount)
         return Put(value, amount, True)
 
     def do_get(self, amount: int) -> Got[Item] | None:
+        """A dequeue: the oldest token; None while the queue is empty."""
         if not self.tokens:
             return None
         return Got(self.tokens.popleft(), 1, ())
 
     def wants(self, amount: int) -> str:
+        """What a dequeue waits for."""
         return "a token"
 
     def describe(self) -> str:
+        """How many tokens the queue holds."""
         return f"{len(self.tokens)} token(s)" if self.tokens else "empty"
 
 
@@ -174,7 +179,8 @@ class Accumulator(Generic[Item]):
     accepted: list[Item] = field(default_factory=list)
 
     def start(self) -> Put | None:
-        return None  # it starts empty
+        """Nothing: an accumulator starts empty, at step 0."""
+        return None
 
     def fresh(self, local_step: int) -> bool:
         """Whether a gradient tagged with ``local_step`` is accepted: not below the step."""
@@ -210,9 +216,11 @@ class Accumulator(Generic[Item]):
         return self.take() if self.ready(amount) else None
 
     def wants(self, amount: int) -> str:
+        """What a take of ``amount`` waits for."""
         return f"{amount} gradient(s)"
 
     def describe(self) -> str:
+        """How many gradients it has accepted since the last take."""
         return f"it has {len(self.accepted)}"
 
 
