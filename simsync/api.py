@@ -13,6 +13,8 @@ when the graph is checked.
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from simsync.engine import Simulation, summary
 from simsync.engine import simulate as simulate_scenario
 from simsync.engine.executor import StepCallback
@@ -56,6 +58,17 @@ from simsync.scenario import (
 )
 
 
+class Result(Simulation):
+    """What :func:`simulate` returns: a :class:`Simulation` (``.scenario``, ``.graph``,
+    ``.trace``, ``.sync_points``) that shows itself in a notebook: the last expression of a
+    Jupyter cell draws its summary table, its timeline and its graph."""
+
+    def _repr_html_(self) -> str:
+        from simsync.viz.notebook import simulation_html
+
+        return simulation_html(summary(self), self.graph, self.trace, self.sync_points)
+
+
 def simulate(
     target: Graph | Scenario,
     *,
@@ -65,7 +78,7 @@ def simulate(
     numerics: bool = True,
     on_step: StepCallback | None = None,
     detail: bool = True,
-) -> Simulation:
+) -> Result:
     """Run a graph, or a scenario's graph, on the simulator.
 
     ``simulate(graph, steps=10)`` runs a graph you built: every client that has no ``steps``
@@ -95,8 +108,9 @@ def simulate(
 
     Returns
     -------
-    Simulation
-        ``.graph``, ``.trace`` and ``.sync_points``; :func:`summary` reads it.
+    Result
+        A :class:`Simulation`: ``.graph``, ``.trace`` and ``.sync_points``; :func:`summary`
+        reads it, and a notebook shows it (summary table, timeline, graph).
 
     Raises
     ------
@@ -132,9 +146,10 @@ def simulate(
         raise TypeError(f"simulate takes a Graph or a Scenario, not {target!r}")
     if steps is not None or seed is not None:
         scenario = scenario.with_run(steps=steps, seed=seed)
-    return simulate_scenario(
+    sim = simulate_scenario(
         scenario, graph=graph, numerics=numerics, on_step=on_step, detail=detail
     )
+    return Result(**{field.name: getattr(sim, field.name) for field in fields(sim)})
 
 
 # One constant per registered kind, made from the registry: adding a kind adds its constant.
@@ -156,6 +171,7 @@ __all__ = [
     "ModelSpec",
     "Op",
     "Resource",
+    "Result",
     "Scenario",
     "Simulation",
     "Tensor",

@@ -12,7 +12,10 @@ written into, and never replaced by a file. Errors name the target, never the te
 
 Every input goes through :func:`read_text`, which accepts regular files only (a FIFO, a device
 or a folder is refused at once, never waited on), reads at most a given number of bytes, so a
-huge file is refused instead of filling the memory, and drops a UTF-8 byte order mark.
+huge file is refused instead of filling the memory, and drops a UTF-8 byte order mark. TOML and
+JSON inputs go through :func:`read_toml` and :func:`read_json`, whose every problem is one
+:class:`InputError`: one line naming the file, where in it (line and column, or the byte) and
+what is wrong, the same for every input.
 
 Read-modify-write cycles that two processes may run at once (the progress file, the cached
 profile of this machine) hold :func:`locked` on a lock file beside their target.
@@ -23,9 +26,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import json
 import os
 import stat
 import tempfile
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -39,11 +44,15 @@ except ImportError:  # not a POSIX system: writes still replace files atomically
 
 __all__ = [
     "MAX_INPUT_BYTES",
+    "InputError",
     "InputTooLarge",
     "NotRegularFile",
     "atomic_writer",
     "locked",
+    "read_input",
+    "read_json",
     "read_text",
+    "read_toml",
     "refuse_overwriting_inputs",
     "same_file",
     "write_text",
@@ -93,6 +102,119 @@ def read_text(path: str | os.PathLike[str], limit: int = MAX_INPUT_BYTES) -> str
     if len(data) > limit:
         raise InputTooLarge(f"larger than {limit:,} bytes")
     return data.decode("utf-8-sig")
+
+
+class InputError(UsageError):
+    """An input that cannot be read as what it should hold, said in one line: the file's
+    ``name``, then the ``problem``. ``reason`` is for callers that treat one case apart (no
+    file yet is no progress yet): ``missing``, ``not_regular`` (a folder, a FIFO, a device),
+    ``unreadable`` (what the system said, such as permission denied), ``too_large``,
+    ``not_utf8`` or ``malformed`` (a syntax error, or nested too deeply)."""
+
+    def __init__(self, name: str, problem: str, reason: str) -> None:
+        super().__init__(f"{name}: {problem}")
+        self.name, self.problem, self.reason = name, problem, reason
+
+
+def read_toml(
+    path: str | os.PathLike[str],
+    what: str = "TOML file",
+    *,
+    name: str | None = None,
+    limit: int = MAX_INPUT_BYTES,
+) -> dict[str, Any]:
+    r"""The TOML file ``path``, parsed; every problem is one :class:`InputError` naming the
+    file (``name``, when the path itself is not for the reader's eyes), saying ``what`` it
+    should be when it is missing or too large, and where a syntax error is.
+
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "s.toml")
+    >>> write_text(path, "[run]\nsteps = 3\n")
+    >>> read_toml(path, "scenario file")
+    {'run': {'steps': 3}}
+    >>> def said(read, *args, **options):
+    ...     try:
+    ...         read(*args, **options)
+    ...     except InputError as error:
+    ...         print(error.reason, "|", error)
+    >>> write_text(path, "[run]\nsteps = \n")
+    >>> said(read_toml, path, "scenario file", name="s.toml")
+    malformed | s.toml: TOML syntax error: Invalid value (at line 2, column 9)
+    >>> said(read_toml, path + ".missing", "scenario file", name="t.toml")
+    missing | t.toml: no such scenario file
+    >>> said(read_toml, path, "scenario file", name="s.toml", limit=5)
+    too_large | s.toml: scenario file larger than 5 bytes
+    >>> said(read_toml, os.path.dirname(path), name="folder")
+    not_regular | folder: a folder, not a file
+    """
+    return _parsed(path, what, name, limit, "TOML")
+
+
+def read_json(
+    path: str | os.PathLike[str],
+    what: str = "JSON file",
+    *,
+    name: str | None = None,
+    limit: int = MAX_INPUT_BYTES,
+) -> Any:
+    r"""The JSON file ``path``, parsed; every problem is one :class:`InputError`, as for
+    :func:`read_toml`.
+
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "p.json")
+    >>> write_text(path, '{"ps": ["h:1"]}')
+    >>> read_json(path)
+    {'ps': ['h:1']}
+    >>> write_text(path, '{"ps": ["h:1"]\n "worker": []}')
+    >>> try:
+    ...     read_json(path, "cluster file", name="p.json")
+    ... except InputError as error:
+    ...     print(error)
+    p.json: JSON syntax error: Expecting ',' delimiter (at line 2, column 2)
+    """
+    return _parsed(path, what, name, limit, "JSON")
+
+
+def _parsed(
+    path: str | os.PathLike[str], what: str, name: str | None, limit: int, language: str
+) -> Any:
+    """The input ``path`` parsed as ``language`` (TOML or JSON), or one :class:`InputError`."""
+    shown = os.fspath(path) if name is None else name
+    text = read_input(path, what, name=shown, limit=limit)
+    try:
+        return tomllib.loads(text) if language == "TOML" else json.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        problem = f"TOML syntax error: {error}"
+    except json.JSONDecodeError as error:
+        problem = f"JSON syntax error: {error.msg} (at line {error.lineno}, column {error.colno})"
+    except RecursionError:
+        problem = f"{language} nested too deeply"
+    raise InputError(shown, problem, "malformed")
+
+
+def read_input(
+    path: str | os.PathLike[str],
+    what: str = "file",
+    *,
+    name: str | None = None,
+    limit: int = MAX_INPUT_BYTES,
+) -> str:
+    """The text of the input ``path`` (:func:`read_text`), its every problem one
+    :class:`InputError`, as for :func:`read_toml`."""
+    shown = os.fspath(path) if name is None else name
+    try:
+        return read_text(path, limit)
+    except FileNotFoundError:
+        raise InputError(shown, f"no such {what}", "missing") from None
+    except NotRegularFile as error:
+        raise InputError(shown, f"{error.strerror}", "not_regular") from None
+    except OSError as error:
+        raise InputError(shown, f"cannot read: {error.strerror or error}", "unreadable") from None
+    except InputTooLarge:
+        raise InputError(shown, f"{what} larger than {limit:,} bytes", "too_large") from None
+    except UnicodeDecodeError as error:
+        problem = f"not a UTF-8 text file (at byte {error.start + 1})"
+        raise InputError(shown, problem, "not_utf8") from None
 
 
 def _open_regular(path: str | os.PathLike[str]) -> int:

@@ -93,7 +93,7 @@ def test_a_bad_cluster_file_or_no_private_network_is_one_line(tmp_path: Path) ->
     path.write_text(SCENARIO)
     bad.write_text("not json")
     for args, env, said in (
-        (["--cluster", str(bad)], {}, f"{bad}: not a usable cluster"),
+        (["--cluster", str(bad)], {}, f"{bad}: JSON syntax error: Expecting value (at line 1"),
         ([], {"SIMSYNC_NO_NAMESPACE": "1"}, "cannot make a private network namespace here"),
     ):
         result = subprocess.run(

@@ -103,6 +103,6 @@ def test_lesson_runs_end_to_end_with_its_tensorflow_check(lesson, tmp_path: Path
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = result.stdout
     count = len(lesson.questions)
-    assert f"{count}/{count} answers right" in out
+    assert f"{count}/{count} first try" in out
     assert "Does TensorFlow do what the graph says?" in out
     assert "✗ DISAGREE" not in out and "could not run" not in out

@@ -4,6 +4,7 @@ of a graph described as data, the what-ifs, the CLI's options, docs/importing.md
 from __future__ import annotations
 
 import doctest
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -91,14 +92,20 @@ def test_program_options_are_refused_for_a_scenario():
     one_clear_line(ran, "--towers", "scenario")
 
 
-@pytest.mark.parametrize("content", ["not json", '{"key": "k", "profile": {"ops": []}}'])
-def test_a_costs_file_that_is_not_one(tmp_path, content):
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ("not json", "JSON syntax error: Expecting value (at line 1, column 1)"),
+        ('{"key": "k", "profile": {"ops": []}}', "not a costs file"),
+    ],
+)
+def test_a_costs_file_that_is_not_one(tmp_path, content, said):
     from simsync.errors import UsageError
     from simsync.tf_backend.program.costs import load_costs
 
     path = tmp_path / "costs.json"
     path.write_text(content)
-    with pytest.raises(UsageError, match="not a costs file"):
+    with pytest.raises(UsageError, match=re.escape(f"{path}: {said}")):
         load_costs(path)
 
 

@@ -113,6 +113,8 @@ def test_hints_retries_and_reveal(tiny, progress) -> None:
     assert "Hint: The slow tower sets the pace." in out and "Hint: 10 ms at half speed." in out
     assert "No more hints." not in out
     assert "The answer is tower_1." in out and outcome.right == 2
+    # right on a second try is right, but not at the first: the score says which
+    assert outcome.first_try == 0 and outcome.score == "0/3 first try, 2 on a retry"
     assert "Please type a number (in ms)" in out and "✗ Not quite ([/red])." in out
     assert "Please type the letter of a choice" in out
 
@@ -253,7 +255,7 @@ def cli(*args: str, data: Path, lessons: Path = FIXTURES) -> subprocess.Complete
 def test_cli_learn_no_input_list_reset_check(tmp_path: Path) -> None:
     ran = cli("learn", "1", "--no-input", data=tmp_path)
     assert ran.returncode == 0, ran.stderr
-    assert "expected answer: 20 ms" in ran.stdout and "3/3 answers right" in ran.stdout
+    assert "expected answer: 20 ms" in ran.stdout and "3/3 first try" in ran.stdout
     # a run without a keyboard never touches the learner's own progress
     assert "0/1 done" in cli("lessons", "list", data=tmp_path).stdout
     Progress(tmp_path / "progress.json").reached("01-tiny", 7, done=True)
@@ -268,7 +270,7 @@ def test_cli_answers_file_grades(tmp_path: Path) -> None:
     answers = tmp_path / "answers.toml"
     answers.write_text('[answers]\nstep-time = 19.5\nwho = "tower_1"\nwhich-op = "loss"\n')
     ran = cli("learn", "1", "--answers", str(answers), data=tmp_path)
-    assert ran.returncode == 1 and "2/3 answers right" in ran.stdout
+    assert ran.returncode == 1 and "2/3 first try" in ran.stdout
 
 
 def test_the_menu_does_not_start_the_simulator(tmp_path: Path) -> None:

@@ -200,7 +200,7 @@ def test_timeline_with_zero_duration_ops_does_not_divide_by_zero() -> None:
     trace = Engine(graph, steps=2).run()
     assert trace.makespan == 0
     text = render(Timeline(trace, sync_points=sync_points(graph)))
-    assert "lowercase: op that took no time" in text
+    assert "lowercase: op shorter than a character" in text
     assert bar(text, "/cpu:0")[0] in "ra"  # an instant drawn in lower case
     empty = render(Timeline(Trace()))
     assert "no steps" in empty

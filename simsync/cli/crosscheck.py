@@ -29,8 +29,9 @@ def add(commands: Any) -> None:
         "crosscheck",
         parents=[common("file", ("costs", "scenario-costs"), "seed", "json", "trace", "timeline")],
         help="run a scenario on TensorFlow and in the simulator, and compare",
-        description="Run the scenario's graph on TensorFlow (real GPUs if there are enough, else "
-        "logical CPU devices) and in the simulator, then compare: every happens-before relation "
+        description="Run the scenario's graph on TensorFlow (on GPUs, virtual ones when there are "
+        "fewer GPUs than towers; without a GPU on logical CPU devices) and in the simulator, "
+        "then compare: every happens-before relation "
         "of the graph on the real trace, the parameters and losses (numpy vs TensorFlow), and "
         "the predicted vs measured step and op times. The prediction is for this machine: it "
         "uses this machine's profile, measured once (a few seconds) and cached (see "

@@ -107,8 +107,9 @@ COMMON: dict[str, tuple[tuple[str, ...], dict[str, Any]]] = {
             "type": Path,
             "metavar": "PROFILE.json",
             "help": "predict with the costs of this calibration profile "
-            "(`simsync calibrate FILE -o PROFILE.json`); for a program, its costs file "
-            "measured on another machine (from simsync's cache, program-costs/)",
+            "(`simsync calibrate FILE -o PROFILE.json`) or of one that comes with simsync "
+            "(h100: an NVIDIA H100); for a program, its costs file measured on another machine "
+            "(from simsync's cache, program-costs/)",
         },
     ),
     "scenario-costs": (

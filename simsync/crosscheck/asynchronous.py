@@ -43,7 +43,14 @@ from simsync.replay import replay
 from simsync.scenario import Scenario
 from simsync.scenario.profile import Profile
 from simsync.tf_backend import TensorFlowRun, run_on_tensorflow
-from simsync.trace import Trace, histogram_distance, staleness_stats, throughput
+from simsync.trace import (
+    Trace,
+    histogram_distance,
+    staleness_by_client,
+    staleness_stats,
+    stalest_client,
+    throughput,
+)
 
 __all__ = ["crosscheck_async"]
 
@@ -124,11 +131,14 @@ def _replayed(scenario: Scenario, graph: Graph, real: TensorFlowRun) -> ReplayVa
 
 def _staleness(simulated: Trace, real: Trace) -> StalenessComparison:
     predicted, measured = staleness_stats(simulated), staleness_stats(real)
+    by_worker = {"predicted": staleness_by_client(simulated), "measured": staleness_by_client(real)}
     return {
         "predicted": predicted,
         "measured": measured,
         "distance": histogram_distance(predicted["histogram"], measured["histogram"]),
         "mean_error": predicted["mean"] - measured["mean"],
+        "by_worker": by_worker,
+        "stalest": {side: stalest_client(rows) for side, rows in by_worker.items()},
     }
 
 

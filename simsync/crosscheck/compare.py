@@ -189,7 +189,11 @@ def _variants(scenario: Scenario) -> list[tuple[Variant, Hypotheses]]:
 
 
 def _one_op_at_a_time(scenario: Scenario) -> Scenario:
-    cluster = dataclasses.replace(scenario.cluster, host_cores=1, core_efficiency=1.0)
+    """Towers that take turns: on one core, or on virtual GPUs of a GPU that run one at a
+    time."""
+    cluster = dataclasses.replace(
+        scenario.cluster, host_cores=1, core_efficiency=1.0, gpu_contention=1.0
+    )
     return dataclasses.replace(scenario, cluster=cluster)
 
 
@@ -240,18 +244,23 @@ def _out_of_date(ratio: Ratio) -> Ratio:
 def _machine_check(
     real: TensorFlowRun, predicted: Scenario, variant: Variant, step_time: _StepTimes
 ) -> MachineCheck:
-    """The variant's measured step time against its prediction: whether this machine still
-    runs as its profile says."""
-    theirs = step_time(variant.apply(predicted))
-    measured, low, high = median_interval(real.interleaved[variant.name])
-    machine: MachineMeasure = {
-        "variant": variant.name,
-        "predicted": theirs,
-        "measured": measured,
-        "interval": [low, high],
-        "error": relative_error(theirs, measured),
-    }
-    return {**machine, "drifted": drifted(machine)}
+    """The variant's measured step time against its prediction, and the scenario's own:
+    whether this machine still runs as its profile says (both off, the same way)."""
+
+    def measure(name: str, scenario: Scenario) -> MachineMeasure:
+        theirs = step_time(scenario)
+        measured, low, high = median_interval(real.interleaved[name])
+        return {
+            "variant": name,
+            "predicted": theirs,
+            "measured": measured,
+            "interval": [low, high],
+            "error": relative_error(theirs, measured),
+        }
+
+    machine = measure(variant.name, variant.apply(predicted))
+    own = measure("scenario", predicted)
+    return {**machine, "drifted": drifted(machine, own), "scenario": own}
 
 
 class _StepTimes:
@@ -272,12 +281,15 @@ def predicted_scenario(
     scenario: Scenario, profile: Profile | None, real: TensorFlowRun
 ) -> Scenario:
     """The scenario the prediction simulates: with the profile's costs, or with the host's
-    shared cores when TensorFlow ran on logical CPU devices."""
+    shared cores when TensorFlow ran on logical CPU devices, or the GPUs its towers went
+    round."""
     if profile is not None:
         return apply_profile(scenario, profile)
-    if real.devices.host_cores is None:
+    plan = real.devices
+    if plan.host_cores is None and plan.split is None:
         return scenario
-    cluster = dataclasses.replace(scenario.cluster, host_cores=real.devices.host_cores)
+    gpus = None if plan.split is None else plan.split.physical
+    cluster = dataclasses.replace(scenario.cluster, host_cores=plan.host_cores, gpus=gpus)
     return dataclasses.replace(scenario, cluster=cluster)
 
 
@@ -368,7 +380,12 @@ def _timing(simulated: Trace, real: TensorFlowRun, traced: set[int]) -> Timing:
     measured = list(timed.values())
     kinds: dict[str, OpTiming] = {}
     for kind, (p, m) in _kind_durations(simulated, real.trace, traced).items():
-        kinds[kind] = {"predicted": p, "measured": m, "error": relative_error(p, m)}
+        kinds[kind] = {
+            "predicted": p,
+            "measured": m,
+            "error": relative_error(p, m),
+            "timed_by": real.census.timing_source(kind),
+        }
     mean_p, mean_m = float(np.mean(predicted)), float(np.mean(measured))
     median_p = float(np.median(predicted))
     median_m, low, high = median_interval(measured)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Literal, NotRequired, TypedDict, final
 
-from simsync.trace import GradientCounts, StalenessStats
+from simsync.trace import ClientStaleness, GradientCounts, StalenessStats
 
 __all__ = [
     "Arrival",
@@ -146,11 +146,14 @@ class Values(TypedDict):
 
 
 class OpTiming(TypedDict):
-    """One op kind's mean duration over the traced steps."""
+    """One op kind's mean duration over the traced steps; ``timed_by``: what timed the real
+    ops, ``kernels`` (a GPU's own, from its streams), ``executor`` (TensorFlow's records of
+    the ops, on a CPU) or ``both`` (some ops of the kind each way)."""
 
     predicted: float
     measured: float
     error: float | None
+    timed_by: str
 
 
 class Timing(TypedDict):
@@ -214,6 +217,8 @@ class MachineCheck(MachineMeasure):
     """:class:`MachineMeasure`, and whether this machine drifted from its profile."""
 
     drifted: bool
+    #: the scenario's own step, measured the same way: drift shows in both
+    scenario: NotRequired[MachineMeasure]
 
 
 class Evidence(TypedDict):
@@ -263,6 +268,10 @@ class StalenessComparison(TypedDict):
     measured: StalenessStats
     distance: float  # between the histograms: 0 same, 1 disjoint
     mean_error: float
+    #: per worker, simulated and measured: a straggler's updates are the stalest
+    by_worker: NotRequired[dict[str, dict[str, ClientStaleness]]]
+    #: the worker whose updates stood out as stalest ("" when none did), by side
+    stalest: NotRequired[dict[str, str]]
 
 
 class ThroughputComparison(TypedDict):

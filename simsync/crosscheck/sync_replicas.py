@@ -35,8 +35,8 @@ from simsync.crosscheck.report import (
 )
 from simsync.engine import simulate
 from simsync.engine.draws import DrawStreams
-from simsync.errors import SimsyncError, UsageError
-from simsync.files import read_text
+from simsync.errors import UsageError
+from simsync.files import InputError, read_json
 from simsync.ir import Graph, run_order, updating_clients
 from simsync.kinds import kind_of
 from simsync.patterns import build
@@ -110,7 +110,7 @@ def _cluster_config(
 ) -> Any:
     """The cluster run of ``scenario``: one parameter server, its workers, R and the initial
     tokens, and every worker's compute time per run from the simulator's own draws."""
-    from simsync.tf_backend.cluster import ClusterAddresses, ClusterRunConfig, ModelWorkload
+    from simsync.tf_backend.cluster import ClusterRunConfig, ModelWorkload
 
     work = []
     for index, client in enumerate(graph.clients):
@@ -124,16 +124,7 @@ def _cluster_config(
         streams = DrawStreams(scenario.run.seed, index, groups)
         runs = RUNS_PER_STEP * scenario.run.steps + 5
         work.append(tuple(sum(streams.step(s).values()) / speed for s in range(runs)))
-    addresses = None
-    if cluster_file is not None:
-        try:
-            addresses = ClusterAddresses.from_tf_config(_as_tf_config(read_text(cluster_file)))
-        except (OSError, ValueError, SimsyncError) as error:  # missing, a FIFO, not UTF-8, large
-            reason = getattr(error, "strerror", None) or error
-            raise UsageError(
-                f"{cluster_file}: not a usable cluster: {reason}; expected a ClusterSpec as "
-                'JSON ({"ps": ["host:port"], "worker": ["host:port", ...]}) or a TF_CONFIG'
-            ) from None
+    addresses = None if cluster_file is None else _addresses(cluster_file)
     return ClusterRunConfig(
         ModelWorkload(scenario.model),
         workers=scenario.towers,
@@ -147,15 +138,21 @@ def _cluster_config(
     )
 
 
-def _as_tf_config(text: str) -> str:
-    """A ClusterSpec as JSON (``{"ps": [...], "worker": [...]}``) or a whole ``TF_CONFIG``."""
-    import json
+def _addresses(cluster_file: str) -> Any:
+    """The hosts ``--cluster`` names: a ClusterSpec as JSON or a whole ``TF_CONFIG``."""
+    from simsync.tf_backend import BackendError
+    from simsync.tf_backend.cluster import ClusterAddresses
 
     try:
-        data = json.loads(text)
-    except ValueError:
-        return text  # ClusterAddresses.from_tf_config says what is wrong
-    return text if isinstance(data, dict) and "cluster" in data else json.dumps({"cluster": data})
+        return ClusterAddresses.from_data(read_json(cluster_file, "cluster file"))
+    except InputError as error:
+        problem = str(error)
+    except BackendError as error:
+        problem = f"{cluster_file}: {error}"
+    raise UsageError(
+        f"{problem}; expected a ClusterSpec as JSON "
+        '({"ps": ["host:port"], "worker": ["host:port", ...]}) or a TF_CONFIG'
+    )
 
 
 def _values(graph: Graph, trace: Trace, scenario: Scenario) -> ReplicaValues:

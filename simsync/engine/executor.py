@@ -64,7 +64,7 @@ from simsync.engine.plan import Places, Plan, PlannedOp, plans
 from simsync.engine.recorder import Recorder
 from simsync.engine.resources import Cores, Slot, Waitable
 from simsync.errors import SimulationError
-from simsync.ir import Graph, Op
+from simsync.ir import LOCALHOST, Graph, Op
 from simsync.ir.resources import Got
 from simsync.kinds import check_graph
 from simsync.trace import StepRecord, Trace
@@ -132,9 +132,8 @@ class Engine:
         #: The clients' own work (``Client.overhead``: Python, feeding, fetching) holds the
         #: process's one GIL and a core, when the devices share a host's cores: the clients are
         #: threads of one Python process on that host.
-        self.client_host = (
-            (Slot(self.env), next(iter(self.cores.values()))) if len(self.cores) == 1 else None
-        )
+        clients_cores = self.cores.get(LOCALHOST)
+        self.client_host = None if clients_cores is None else (Slot(self.env), clients_cores)
         #: the queues and accumulators, by name, in the graph's order
         self.resources = {name: Waitable(self.env, r) for name, r in graph.resources.items()}
         self.clocks = Clocks(self.env, [c for c in graph.clients if c.staleness_bound is not None])

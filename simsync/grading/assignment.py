@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 from simsync.errors import SimsyncError
+from simsync.files import InputError, read_toml
 
 __all__ = [
     "KINDS",
@@ -107,9 +107,9 @@ def load_assignment(folder: Path) -> Assignment:
     naming the file and the key."""
     path = folder / "assignment.toml"
     try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as error:
-        raise AssignmentError(f"{path}: {error}") from None
+        data = read_toml(path, "assignment file")
+    except InputError as error:
+        raise AssignmentError(str(error)) from None
     _only(path, "", data, TOP)
     for key in ("title", "scenario", "files", "tasks", "checks"):
         if key not in data:

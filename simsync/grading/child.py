@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from simsync.errors import SimsyncError
+from simsync.files import read_toml
 from simsync.ir import Graph, graph_from_dict, graph_to_dict
 from simsync.sandbox.bubblewrap import TOO_LARGE
 from simsync.scenario import Scenario, scenario_from_dict
@@ -241,7 +242,7 @@ def _with_training(scenario_text: str, path: Path) -> Scenario:
     as any scenario is."""
     if not path.is_file():
         raise SimsyncError(f"{path.name}: the file is missing from your submission")
-    submitted = _toml(path)
+    submitted = _toml(path, "training file")
     data = tomllib.loads(scenario_text)
     data["training"] = submitted.get("training", {})
     return scenario_from_dict(data, source=path.name)
@@ -250,16 +251,12 @@ def _with_training(scenario_text: str, path: Path) -> Scenario:
 def _answers(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise SimsyncError("answers.toml could not be read: the file is missing")
-    return _toml(path)
+    return _toml(path, "answers file")
 
 
-def _toml(path: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8-sig"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-        raise SimsyncError(f"{path.name}: not valid TOML: {error}") from None
-    except RecursionError:
-        raise SimsyncError(f"{path.name}: not valid TOML: nested too deeply") from None
+def _toml(path: Path, what: str) -> dict[str, Any]:
+    """A file of the submission, named as the student named it (never by the sandbox's path)."""
+    return read_toml(path, what, name=path.name)
 
 
 def _reasonable(graph: Graph, steps: int) -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from simsync.errors import SimsyncError
+from simsync.files import read_input
 from simsync.grading.assignment import Assignment, Check
 from simsync.grading.child import simsync_folder
 from simsync.sandbox.bubblewrap import Limits, Outcome, Sandbox, run_child
@@ -117,7 +118,7 @@ class Sides:
         self.needs = needs_of(checks)
         self._built: dict[tuple[str, str], Built] = {}
         self._answers: tuple[dict[str, Any] | None, str | None] | None = None
-        self.scenario = assignment.scenario.read_text()
+        self.scenario = read_input(assignment.scenario, "scenario file")
         self.hidden = _hidden(assignment)
         self.deadline = time.monotonic() + limits.grading_seconds
 

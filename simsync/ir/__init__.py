@@ -25,11 +25,22 @@ from simsync.ir.costs import (
     transfer_duration,
 )
 from simsync.ir.graph import Graph, natural_key
-from simsync.ir.objects import Client, Cost, Device, Link, Op, Resource, Tensor, Variable
+from simsync.ir.objects import (
+    LOCALHOST,
+    Client,
+    Cost,
+    Device,
+    Link,
+    Op,
+    Resource,
+    Tensor,
+    Variable,
+)
 from simsync.ir.serialize import graph_from_dict, graph_to_dict
 from simsync.ir.validate import validate
 
 __all__ = [
+    "LOCALHOST",
     "Client",
     "Cost",
     "Device",

@@ -23,7 +23,21 @@ from dataclasses import dataclass, field
 from simsync.errors import GraphError
 from simsync.ir import values
 
-__all__ = ["Client", "Cost", "Device", "Link", "Op", "Resource", "Tensor", "Variable"]
+__all__ = [
+    "LOCALHOST",
+    "Client",
+    "Cost",
+    "Device",
+    "Link",
+    "Op",
+    "Resource",
+    "Tensor",
+    "Variable",
+]
+
+
+#: The host of a device unless it names another: where the clients (``sess.run``) run too.
+LOCALHOST = "localhost"
 
 
 @dataclass(frozen=True)
@@ -37,7 +51,7 @@ class Device:
     name: str
     kind: str = "gpu"
     speed: float = 1.0
-    host: str = "localhost"
+    host: str = LOCALHOST
     concurrent: bool = False
 
     def __post_init__(self) -> None:

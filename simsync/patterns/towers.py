@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from simsync.ir import Client, Cost, Device, Graph, Link, Op, Tensor, Variable, validate
+from simsync.ir import LOCALHOST, Client, Cost, Device, Graph, Link, Op, Tensor, Variable, validate
+from simsync.ir.values import MIN_CORE_EFFICIENCY
 from simsync.numerics import ModelSpec, parameter_shapes
 from simsync.patterns.batch_norm import VARIANTS, BatchNormVariant, add_moving_statistics
 from simsync.scenario import Scenario
@@ -16,6 +17,7 @@ __all__ = [
     "build_towers",
     "compute_cost",
     "device_graph",
+    "gpu_host",
     "parameter_name",
     "tower_device",
 ]
@@ -110,12 +112,31 @@ def device_graph(scenario: Scenario, *, concurrent_parameters: bool = False) -> 
         name=scenario.name, link=Link(cluster.link.bytes_per_second, cluster.link.latency)
     )
     if cluster.host_cores is not None:
-        graph.host_cores["localhost"] = cluster.host_cores
-        graph.core_efficiency["localhost"] = cluster.core_efficiency
+        graph.host_cores[LOCALHOST] = cluster.host_cores
+        graph.core_efficiency[LOCALHOST] = cluster.core_efficiency
     graph.add_device(Device(PARAMETER_DEVICE, kind="cpu", concurrent=concurrent_parameters))
     for tower, speed in enumerate(cluster.speeds):
-        graph.add_device(Device(tower_device(tower), kind="gpu", speed=speed))
+        host = LOCALHOST if cluster.gpus is None else gpu_host(tower % cluster.gpus)
+        graph.add_device(Device(tower_device(tower), kind="gpu", speed=speed, host=host))
+    if cluster.gpus is not None:
+        _share_gpus(graph, cluster.devices, cluster.gpus, cluster.gpu_contention)
     return graph
+
+
+def gpu_host(gpu: int) -> str:
+    """The host of physical GPU ``gpu``'s devices (its virtual GPUs) in the graph."""
+    return f"gpu:{gpu}"
+
+
+def _share_gpus(graph: Graph, devices: int, gpus: int, contention: float) -> None:
+    """Virtual GPUs of one physical GPU share its compute as a host's cores are shared: one
+    core per virtual GPU, all busy at ``1 / (1 + (n - 1) contention)`` of their speed."""
+    for gpu in range(gpus):
+        virtual = len(range(gpu, devices, gpus))
+        if virtual > 1:
+            graph.host_cores[gpu_host(gpu)] = virtual
+            efficiency = 1 / (1 + (virtual - 1) * contention)
+            graph.core_efficiency[gpu_host(gpu)] = max(efficiency, MIN_CORE_EFFICIENCY)
 
 
 def add_variables(

@@ -11,12 +11,11 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
-import tomllib
 from pathlib import Path
 from typing import Any
 
 from simsync.errors import ScenarioError
-from simsync.files import InputTooLarge, read_text
+from simsync.files import InputError, read_toml
 from simsync.kinds import KINDS
 from simsync.numerics import parameter_shapes
 from simsync.scenario.model import (
@@ -46,21 +45,9 @@ def load_scenario(path: str | Path) -> Scenario:
     """
     path = Path(path)
     try:
-        text = read_text(path)
-    except FileNotFoundError:
-        raise ScenarioError(f"{path}: no such scenario file") from None
-    except InputTooLarge as exc:
-        raise ScenarioError(f"{path}: {exc}: not a scenario file") from None
-    except UnicodeDecodeError:
-        raise ScenarioError(f"{path}: cannot read: not a UTF-8 text file") from None
-    except OSError as exc:
-        raise ScenarioError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(f"{path}: TOML syntax error: {exc}") from None
-    except RecursionError:
-        raise ScenarioError(f"{path}: TOML nested too deeply: not a scenario file") from None
+        data = read_toml(path, "scenario file")
+    except InputError as error:
+        raise ScenarioError(str(error)) from None
     return scenario_from_dict(data, source=str(path))
 
 
@@ -77,7 +64,7 @@ def scenario_from_dict(data: dict[str, Any], source: str = "<dict>") -> Scenario
     ... except ScenarioError as error:
     ...     print(*str(error).split("; "), sep="\n")
     <dict>: [cluster] unknown key 'speed' (did you mean 'speeds'?)
-    allowed keys: devices, speeds, host_cores, core_efficiency, link
+    allowed keys: devices, speeds, host_cores, core_efficiency, gpus, gpu_contention, link
     """
     values = {table: _read_table(data, table, source) for table in TABLES}
     return dataclasses.replace(_build(values, source), notes=_ignored(data, values, source))
@@ -161,6 +148,12 @@ def _ignored(data: dict[str, Any], v: dict[str, dict[str, Any]], source: str) ->
             v["cluster"]["host_cores"] is None,
             "used only with host_cores",
         ),
+        (
+            ("cluster", "gpus"),
+            mode == "sync_replicas",
+            'not used with mode = "sync_replicas": each task runs on a host of its own',
+        ),
+        (("cluster", "gpu_contention"), v["cluster"]["gpus"] is None, "used only with gpus"),
     ]
     return tuple(
         f"{source}: [{table}] {key} is ignored: {why}"
@@ -357,6 +350,8 @@ def _build(v: dict[str, dict[str, Any]], source: str) -> Scenario:
             host_cores=cluster["host_cores"],
             core_efficiency=cluster["core_efficiency"],
             link=LinkConfig(**v["cluster.link"]),
+            gpus=cluster["gpus"],
+            gpu_contention=cluster["gpu_contention"],
         ),
         compute=ComputeConfig(**compute),
         costs=dict(v["costs"]),

@@ -44,13 +44,17 @@ class LinkConfig:
 
 @dataclass(frozen=True)
 class ClusterConfig:
-    """Devices, their speeds (default: all 1), shared host cores, and the link."""
+    """Devices, their speeds (default: all 1), shared host cores, the link, and the GPUs the
+    devices are on."""
 
     devices: int = 1
     speeds: tuple[float, ...] = ()
     host_cores: int | None = None
     core_efficiency: float = 1.0
     link: LinkConfig = field(default_factory=LinkConfig)
+    #: physical GPUs the devices are on (fewer than devices: virtual GPUs sharing them)
+    gpus: int | None = None
+    gpu_contention: float = 0.0
 
     def __post_init__(self) -> None:
         if not self.speeds:  # in Python, leaving speeds out means all 1

@@ -9,6 +9,10 @@ this machine's TensorFlow will do:
 - ``session_run``: what each ``sess.run`` spends outside the ops;
 - ``latency_us``: the delay of a tensor between two devices; ``host_cores``: how many ops the
   devices can run at once, and ``core_efficiency``: how fast each runs when all do;
+- ``gpus``, ``gpu_contention`` and ``bandwidth_gbps`` (a profile measured on GPUs): the
+  physical GPUs the towers go round (as virtual GPUs when there are fewer GPUs than
+  towers), how much the virtual GPUs of one GPU slow each other, and the bandwidth of a copy
+  between the host and a GPU;
 - ``seconds_per_row``: how fast the work op ran when calibrating. A cross-check sizes its work
   at the speed it measures then (this machine's speed drifts by several per cent over
   minutes), so ``compute_scale``, real seconds per second the work was sized for, still
@@ -27,12 +31,21 @@ from pathlib import Path
 from typing import Any
 
 from simsync.errors import ScenarioError, printable
-from simsync.files import read_text, write_text
+from simsync.files import InputError, read_json, write_text
 from simsync.scenario.load import check_scenario
 from simsync.scenario.model import LinkConfig, Scenario
 from simsync.scenario.schema import COST_KINDS, MAX_SECONDS
 
-__all__ = ["PROFILE_VERSION", "Profile", "apply_profile", "load_profile", "save_profile"]
+__all__ = [
+    "PROFILE_VERSION",
+    "SHIPPED",
+    "Profile",
+    "apply_profile",
+    "load_profile",
+    "profile_file",
+    "save_profile",
+    "shipped_profiles",
+]
 
 PROFILE_VERSION = 1
 
@@ -47,6 +60,9 @@ class Profile:
     host_cores: int | None
     core_efficiency: float = 1.0
     seconds_per_row: float | None = None
+    gpus: int | None = None
+    gpu_contention: float = 0.0
+    bandwidth_gbps: float | None = None
     devices: str = ""
     tensorflow: str = ""
     calibrated_on: dict[str, Any] = field(default_factory=dict)
@@ -66,19 +82,46 @@ def save_profile(profile: Profile, path: str | Path) -> Profile:
     return dataclasses.replace(profile, source=str(path))
 
 
+#: The profiles that come with simsync, measured on real machines: ``--costs h100``.
+SHIPPED = Path(__file__).parent / "profiles"
+
+
+def shipped_profiles() -> list[str]:
+    """The names of the profiles that come with simsync.
+
+    >>> "h100" in shipped_profiles()
+    True
+    """
+    return sorted(p.stem for p in SHIPPED.glob("*.json"))
+
+
+def profile_file(name_or_path: str | Path) -> Path:
+    """The file of a profile given by path, or by the name of one that comes with simsync
+    (``h100``) where no such file is here.
+
+    >>> profile_file("h100").name, str(profile_file("here.json"))
+    ('h100.json', 'here.json')
+    """
+    path = Path(name_or_path)
+    shipped = SHIPPED / f"{path.name}.json"
+    if not path.exists() and str(path) == path.name and shipped.is_file():
+        return shipped
+    return path
+
+
 def load_profile(path: str | Path) -> Profile:
-    """Read a profile written by ``simsync calibrate``; errors name the file and the key."""
-    path = Path(path)
+    """Read a profile written by ``simsync calibrate`` (a file, or the name of one that comes
+    with simsync); errors name the file and the key."""
+    path = profile_file(path)
     try:
-        data = json.loads(read_text(path))
-    except FileNotFoundError:
-        raise ScenarioError(f"{path}: no such profile") from None
-    except RecursionError:
-        raise ScenarioError(f"{path}: not a simsync profile (nested too deeply)") from None
-    except OSError as error:
-        raise ScenarioError(f"{path}: cannot read: {error.strerror or error}") from None
-    except ValueError as error:  # not JSON, not UTF-8, too large
-        raise ScenarioError(f"{path}: not a simsync profile ({error})") from None
+        data = read_json(path, "profile")
+    except InputError as error:
+        if error.reason == "missing":
+            names = ", ".join(shipped_profiles())
+            raise ScenarioError(
+                f"{path}: no such profile (those that come with simsync: {names})"
+            ) from None
+        raise ScenarioError(str(error)) from None
     if not isinstance(data, dict) or data.get("simsync_profile") != PROFILE_VERSION:
         raise ScenarioError(
             f"{path}: not a simsync profile (version {PROFILE_VERSION}); make one with "
@@ -99,6 +142,9 @@ _KEYS: dict[str, tuple[bool, Any, str]] = {
     "host_cores": (True, "cores", "an integer >= 1, or null"),
     "core_efficiency": (False, "efficiency", "a number from 0.01 to 1"),
     "seconds_per_row": (False, "row", "a number from 1e-09 to 1, or null"),
+    "gpus": (False, "cores", "an integer >= 1, or null"),
+    "gpu_contention": (False, (0.0, 1.0), "a number from 0 to 1"),
+    "bandwidth_gbps": (False, "bandwidth", "a number from 1e-06 to 1e+09, or null"),
     "devices": (False, str, "a string"),
     "tensorflow": (False, str, "a string"),
     "calibrated_on": (False, dict, "a table"),
@@ -143,6 +189,8 @@ def _allowed(value: Any, check: Any) -> bool:
         return value is None or (type(value) is int and value >= 1)
     if check == "efficiency":  # below 1 %, busy cores would slow ops without bound
         return _number(value) and 0.01 <= value <= 1
+    if check == "bandwidth":
+        return value is None or (_number(value) and 1e-6 <= value <= 1e9)
     if check == "row":
         return value is None or (_number(value) and 1e-9 <= value <= 1)
     return isinstance(value, check)
@@ -172,7 +220,11 @@ def apply_profile(scenario: Scenario, profile: Profile) -> Scenario:
         scenario.cluster,
         host_cores=profile.host_cores,
         core_efficiency=profile.core_efficiency,
-        link=LinkConfig(bandwidth_gbps=math.inf, latency_us=profile.latency_us),
+        link=LinkConfig(
+            bandwidth_gbps=profile.bandwidth_gbps or math.inf, latency_us=profile.latency_us
+        ),
+        gpus=profile.gpus,
+        gpu_contention=profile.gpu_contention,
     )
     costs = {**scenario.costs, **profile.costs, "session_run": profile.session_run}
     applied = dataclasses.replace(scenario, compute=compute, cluster=cluster, costs=costs)

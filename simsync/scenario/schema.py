@@ -225,6 +225,31 @@ FIELDS: tuple[Field, ...] = (
         _between(MIN_CORE_EFFICIENCY, 1),
     ),
     Field(
+        "cluster",
+        "gpus",
+        "int",
+        None,
+        "an integer >= 1",
+        "Physical GPUs the devices are on. With fewer GPUs than devices, each GPU is split into "
+        "virtual GPUs (device i on GPU i mod gpus), as TensorFlow's "
+        "`gpu_options.experimental.virtual_devices` does: they share its compute "
+        "(`gpu_contention`) and its link to the host. Leave out for devices of their own; a "
+        "GPU profile (`--costs h100`) sets it.",
+        _positive,
+    ),
+    Field(
+        "cluster",
+        "gpu_contention",
+        "float",
+        0.0,
+        "a number from 0 to 1",
+        "With `gpus`: how much the busy virtual GPUs of one GPU slow each other. While all n of "
+        "them are busy each runs at 1 / (1 + (n-1) x contention) of its speed, with fewer busy "
+        "in proportion (as cores with `core_efficiency`): 0 runs them side by side, as GPUs "
+        "of their own, 1 in turns. `simsync calibrate` measures it on a GPU.",
+        _between(0, 1),
+    ),
+    Field(
         "cluster.link",
         "bandwidth_gbps",
         "float",

@@ -1,11 +1,12 @@
-"""``simsync lessons check``: every lesson loads, its files exist, its scenarios run, and every
-answer evaluates to something the question can accept."""
+"""``simsync lessons check``: every lesson loads, its files exist, its scenarios run, every
+answer evaluates to something the question can accept, and every claim of its text holds."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from simsync.errors import SimsyncError
+from simsync.tutor.claims import lesson_problems
 from simsync.tutor.content import Lesson, LessonError, Step
 from simsync.tutor.questions import expected_answer
 
@@ -37,7 +38,7 @@ def check_lesson(lesson: Lesson) -> list[str]:
                     _check_question(step, expected_answer(lesson, step), set(graph.nx))
         except (SimsyncError, OSError, ValueError) as error:
             problems.append(f"{where}: {error}")
-    return problems
+    return problems + (lesson_problems(lesson) if not problems else [])
 
 
 def _check_question(step: Step, expected: Any, ops: set[str]) -> None:

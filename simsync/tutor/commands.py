@@ -7,7 +7,6 @@ them only when a step needs them.
 from __future__ import annotations
 
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from simsync.errors import UsageError, printable
-from simsync.files import read_text, refuse_overwriting_inputs, write_text
+from simsync.files import read_text, read_toml, refuse_overwriting_inputs, write_text
 from simsync.terminal import make_console
 from simsync.tutor.content import Lesson, LessonError, lesson_folders, load_lesson, load_lessons
 from simsync.tutor.progress import Progress
@@ -55,13 +54,12 @@ def learn(number: int | None, *, answers_file: Path | None = None, no_input: boo
     if not interactive:  # a scripted run keeps no progress
         how = "with the expected answers" if no_input else "with the answers file"
         console.print(
-            f"[bold]Lesson {lesson.number} shown {how}: {outcome.right}/{outcome.asked} "
-            "answers right.[/] Your own progress is unchanged."
+            f"[bold]Lesson {lesson.number} shown {how}: {outcome.score}.[/] "
+            "Your own progress is unchanged."
         )
     else:
         console.print(
-            f"[bold]Lesson {lesson.number} done: {outcome.right}/{outcome.asked} "
-            f"answers right.[/] "
+            f"[bold]Lesson {lesson.number} done: {outcome.score}.[/] "
             + ("That was the last lesson." if last else "`simsync learn` for the next one.")
         )
     return 0 if interactive or outcome.right == outcome.asked else 1
@@ -137,17 +135,7 @@ def copy_lesson(number: int, folder: Path, *, force: bool = False) -> int:
 
 
 def _read_answers(path: Path) -> dict[str, Any]:
-    try:
-        data = tomllib.loads(read_text(path))
-    except tomllib.TOMLDecodeError as error:
-        raise UsageError(f"{path}: cannot read answers: TOML syntax error: {error}") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{path}: cannot read answers: not a UTF-8 text file") from None
-    except RecursionError:
-        raise UsageError(f"{path}: cannot read answers: nested too deeply") from None
-    except (OSError, ValueError) as error:
-        reason = getattr(error, "strerror", None) or error
-        raise UsageError(f"{path}: cannot read answers: {reason}") from None
+    data = read_toml(path, "answers file")
     answers = data.get("answers")
     if not isinstance(answers, dict):
         raise UsageError(f"{path}: expected an [answers] table of question-id = value")

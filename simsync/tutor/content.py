@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.resources import files
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from simsync.errors import SimsyncError, printable
-from simsync.files import read_text
+from simsync.files import InputError, read_input, read_toml
 
 __all__ = [
     "STEP_KEYS",
@@ -37,17 +36,17 @@ class LessonError(SimsyncError):
 
 #: The keys each kind of step may have (``kind`` aside); the first are required.
 STEP_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "text": (("file",), ()),
-    "code": (("file",), ("title", "text")),
-    "graph": ((), ("scenario", "text")),
-    "timeline": ((), ("scenario", "steps", "text")),
+    "text": (("file",), ("scenario", "claims")),
+    "code": (("file",), ("title", "text", "claims")),
+    "graph": ((), ("scenario", "text", "claims")),
+    "timeline": ((), ("scenario", "steps", "text", "claims")),
     "question": (
         ("id", "type", "prompt", "answer"),
-        ("unit", "tolerance", "choices", "hints", "explain", "scenario", "race"),
+        ("unit", "tolerance", "choices", "hints", "explain", "scenario", "race", "claims"),
     ),
-    "verify": ((), ("scenario", "text")),
-    "ledger": ((), ("scenario", "rows", "text")),
-    "race": (("race",), ("text",)),
+    "verify": ((), ("scenario", "text", "claims")),
+    "ledger": ((), ("scenario", "rows", "text", "claims")),
+    "race": (("race",), ("text", "claims")),
 }
 QUESTION_TYPES = ("numeric", "choice", "op")
 LESSON_KEYS = ("title", "summary", "seed", "scenario", "steps")
@@ -95,6 +94,7 @@ KEY_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "choices": (_texts, "a list of strings"),
     "hints": (_texts, "a list of strings"),
     "race": (_texts, "a list of strings"),
+    "claims": (_texts, "a list of expressions (strings) that must hold"),
 }
 
 
@@ -117,11 +117,10 @@ class Step:
         return self.folder / name
 
     def read(self, key: str = "file") -> str:
-        path = self.path(key)
         try:
-            return read_text(path)
-        except (OSError, ValueError) as error:  # missing, not UTF-8, too large
-            raise LessonError(f"{path}: cannot read: {_reason(error)}") from None
+            return read_input(self.path(key), "lesson file")
+        except InputError as error:
+            raise LessonError(str(error)) from None
 
 
 @dataclass(frozen=True)
@@ -182,13 +181,9 @@ def load_lesson(folder: Path) -> Lesson:
     """Read and check ``folder/lesson.toml``."""
     source = folder / "lesson.toml"
     try:
-        data = tomllib.loads(read_text(source))
-    except FileNotFoundError:
-        raise LessonError(f"{folder}: no lesson.toml") from None
-    except tomllib.TOMLDecodeError as error:
-        raise LessonError(f"{source}: TOML syntax error: {error}") from None
-    except (OSError, ValueError, RecursionError) as error:  # not UTF-8, too large, too deep
-        raise LessonError(f"{source}: cannot read: {_reason(error)}") from None
+        data = read_toml(source, "lesson file")
+    except InputError as error:
+        raise LessonError(str(error)) from None
     _check_keys(source, "lesson", data, ("title",), LESSON_KEYS)
     if not isinstance(data.get("steps", []), list):
         raise LessonError(f"{source}: 'steps' must be a list of [[steps]] tables")

@@ -3,7 +3,8 @@
 A question's ``answer`` is an expression such as ``step_time.mean * 1000`` or ``slowest_tower``,
 evaluated over the facts of the question's scenario, so no expected answer is ever typed in by
 hand. The expression language is deliberately small: numbers, strings, ``+ - * /``, dotted
-names, ``[index]``, and a few functions.
+names, ``[index]``, comparisons (``< <= > >= == !=``, ``and``, ``or``, ``not``, ``x if c else
+y``, for a lesson's claims: :mod:`simsync.tutor.claims`), and a few functions.
 """
 
 from __future__ import annotations
@@ -44,8 +45,20 @@ def harmonic(n: int) -> float:
     return sum(1 / k for k in range(1, int(n) + 1))
 
 
+def lowest(values: dict[str, Any]) -> str:
+    """The key of the smallest value: ``lowest(final_loss)`` names the run that ended lowest."""
+    return min(values, key=values.__getitem__)
+
+
+def highest(values: dict[str, Any]) -> str:
+    """The key of the largest value."""
+    return max(values, key=values.__getitem__)
+
+
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "harmonic": harmonic,
+    "lowest": lowest,
+    "highest": highest,
     "max": max,
     "min": min,
     "round": round,
@@ -57,6 +70,14 @@ OPERATORS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Sub: operator.sub,
     ast.Mult: operator.mul,
     ast.Div: operator.truediv,
+}
+COMPARISONS: dict[type, Callable[[Any, Any], bool]] = {
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
 }
 
 
@@ -163,6 +184,8 @@ def evaluate(expression: str, facts: dict[str, Any]) -> Any:
     'average_gradients'
     >>> evaluate("round(harmonic(towers), 3)", {"towers": 4})
     2.083
+    >>> evaluate("lowest(loss) == 'a' and 1 < towers <= 4", {"loss": {"a": 1, "b": 2}, "towers": 4})
+    True
     >>> evaluate("__import__('os')", {})
     Traceback (most recent call last):
     ...
@@ -197,6 +220,20 @@ def _value(node: ast.AST, facts: dict[str, Any], text: str) -> Any:
         return _computed(OPERATORS[type(node.op)], (left, right), text)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         return _computed(operator.neg, (_value(node.operand, facts, text),), text)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return not _value(node.operand, facts, text)
+    if isinstance(node, ast.Compare) and all(type(op) in COMPARISONS for op in node.ops):
+        values = [_value(n, facts, text) for n in (node.left, *node.comparators)]
+        return all(
+            _computed(COMPARISONS[type(op)], (left, right), text)
+            for op, left, right in zip(node.ops, values, values[1:], strict=False)
+        )
+    if isinstance(node, ast.BoolOp):
+        values = [_value(n, facts, text) for n in node.values]
+        return all(values) if isinstance(node.op, ast.And) else any(values)
+    if isinstance(node, ast.IfExp):
+        chosen = node.body if _value(node.test, facts, text) else node.orelse
+        return _value(chosen, facts, text)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
         if node.func.id not in FUNCTIONS:
             raise ExpressionError(f"unknown function '{node.func.id}' in {text}")

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from simsync.errors import UsageError
-from simsync.files import NotRegularFile, locked, read_text, write_text
+from simsync.files import InputError, locked, read_json, write_text
 
 __all__ = ["Progress", "data_dir"]
 
@@ -251,7 +251,7 @@ def _read(path: Path) -> tuple[Lessons, dict[str, int], str | None]:
     Readers need no lock: the file is only ever replaced whole.
     """
     try:
-        data = json.loads(read_text(path))
+        data = read_json(path, "progress file")
         if (
             not isinstance(data, dict)
             or type(data.get("version")) is not int
@@ -263,17 +263,17 @@ def _read(path: Path) -> tuple[Lessons, dict[str, int], str | None]:
         for slug, entry in data["lessons"].items():
             _check_entry(slug, entry)
         return data["lessons"], data.get("resets", {}), None
-    except FileNotFoundError:
-        return {}, {}, None
-    except NotRegularFile as error:
-        raise UsageError(
-            f"your progress file {path} is {error.strerror}; remove it, or set "
-            "SIMSYNC_DATA_DIR to another folder"
-        ) from None
-    except RecursionError:
-        return {}, {}, "nested too deeply"
-    except (OSError, ValueError) as error:  # JSON, UTF-8 and size errors are ValueErrors
-        return {}, {}, str(getattr(error, "strerror", None) or error)
+    except InputError as error:
+        if error.reason == "missing":
+            return {}, {}, None
+        if error.reason == "not_regular":
+            raise UsageError(
+                f"your progress file {path} is {error.problem}; remove it, or set "
+                "SIMSYNC_DATA_DIR to another folder"
+            ) from None
+        return {}, {}, error.problem
+    except ValueError as error:  # read, but not what a progress file holds
+        return {}, {}, str(error)
 
 
 def _merged(mine: Entry | None, theirs: Entry | None, answered: set[str]) -> Entry | None:

@@ -10,7 +10,7 @@ that is not a question (a graph, a timeline, an explanation).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ from rich.syntax import Syntax
 from rich.text import Text
 
 from simsync.errors import SimsyncError, printable
+from simsync.tutor.claims import StepFacts, broken_claims, render
 from simsync.tutor.content import Lesson, Step
 from simsync.tutor.progress import Progress
 from simsync.tutor.questions import (
@@ -45,9 +46,26 @@ class Quit(Exception):
 
 @dataclass
 class Outcome:
+    """How a lesson went: questions asked, right at the first try, right on a retry."""
+
     asked: int = 0
     right: int = 0
+    first_try: int = 0
     finished: bool = False
+
+    @property
+    def score(self) -> str:
+        """``4/5 first try, 1 on a retry``: a retry is shown, and not counted as a first try.
+
+        >>> Outcome(asked=5, right=5, first_try=4).score
+        '4/5 first try, 1 on a retry'
+        >>> Outcome(asked=3, right=3, first_try=3).score
+        '3/3 first try'
+        """
+        retried = self.right - self.first_try
+        return f"{self.first_try}/{self.asked} first try" + (
+            f", {retried} on a retry" if retried else ""
+        )
 
 
 class LessonRunner:
@@ -60,8 +78,10 @@ class LessonRunner:
         ask: Callable[[str], str] | None = None,
         answers: Mapping[str, Any] | None = None,
         no_input: bool = False,
+        verify: bool = True,
     ) -> None:
         self.lesson, self.progress, self.console = lesson, progress, console
+        self.verify = verify  # False: the TensorFlow checks are skipped (the simulated parts)
         self.ask = ask or (lambda prompt: console.input(prompt))
         self.answers, self.no_input = answers, no_input
         self.interactive = answers is None and not no_input
@@ -83,9 +103,9 @@ class LessonRunner:
         self.outcome.finished = True
         answers = self.progress.of(self.lesson.slug)["answers"]
         self.outcome.asked = len(self.lesson.questions)
-        self.outcome.right = sum(
-            1 for q in self.lesson.questions if answers.get(q.get("id"), {}).get("correct")
-        )
+        given = [answers.get(q.get("id"), {}) for q in self.lesson.questions]
+        self.outcome.right = sum(1 for a in given if a.get("correct"))
+        self.outcome.first_try = sum(1 for a in given if a.get("correct") and a.get("tries") == 1)
         return self.outcome
 
     def _heading(self, index: int, note: str = "") -> None:
@@ -111,15 +131,38 @@ class LessonRunner:
         """Run a step. In a real terminal a step taller than the screen is shown a screenful
         at a time, so nothing scrolls away unread; slow work (TensorFlow, a race) runs first,
         behind its spinner."""
+        if step.kind == "verify" and not self.verify:
+            self.console.print(Text("(The TensorFlow check is skipped in this run.)", style="dim"))
+            return
         prepare = getattr(self, f"_prepare_{step.kind}", None)
-        show = getattr(self, f"_{step.kind}")
+        kind = getattr(self, f"_{step.kind}")
         args = (step, prepare(step)) if prepare is not None else (step,)
+
+        def show(*args: Any) -> None:
+            kind(*args)
+            self._claims(step)
+
         if step.kind == "question" or not (self.interactive and self.console.is_terminal):
             show(*args)
             return
         with self.console.capture() as captured:
             show(*args)
         self._page(captured.get())
+
+    def _facts(self, step: Step) -> StepFacts:
+        return StepFacts(self.lesson, step)
+
+    def _claims(self, step: Step) -> None:
+        """A claim of the step that this run does not bear out is said, never shown as true."""
+        for claim in broken_claims(step, self._facts(step)):
+            self.console.print(
+                Text(f"Note: this run does not bear out the lesson's claim {claim!r}.", "yellow")
+            )
+
+    def _say(self, step: Step, text: str | None) -> None:
+        """Markdown with its ``{{ facts }}`` computed from the step's run."""
+        if text:
+            self._markdown(render(text, self._facts(step)))
 
     def _page(self, text: str) -> None:
         lines = text.split("\n")
@@ -142,21 +185,22 @@ class LessonRunner:
 
     # -- the kinds of step ------------------------------------------------------------
     def _text(self, step: Step) -> None:
-        self._markdown(step.read())
+        self._say(step, step.read())
 
     def _code(self, step: Step) -> None:
         code = Syntax(step.read(), "python", line_numbers=True, word_wrap=True)
         self.console.print(Panel(code, title=step.get("title", ""), title_align="left"))
-        self._markdown(step.get("text"))
+        self._say(step, step.get("text"))
 
     def _graph(self, step: Step) -> None:
         from simsync.patterns import build
         from simsync.scenario import load_scenario
         from simsync.viz import GraphView
 
-        self._markdown(step.get("text"))
+        self._say(step, step.get("text"))
         path = self.lesson.scenario_path(step)
-        self.console.print(GraphView(build(load_scenario(path))))
+        scenario = load_scenario(path)
+        self.console.print(GraphView(build(scenario), keep=slow_towers(scenario.cluster.speeds)))
         self._try_it("Try it yourself", ["graph", path.name])
 
     def _timeline(self, step: Step) -> None:
@@ -164,7 +208,7 @@ class LessonRunner:
         from simsync.scenario import load_scenario
         from simsync.viz import SummaryView, Timeline
 
-        self._markdown(step.get("text"))
+        self._say(step, step.get("text"))
         path = self.lesson.scenario_path(step)
         sim = simulate(load_scenario(path))
         # the file by the name `simsync lessons copy` gives it, not deep inside the installation
@@ -179,7 +223,7 @@ class LessonRunner:
         from simsync.scenario import load_scenario
         from simsync.viz import LedgerView, SummaryView
 
-        self._markdown(step.get("text"))
+        self._say(step, step.get("text"))
         path = self.lesson.scenario_path(step)
         sim = simulate(load_scenario(path))
         self.console.print(LedgerView(sim.trace.updates, rows=int(step.get("rows", 12))))
@@ -196,7 +240,7 @@ class LessonRunner:
     def _race(self, step: Step, result: Any) -> None:
         from simsync.viz import LossCurves
 
-        self._markdown(step.get("text"))
+        self._say(step, step.get("text"))
         names = [p.name for p in self.lesson.race_paths(step)]
         self.console.print(LossCurves(result))
         self._try_it("Race them yourself (add --png race.png for a picture)", ["compare", *names])
@@ -228,7 +272,7 @@ class LessonRunner:
     def _verify(self, step: Step, report: Report | SimsyncError) -> None:
         from simsync.viz import CrossCheckView
 
-        self._markdown(step.get("text"))
+        self._say(step, step.get("text"))
         if isinstance(report, Exception):
             self.console.print(
                 Text(f"The TensorFlow check could not run: {report}", style="yellow")
@@ -238,7 +282,7 @@ class LessonRunner:
 
     def _question(self, step: Step) -> None:
         expected = expected_answer(self.lesson, step)
-        self._markdown(step.get("prompt"))
+        self._say(step, step.get("prompt"))
         for index, choice in enumerate(step.get("choices", [])):
             self.console.print(Text(f"  {choice_label(index)}. {choice}"))
         if step.get("unit"):
@@ -246,14 +290,14 @@ class LessonRunner:
         right, tries, given = self._answer(step, expected)
         if not right:
             self.console.print(f"[bold]The answer is {shown(step, expected)}.[/]")
-        self._markdown(step.get("explain", "").replace("{answer}", shown(step, expected)))
+        self._say(step, step.get("explain", "").replace("{answer}", shown(step, expected)))
         self.progress.answered(self.lesson.slug, step.get("id"), given, right, tries)
 
     def _answer(self, step: Step, expected: Any) -> tuple[bool, int, str]:
         """Ask until right or out of tries; returns (right, tries, last answer). The tries
         used and the hints shown are saved as they happen: a learner who quits and comes back
         has the same tries left, and sees the hints again."""
-        hints = list(step.get("hints", []))
+        hints = [render(hint, self._facts(step)) for hint in step.get("hints", [])]
         if not self.interactive:
             given = (
                 str(expected)
@@ -321,6 +365,17 @@ def verify_report(path: Any, on_progress: Callable[[str], None] | None = None) -
     scenario = load_scenario(path)
     scenario = scenario.with_run(steps=min(scenario.run.steps, 10))
     return crosscheck(scenario, warmup=1, on_progress=on_progress).report
+
+
+def slow_towers(speeds: Sequence[float]) -> list[int]:
+    """The towers a lesson asks about, never folded in its views: those on the slowest
+    devices, when the devices differ (tower ``i`` runs on device ``i``).
+
+    >>> slow_towers([1, 0.8, 0.5, 1]), slow_towers([1, 1])
+    ([2], [])
+    """
+    slowest = min(speeds, default=1.0)
+    return [i for i, speed in enumerate(speeds) if speed == slowest < max(speeds)]
 
 
 def _wanted(step: Step) -> str:

@@ -30,6 +30,9 @@ if TYPE_CHECKING:  # the cross-check is not imported to draw what it found
 
 __all__ = ["CrossCheckView", "EvidenceView", "ProfileView"]
 
+#: What timed the real ops of a kind, when not TensorFlow's executor records (on a CPU).
+TIMED_BY = {"kernels": " (GPU kernels)", "both": " (GPU kernels, executor)"}
+
 WHY_TIMING_DIFFERS = (
     "Timing is a prediction, not a replay: TensorFlow's scheduler may run ready ops in another "
     "order than the simulator, every real op has a framework cost, and other programs on the "
@@ -164,8 +167,8 @@ class CrossCheckView:
     @staticmethod
     def _gradients(protocol: ProtocolComparison) -> Table:
         table = Table(title="Gradients: predicted and measured", title_justify="left")
-        for column in ("", "pushed", "accepted", "dropped", "dropped per step"):
-            table.add_column(column, justify="left" if not column else "right")
+        for column in ("side", "pushed", "accepted", "dropped", "dropped per step"):
+            table.add_column(column, justify="left" if column == "side" else "right")
         for side, row in (("predicted", protocol["predicted"]), ("measured", protocol["measured"])):
             g, per_step = row["gradients"], row["dropped_per_step"]
             dropped = str(g["dropped"]) + (f" (+{g['split']} split)" if g.get("split") else "")
@@ -232,8 +235,8 @@ class CrossCheckView:
             title="Staleness of the updates (updates landed between read and apply)",
             title_justify="left",
         )
-        for column in ("", "predicted", "measured"):
-            table.add_column(column, justify="right" if column else "left")
+        for column in ("what", "predicted", "measured"):
+            table.add_column(column, justify="right" if column != "what" else "left")
         table.add_row("mean", f"{predicted['mean']:.2f}", f"{measured['mean']:.2f}")
         table.add_row("max", str(predicted["max"]), str(measured["max"]))
         table.add_row(
@@ -253,6 +256,24 @@ class CrossCheckView:
         table.add_row(
             "histogram distance (0 same … 1 disjoint)", f"{staleness['distance']:.3f}", ""
         )
+        by_worker = staleness.get("by_worker") or {}
+        for worker in list(by_worker.get("predicted", {}))[:16]:
+            sides: list[Mapping[str, Any]] = [
+                by_worker.get(side, {}).get(worker, {}) for side in ("predicted", "measured")
+            ]
+            table.add_row(
+                f"  {worker}: mean (updates)",
+                *(
+                    "–" if row.get("mean") is None else f"{row['mean']:.2f} ({row['applied']})"
+                    for row in sides
+                ),
+            )
+        stalest = staleness.get("stalest")
+        if stalest is not None:
+            table.add_row(
+                "stalest worker",
+                *(stalest.get(side) or "none stands out" for side in ("predicted", "measured")),
+            )
         return table
 
     @staticmethod
@@ -284,8 +305,8 @@ class CrossCheckView:
             "its 95 % interval. Op times come from the traced steps, whose tracing costs time",
             caption_justify="left",
         )
-        for column in ("", "predicted (ms)", "measured (ms)", "error"):
-            table.add_column(column, justify="right" if column else "left")
+        for column in ("what", "predicted (ms)", "measured (ms)", "error"):
+            table.add_column(column, justify="right" if column != "what" else "left")
         table.add_row(
             Text("step time, mean", style="bold"),
             _ms(timing["predicted_step_time"]),
@@ -300,8 +321,12 @@ class CrossCheckView:
             _percent(timing["error_median"]),
         )
         for kind, row in timing["ops"].items():
+            timed_by = TIMED_BY.get(row["timed_by"], "")
             table.add_row(
-                f"  {kind} op", _ms(row["predicted"]), _ms(row["measured"]), _percent(row["error"])
+                f"  {kind} op{timed_by}",
+                _ms(row["predicted"]),
+                _ms(row["measured"]),
+                _percent(row["error"]),
             )
         return table
 
@@ -336,7 +361,14 @@ def _drift(machine: MachineCheck | None) -> RenderResult:
     yield Text(
         f"Steps with {VARIANTS[machine['variant']][1]} took "
         f"{_ms(machine['measured'])} ms here, where this machine's profile predicts "
-        f"{_ms(machine['predicted'])} ms: the machine is {'faster' if faster else 'slower'} "
+        f"{_ms(machine['predicted'])} ms"
+        + (
+            f", and the scenario's own steps {_ms(own['measured'])} ms where it predicts "
+            f"{_ms(own['predicted'])} ms"
+            if (own := machine.get("scenario"))
+            else ""
+        )
+        + f": the machine is {'faster' if faster else 'slower'} "
         "now than when it was measured (its load has changed), so the comparisons below "
         "give no verdict. `simsync calibrate` measures it again.",
         style="yellow",
@@ -437,9 +469,10 @@ VARIANTS = {
 
 #: Why a comparison gave no verdict, by the ``why`` of its report.
 NO_VERDICT = {
-    "several inside": "more than one prediction lies within the interval (spread ±{spread:.0f} "
-    "%), so this machine cannot tell them apart",
-    "none inside": "no prediction lies within the interval, so this gives no verdict",
+    "several inside": "more than one prediction lies within the interval, or nearer to it "
+    "than this machine drifts between runs, so this machine cannot tell them apart",
+    "none inside": "every prediction lies outside the interval by more than this machine "
+    "drifts between runs, so this gives no verdict",
     "too close": "the predictions are closer than this machine drifts between runs, so one "
     "session cannot tell them apart",
 }
@@ -456,7 +489,10 @@ def _ratio(ratio: Ratio, predicted: str) -> tuple[str, Text, str]:
     if ratio.get("out_of_date"):
         evidence += "; no verdict: this machine's profile is out of date (see above)"
     elif ratio["verdict"] == "inconclusive" and ratio["why"] is not None:
-        evidence += "; " + NO_VERDICT[ratio["why"]].format(spread=(ratio["spread"] or 0) * 100)
+        evidence += "; " + NO_VERDICT[ratio["why"]]
+    else:
+        excluded = [name for name in ratio["hypotheses"] if name != ratio["verdict"]]
+        evidence += "; the interval excludes " + " and ".join(f'"{n}"' for n in excluded)
     verdict = ratio["verdict"]
     answer = (
         Text("inconclusive here", style="bold yellow")
@@ -509,11 +545,14 @@ def _moving(moving: MovingCheck) -> str:
     race, lines = moving["race"], []
     for variable, happened in race["happened"].items():
         seen = ", ".join(
-            f"{outcome} {count}/{race['steps']}" for outcome, count in happened.items()
+            f"{outcome} in {count} of {race['steps']}" for outcome, count in happened.items()
         )
         predicted = ", ".join(race["predicted"].get(variable, {}))
         lines.append(f"{variable.rpartition('/')[2]}: {seen} (predicted: {predicted})")
-    return "racing updates, every step one outcome the race allows?\n" + "\n".join(lines)
+    return (
+        f"racing updates: after each of the {race['steps']} steps run (warm-up, traced and "
+        "timed alike), one outcome the race allows?\n" + "\n".join(lines)
+    )
 
 
 class ProfileView:
@@ -542,4 +581,12 @@ class ProfileView:
         table.add_row("copy between devices", f"{p['latency_us']:.0f} us")
         table.add_row("host cores shared by the devices", str(p["host_cores"]))
         table.add_row("each core's speed when all are busy", f"{p.get('core_efficiency', 1):.2f}")
+        if p.get("gpus"):
+            table.add_row("GPUs", str(p["gpus"]))
+            table.add_row(
+                "virtual GPUs of a GPU slowing each other (contention)",
+                f"{p.get('gpu_contention', 0):.2f}",
+            )
+        if p.get("bandwidth_gbps"):
+            table.add_row("copy from the host to a GPU", f"{p['bandwidth_gbps']:.1f} Gbit/s")
         yield table

@@ -98,7 +98,7 @@ class LossCurves:
         """One row per run: updates, mean staleness, final loss, when it reached the target
         loss (the first to get there marked) and when it finished."""
         table = Table(box=box.SIMPLE_HEAD, show_edge=False)
-        table.add_column("", no_wrap=True)
+        table.add_column("curve", no_wrap=True)
         table.add_column("run", overflow="fold")
         for column, width in (
             ("updates", 7),

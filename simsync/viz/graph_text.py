@@ -35,6 +35,8 @@ __all__ = [
 ]
 
 _GEN_WIDTH = 6  # "gen" column: three characters, padding and a border
+#: The tower lanes a graph picture (``--format png``) draws at most.
+PNG_LANES = 8
 
 
 def short_name(op: Op) -> str:
@@ -160,8 +162,12 @@ class GraphView:
     it cannot start until the last tower's input has arrived.
     """
 
-    def __init__(self, graph: Graph, max_towers: int = 4) -> None:
+    def __init__(self, graph: Graph, max_towers: int = 4, keep: Iterable[int] = ()) -> None:
         self.graph, self.max_towers = graph, max(max_towers, 1)
+        #: towers never folded (the ones a lesson asks about: a straggler), and whether names
+        #: are cut at their scopes (``batch_norm/`` on a line of its own) to fit the width
+        self.keep = [t for t in graph.towers if t in set(keep)]
+        self.compact = False
         self.unit = lane_unit(graph)
         self.rows = generations(graph)
         self.sync_points = set(sync_points(graph))
@@ -189,14 +195,21 @@ class GraphView:
         if op.tower is None and self.shared_scope and name.startswith(self.shared_scope):
             name = name[len(self.shared_scope) :]
         if op.name not in self.sync_points:
-            return [(name, style), (f"  {format_devices(op.devices)}", "dim")]
+            return [*self._name(name, style), (f"  {format_devices(op.devices)}", "dim")]
         towers = tower_range(self.depends[op.name], self.unit)
         return [
-            (f"{SYNC_MARK} {short_name(op)}", "bold red"),
+            *self._name(f"{SYNC_MARK} {short_name(op)}", "bold red"),
             (f"  {format_devices(op.devices)}", "dim"),
             ("  SYNC POINT: waits", "bold red"),
             (f"  for {towers}", "red"),
         ]
+
+    def _name(self, name: str, style: str) -> list[tuple[str, str]]:
+        """An op's name on one line, or cut after each ``/`` when the view is compact."""
+        if not self.compact or "/" not in name:
+            return [(name, style)]
+        parts = name.split("/")
+        return [(part + "/", style) for part in parts[:-1]] + [(parts[-1], style)]
 
     def _cell(self, ops: list[Op]) -> Text:
         text = Text()
@@ -221,19 +234,34 @@ class GraphView:
         return max(longest, len(f"{self.unit}_{lane}"), 6) + 3
 
     def _fit(self, width: int) -> list[int]:
-        """The towers whose lanes fit into ``width`` beside the shared lane (at least one)."""
+        """The towers whose lanes fit into ``width`` beside the shared lane (at least one):
+        the kept ones first, then the others in order. Names are cut at their scopes when that
+        shows more towers."""
+        self.compact = False
+        shown = self._fit_lanes(width)
+        if len(shown) < min(len(self.towers), self.max_towers):
+            self.compact = True
+            compact = self._fit_lanes(width)
+            if len(compact) > len(shown):
+                return compact
+            self.compact = False
+        return shown
+
+    def _fit_lanes(self, width: int) -> list[int]:
         used = _GEN_WIDTH + 1
         if any(None in cells for cells in self.cells):
             used += self._lane_width(None)
+        candidates = self.keep + [t for t in self.towers if t not in set(self.keep)]
+        limit = max(self.max_towers, len(self.keep))
         shown: list[int] = []
-        for tower in self.towers[: self.max_towers]:
+        for tower in candidates[:limit]:
             spare = _elision_width(len(self.towers)) if len(shown) + 1 < len(self.towers) else 0
             lane = self._lane_width(tower)
             if shown and used + lane + spare > width:
                 break
             shown.append(tower)
             used += lane
-        return shown
+        return sorted(shown)
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         shown = self._fit(options.max_width)
@@ -244,11 +272,26 @@ class GraphView:
         if hidden and used + _elision_width(len(self.towers)) > options.max_width:
             # not even the "… more" column fits beside one lane: say it under the table
             yield self._table(shown, [])
-            yield Text(f"… {len(hidden)} more {self.unit}s like {self.unit}_{shown[0]}, "
-                       "not shown", style="dim")  # fmt: skip
         else:
             yield self._table(shown, hidden)
+        if hidden:
+            yield from wrap_items([(self._folded_note(hidden, options.max_width), "dim")],
+                                  options.max_width)  # fmt: skip
         yield from self._legend(options.max_width)
+
+    def _folded_note(self, hidden: list[int], width: int) -> str:
+        """Which lanes are folded, why, and how to see them."""
+        names = tower_range(hidden, self.unit)
+        if len(self.towers) > self.max_towers and len(hidden) == len(self.towers) - self.max_towers:
+            why = f"--towers {self.max_towers} shows at most {self.max_towers}"
+        else:
+            why = f"to fit {width} columns; a wider terminal shows more"
+        see = (
+            "`simsync graph FILE --format png -o graph.png` draws every lane"
+            if len(self.towers) <= PNG_LANES
+            else f"`simsync graph FILE --towers {len(self.towers)}` in a wider terminal shows more"
+        )
+        return f"… folded: {names} ({why}; {see})"
 
     def _table(self, shown: list[int], hidden: list[int]) -> Table:
         g = self.graph

@@ -16,6 +16,7 @@ from typing import Any
 from simsync.files import atomic_writer
 from simsync.ir import Graph, Op, crosses_devices, generations, sync_points
 from simsync.viz.graph_text import (
+    PNG_LANES,
     format_devices,
     lane_of,
     lane_unit,
@@ -220,7 +221,7 @@ def _draw_legend(fig: Any, ax: Any, graph: Graph, layout: _Layout, syncs: set[st
         )
 
 
-def write_png(graph: Graph, path: str | os.PathLike[str], max_lanes: int = 8) -> None:
+def write_png(graph: Graph, path: str | os.PathLike[str], max_lanes: int = PNG_LANES) -> None:
     """Draw ``graph`` to the PNG file ``path``: generations left to right, towers as lanes.
 
     At most ``max_lanes`` tower lanes are drawn (plus the shared lane); a note counts the rest.

@@ -9,7 +9,7 @@ others (:func:`straggler`).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from rich import box
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -54,7 +54,7 @@ class SummaryView:
     >>> print("\\n".join(line.rstrip() for line in out.getvalue().splitlines()))
                          Sync points: who waited for whom
     ┌───────────────────┬─────────┬────────────────┬────────────┬─────────────┐
-    │ sync point        │ tower   │ mean wait (ms) │ times last │             │
+    │ sync point        │ tower   │ mean wait (ms) │ times last │ note        │
     ├───────────────────┼─────────┼────────────────┼────────────┼─────────────┤
     │ average_gradients │ tower_0 │         10.000 │       0/20 │             │
     │                   │ tower_1 │          0.000 │      20/20 │ ◀ straggler │
@@ -76,6 +76,9 @@ class SummaryView:
                 f"({_ms(path.get('seconds'))} ms): " + " → ".join(path["ops"]),
                 style="dim",
             )
+            note = critical_path_note(path.get("seconds"), self.summary.get("step_time"))
+            if note:
+                yield Text(note, style="dim")
         if self.summary.get("wait"):
             yield self.sync_table()
         if _concurrent(self.summary):
@@ -155,7 +158,7 @@ class SummaryView:
             table.add_column(column, justify="left" if column == "worker" else "right")
         stalest = stalest_client(rows)  # marked only when it stands out
         if stalest:
-            table.add_column("")
+            table.add_column("note")
         names = list(rows)
         shown = names[: self.max_towers]
         shown += [n for n in names[self.max_towers :] if n == stalest]
@@ -203,7 +206,7 @@ class SummaryView:
         table.add_column("tower", no_wrap=True)
         table.add_column("mean wait (ms)", justify="right")
         table.add_column("times last", justify="right")
-        table.add_column("")
+        table.add_column("note")
         waited_for = self.summary.get("waited_for") or {}
         for point, waits in self.summary["wait"].items():
             for i, row in enumerate(self._rows(waits, waited_for.get(point) or {})):
@@ -238,6 +241,30 @@ class SummaryView:
             yield "…", "", "", f"+{len(towers) - len(shown)} towers", "dim"
 
 
+def critical_path_note(path: float | None, step_time: Mapping[str, Any] | None) -> str:
+    """Why the mean step is not the critical path, when the two differ by more than 1 %.
+
+    >>> critical_path_note(0.010, {"mean": 0.026858})[:60]
+    'The mean step (26.858 ms) is longer than this path: a step w'
+    >>> critical_path_note(0.020, {"mean": 0.0201})
+    ''
+    """
+    step = (step_time or {}).get("mean")
+    if not path or not step or abs(step - path) <= 0.01 * path:
+        return ""
+    if step > path:
+        return (
+            f"The mean step ({_ms(step)} ms) is longer than this path: a step waits for its "
+            "slowest compute (random times vary around their mean) and for devices and links "
+            "busy with other work, which this path, at mean costs and alone on the machine, "
+            "leaves out."
+        )
+    return (
+        f"The mean step ({_ms(step)} ms) is shorter than this path: its random compute times "
+        "were shorter than their mean, or clients overlapped their steps."
+    )
+
+
 def _concurrent(summary: Summary) -> bool:
     """Whether several clients update the model, each run an update of its own (stale or not)."""
     return int(summary.get("updating_clients") or 1) > 1
@@ -262,8 +289,16 @@ class LedgerView:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         ordered = sorted(self.updates, key=lambda u: (u.time, u.before))
         table = Table(title="The ledger: every update, in the order it landed", box=box.SQUARE)
-        for column in ("#", "worker", "step", "version read", "version applied", "staleness", ""):
-            table.add_column(column, justify="left" if column in ("worker", "") else "right")
+        for column in (
+            "#",
+            "worker",
+            "step",
+            "version read",
+            "version applied",
+            "staleness",
+            "outcome",
+        ):
+            table.add_column(column, justify="left" if column in ("worker", "outcome") else "right")
         for update in ordered[: self.rows]:
             made = str(update.before + 1) if update.applied else "–"
             table.add_row(

@@ -24,11 +24,14 @@ from rich.text import Text
 
 from simsync.ir import natural_key
 from simsync.kinds import KINDS, Style
-from simsync.trace import Trace
+from simsync.trace import Trace, came_last
+from simsync.words import plural
 
 __all__ = ["Timeline", "device_sort_key", "kind_style", "legend_order"]
 
 IDLE, WAIT, SYNC_MARK, BLOCKED = "·", "-", "◆", "~"
+#: The device lanes a timeline picture (``--timeline out.png``) draws at most.
+PICTURE_LANES = 32
 
 
 def kind_style(kind: str) -> Style:
@@ -84,8 +87,9 @@ class _Grid:
         cells = self.cover.get(device)
         if cells is None:
             return
-        if end <= start:
+        if end - start < self.dt:  # shorter than a column: a mark, whatever else covers it
             self.instants[device].setdefault(self.column(start), key)
+        if end <= start:
             return
         for col in range(self.column(start), self.column(end) + 1):
             left = self.t0 + col * self.dt
@@ -103,7 +107,7 @@ class _Grid:
             choices = {k: v for k, v in cover.items() if k != WAIT}
             choices[WAIT], choices[IDLE] = wait, idle - wait
             best = max(choices, key=lambda k: choices[k])
-            if best == IDLE and col in self.instants[device]:
+            if best in (IDLE, WAIT) and col in self.instants[device]:
                 style = kind_style(self.instants[device][col])
                 self.drew_instant = True
                 text.append(style.letter.lower(), style=style.color)
@@ -182,31 +186,54 @@ class Timeline:
         *,
         sync_points: Iterable[str] | None = None,
         max_devices: int = 16,
+        keep: Iterable[str] = (),
     ) -> None:
         self.trace, self.steps = trace, steps
         self.records = [r for r in trace.ops if r.step < steps]
+        self.sync_points = set(sync_points or ())
         order = (
             list(device_order)
             if device_order is not None
             else sorted({d for r in self.records for d in r.devices}, key=device_sort_key)
         )
+        #: lanes never folded: ``keep``, the devices of whoever came last at a sync point (the
+        #: stragglers) and of the sync points themselves
+        self.named = set(keep) | self._stragglers_and_sync_points()
         self.device_order = self._shown(order, max(max_devices, 2))
-        self.hidden = len(order) - len(self.device_order)
+        self.folded = [d for d in order if d not in self.device_order]
+        self.hidden = len(self.folded)
         blocked = {r.client for r in self.records if r.blocked > 0}
         self.blocked_lanes = [f"{c} waits" for c in sorted(blocked, key=natural_key)]
-        self.sync_points = set(sync_points or ())
+
+    def _stragglers_and_sync_points(self) -> set[str]:
+        """The devices of the sync points and of the inputs that came last to them."""
+        named: set[str] = set()
+        by_key = {(r.client, r.step, r.op): r for r in self.records}
+        for record in self.records:
+            if record.op not in self.sync_points:
+                continue
+            named.update(record.devices)
+            arrived = {src: at for src, at in record.arrivals}
+            for src in came_last(arrived):
+                source = by_key.get((record.client, record.step, src))
+                if source is not None:
+                    named.update(source.devices)
+        return named
 
     def _shown(self, order: list[str], limit: int) -> list[str]:
-        """The first devices, and always the two busiest (the stragglers), up to ``limit``."""
+        """Up to ``limit`` devices: the named ones (stragglers, sync points, ``keep``), the
+        busiest, then the first; in their order."""
         if len(order) <= limit:
             return order
         busy: dict[str, float] = {}
         for record in self.records:
             for device in record.devices:
                 busy[device] = busy.get(device, 0.0) + record.end - record.start
-        busiest = sorted(order, key=lambda d: -busy.get(d, 0.0))[:2]
-        first = [d for d in order if d not in busiest][: limit - len(busiest)]
-        return [d for d in order if d in first or d in busiest]
+        named = [d for d in order if d in self.named]
+        busiest = [d for d in sorted(order, key=lambda d: -busy.get(d, 0.0)) if d not in named]
+        kept = set(named[:limit]) | set(busiest[: max(min(2, limit - len(named)), 0)])
+        kept |= set([d for d in order if d not in kept][: max(limit - len(kept), 0)])
+        return [d for d in order if d in kept]
 
     def window(self) -> tuple[float, float]:
         """``(t0, span)`` in seconds: from the first step's start to the last one's end."""
@@ -233,16 +260,29 @@ class Timeline:
             yield Text("sync".ljust(label_width)) + self._sync_row(grid)
         for device in self.device_order:
             yield Text(device.ljust(label_width)) + grid.row(device)
-        if self.hidden:
-            yield Text(
-                f"… {self.hidden} more devices not shown (the two busiest always are)", style="dim"
-            )
+        if self.folded:
+            yield from wrap_items([(self._folded_note(), "dim")], options.max_width)
         for lane in self.blocked_lanes:
             yield Text(lane.ljust(label_width), style="yellow") + grid.row(lane)
         ticks, labels = time_axis(t0, span, columns)
         yield Text(" " * label_width) + ticks
         yield Text("ms".ljust(label_width)) + labels
         yield from self._legend(grid, options.max_width)
+
+    def _folded_note(self) -> str:
+        """Which lanes are folded, and how to see every one."""
+        named = "the stragglers and sync points are shown; " if self.named else ""
+        lanes = len(self.folded) + len(self.device_order)
+        see = (
+            "`simsync simulate FILE --timeline out.png` draws every lane"
+            if lanes <= PICTURE_LANES
+            else "`simsync simulate FILE --trace out.json` saves every lane, to open in "
+            "ui.perfetto.dev"
+        )
+        return (
+            f"… {plural(self.hidden, 'more device')} folded to fit the screen: "
+            f"{format_lanes(self.folded)} ({named}{see})"
+        )
 
     def _title(self, span: float) -> str:
         shown = sorted(
@@ -307,8 +347,27 @@ class Timeline:
         if self.blocked_lanes:
             items.append((f"{BLOCKED} blocked on a token or on gradients", "yellow"))
         if grid.drew_instant:
-            items.append(("lowercase: op that took no time", ""))
+            items.append(("lowercase: op shorter than a character", ""))
         yield from wrap_items(items, width)
+
+
+def format_lanes(lanes: Sequence[str]) -> str:
+    """Lanes in short form, runs of numbered devices of one kind as ranges.
+
+    >>> format_lanes(["/gpu:1", "/gpu:2", "/gpu:3", "/gpu:7", "/cpu:1"])
+    '/gpu:1-3, /gpu:7, /cpu:1'
+    """
+    runs: list[tuple[str, int, int]] = []
+    out: list[str] = []
+    for lane in lanes:
+        head, number = lane.rstrip("0123456789"), lane[len(lane.rstrip("0123456789")) :]
+        if number and runs and runs[-1][0] == head and runs[-1][2] + 1 == int(number):
+            runs[-1] = (head, runs[-1][1], int(number))
+            out[-1] = f"{head}{runs[-1][1]}-{int(number)}"
+            continue
+        runs.append((head, int(number), int(number)) if number else (lane, -2, -2))
+        out.append(lane)
+    return ", ".join(out)
 
 
 def wrap_items(items: Sequence[tuple[str, str]], width: int) -> Iterator[Text]:

@@ -19,7 +19,7 @@ from simsync.errors import UsageError
 from simsync.files import atomic_writer
 from simsync.ir import natural_key
 from simsync.trace import OpRecord, Trace
-from simsync.viz.timeline import device_sort_key, kind_style
+from simsync.viz.timeline import PICTURE_LANES, device_sort_key, kind_style
 
 __all__ = ["TIMELINE_FORMATS", "write_timeline_picture"]
 
@@ -35,7 +35,7 @@ def write_timeline_picture(
     *,
     steps: int = 2,
     sync_points: Iterable[str] = (),
-    max_devices: int = 32,
+    max_devices: int = PICTURE_LANES,
 ) -> None:
     """Draw the first ``steps`` steps of each ``(title, trace)`` as one panel, one above the
     other, and write the picture to ``path`` (``.png`` or ``.svg``, by its suffix) atomically.

@@ -10,21 +10,17 @@ every task asks of TensorFlow; ``graph.py`` and ``worker.py`` are one task's gra
 ``ledger.py``, ``acceptance.py`` and ``trace.py`` rebuild what happened.
 """
 
-from simsync.tf_backend.cluster.run import (
+from simsync.tf_backend.cluster.config import (
     ClusterAddresses,
-    ClusterError,
-    ClusterRun,
     ClusterRunConfig,
-    LedgerError,
     ModelWorkload,
-    NodeTiming,
-    Observation,
     Round,
-    StartedCluster,
     TensorFlowTestWorkload,
-    run_sync_replicas_cluster,
     tensorflow_test_config,
 )
+from simsync.tf_backend.cluster.ledger import LedgerError, NodeTiming
+from simsync.tf_backend.cluster.processes import ClusterError, StartedCluster
+from simsync.tf_backend.cluster.run import ClusterRun, Observation, run_sync_replicas_cluster
 
 __all__ = [
     "ClusterAddresses",

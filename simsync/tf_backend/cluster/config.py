@@ -130,11 +130,39 @@ class ClusterAddresses:
     def from_tf_config(cls, text: str) -> ClusterAddresses:
         """The ``cluster`` of a ``TF_CONFIG`` JSON (``{"cluster": {"ps": [...], ...}}``)."""
         try:
-            cluster = json.loads(text)["cluster"]
-            return cls(tuple(cluster["ps"]), tuple(cluster["worker"]))
-        except (ValueError, KeyError, TypeError) as error:
-            what = "not JSON" if isinstance(error, ValueError) else f"no {error}"
-            raise BackendError(f"TF_CONFIG has no usable cluster ({what})") from None
+            data = json.loads(text)
+        except ValueError:
+            raise BackendError("TF_CONFIG has no usable cluster (not JSON)") from None
+        if not isinstance(data, dict) or "cluster" not in data:
+            raise BackendError("TF_CONFIG has no usable cluster (no 'cluster')")
+        try:
+            return cls.from_data(data)
+        except BackendError as error:
+            raise BackendError(f"TF_CONFIG has no usable cluster ({error})") from None
+
+    @classmethod
+    def from_data(cls, data: Any) -> ClusterAddresses:
+        """A ClusterSpec as parsed JSON (``{"ps": [...], "worker": [...]}``), or a whole
+        ``TF_CONFIG`` (its ``cluster``); :class:`BackendError` says which key is wrong.
+
+        >>> ClusterAddresses.from_data({"cluster": {"ps": ["h:1"], "worker": ["h:2"]}}).worker
+        ('h:2',)
+        >>> try:
+        ...     ClusterAddresses.from_data({"ps": ["h:1"], "worker": "h:2"})
+        ... except BackendError as error:
+        ...     print(error)
+        'worker': expected a list of "host:port" strings
+        """
+        cluster = data.get("cluster", data) if isinstance(data, dict) else data
+        if not isinstance(cluster, dict):
+            raise BackendError("expected a JSON object")
+        for job in ("ps", "worker"):
+            addresses = cluster.get(job)
+            if addresses is None:
+                raise BackendError(f"no key '{job}'")
+            if not isinstance(addresses, list) or not all(isinstance(a, str) for a in addresses):
+                raise BackendError(f"'{job}': expected a list of \"host:port\" strings")
+        return cls(tuple(cluster["ps"]), tuple(cluster["worker"]))
 
     def as_dict(self) -> dict[str, list[str]]:
         return {"ps": list(self.ps), "worker": list(self.worker)}
@@ -225,7 +253,13 @@ class ClusterRunConfig:
     @classmethod
     def from_json(cls, text: str) -> ClusterRunConfig:
         """The config :meth:`to_json` wrote."""
-        data: dict[str, Any] = json.loads(text)
+        return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ClusterRunConfig:
+        """The config :meth:`to_json` wrote, parsed (as :func:`simsync.files.read_json` gives
+        it)."""
+        data = dict(data)
         workload = data.pop("workload")
         if workload["kind"] == "model":
             spec = workload["spec"]

@@ -27,6 +27,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from simsync.files import read_json
 from simsync.tf_backend.cluster.config import task_name
 from simsync.tf_backend.cluster.namespace import bring_loopback_up, pick_ports
 
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(arguments) != 1:
         print("usage: python -m simsync.tf_backend.cluster.launch PLAN.json", file=sys.stderr)
         return 2
-    plan = json.loads(Path(arguments[0]).read_text())
+    plan = read_json(arguments[0], "launch plan")
     die_with_parent(plan["parent"])
     if plan["namespace"]:
         bring_loopback_up()

@@ -49,35 +49,14 @@ from typing import Any
 
 import numpy as np
 
-from simsync.tf_backend.cluster.config import (
-    ClusterAddresses,
-    ClusterRunConfig,
-    ModelWorkload,
-    Round,
-    TensorFlowTestWorkload,
-    tensorflow_test_config,
-)
-from simsync.tf_backend.cluster.ledger import Ledger, LedgerError, NodeTiming, build_ledger
+from simsync.tf_backend.cluster.config import ClusterRunConfig
+from simsync.tf_backend.cluster.ledger import Ledger, build_ledger
 from simsync.tf_backend.cluster.namespace import namespace_available
-from simsync.tf_backend.cluster.processes import ClusterError, ClusterProcesses, StartedCluster
+from simsync.tf_backend.cluster.processes import ClusterProcesses, StartedCluster
 from simsync.tf_backend.session.runtime import BackendError
 from simsync.trace import ResourceEvent
 
-__all__ = [
-    "ClusterAddresses",
-    "ClusterError",
-    "ClusterRun",
-    "ClusterRunConfig",
-    "LedgerError",
-    "ModelWorkload",
-    "NodeTiming",
-    "Observation",
-    "Round",
-    "StartedCluster",
-    "TensorFlowTestWorkload",
-    "run_sync_replicas_cluster",
-    "tensorflow_test_config",
-]
+__all__ = ["ClusterRun", "Observation", "run_sync_replicas_cluster"]
 
 
 @dataclass(frozen=True)

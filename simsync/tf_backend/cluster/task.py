@@ -26,13 +26,19 @@ import json
 import os
 import sys
 import traceback
-from pathlib import Path
 from typing import Any
 
+from simsync.files import InputError, read_json
 from simsync.tf_backend.cluster.channel import Channel
 from simsync.tf_backend.cluster.config import ClusterAddresses, ClusterRunConfig
 from simsync.tf_backend.cluster.launch import die_with_parent
 from simsync.tf_backend.cluster.server import reason, server_config
+from simsync.tf_backend.session.gpus import (
+    gpu_memory_error,
+    task_environment,
+    worker_gpu,
+    workers_on_gpus,
+)
 from simsync.tf_backend.session.runtime import BackendError
 
 __all__ = ["main", "run_task"]
@@ -41,13 +47,15 @@ __all__ = ["main", "run_task"]
 def _start_server(tf: Any, addresses: ClusterAddresses, job: str, index: int) -> Any:
     spec = tf.train.ClusterSpec(addresses.as_dict())
     address = (addresses.ps if job == "ps" else addresses.worker)[index]
+    config = server_config(tf, job, index)
     try:
-        return tf.distribute.Server(
-            spec, job_name=job, task_index=index, config=server_config(tf), start=True
-        )
+        return tf.distribute.Server(spec, job_name=job, task_index=index, config=config, start=True)
     except tf.errors.OpError as error:
+        why = reason(error)
+        if gpu_memory_error(why):
+            raise BackendError(f"could not start: its GPU is out of memory ({why})") from None
         raise BackendError(
-            f"could not start its server on {address} (is the port taken?): {reason(error)}"
+            f"could not start its server on {address} (is the port taken?): {why}"
         ) from None
 
 
@@ -58,7 +66,7 @@ def _serve_parameters(tf: Any, config: ClusterRunConfig, server: Any, index: int
     graph = tf.Graph()
     with graph.as_default():
         done = shutdown_queue(tf, index).dequeue()
-    session_config = server_config(tf)
+    session_config = server_config(tf, "ps", index)
     session_config.device_filters.append(f"/job:ps/task:{index}")
     options = tf.compat.v1.RunOptions(timeout_in_ms=1000)
     with tf.compat.v1.Session(server.target, graph=graph, config=session_config) as session:
@@ -74,11 +82,18 @@ def run_task(args: argparse.Namespace, channel: Channel) -> None:
     """Start the task's server, then serve (ps) or train (worker)."""
     from simsync.tf_backend.session.runtime import load_tensorflow
 
-    config = ClusterRunConfig.from_json(Path(args.config).read_text())
+    try:
+        config = ClusterRunConfig.from_dict(read_json(args.config, "cluster config"))
+    except InputError as error:
+        raise BackendError(str(error)) from None
     addresses = _addresses(args, config)
     channel.progress("importing TensorFlow")
     tf = load_tensorflow()
     server = _start_server(tf, addresses, args.job, args.index)
+    gpus = len(tf.config.list_physical_devices("GPU"))
+    gpu = worker_gpu(args.index, gpus) if args.job == "worker" else None
+    if gpu is not None:
+        channel.progress(f"on GPU {gpu} ({workers_on_gpus(config.workers, gpus)})")
     address = (addresses.ps if args.job == "ps" else addresses.worker)[args.index]
     channel.send("listening", pid=os.getpid(), address=address)
     if args.job == "ps":
@@ -118,6 +133,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     """Run one task; always ends the process (status 0 after its last message, else 1)."""
     args = _arguments(argv)
+    os.environ.update(task_environment(args.job))  # before TensorFlow starts
     if args.parent is not None:
         die_with_parent(args.parent)
     channel = Channel(args.messages_fd, args.commands_fd)

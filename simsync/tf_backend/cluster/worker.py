@@ -32,6 +32,7 @@ from simsync.tf_backend.cluster.config import ClusterAddresses, ClusterRunConfig
 from simsync.tf_backend.cluster.graph import WorkerGraph, build_worker_graph, node_roles
 from simsync.tf_backend.cluster.server import reason, server_config
 from simsync.tf_backend.session.runtime import BackendError
+from simsync.tf_backend.session.step_stats import read_step_stats
 from simsync.tf_backend.session.work import measure_seconds_per_row, rows_for
 
 __all__ = ["FAULT", "WorkerTask", "jsonable", "node_timings"]
@@ -53,13 +54,13 @@ def jsonable(value: Any) -> Any:
 
 
 def node_timings(metadata: Any) -> list[list[Any]]:
-    """Every traced node: ``[device, node, start, end]``, in wall-clock microseconds."""
+    """Every traced node execution, once (on a GPU timed by its kernels, see
+    :mod:`simsync.tf_backend.session.step_stats`): ``[device, node, start, end]``, in wall-clock
+    microseconds."""
     return [
-        [device.device, node.node_name, node.all_start_micros,
-         node.all_start_micros + node.all_end_rel_micros]
-        for device in metadata.step_stats.dev_stats
-        for node in device.node_stats
-    ]  # fmt: skip
+        [node.device, node.name, node.start, node.end]
+        for node in read_step_stats(metadata.step_stats).nodes
+    ]
 
 
 class WorkerTask:
@@ -79,7 +80,7 @@ class WorkerTask:
         channel.progress("building the graph")
         cluster = tf.train.ClusterSpec(addresses.as_dict())
         self.built: WorkerGraph = build_worker_graph(tf, config, cluster, index)
-        session_config = server_config(tf)
+        session_config = server_config(tf, "worker", index)
         session_config.device_filters.extend(["/job:ps", f"/job:worker/task:{index}"])
         self.session = tf.compat.v1.Session(
             server.target, graph=self.built.graph, config=session_config
@@ -154,7 +155,10 @@ class WorkerTask:
             self.call(control.initialised_put, "releasing the other workers")
         if self.seconds_per_row == 0.0 and any(s > 0 for r in config.work_seconds for s in r):
             self.channel.progress("measuring the speed of the work op")
-            measure = measure_seconds_per_row(self.tf, server_config(self.tf), "/cpu:0")
+            local = server_config(self.tf, "worker", self.index)
+            # where the work runs: the worker's one visible GPU, if it has one
+            device = "/device:GPU:0" if local.gpu_options.visible_device_list else "/cpu:0"
+            measure = measure_seconds_per_row(self.tf, local, device)
             self.seconds_per_row = measure
         self.channel.progress("waiting for every worker at the start barrier")
         if control.others:

@@ -16,7 +16,10 @@ same aggregation, same compute distribution) and reads off its real trace:
 5. ``host_cores``: the cores the session lets ops share (its inter-op threads), and
    ``core_efficiency``: one tower per core all working against one tower working alone, in
    interleaved rounds; the efficiency is the one with which the simulator gives their
-   measured ratio.
+   measured ratio;
+6. on GPUs: ``gpus``, the physical GPUs here; ``gpu_contention``, in the same way from
+   towers on the virtual GPUs of each GPU all working against one alone (when this process
+   splits its GPUs); ``bandwidth_gbps``, the bandwidth of a copy from the host to a GPU.
 
 A profile measured on one tower then predicts two, four, eight, with stragglers or without:
 the cross-check tells how well.
@@ -26,9 +29,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import statistics
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from simsync.engine import median_step_time, simulate
@@ -39,9 +44,10 @@ from simsync.scenario.profile import Profile, apply_profile
 from simsync.scenario.schema import COST_KINDS, MAX_SPEED
 from simsync.tf_backend.session.execute import Variant, run_on_tensorflow
 from simsync.tf_backend.session.prepare import TensorFlowRun
+from simsync.tf_backend.session.runtime import DevicePlan, gpu_names
 from simsync.trace import OpRecord
 
-__all__ = ["STEPS", "calibrate", "one_tower"]
+__all__ = ["STEPS", "calibrate", "one_tower", "solve"]
 
 
 def one_tower(scenario: Scenario) -> Scenario:
@@ -71,14 +77,17 @@ def calibrate(
     graph = build(probe)
     records = run.trace.ops
     costs, latency = _fixed_costs(records), _latency(graph, records)
+    split = run.devices.split
     profile = Profile(
         costs=costs,
         compute_scale=_compute_scale(run, idle),
         compute_overhead=0.0,
         session_run=_session_time(probe, run, idle, costs, latency),
         latency_us=latency * 1e6,
-        host_cores=run.devices.host_cores,
+        host_cores=run.devices.host_cores or os.cpu_count() or 1,
         core_efficiency=1.0,
+        gpus=None if split is None else split.physical,
+        bandwidth_gbps=None if split is None else _bandwidth(run) * 8 / 1e9,
         devices=run.devices.kind,
         tensorflow=run.tensorflow,
         seconds_per_row=run.seconds_per_row,
@@ -89,28 +98,46 @@ def calibrate(
             "steps": steps,
             "warmup": warmup,
             "measured": time.strftime("%Y-%m-%d %H:%M"),
+            **({"device": ", ".join(gpu_names())} if split is not None else {}),
             **({"machine": machine} if machine is not None else {}),
         },
     )
-    return dataclasses.replace(
-        profile, core_efficiency=_core_efficiency(scenario, profile, warmup, 2 * steps)
-    )
+    return _sharing(scenario, profile, run.devices, warmup, 2 * steps)
 
 
-#: The most towers the probe of :func:`_core_efficiency` runs (one per core up to this).
+#: The most towers the probe of :func:`_sharing` runs: one per core up to this, or this many
+#: virtual GPUs of each GPU at most.
 EFFICIENCY_TOWERS = 8
+VIRTUAL_TOWERS = 4
 
 
-def _core_efficiency(scenario: Scenario, profile: Profile, warmup: int, rounds: int) -> float:
-    """How much busy cores slow each other, as the simulator must model it: one tower per core
-    (up to :data:`EFFICIENCY_TOWERS`) all working, against one tower working alone, in
-    interleaved rounds; the efficiency is the one for which the simulator, with the rest of
-    the profile, gives the measured median ratio of the two (found by bisection: the ratio
-    falls as the efficiency rises)."""
-    cores = profile.host_cores
-    if profile.devices == "gpu" or not cores or cores < 2:
-        return 1.0
-    towers = min(cores, EFFICIENCY_TOWERS)
+def _sharing(
+    scenario: Scenario, profile: Profile, devices: DevicePlan, warmup: int, rounds: int
+) -> Profile:
+    """How much devices sharing one thing slow each other, as the simulator must model it:
+    towers that share the host's cores (one per core, up to :data:`EFFICIENCY_TOWERS`), or the
+    virtual GPUs of every GPU (up to :data:`VIRTUAL_TOWERS` on each), all working, against one
+    tower working alone, in interleaved rounds. The profile's ``core_efficiency`` or
+    ``gpu_contention`` is then the one with which the simulator, with the rest of the profile,
+    gives the measured median ratio of the two (found by bisection: the ratio moves one way
+    as it rises)."""
+    split = devices.split
+    if split is None:
+        cores = profile.host_cores or 1
+        towers, low, high = min(cores, EFFICIENCY_TOWERS), 0.05, 1.0
+
+        def change(value: float) -> Profile:
+            return dataclasses.replace(profile, core_efficiency=value)
+
+    else:
+        towers = split.physical * min(split.per_gpu, VIRTUAL_TOWERS)
+        towers, low, high = min(towers, split.devices), 0.0, 1.0
+
+        def change(value: float) -> Profile:
+            return dataclasses.replace(profile, gpu_contention=value)
+
+    if towers < 2 or (split is not None and split.per_gpu < 2):
+        return profile
     cluster = dataclasses.replace(scenario.cluster, devices=towers, speeds=(1.0,) * towers)
     probe = dataclasses.replace(scenario, cluster=cluster).with_run(steps=2)
     alone = Variant.one_tower_working(towers)
@@ -127,19 +154,39 @@ def _core_efficiency(scenario: Scenario, profile: Profile, warmup: int, rounds: 
         for all_, one in zip(run.interleaved["scenario"], run.interleaved[alone.name], strict=True)
     )
 
-    def ratio(efficiency: float) -> float:
-        predicted = apply_profile(probe, dataclasses.replace(profile, core_efficiency=efficiency))
+    def ratio(value: float) -> float:
+        predicted = apply_profile(probe, change(value))
         return median_step_time(predicted, 50) / median_step_time(alone.apply(predicted), 50)
 
-    low, high = 0.05, 1.0
-    if measured <= ratio(high):
+    return change(solve(ratio, measured, low, high))
+
+
+def solve(ratio: Callable[[float], float], measured: float, low: float, high: float) -> float:
+    """The value in ``[low, high]`` at which the monotone ``ratio`` gives ``measured`` (the
+    nearer end when none does), by bisection, to 4 decimals.
+
+    >>> solve(lambda x: 1 + 3 * x, 2.5, 0.0, 1.0), solve(lambda x: 2 - x, 5.0, 0.0, 1.0)
+    (0.5, 0.0)
+    """
+    at_low, at_high = ratio(low), ratio(high)
+    rising = at_high > at_low
+    if (measured >= at_high) == rising:
         return high
-    if measured >= ratio(low):
+    if (measured <= at_low) == rising:
         return low
     for _ in range(16):
         middle = (low + high) / 2
-        low, high = (middle, high) if ratio(middle) > measured else (low, middle)
+        low, high = (middle, high) if (ratio(middle) < measured) == rising else (low, middle)
     return round((low + high) / 2, 4)
+
+
+def _bandwidth(run: TensorFlowRun) -> float:
+    """Bytes per second of a copy from the host to the first tower's GPU."""
+    from simsync.tf_backend.session.runtime import load_tensorflow, session_config
+    from simsync.tf_backend.session.work import measure_bandwidth
+
+    plan = run.devices
+    return measure_bandwidth(load_tensorflow(), session_config(plan), plan.mapping["/gpu:0"])
 
 
 def _fixed_costs(records: list[OpRecord]) -> dict[str, float]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from simsync.errors import UsageError, printable
-from simsync.files import read_text, write_text
+from simsync.files import read_json, write_text
 from simsync.tf_backend.profile.machine import cache_dir
 
 __all__ = ["cached_costs", "costs_path", "known_keys", "load_costs", "save_costs"]
@@ -63,12 +63,7 @@ def cached_costs(key: str) -> dict[str, Any] | None:
 def load_costs(path: str | os.PathLike[str]) -> dict[str, Any]:
     """A costs file (``simsync simulate PROGRAM --costs FILE``), checked for its shape."""
     shown = printable(str(path), one_line=True)
-    try:
-        data = json.loads(read_text(path, limit=64 * 2**20))
-    except ValueError as error:
-        raise UsageError(f"{shown}: not a costs file of simsync ({error})") from None
-    except OSError as error:
-        raise UsageError(f"{shown}: cannot be read: {error.strerror or error}") from None
+    data = read_json(path, "costs file", name=shown, limit=64 * 2**20)
     profile = data.get("profile") if isinstance(data, dict) else None
     if (
         not isinstance(profile, dict)

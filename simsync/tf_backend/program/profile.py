@@ -29,6 +29,7 @@ import time
 from typing import Any
 
 from simsync.tf_backend.program.capture import Loop, program_device
+from simsync.tf_backend.session.step_stats import read_step_stats, tracer_lane
 
 __all__ = ["TRACED_STEPS", "WARMUP_STEPS", "profile_loop", "step_stats_records"]
 
@@ -102,31 +103,36 @@ def _latencies(records: list[dict[str, Any]], waits: dict[str, list[str]]) -> No
 
 
 def step_stats_records(step_stats: Any) -> list[dict[str, Any]]:
-    """Every node of one traced step: name, the program's device, start and end (seconds,
-    absolute) and its outputs' allocated bytes (``{"op:slot": bytes}``)."""
-    records = []
+    """Every node execution of one traced step, once (on a GPU timed by its kernels, see
+    :mod:`simsync.tf_backend.session.step_stats`): name, the program's device, start and end
+    (seconds, absolute) and its outputs' allocated bytes (``{"op:slot": bytes}``, from the
+    executor's records)."""
+    outputs: dict[str, dict[str, int]] = {}
     for device_stats in step_stats.dev_stats:
-        device = program_device(device_stats.device)
+        if tracer_lane(device_stats.device) is not None:
+            continue  # a GPU's streams: kernels and copies, no outputs
         for node in device_stats.node_stats:
-            if node.node_name.startswith("_") or not node.all_start_micros:
-                continue
-            # from when the executor took the op to when it was done with it: the kernel and
-            # the executor's own work for it (TensorFlow's "all" times)
-            start = node.all_start_micros
-            end = node.all_start_micros + max(node.all_end_rel_micros, node.op_end_rel_micros)
-            outputs = {
-                f"{node.node_name}:{out.slot}": int(
-                    out.tensor_description.allocation_description.requested_bytes
-                )
-                for out in node.output
-            }
-            records.append(
+            outputs.setdefault(node.node_name, {}).update(
                 {
-                    "name": node.node_name,
-                    "device": device,
-                    "start": start / 1e6,
-                    "end": end / 1e6,
-                    "outputs": outputs,
+                    f"{node.node_name}:{out.slot}": int(
+                        out.tensor_description.allocation_description.requested_bytes
+                    )
+                    for out in node.output
                 }
             )
+    records = []
+    for node in read_step_stats(step_stats).nodes:
+        if node.name.startswith("_") or not node.start:
+            continue
+        # from when the executor took the op to when it was done with it: the kernel and the
+        # executor's own work for it (TensorFlow's "all" times), or its kernels on a GPU
+        records.append(
+            {
+                "name": node.name,
+                "device": program_device(node.device),
+                "start": node.start / 1e6,
+                "end": node.end / 1e6,
+                "outputs": outputs.get(node.name, {}),
+            }
+        )
     return records

@@ -32,8 +32,8 @@ from simsync.tf_backend.session.prepare import (
     run_once,
 )
 from simsync.tf_backend.session.progress import StepProgress
-from simsync.tf_backend.session.tracing import NodeCensus, op_records
-from simsync.trace import StepRecord, Trace, Update
+from simsync.tf_backend.session.tracing import NodeCensus, traced_step
+from simsync.trace import OpRecord, StepRecord, Trace, Update
 
 __all__ = ["run_async"]
 
@@ -224,10 +224,10 @@ class _Worker:
             trace.steps.append(StepRecord(self.name, step, started - base, ended - base, loss))
             if phase == "timed":
                 record.timed.append((step, ended - started))
-            records = []
+            records: list[OpRecord] = []
             if metadata is not None:
                 tower_losses = {f"{self.name}/loss": loss} if loss is not None else {}
-                records = op_records(
+                records, transfers = traced_step(
                     metadata.step_stats,
                     self.setup.graph,
                     step,
@@ -237,6 +237,7 @@ class _Worker:
                     self.name,
                 )
                 trace.ops.extend(records)
+                trace.transfers.extend(transfers)
             record_accesses(
                 trace,
                 out,

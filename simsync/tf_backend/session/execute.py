@@ -39,7 +39,7 @@ from simsync.tf_backend.session.prepare import (
     run_once,
 )
 from simsync.tf_backend.session.progress import StepProgress
-from simsync.tf_backend.session.tracing import NodeCensus, op_records
+from simsync.tf_backend.session.tracing import NodeCensus, traced_step
 from simsync.trace import StepRecord, Trace
 
 __all__ = ["Variant", "run_on_tensorflow"]
@@ -220,7 +220,10 @@ class _Client:
             self.base = started
         base = self.base
         tower_losses = {f"tower_{t}/loss": float(v) for t, v in out["losses"].items()}
-        records = op_records(metadata.step_stats, self.graph, step, base, self.census, tower_losses)
+        records, transfers = traced_step(
+            metadata.step_stats, self.graph, step, base, self.census, tower_losses
+        )
         self.trace.ops.extend(records)
+        self.trace.transfers.extend(transfers)
         self.trace.steps.append(StepRecord("main", step, started - base, ended - base, loss))
         record_accesses(self.trace, out, "main", step, {r.op: r for r in records})

@@ -28,6 +28,7 @@ import numpy as np
 from simsync.numerics import init_params, make_batches
 from simsync.numerics.batch_norm import BETA, GAMMA, MOVING_MEAN, MOVING_VARIANCE
 from simsync.scenario import Scenario
+from simsync.tf_backend.session.gpus import cpu_only_environment
 from simsync.tf_backend.session.runtime import BackendError
 
 __all__ = ["keras_synchronized"]
@@ -41,7 +42,7 @@ def keras_synchronized(scenario: Scenario) -> dict[str, np.ndarray]:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "scenario.pickle"
         path.write_bytes(pickle.dumps(scenario))
-        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **cpu_only_environment()}
         command = [sys.executable, "-m", "simsync.tf_backend.session.keras_reference", str(path)]
         done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
         if done.returncode != 0:

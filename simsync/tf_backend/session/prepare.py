@@ -23,6 +23,7 @@ from simsync.kinds.dequeue import batch_positions
 from simsync.numerics import make_batches
 from simsync.patterns import build, tower_device
 from simsync.scenario import Scenario
+from simsync.tf_backend.session.gpus import gpu_memory_error
 from simsync.tf_backend.session.lower import Lowered, lower
 from simsync.tf_backend.session.runtime import (
     BackendError,
@@ -115,6 +116,8 @@ def run_once(
         )
     except (tf.errors.OpError, TypeError, ValueError) as error:
         message = str(error).strip().splitlines()[0]
+        if gpu_memory_error(message):
+            raise BackendError(f"TensorFlow ran out of GPU memory at {where}: {message}") from None
         raise BackendError(f"TensorFlow failed at {where}: {message}") from None
     return out, metadata if traced else None, started, time.time()
 

@@ -3,8 +3,11 @@
 TensorFlow is imported here and only here, on first use, so nothing else in simsync pays its
 import time (about five seconds). Devices:
 
-- with at least as many GPUs as towers, ``/gpu:i`` is the real ``/device:GPU:i``;
-- otherwise the CPU is split into logical devices: ``/cpu:0`` (variables) is ``CPU:0`` and
+- with GPUs, ``/gpu:i`` is a GPU device (:mod:`simsync.tf_backend.session.gpus`): a GPU of its own
+  while there are as many GPUs as towers, else one of the *virtual GPUs* every GPU is split
+  into, which share that GPU's compute and its link to the host (the simulator models them
+  with ``[cluster] gpus`` and ``gpu_contention``); ``/cpu:0`` (variables) is ``CPU:0``;
+- without, the CPU is split into logical devices: ``/cpu:0`` is ``CPU:0`` and
   ``/gpu:i`` is ``CPU:i+1``. They share the host's cores; the session runs one op per core at a
   time (``inter_op_parallelism_threads`` = cores, ``intra_op_parallelism_threads`` = 1), the
   contention the simulator models with ``[cluster] host_cores``.
@@ -26,14 +29,31 @@ from types import ModuleType
 from typing import Any
 
 from simsync.errors import SimsyncError
+from simsync.tf_backend.session.gpus import (
+    TOWER_DEVICES,
+    VIRTUAL_GPU_MEMORY_MB,
+    GpuSplit,
+    split_gpus,
+    tower_gpus,
+)
 from simsync.words import plural
 
-__all__ = ["BackendError", "DevicePlan", "load_tensorflow", "plan_devices", "session_config"]
+__all__ = [
+    "BackendError",
+    "DevicePlan",
+    "gpu_names",
+    "gpu_plan",
+    "load_tensorflow",
+    "plan_devices",
+    "session_config",
+]
 
 _tf: ModuleType | None = None
 #: Logical CPU devices created in this process (TensorFlow fixes them once it has started).
 _LOGICAL: dict[str, int] = {}
-MIN_LOGICAL_DEVICES = 9  # /cpu:0 and 8 towers: one configuration serves every small scenario
+MIN_LOGICAL_DEVICES = TOWER_DEVICES + 1  # /cpu:0 and 8 towers: one configuration for all
+#: How this process splits its GPUs (fixed by its first session, as TensorFlow fixes them).
+_SPLIT: dict[str, GpuSplit] = {}
 
 
 class BackendError(SimsyncError):
@@ -99,15 +119,26 @@ class DevicePlan:
     """Where each IR device runs in TensorFlow."""
 
     mapping: dict[str, str]
-    kind: str  # "gpu" or "logical-cpu"
+    kind: str  # "gpu" (a GPU per tower), "virtual-gpu" (towers share GPUs) or "logical-cpu"
     host_cores: int | None  # cores the devices share (logical CPUs), None for GPUs
     cpu_devices: int  # CPU devices the session must create
+    #: this process's GPU devices (None: no GPU)
+    split: GpuSplit | None = None
+    towers: int = 0
+
+    @property
+    def gpus(self) -> int:
+        """Physical GPUs the towers run on (0: none)."""
+        return 0 if self.split is None else min(self.towers, self.split.physical)
 
     def describe(self) -> str:
         """What the run (and so the prediction) is for: ``3 logical devices sharing 2 cores``,
-        ``2 GPUs and the CPU``."""
+        ``2 GPUs and the CPU``, ``4 towers on 1 GPU: 4 virtual GPUs``."""
         if self.kind == "gpu":
-            return f"{plural(len(self.mapping) - 1, 'GPU')} and the CPU"
+            return f"{plural(self.towers, 'GPU')} and the CPU"
+        if self.kind == "virtual-gpu":
+            towers = plural(self.towers, "tower")
+            return f"{towers} on {plural(self.gpus, 'GPU')}: {self.towers} virtual GPUs"
         devices = plural(len(self.mapping), "logical device")
         return f"{devices} sharing {plural(self.host_cores or 1, 'core')}"
 
@@ -116,16 +147,13 @@ def plan_devices(devices: list[str], towers: int) -> DevicePlan:
     """Map IR devices (``/cpu:0``, ``/gpu:0`` ...) to TensorFlow devices.
 
     Raises :class:`BackendError` when TensorFlow has already started with fewer logical
-    devices than the scenario needs.
+    devices (or GPU devices) than the scenario needs.
     """
     tf = load_tensorflow()
     with native_stderr_filtered():  # the first device query loads the GPU plugin
         gpus = tf.config.list_physical_devices("GPU")
-    if len(gpus) >= towers:
-        mapping = {
-            d: d.replace("/gpu:", "/device:GPU:").replace("/cpu:", "/device:CPU:") for d in devices
-        }
-        return DevicePlan(mapping, "gpu", None, 1)
+    if gpus:
+        return _gpu_plan(devices, towers, len(gpus))
     needed = towers + 1
     available = _ensure_logical_cpus(tf, max(needed, MIN_LOGICAL_DEVICES))
     if available < needed:
@@ -138,7 +166,61 @@ def plan_devices(devices: list[str], towers: int) -> DevicePlan:
         kind, _, index = device.strip("/").partition(":")
         number = 0 if kind == "cpu" else int(index) + 1
         mapping[device] = f"/device:CPU:{number}"
-    return DevicePlan(mapping, "logical-cpu", os.cpu_count() or 1, available)
+    return DevicePlan(mapping, "logical-cpu", os.cpu_count() or 1, available, towers=towers)
+
+
+def _gpu_plan(devices: list[str], towers: int, physical: int) -> DevicePlan:
+    if "gpu" not in _SPLIT:
+        _SPLIT["gpu"] = split_gpus(physical, towers)
+        _configure_gpus(load_tensorflow(), _SPLIT["gpu"])
+    split = _SPLIT["gpu"]
+    if split.devices < towers:
+        raise BackendError(
+            f"{towers} towers need {towers} GPU devices, but TensorFlow already started in this "
+            f"process with {split.devices}; run the scenario in a new process"
+        )
+    return gpu_plan(devices, towers, split)
+
+
+def gpu_plan(devices: list[str], towers: int, split: GpuSplit) -> DevicePlan:
+    """Towers on the GPU devices of ``split``: GPUs of their own while there are enough, else
+    virtual GPUs (:func:`~simsync.tf_backend.session.gpus.tower_gpus`).
+
+    >>> from simsync.tf_backend.session.gpus import split_gpus
+    >>> plan = gpu_plan(["/cpu:0", "/gpu:0", "/gpu:1"], 2, split_gpus(1, 2))
+    >>> plan.mapping["/gpu:1"], plan.describe()
+    ('/device:GPU:1', '2 towers on 1 GPU: 2 virtual GPUs')
+    """
+    placed = tower_gpus(towers, split)
+    mapping = {}
+    for device in devices:
+        kind, _, index = device.strip("/").partition(":")
+        number = 0 if kind == "cpu" else placed[int(index)]
+        mapping[device] = f"/device:{kind.upper()}:{number}"
+    kind = "gpu" if towers <= split.physical else "virtual-gpu"
+    return DevicePlan(mapping, kind, None, 1, split, towers)
+
+
+def gpu_names() -> list[str]:
+    """The names of this machine's GPUs, as TensorFlow sees them (``NVIDIA H100 80GB HBM3``)."""
+    tf = load_tensorflow()
+    with native_stderr_filtered():
+        gpus = tf.config.list_physical_devices("GPU")
+    return [tf.config.experimental.get_device_details(g).get("device_name", g.name) for g in gpus]
+
+
+def _configure_gpus(tf: Any, split: GpuSplit) -> None:
+    """Give TensorFlow's own runtime the GPU devices the sessions will use, before it starts
+    them (building a loop starts it): the virtual GPUs with their memory, or whole GPUs taking
+    memory as they need it. Left alone, it would take all of every GPU's memory at once."""
+    gpus = tf.config.list_physical_devices("GPU")
+    with contextlib.suppress(RuntimeError, ValueError):  # already started: sessions decide
+        for gpu in gpus:
+            if split.per_gpu > 1:
+                memory = tf.config.LogicalDeviceConfiguration(memory_limit=VIRTUAL_GPU_MEMORY_MB)
+                tf.config.set_logical_device_configuration(gpu, [memory] * split.per_gpu)
+            else:
+                tf.config.experimental.set_memory_growth(gpu, True)
 
 
 def _ensure_logical_cpus(tf: Any, count: int) -> int:
@@ -156,7 +238,9 @@ def _ensure_logical_cpus(tf: Any, count: int) -> int:
 
 
 def session_config(plan: DevicePlan) -> Any:
-    """The ``ConfigProto`` every simsync session uses."""
+    """The ``ConfigProto`` every simsync session uses. With GPUs, every session of the process
+    creates the same GPU devices: split into virtual GPUs of a fixed memory each, or whole
+    GPUs taking memory as they need it (other processes may share them)."""
     tf = load_tensorflow()
     cores = plan.host_cores or os.cpu_count() or 1
     config = tf.compat.v1.ConfigProto(
@@ -166,4 +250,12 @@ def session_config(plan: DevicePlan) -> Any:
         allow_soft_placement=False,
     )
     config.graph_options.rewrite_options.disable_meta_optimizer = True
+    split = plan.split
+    if split is not None and split.per_gpu > 1:
+        for _ in range(split.physical):
+            config.gpu_options.experimental.virtual_devices.add(
+                memory_limit_mb=[VIRTUAL_GPU_MEMORY_MB] * split.per_gpu
+            )
+    elif split is not None:
+        config.gpu_options.allow_growth = True
     return config

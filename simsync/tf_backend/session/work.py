@@ -25,6 +25,7 @@ from typing import Any
 
 __all__ = [
     "WORK_WIDTH",
+    "measure_bandwidth",
     "measure_seconds_per_row",
     "rows_for",
     "work_op",
@@ -103,3 +104,28 @@ def _time(session: Any, fetches: Any, feeds: dict[Any, Any]) -> float:
     started = time.perf_counter()
     session.run(fetches, feeds)
     return time.perf_counter() - started
+
+
+def measure_bandwidth(tf: Any, config: Any, gpu: str, repeats: int = 15) -> float:
+    """Bytes per second of a copy from the host to ``gpu``: a variable on the CPU summed on
+    the GPU, which copies it there at every run; the slope between a small and a large one
+    (so the fixed cost of a run is not counted), alternated, median of ``repeats``."""
+    small, large = 1 << 20, 16 << 20  # float32 numbers: 4 MiB and 64 MiB
+    graph = tf.Graph()
+    sums = {}
+    with graph.as_default():
+        for count in (small, large):
+            with tf.device("/device:CPU:0"):
+                variable = tf.Variable(tf.ones([count], tf.float32), name=f"copied_{count}")
+            with tf.device(gpu):
+                sums[count] = tf.reduce_sum(tf.identity(variable.read_value()))
+        init = tf.compat.v1.global_variables_initializer()
+    with tf.compat.v1.Session(graph=graph, config=config) as session:
+        session.run(init)
+        for _ in range(3):
+            session.run(list(sums.values()))
+        slopes = []
+        for _ in range(repeats):
+            times = [_time(session, sums[count], {}) for count in (small, large)]
+            slopes.append((times[1] - times[0]) / ((large - small) * 4))
+    return 1 / max(statistics.median(slopes), 1e-15)

@@ -1,0 +1,109 @@
+"""Views keep what matters at any width: the lanes a lesson asks about are never folded, a
+folded lane is named with how to see it, short ops stay visible, every column has a heading."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from rich.table import Table
+
+from simsync.engine import simulate, summary
+from simsync.patterns import build
+from simsync.scenario import load_scenario
+from simsync.trace import OpRecord, StepRecord, Trace
+from simsync.tutor.content import load_lessons
+from simsync.tutor.facts import scenario_facts
+from simsync.tutor.runner import slow_towers
+from simsync.viz import GraphView, SummaryView, Timeline
+
+LESSONS = load_lessons()
+STEPS = [
+    (lesson, step)
+    for lesson in LESSONS
+    for step in lesson.steps
+    if step.kind in ("graph", "timeline")
+]
+
+
+def render(renderable, width: int = 80) -> str:
+    console = Console(width=width, color_system=None, record=True)
+    console.print(renderable)
+    return console.export_text()
+
+
+def device_of(tower: str) -> str:
+    return f"/gpu:{tower.rpartition('_')[2]}"
+
+
+@pytest.mark.parametrize(
+    ("lesson", "step"), STEPS, ids=[f"{lesson.slug}-{step.kind}" for lesson, step in STEPS]
+)
+def test_the_lanes_a_lesson_names_are_shown_at_80_columns(lesson, step) -> None:
+    path = lesson.scenario_path(step)
+    scenario = load_scenario(path)
+    if step.kind == "graph":
+        view = GraphView(build(scenario), keep=slow_towers(scenario.cluster.speeds))
+        out = render(view)
+        for tower in slow_towers(scenario.cluster.speeds):
+            assert f"{view.unit}_{tower} " in out, out
+    else:
+        sim = simulate(scenario)
+        out = render(
+            Timeline(sim.trace, steps=int(step.get("steps", 2)), sync_points=sim.sync_points)
+        )
+        slowest = scenario_facts(path)["slowest_tower"]
+        if slowest:
+            assert f"\n{device_of(slowest)} " in out, out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    if "folded" in out:  # named, with how to see them
+        hows = ("--format png", "--towers", "--timeline out.png", "--trace")
+        assert any(how in out for how in hows), out
+
+
+def test_a_16_tower_timeline_keeps_its_straggler_and_names_what_it_folds() -> None:
+    path = next(lesson for lesson in LESSONS if lesson.number == 3).folder / "ps_16.toml"
+    sim = simulate(load_scenario(path))
+    out = render(Timeline(sim.trace, steps=1, sync_points=sim.sync_points, max_devices=8))
+    lanes = [line.split()[0] for line in out.splitlines() if line.startswith("/")]
+    assert "/gpu:15" in lanes and "/cpu:0" in lanes and len(lanes) == 8
+    assert "9 more devices folded" in out and "/gpu:6-14" in out
+    assert "the two busiest" not in out
+
+
+def test_a_graph_folded_by_towers_says_so() -> None:
+    path = next(lesson for lesson in LESSONS if lesson.number == 2).folder / "slow_tower.toml"
+    out = render(GraphView(build(load_scenario(path)), max_towers=2), width=200)
+    assert "folded: tower_2..3 (--towers 2 shows at most 2;" in " ".join(out.split())
+
+
+def test_an_op_shorter_than_a_character_stays_visible() -> None:
+    trace = Trace(
+        ops=[
+            OpRecord("f", "forward", ("/gpu:0",), "main", 0, 0.0, 0.0, 0.1),
+            OpRecord("a", "aggregate", ("/cpu:0",), "main", 0, 0.05, 0.05, 0.0501),
+        ],
+        steps=[StepRecord("main", 0, 0.0, 0.1)],
+    )
+    out = render(Timeline(trace), width=40)
+    cpu = next(line for line in out.splitlines() if line.startswith("/cpu:0"))
+    assert cpu.count("a") == 1 and "lowercase: op shorter than a character" in out
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.slug)
+def test_every_column_of_the_summary_has_a_heading(lesson) -> None:
+    path = lesson.folder / (lesson.scenario or "")
+    view = SummaryView(summary(simulate(load_scenario(path))))
+    tables = [view.numbers_table(), view.staleness_table(), view.gradients_table()]
+    if view.summary.get("wait"):
+        tables.append(view.sync_table())
+    for table in tables:
+        assert isinstance(table, Table)
+        assert all(str(column.header).strip() for column in table.columns), table.title
+
+
+def test_the_critical_path_is_explained_where_it_differs_from_the_step() -> None:
+    path = next(lesson for lesson in LESSONS if lesson.number == 3).folder / "random_8.toml"
+    out = render(SummaryView(summary(simulate(load_scenario(Path(path))))))
+    assert "critical path" in out and "The mean step (" in out
