@@ -45,12 +45,13 @@ import simpy
 from simsync.engine import CountingEnvironment, Engine, Simulation, simulate, summary
 from simsync.engine.collection import with_collector_paused
 from simsync.ir import Graph
-from simsync.kinds import KINDS, sgd_step
+from simsync.kinds import KINDS, check_graph, sgd_step
 from simsync.kinds.forward import Forward
-from simsync.kinds.replay import replay
 from simsync.numerics import ModelSpec, backward_many, batch_source, forward_many, init_params
 from simsync.patterns import build, build_towers
+from simsync.replay import add_values, replay
 from simsync.scenario import ClusterConfig, ComputeConfig, LinkConfig, Scenario, TrainingConfig
+from simsync.trace import Trace
 
 # -- the workload -------------------------------------------------------------------------------
 
@@ -213,13 +214,25 @@ def parameter_bytes(graph: Graph) -> int:
 
 
 def run_ours(workload: Workload, numerics: bool = False) -> Measurement:
-    """Build the tower graph, then time ``Engine.run`` alone (planning is not counted)."""
+    """Build the tower graph, then time ``Engine.run`` (and, with numerics, the replay of its
+    trace, as :func:`simulate` runs them: one pause of the collector); planning and checking
+    are not counted."""
     scenario = workload.scenario()
+    graph = build_towers(scenario)
     model = scenario.model if numerics else None
-    engine = Engine(build_towers(scenario), steps=workload.steps, model=model)
+    if model is not None:
+        check_graph(graph, model)
+    engine = Engine(graph, steps=workload.steps)
+
+    def stages(_: None) -> Trace:
+        trace = engine.run()
+        if model is not None:
+            add_values(graph, trace, model, engine.seed)
+        return trace
+
     with GcTimer() as collector:
         started = time.perf_counter()
-        trace = engine.run()
+        trace = with_collector_paused(stages, None)
         seconds = time.perf_counter() - started
     return Measurement(trace.events, seconds, trace.steps[-1].end, collector.seconds)
 

@@ -12,8 +12,8 @@ import pytest
 
 from simsync.engine import Engine, simulate, summary
 from simsync.errors import ScenarioError, SimsyncError, SimulationError
-from simsync.kinds.replay import replay
 from simsync.patterns import build_async
+from simsync.replay import replay
 from simsync.scenario import (
     ClusterConfig,
     ComputeConfig,

@@ -8,8 +8,8 @@ from typed_dicts import problems
 
 from simsync.crosscheck import crosscheck
 from simsync.crosscheck.report import AsyncReport
-from simsync.kinds.replay import replay
 from simsync.patterns import build
+from simsync.replay import replay
 from simsync.scenario import (
     ClusterConfig,
     ComputeConfig,

@@ -475,3 +475,25 @@ def test_an_endless_client_that_moves_nothing_is_an_error_not_a_hang(
 ) -> None:
     with pytest.raises(SimulationError, match=why):
         Engine(_loop_graph(cost, until), steps=3).run()
+
+
+def test_the_engine_records_when_and_the_replay_what() -> None:
+    # two stages: the engine's trace has no values; the replay stage gives it exactly those a
+    # simulation reports (the replay reads nothing but the trace)
+    from simsync.replay import add_values
+
+    s = Scenario(
+        "a",
+        cluster=ClusterConfig(3, (1.0, 0.7, 0.4)),
+        compute=ComputeConfig("exponential", 0.01),
+        training=TrainingConfig(mode="async"),
+    ).with_run(steps=30, seed=3)
+    sim = simulate(s)
+    trace = Engine(sim.graph, steps=s.run.steps, seed=s.run.seed).run()
+    assert trace.params == {} and all(step.loss is None for step in trace.steps)
+    add_values(sim.graph, trace, s.model, s.run.seed)
+    assert [step.loss for step in trace.steps] == [step.loss for step in sim.trace.steps]
+    assert all(step.loss is not None for step in trace.steps)
+    assert trace.params.keys() == sim.trace.params.keys()
+    for name, value in trace.params.items():
+        assert np.array_equal(value, sim.trace.params[name])

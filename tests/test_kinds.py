@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from simsync.errors import GraphError
-from simsync.kinds import ACTIONS, KINDS, cost_keys, kind_of
+from simsync.ir.resources import ACTIONS
+from simsync.kinds import KINDS, cost_keys, kind_of
 from simsync.scenario.schema import fields_of
 from simsync.viz import kind_style
 
@@ -21,7 +22,7 @@ def test_every_kind_has_a_look_a_meaning_and_a_way_to_run() -> None:
     for kind in KINDS.values():
         assert kind.doc and kind.style.hex.startswith("#")
         assert kind.lower is not None or kind.unlowered  # TensorFlow, or why not
-        assert kind.action in (None, *ACTIONS)
+        assert kind.action is None or ACTIONS[kind.action.name] is kind.action
         assert kind_style(kind.name).letter == kind.style.letter  # the views read the registry
 
 

@@ -52,3 +52,20 @@ def test_who_came_last_ties_and_all_together() -> None:
     assert came_last({"tower_0": 3.0, "tower_1": 5.0, "tower_2": 5.0}) == ["tower_1", "tower_2"]
     assert came_last({"tower_0": 5.0, "tower_1": 5.0}) == []
     assert came_last({"tower_0": 1.0, "tower_1": 0.5}) == ["tower_0"]
+
+
+def test_a_simulated_trace_read_as_evidence_gives_the_summarys_waits() -> None:
+    # free transfers: an input arrives as its op ends, so the cross-check's reading of a trace
+    # (input ops' ends) and the summary's (arrivals at the sync point) are the same instants;
+    # one tally (waits_at) makes the same numbers of them, bit for bit
+    from simsync.crosscheck.evidence import arrivals
+
+    s = Scenario(
+        "t", cluster=ClusterConfig(3, (1.0, 0.5, 1.0)), compute=ComputeConfig("exponential", 0.01)
+    ).with_run(steps=30)
+    sim = simulate(s, numerics=False)
+    (wait,) = sync_waits(sim.graph, sim.trace, sync_points(sim.graph))
+    (found,) = arrivals(sim.graph, sim.trace)
+    assert found["steps"] == wait.executions == 30
+    assert found["last"] == wait.last and sum(wait.last.values()) == 30
+    assert found["mean_wait"] == wait.mean_wait

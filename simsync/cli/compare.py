@@ -40,7 +40,7 @@ def add(commands: Any) -> None:
 
 
 def compare(args: argparse.Namespace) -> int:
-    from simsync.engine import race
+    from simsync.engine import contest
 
     if not 2 <= len(args.files) <= 6:
         raise UsageError(f"compare takes 2 to 6 scenario files, got {len(args.files)}")
@@ -54,7 +54,7 @@ def compare(args: argparse.Namespace) -> int:
             "learning_rate, or [run] seed, differ); their losses are not comparable"
         )
     with console(stderr=True).status("Simulating the runs..."):
-        result = race(scenarios)
+        result = contest(scenarios)
     if args.png:
         from simsync.viz import write_loss_png
 

@@ -39,7 +39,7 @@ from simsync.crosscheck.report import (
 from simsync.engine import simulate
 from simsync.errors import SimsyncError
 from simsync.ir import Graph
-from simsync.kinds.replay import replay
+from simsync.replay import replay
 from simsync.scenario import Scenario
 from simsync.scenario.profile import Profile
 from simsync.tf_backend import TensorFlowRun, run_on_tensorflow

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from simsync.crosscheck.report import (
@@ -47,7 +46,7 @@ from simsync.crosscheck.report import (
     StalenessEvidence,
 )
 from simsync.ir import Graph, input_towers, sync_points
-from simsync.trace import Trace, came_last, straggler, tower_arrivals
+from simsync.trace import Trace, straggler, tower_arrivals, waits_at
 from simsync.trace.staleness import updates_by_run
 
 __all__ = [
@@ -162,34 +161,31 @@ def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
 
 def arrivals(graph: Graph, trace: Trace) -> list[Arrival]:
     """For each sync point: in how many traced steps each tower's input arrived last, and how
-    long each tower's input waited on average for the last one. Measured from the ends of the
-    input ops in the trace (real or simulated alike)."""
+    long each tower's input waited on average for the last one (the tally of
+    :func:`simsync.trace.waits_at`, as for a simulation). Measured from the ends of the input
+    ops in the trace (real or simulated alike); a step in which an input op is missing from the
+    trace is left out."""
     ends = {(r.client, r.step, r.op): r.end for r in trace.ops}
     found: list[Arrival] = []
     for point in sync_points(graph):
         sources = list(input_towers(graph, point))
-        last: Counter[str] = Counter()
-        waits: dict[str, list[float]] = {}
-        steps = 0
+        executions = []
         for client, step, op in list(ends):
             if op != point:
                 continue
             inputs = {src: ends.get((client, step, src)) for src in sources}
             if any(value is None for value in inputs.values()):
                 continue
-            steps += 1
             arrived = tower_arrivals(graph, point, {s: v for s, v in inputs.items() if v})
-            latest = max(arrived.values(), default=0.0)
-            for label, at in arrived.items():
-                waits.setdefault(label, []).append(latest - at)
-            last.update(came_last(arrived))
-        if steps:
+            executions.append((max(arrived.values(), default=0.0), arrived))
+        waits = waits_at(point, executions)
+        if waits.executions:
             found.append(
                 {
                     "sync_point": point,
-                    "steps": steps,
-                    "last": {tower: last.get(tower, 0) for tower in sorted(waits)},
-                    "mean_wait": {t: statistics.fmean(w) for t, w in sorted(waits.items())},
+                    "steps": waits.executions,
+                    "last": waits.last,
+                    "mean_wait": waits.mean_wait,
                 }
             )
     return found

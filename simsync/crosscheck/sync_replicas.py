@@ -10,7 +10,7 @@ The simulator's ``sync_replicas`` graph is checked against TensorFlow's own
    (Inside a worker, TensorFlow's own forward and backward nodes interleave freely: only the
    protocol's ops are units there.)
 2. **Values.** The real ledger (which gradients each take averaged, which versions each run
-   read) replayed per variable through the numpy model (:mod:`simsync.kinds.replay`, the replay
+   read) replayed per variable through the numpy model (:mod:`simsync.replay`, the replay
    the simulator itself uses) must give TensorFlow's parameters and losses.
 3. **Protocol.** One apply per global step; gradients pushed, accepted and dropped, predicted
    against measured (which gradients are dropped depends on the race, so these are
@@ -39,9 +39,9 @@ from simsync.errors import UsageError
 from simsync.files import InputError, read_json
 from simsync.ir import Graph, run_order, updating_clients
 from simsync.kinds import kind_of
-from simsync.kinds.replay import replay
 from simsync.patterns import build
 from simsync.patterns.sync_replicas import QUEUE_RUNNER
+from simsync.replay import replay
 from simsync.scenario import Scenario
 from simsync.trace import GradientCounts, Trace, gradient_stats
 from simsync.words import plural

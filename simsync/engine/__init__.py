@@ -3,9 +3,9 @@
 The only package that imports SimPy.
 """
 
+from simsync.engine.contest import Contest, Entrant, contest
 from simsync.engine.environment import CountingEnvironment
 from simsync.engine.executor import Engine
-from simsync.engine.race import Race, Runner, race
 from simsync.engine.results import BatchNormSummary, CriticalPath, Summary
 from simsync.engine.simulate import (
     Simulation,
@@ -18,16 +18,16 @@ from simsync.engine.simulate import (
 
 __all__ = [
     "BatchNormSummary",
+    "Contest",
     "CountingEnvironment",
     "CriticalPath",
     "Engine",
-    "Race",
-    "Runner",
+    "Entrant",
     "Simulation",
     "Summary",
+    "contest",
     "expected_updates",
     "median_step_time",
-    "race",
     "simulate",
     "summary",
     "training_clients",

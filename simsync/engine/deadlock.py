@@ -10,40 +10,36 @@ make progress, as the pattern that built it wrote it).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from simsync.engine.clocks import Clocks
-from simsync.engine.resources import Accumulator, TokenQueue
+from simsync.engine.plan import Plan
+from simsync.engine.resources import Waitable
 from simsync.errors import SimulationError
-from simsync.ir import Graph, run_orders
-from simsync.kinds import kind_of
 
 __all__ = ["explain_deadlock"]
 
 
 def explain_deadlock(
-    graph: Graph,
+    plans: Sequence[Plan],
     clocks: Clocks,
-    resources: Mapping[str, TokenQueue | Accumulator],
+    resources: Mapping[str, Waitable],
     stuck: list[str],
 ) -> SimulationError:
-    """The error for clients ``stuck`` with work left when nothing can move: ``clocks`` hold
-    the stale-synchronous bounds, ``resources`` the queues and accumulators by name."""
+    """The error for clients ``stuck`` with work left when nothing can move: ``plans`` are the
+    clients' runs, ``clocks`` hold the stale-synchronous bounds, ``resources`` the queues and
+    accumulators by name."""
     bounded = clocks.explain(stuck)
     if bounded is not None:
         return SimulationError(bounded)
     waits, notes = [], []
     blocked: dict[str, str] = {}
-    putters = _putters(graph)
+    putters = {str(p.op.resource) for plan in plans for p in plan.ops if p.puts}
     for name, resource in resources.items():
-        waiters = resource.blocked()
-        for waiter in waiters:
+        for waiter in resource.waiters:
             blocked[waiter.client] = name
-            waits.append(
-                f"{waiter.client} waits in {waiter.op} for {waiter.wants} from {name} "
-                f"({resource.state()})"
-            )
-        if waiters:
+        waits += resource.waiting()
+        if resource.waiters:
             if name not in putters:
                 notes.append(f"no client runs an op that puts into {name}")
             elif resource.resource.note:
@@ -54,14 +50,3 @@ def explain_deadlock(
         )
     because = f"; {'; '.join(dict.fromkeys(notes))}" if notes else ""
     return SimulationError(f"deadlock, nothing can move: {'; '.join(waits)}{because}", blocked)
-
-
-def _putters(graph: Graph) -> set[str]:
-    """The resources some client's run puts into (a push or an enqueue)."""
-    orders = run_orders(graph, [c.fetches for c in graph.clients])
-    return {
-        str(graph.op(name).resource)
-        for order in orders
-        for name in order
-        if kind_of(graph.op(name).kind).action in ("push", "enqueue")
-    }

@@ -1,25 +1,26 @@
-"""The pieces of a run in flight: the plan of a client's run, one ``sess.run``, one op
-executing, one tensor travelling.
+"""The pieces of a run in flight: one ``sess.run``, one op executing, one tensor travelling.
 
 Ops and transfers are chains of SimPy callbacks (request -> grant -> timeout -> release), not
 processes: the same behaviour with a third fewer events. The :class:`~simsync.engine.Engine`
-owns the shared state (devices, ports, versions, resources, the trace); these classes only move
-one op or one tensor along and call back into it.
+owns the shared state (places, resources, the recorder); these classes only move one planned
+op (:mod:`simsync.engine.plan`) or one tensor along and call back into it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 import simpy
 
 from simsync.engine.environment import EngineEnvironment
-from simsync.engine.resources import Cores, Scheduled, Slot
-from simsync.ir import Cost, Op
-from simsync.kinds import OpKind
+from simsync.engine.plan import Output, Plan, PlannedOp
+from simsync.engine.resources import Scheduled
+from simsync.ir import Op
 
-__all__ = ["EngineLike", "Execution", "Node", "Output", "Plan", "Run", "Transfer"]
+if TYPE_CHECKING:
+    from simsync.ir.resources import Got
+
+__all__ = ["EngineLike", "Execution", "Run", "Transfer"]
 
 
 class EngineLike(Protocol):
@@ -29,92 +30,15 @@ class EngineLike(Protocol):
     @property
     def env(self) -> EngineEnvironment: ...
 
-    def resource_wait(self, run: Run, node: Node) -> simpy.Event: ...
+    def resource_wait(self, run: Run, planned: PlannedOp) -> simpy.Event: ...
 
-    def served(self, run: Run, node: Node, value: Any) -> None: ...
+    def served(self, run: Run, planned: PlannedOp, got: Got[None]) -> None: ...
 
     def record_reads(self, run: Run, op: Op, time: float) -> None: ...
 
     def finished(self, execution: Execution) -> None: ...
 
     def transferred(self, transfer: Transfer, end: float) -> None: ...
-
-
-@dataclass(slots=True)
-class Output:
-    """A tensor leaving a node: where to, and what travelling costs."""
-
-    dst: int
-    nbytes: int = 0
-    seconds: float = 0.0  # holding the ports
-    latency: float = 0.0
-    out_port: Slot | None = None
-    in_port: Slot | None = None
-    #: nothing to hold and no latency: the tensor arrives as its op ends
-    free: bool = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.free = self.seconds <= 0 and self.latency <= 0
-
-
-@dataclass(slots=True)
-class Node:
-    """One op of a client's run, with everything the hot path needs precomputed."""
-
-    op: Op
-    kind: OpKind
-    index: int
-    devices: list[Slot]  # locks, then devices, sorted: no deadlock
-    pool: Cores | None  # the host's cores, when shared
-    fixed: float  # seconds at speed 1, when the cost is not drawn
-    speed: float
-    ring: float  # all-reduce communication seconds
-    inputs: list[int] = field(default_factory=list)
-    outputs: list[Output] = field(default_factory=list)
-    # read off the op and its kind once, for the hot path
-    group: str | None = field(init=False)
-    fraction: float = field(init=False)
-    overhead: float = field(init=False)
-    waits: bool = field(init=False)  # takes from a resource (a token, gradients) first
-    puts: bool = field(init=False)  # pushes or enqueues when it ends
-    dequeues: bool = field(init=False)  # its token becomes the worker's local step
-    reads: bool = field(init=False)
-    writes: bool = field(init=False)
-
-    def __post_init__(self) -> None:
-        cost, action = self.op.cost, self.kind.action
-        self.group, self.fraction, self.overhead = cost.group, cost.fraction, cost.overhead
-        self.waits = action in ("dequeue", "take")
-        self.puts = action in ("push", "enqueue")
-        self.dequeues = action == "dequeue"
-        self.reads, self.writes = bool(self.op.reads), bool(self.op.writes)
-
-    def duration(self, draws: dict[str, float]) -> float:
-        """Seconds the node holds its device(s) in a run with these compute draws: its share of
-        the step's draw, or its fixed cost."""
-        group = self.group
-        base = draws[group] * self.fraction if group is not None else self.fixed
-        return base / self.speed + self.overhead + self.ring
-
-
-@dataclass(slots=True)
-class Plan:
-    client: int
-    name: str
-    steps: int
-    overhead: float
-    nodes: list[Node]
-    roots: list[int]
-    groups: dict[str, Cost]
-    bound: int | None = None
-    shared: bool = False
-    until: str | None = None
-    daemon: bool = False
-    #: per node, how many inputs it waits for
-    pending: list[int] = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.pending = [len(node.inputs) for node in self.nodes]
 
 
 class Run:
@@ -142,9 +66,9 @@ class Run:
     ) -> None:
         self.plan, self.step, self.draws = plan, step, draws
         self.pending = plan.pending.copy()
-        #: per node, when each input arrived (kept with detail only)
-        self.arrivals: list[list[tuple[str, float]]] = [[] for _ in plan.nodes] if detail else []
-        self.remaining = len(plan.nodes)
+        #: per planned op, when each input arrived (kept with detail only)
+        self.arrivals: list[list[tuple[str, float]]] = [[] for _ in plan.ops] if detail else []
+        self.remaining = len(plan.ops)
         self.read_versions: dict[str, int] = {}
         self.token = 0  # the token its dequeue took, if any
         self.done = env.event()
@@ -160,31 +84,31 @@ class Execution:
         "duration",
         "engine",
         "held",
-        "node",
+        "planned",
         "ready",
         "run",
         "start",
     )
 
-    def __init__(self, engine: EngineLike, run: Run, node: Node) -> None:
-        self.engine, self.run, self.node = engine, run, node
+    def __init__(self, engine: EngineLike, run: Run, planned: PlannedOp) -> None:
+        self.engine, self.run, self.planned = engine, run, planned
         self.ready = self.start = engine.env.now
         self.blocked = 0.0
         self.held = 0  # devices (and locks) granted so far
         self.core = False
-        self.duration = node.duration(run.draws)
-        if node.waits:  # blocked on a resource, holding no device
-            engine.resource_wait(run, node).callbacks.append(self._served)
+        self.duration = planned.duration(run.draws)
+        if planned.waits:  # blocked on a resource, holding no device
+            engine.resource_wait(run, planned).callbacks.append(self._served)
         else:
             self._acquire(None)
 
     def _served(self, event: simpy.Event) -> None:
         self.blocked = self.engine.env.now - self.ready
-        self.engine.served(self.run, self.node, event.value)
+        self.engine.served(self.run, self.planned, cast("Got[None]", event.value))
         self._acquire(None)
 
     def _acquire(self, _event: simpy.Event | None) -> None:
-        devices, held, pool = self.node.devices, self.held, self.node.pool
+        devices, held, pool = self.planned.devices, self.held, self.planned.pool
         cores = pool is not None and self.duration > 0
         if held < len(devices):
             self.held = held + 1
@@ -193,30 +117,30 @@ class Execution:
             devices[held].request(self._begin if last else self._acquire)
         elif pool is not None and cores:
             self.core = True
-            if pool.claim(self.run, self.node.index):  # kept by the op before
+            if pool.claim(self.run, self.planned.index):  # kept by the op before
                 self._begin(None)
             else:
-                pool.request(self._begin, first=bool(self.node.inputs))
+                pool.request(self._begin, first=bool(self.planned.inputs))
         else:
             self._begin(None)
 
     def _begin(self, _event: simpy.Event | None) -> None:
-        engine, node = self.engine, self.node
+        engine, planned = self.engine, self.planned
         self.start = engine.env.now
-        if node.reads:  # a read sees the variables as they are when it starts
-            engine.record_reads(self.run, node.op, self.start)
-        if self.core and node.pool is not None:  # busy cores slow each other
-            node.pool.run(self.duration, self._finish)
+        if planned.reads:  # a read sees the variables as they are when it starts
+            engine.record_reads(self.run, planned.op, self.start)
+        if self.core and planned.pool is not None:  # busy cores slow each other
+            planned.pool.run(self.duration, self._finish)
         elif self.duration > 0:
             Scheduled(engine.env, self._finish, self.duration)
         else:
             self._finish(None)
 
     def _finish(self, _event: simpy.Event | None) -> None:
-        node, run = self.node, self.run
-        for device in node.devices:
+        planned, run = self.planned, self.run
+        for device in planned.devices:
             device.release()
-        cores = node.pool if self.core else None
+        cores = planned.pool if self.core else None
         successor = self._successor() if cores is not None else None
         if cores is not None and successor is not None:  # the run's next op goes on here
             cores.keep(run, successor)
@@ -229,9 +153,9 @@ class Execution:
         """The op of this run to keep the core for: the first consumer on the same cores that
         this op makes ready (its last missing input), with no lock or resource to wait for and
         no device busy now (a core held meanwhile could deadlock)."""
-        run, pool = self.run, self.node.pool
-        for output in self.node.outputs:
-            after = run.plan.nodes[output.dst]
+        run, pool = self.run, self.planned.pool
+        for output in self.planned.outputs:
+            after = run.plan.ops[output.dst]
             if (
                 run.pending[output.dst] == 1
                 and after.pool is pool
@@ -247,10 +171,10 @@ class Execution:
 class Transfer:
     """One tensor travelling: out-port, then in-port, hold both, release, then the latency."""
 
-    __slots__ = ("engine", "node", "output", "run", "start")
+    __slots__ = ("engine", "output", "planned", "run", "start")
 
-    def __init__(self, engine: EngineLike, run: Run, node: Node, output: Output) -> None:
-        self.engine, self.run, self.node, self.output = engine, run, node, output
+    def __init__(self, engine: EngineLike, run: Run, planned: PlannedOp, output: Output) -> None:
+        self.engine, self.run, self.planned, self.output = engine, run, planned, output
         self.start = engine.env.now
         if output.seconds > 0 and output.out_port is not None:
             output.out_port.request(self._got_out_port)

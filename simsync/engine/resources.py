@@ -1,15 +1,12 @@
-"""Stateful resources in the engine: a FIFO token queue and a ConditionalAccumulator.
+"""What the engine's ops hold and wait for: places (devices, ports, locks, a host's cores) and
+the stateful resources (a FIFO token queue, a ConditionalAccumulator).
 
-Both follow TensorFlow's kernels. A blocked dequeue or take is a SimPy event that succeeds when
-the resource can serve it; the op waiting on it holds no device meanwhile. Each resource keeps
-who waits on it and for what, so a deadlock can be explained.
-
-- :class:`TokenQueue`: ``put(value, n)`` appends ``n`` tokens; ``get()`` takes the oldest, or
-  waits (waiters are served in the order they came).
-- :class:`Accumulator`: ``push(local_step)`` is accepted only if ``local_step`` is not below the
-  accumulator's step (otherwise dropped: stale); ``take(r)`` waits until at least ``r`` were
-  accepted, then takes *all* accumulated (TensorFlow divides by its counter), resets the count
-  and bumps the step.
+- :class:`Slot` and :class:`Cores`: places granted first come first served; :class:`Scheduled`
+  is the event a grant is.
+- :class:`Waitable`: a queue or an accumulator. What a put or a get does is defined once, as a
+  pure state machine, in :mod:`simsync.ir.resources`; here a blocked dequeue or take is a SimPy
+  event that succeeds when the state can serve it, and the op waiting on it holds no device
+  meanwhile. Each keeps who waits on it and for what, so a deadlock can be explained.
 """
 
 from __future__ import annotations
@@ -22,8 +19,9 @@ from typing import Any
 import simpy
 
 from simsync.ir import Resource
+from simsync.ir.resources import Put, ResourceState, new_state
 
-__all__ = ["Accumulator", "Cores", "Scheduled", "Slot", "TokenQueue", "Waiter"]
+__all__ = ["Cores", "Scheduled", "Slot", "Waitable", "Waiter"]
 
 Callback = Callable[[simpy.Event], None]
 
@@ -112,7 +110,7 @@ class Cores(Slot):
     def __init__(self, env: simpy.Environment, capacity: int, efficiency: float) -> None:
         super().__init__(env, capacity)
         self.efficiency = efficiency
-        #: cores kept by a finished op for the op it made ready, oldest first: (run, node)
+        #: cores kept by a finished op for the op it made ready, oldest first: (run, op index)
         self.kept: deque[tuple[Any, int]] = deque()
         #: the work left (seconds at rate 1) of each op running, and what to call at its end
         self.running: list[list[Any]] = []
@@ -132,17 +130,17 @@ class Cores(Slot):
         else:
             super().request(callback)
 
-    def keep(self, run: Any, node: int) -> None:
-        """A finished op keeps its core for ``node`` of ``run``, which it made ready; unless
-        someone asks for a core first, ``node`` takes it with :meth:`claim`."""
-        self.kept.append((run, node))
+    def keep(self, run: Any, index: int) -> None:
+        """A finished op keeps its core for the planned op ``index`` of ``run``, which it made
+        ready; unless someone asks for a core first, that op takes it with :meth:`claim`."""
+        self.kept.append((run, index))
 
-    def claim(self, run: Any, node: int) -> bool:
-        """Take the core kept for ``node`` of ``run``, if it is still kept (at most one per
-        core is: the search is short)."""
-        if (run, node) not in self.kept:
+    def claim(self, run: Any, index: int) -> bool:
+        """Take the core kept for the planned op ``index`` of ``run``, if it is still kept (at
+        most one per core is: the search is short)."""
+        if (run, index) not in self.kept:
             return False
-        self.kept.remove((run, node))
+        self.kept.remove((run, index))
         return True
 
     @property
@@ -198,73 +196,58 @@ class Waiter:
 
     client: str
     op: str
-    wants: str
+    amount: int
     event: simpy.Event
 
 
-class TokenQueue:
-    """A FIFO queue of integer tokens (``sync_token_q``)."""
+class Waitable:
+    """A queue or an accumulator in the engine: its state (:mod:`simsync.ir.resources`) and
+    the ops waiting to get from it, served first come first served. SimPy's ``BaseResource``
+    with its get queue; what a put or a get does is the state's ``do_put`` and ``do_get``.
+
+    >>> from simsync.ir import Resource
+    >>> env = simpy.Environment()
+    >>> queue = Waitable(env, Resource("q", "queue", "/cpu:0"))
+    >>> got = queue.get(1, "worker_0", "worker_0/dequeue_token")
+    >>> got.triggered, queue.waiting()
+    (False, ['worker_0 waits in worker_0/dequeue_token for a token from q (empty)'])
+    >>> queue.put(3, 2)
+    Put(value=3, amount=2, accepted=True)
+    >>> got.value, queue.state.describe()
+    (Got(value=3, amount=1, items=()), '1 token(s)')
+    """
 
     def __init__(self, env: simpy.Environment, resource: Resource) -> None:
         self.env, self.resource = env, resource
-        self.tokens: deque[int] = deque([0] * resource.initial)
+        self.state: ResourceState[None] = new_state(resource.kind, resource.initial)
         self.waiters: deque[Waiter] = deque()
 
-    def get(self, client: str, op: str) -> simpy.Event:
+    def get(self, amount: int, client: str, op: str) -> simpy.Event:
+        """An event that succeeds with what the get took (a :class:`~simsync.ir.resources.Got`)
+        once the resource can serve it and every get before it."""
         event = self.env.event()
-        if self.tokens:
-            event.succeed(self.tokens.popleft())
-        else:
-            self.waiters.append(Waiter(client, op, "a token", event))
+        self.waiters.append(Waiter(client, op, amount, event))
+        self._trigger_get()
         return event
 
-    def put(self, value: int, count: int) -> None:
-        for _ in range(count):
-            if self.waiters:
-                self.waiters.popleft().event.succeed(value)
-            else:
-                self.tokens.append(value)
+    def put(self, value: int, amount: int) -> Put:
+        """Put (never blocks), then serve the waiting gets the resource now can."""
+        done = self.state.do_put(value, amount, None)
+        self._trigger_get()
+        return done
 
-    def state(self) -> str:
-        return f"{len(self.tokens)} token(s)" if self.tokens else "empty"
+    def _trigger_get(self) -> None:
+        while self.waiters:
+            got = self.state.do_get(self.waiters[0].amount)
+            if got is None:
+                return
+            self.waiters.popleft().event.succeed(got)
 
-    def blocked(self) -> list[Waiter]:
-        return list(self.waiters)
-
-
-class Accumulator:
-    """A ConditionalAccumulator of one variable's gradients."""
-
-    def __init__(self, env: simpy.Environment, resource: Resource) -> None:
-        self.env, self.resource = env, resource
-        self.step = 0
-        self.count = 0
-        self.waiters: deque[tuple[int, Waiter]] = deque()
-
-    def push(self, local_step: int) -> bool:
-        """Accept the gradient unless it is stale; serve a waiting take if it now can."""
-        if local_step < self.step:
-            return False
-        self.count += 1
-        self._flush()
-        return True
-
-    def take(self, required: int, client: str, op: str) -> simpy.Event:
-        """An event that succeeds with the number of gradients averaged."""
-        event = self.env.event()
-        self.waiters.append((required, Waiter(client, op, f"{required} gradient(s)", event)))
-        self._flush()
-        return event
-
-    def _flush(self) -> None:
-        while self.waiters and self.count >= self.waiters[0][0]:
-            _, waiter = self.waiters.popleft()
-            taken, self.count = self.count, 0
-            self.step += 1
-            waiter.event.succeed(taken)
-
-    def state(self) -> str:
-        return f"it has {self.count}"
-
-    def blocked(self) -> list[Waiter]:
-        return [waiter for _, waiter in self.waiters]
+    def waiting(self) -> list[str]:
+        """Who waits for what, one line per waiter (a deadlock's explanation)."""
+        state = self.state.describe()
+        return [
+            f"{w.client} waits in {w.op} for {self.state.wants(w.amount)} from "
+            f"{self.resource.name} ({state})"
+            for w in self.waiters
+        ]

@@ -1,4 +1,9 @@
-"""From a scenario to a finished simulation, and the summary ``simsync simulate`` prints."""
+"""From a scenario to a finished simulation, and the summary ``simsync simulate`` prints.
+
+A simulation is two stages: the engine runs the graph and records when everything happened
+(:class:`~simsync.engine.Engine`), then the replay gives that trace its values
+(:func:`simsync.replay.add_values`), unless numerics are off.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +18,11 @@ from simsync.engine.collection import with_collector_paused
 from simsync.engine.executor import Engine, StepCallback
 from simsync.engine.results import BatchNormSummary, Summary
 from simsync.ir import Graph, critical_path, run_orders, sync_points, updating_clients
-from simsync.kinds import kind_of
+from simsync.kinds import check_graph, kind_of
 from simsync.kinds.moving_average import race_outcomes
+from simsync.numerics import ModelSpec
 from simsync.patterns import build
+from simsync.replay import add_values
 from simsync.scenario import Scenario
 from simsync.scenario.load import check_scenario
 from simsync.trace import (
@@ -71,12 +78,15 @@ def simulate(
     detail: bool = True,
     graph: Graph | None = None,
 ) -> Simulation:
-    """Build the scenario's graph (unless given) and run it for ``[run] steps`` steps
-    (``detail=False``: keep only steps and the ledger, see :class:`Engine`).
+    """Build the scenario's graph (unless given), run it for ``[run] steps`` steps on the
+    engine (``detail=False``: keep only steps and the ledger, see :class:`Engine`) and, with
+    ``numerics``, replay the trace for its values (:func:`simsync.replay.add_values`).
 
     The scenario is checked against the schema either way (a given graph does not skip
     ``[run] steps`` or the model's numbers): a :class:`~simsync.errors.ScenarioError` names
-    the value; a malformed graph is a :class:`~simsync.errors.GraphError`.
+    the value. The graph is checked before anything runs (:func:`simsync.kinds.check_graph`,
+    with the model when numerics are on): a malformed graph is a
+    :class:`~simsync.errors.GraphError`.
 
     >>> from simsync.patterns import tiny_example
     >>> from simsync.scenario import Scenario, ClusterConfig, ComputeConfig
@@ -89,17 +99,31 @@ def simulate(
         graph = build(scenario)  # checks the scenario
     else:
         check_scenario(scenario)
+    model = scenario.model if numerics else None
+    if model is not None:  # what the values need, before the run (the engine checks timing)
+        check_graph(graph, model)
     engine = Engine(
-        graph,
-        steps=scenario.run.steps,
-        seed=scenario.run.seed,
-        model=scenario.model if numerics else None,
-        on_step=on_step,
-        detail=detail,
+        graph, steps=scenario.run.steps, seed=scenario.run.seed, on_step=on_step, detail=detail
     )
     started = time.perf_counter()
-    trace = engine.run()
+    # the run and its replay make no lasting reference cycles: one pause of the collector
+    trace = with_collector_paused(_run_and_replay, _Stages(engine, model))
     return Simulation(scenario, graph, trace, time.perf_counter() - started)
+
+
+@dataclass(frozen=True)
+class _Stages:
+    engine: Engine
+    model: ModelSpec | None
+
+
+def _run_and_replay(stages: _Stages) -> Trace:
+    """The engine's run, then (with a model) the replay of its trace for the values."""
+    engine = stages.engine
+    trace = engine.run()
+    if stages.model is not None:
+        add_values(engine.graph, trace, stages.model, engine.seed)
+    return trace
 
 
 def batches_per_run(graph: Graph) -> dict[str, int]:

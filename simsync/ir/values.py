@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from simsync.errors import GraphError
+from simsync.ir.resources import RESOURCE_KINDS
 
 __all__ = [
     "CLIENT",
@@ -183,7 +184,9 @@ VARIABLE: dict[str, Rule] = {
 }
 RESOURCE: dict[str, Rule] = {
     "name": TEXT,
-    "kind": Rule("one of queue, accumulator", lambda v: v in ("queue", "accumulator")),
+    "kind": Rule(
+        f"one of {', '.join(RESOURCE_KINDS)}", lambda v: isinstance(v, str) and v in RESOURCE_KINDS
+    ),
     "device": TEXT,
     "initial": TOKENS,
     "note": TEXT,

@@ -1,6 +1,6 @@
-"""Op kinds: each declared once (its meaning, look, cost key, the role it provides and the
-inputs it needs, numpy rule, TensorFlow lowering), the check that holds a graph to them, and
-the replay that gives every run of a trace its values.
+"""Op kinds: each declared once (its meaning, look, cost key, what it does to a resource, the
+role it provides and the inputs it needs, numpy rule, TensorFlow lowering), and the check that
+holds a graph to them. The replay (:mod:`simsync.replay`) evaluates the numpy rules.
 
 Importing this package registers every kind, in the order views list them (so the imports
 below keep that order).
@@ -27,10 +27,9 @@ from simsync.kinds import (  # noqa: F401  (each module registers its kind, in t
 from simsync.kinds.apply import fresh_enough, sgd_step
 from simsync.kinds.check import check_graph, values_skipped
 from simsync.kinds.contract import Input, Inputs
-from simsync.kinds.registry import ACTIONS, KINDS, OpKind, Style, cost_keys, kind_of, providers
+from simsync.kinds.registry import KINDS, OpKind, Style, cost_keys, kind_of, providers
 
 __all__ = [
-    "ACTIONS",
     "KINDS",
     "Input",
     "Inputs",

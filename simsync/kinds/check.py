@@ -32,7 +32,7 @@ backend, and :func:`simsync.api.validate` unless told otherwise):
    writes, a push the gradient it pushes, ...
 
 An op that takes a tensor from a ``generic`` op (a kind that computes no value) is exempt from
-4 and 7: its value cannot be computed anyway, and :func:`values_skipped` says so (the engine
+4 and 7: its value cannot be computed anyway, and :func:`values_skipped` says so (the replay
 then computes no values, rather than crash or compute wrong ones).
 """
 
@@ -42,6 +42,7 @@ from collections import defaultdict
 
 from simsync.errors import GraphError
 from simsync.ir import Graph, Op, run_orders, topological_order, validate
+from simsync.ir.resources import PUSH
 from simsync.kinds.contract import ROLES, Abstract, Input, Inputs, OpLike, the
 from simsync.kinds.registry import KINDS, OpKind, known_kinds, providers
 from simsync.numerics import ModelSpec, parameter_shapes
@@ -49,8 +50,6 @@ from simsync.numerics.batch_norm import moving_shapes
 
 __all__ = ["check_graph", "values_skipped"]
 
-#: what a resource-acting kind acts on, by its action
-_RESOURCE = {"push": "accumulator", "take": "accumulator", "enqueue": "queue", "dequeue": "queue"}
 _CATEGORY = {
     "trainable": "a trainable variable",
     "counter": "a counter",
@@ -165,7 +164,7 @@ def _resource(graph: Graph, op: Op, kind: OpKind) -> None:
     """A kind that acts on a resource needs one of the type it acts on."""
     if kind.action is None:
         return
-    wanted = _RESOURCE[kind.action]
+    wanted = kind.action.resource
     how = f"set resource= to one (Resource(name, '{wanted}', device))"
     if op.resource is None:
         raise GraphError(
@@ -323,7 +322,7 @@ class _Context:
         self._pushes: dict[str, list[OpLike]] = defaultdict(list)
         for op in graph.ops():
             kind = KINDS.get(op.kind)
-            if kind is not None and kind.action == "push" and op.resource is not None:
+            if kind is not None and kind.action is PUSH and op.resource is not None:
                 self._pushes[op.resource].append(op)
 
     def parameter(self, variable: str) -> str:

@@ -9,7 +9,7 @@ runs, which input an op lacks and what would give it.
 
 Rules are typed with protocols, not the executors' own classes: :class:`OpLike` (what a rule
 may read off an op), :class:`RunLike` (what a numpy rule may ask of its run: the replay's
-:class:`~simsync.kinds.replay.RunContext`), :class:`BuilderLike` (what a lowering rule builds
+:class:`~simsync.replay.RunContext`), :class:`BuilderLike` (what a lowering rule builds
 with: the TensorFlow backend's ``Builder``), and :class:`AbstractContext` (what an abstract
 rule may ask of the graph and the model: :mod:`simsync.kinds.check`).
 """

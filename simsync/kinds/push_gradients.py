@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from simsync.errors import GraphError
+from simsync.ir.resources import PUSH
 from simsync.kinds.aggregate import whole_gradients
 from simsync.kinds.contract import Abstract, AbstractContext, Inputs, OpLike, RunLike, one
 from simsync.kinds.registry import OpKind, Style, register
@@ -52,7 +53,7 @@ PUSH_GRADIENTS = register(
         "(dropped if stale).",
         Style("P", "bright_magenta", "#e377c2"),
         cost_key="push_gradients",
-        action="push",
+        action=PUSH,
         provides="pushed gradient",
         needs=(one("gradients"),),
         numpy=_numpy,

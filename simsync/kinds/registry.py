@@ -15,7 +15,7 @@ Rules are plain functions stored on the kind; each finds its inputs by role thro
 :class:`~simsync.kinds.contract.Inputs` (the data inputs, in the graph's declared order):
 
 - ``numpy(ctx, op, inputs) -> value``: the op's value from its inputs' values; ``ctx`` is the
-  run's :class:`~simsync.kinds.replay.RunContext` (its batch, the variables at the versions it
+  run's :class:`~simsync.replay.RunContext` (its batch, the variables at the versions it
   read, the gradients a take averages);
 - ``numpy_batch(contexts, ops, inputs) -> values``: the same for many ops of the kind at once
   (the replay batches towers that read the same version);
@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simsync.errors import GraphError
+from simsync.ir.resources import RESOURCE_KINDS, Action
 from simsync.kinds.contract import (
     ROLES,
     AbstractRule,
@@ -46,7 +47,6 @@ from simsync.kinds.contract import (
 )
 
 __all__ = [
-    "ACTIONS",
     "CATEGORIES",
     "KINDS",
     "OpKind",
@@ -57,8 +57,6 @@ __all__ = [
     "register",
 ]
 
-#: What an op may do to a stateful resource (see :class:`OpKind`).
-ACTIONS = ("push", "take", "enqueue", "dequeue")
 #: What a variable may be, for :attr:`OpKind.may_write`: a model parameter, a counter (a global
 #: or local step), or numbers no gradient moves (batch norm's moving statistics).
 CATEGORIES = ("trainable", "counter", "statistic")
@@ -82,9 +80,10 @@ class OpKind:
     """One kind of op, declared once.
 
     ``cost_key`` is the ``[costs]`` key of the kind's fixed time (``None``: its time is drawn
-    from ``[compute]``). ``action`` is what the op does to its resource: ``push`` a gradient to
-    an accumulator (non-blocking, dropped when stale), ``take`` the mean from one (blocks until
-    enough were pushed), ``enqueue`` tokens on a queue, ``dequeue`` one (blocks while empty).
+    from ``[compute]``). ``action`` is what the op does to its resource, one of the actions
+    defined in :mod:`simsync.ir.resources`: ``PUSH`` a gradient to an accumulator
+    (non-blocking, dropped when stale), ``TAKE`` the mean from one (blocks until enough were
+    pushed), ``ENQUEUE`` tokens on a queue, ``DEQUEUE`` one (blocks while empty).
     ``carries_loss`` marks the kind whose value is the tower's loss.
 
     ``provides`` is the role of the kind's value (``None``: it has none, as ``generic``);
@@ -98,7 +97,7 @@ class OpKind:
     doc: str
     style: Style
     cost_key: str | None = None
-    action: str | None = None
+    action: Action | None = None
     carries_loss: bool = False
     provides: str | None = None
     needs: tuple[Input, ...] = ()
@@ -120,8 +119,8 @@ def register(kind: OpKind) -> OpKind:
     """Add ``kind`` to the registry (once)."""
     if kind.name in KINDS:
         raise GraphError(f"op kind '{kind.name}' is declared twice")
-    if kind.action is not None and kind.action not in ACTIONS:
-        raise GraphError(f"op kind '{kind.name}': unknown action {kind.action!r}")
+    if kind.action is not None and kind.action.resource not in RESOURCE_KINDS:
+        raise GraphError(f"op kind '{kind.name}': unknown resource {kind.action.resource!r}")
     if not kind.may_write <= set(CATEGORIES):
         raise GraphError(f"op kind '{kind.name}': unknown variables {set(kind.may_write)}")
     KINDS[kind.name] = kind

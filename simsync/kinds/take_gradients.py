@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from simsync.errors import GraphError
+from simsync.ir.resources import TAKE
 from simsync.kinds.aggregate import mean_gradients
 from simsync.kinds.contract import Abstract, AbstractContext, Inputs, OpLike, RunLike
 from simsync.kinds.registry import OpKind, Style, register
@@ -52,7 +53,7 @@ TAKE_GRADIENTS = register(
         "there are R).",
         Style("T", "bright_cyan", "#9edae5"),
         cost_key="take_gradients",
-        action="take",
+        action=TAKE,
         provides="gradients",
         numpy=_numpy,
         abstract=_abstract,

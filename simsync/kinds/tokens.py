@@ -7,6 +7,7 @@ Neither needs an input: tokens go through the queue. ``enqueue_tokens`` provides
 
 from __future__ import annotations
 
+from simsync.ir import resources
 from simsync.kinds.registry import OpKind, Style, register
 
 __all__ = ["DEQUEUE_TOKEN", "ENQUEUE_TOKENS"]
@@ -19,7 +20,7 @@ ENQUEUE_TOKENS = register(
         "Put tokens carrying the global step on the token queue.",
         Style("E", "yellow", "#e7ba52"),
         cost_key="enqueue_tokens",
-        action="enqueue",
+        action=resources.ENQUEUE,
         provides="tokens",
         unlowered=_CLUSTER,
     )
@@ -32,7 +33,7 @@ DEQUEUE_TOKEN = register(
         "worker's local step.",
         Style("Q", "bright_yellow", "#dbdb8d"),
         cost_key="dequeue_token",
-        action="dequeue",
+        action=resources.DEQUEUE,
         provides="local step",
         may_write=frozenset({"counter"}),
         unlowered=_CLUSTER,

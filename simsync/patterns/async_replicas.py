@@ -61,7 +61,7 @@ def build_async(scenario: Scenario) -> Graph:
 
         scenario = load_scenario("examples/async_workers.toml")
         graph = build_async(scenario)
-        Engine(graph, steps=100, model=scenario.model).run().updates   # the ledger
+        Engine(graph, steps=100).run().updates   # the ledger (no values: see simulate)
     """
     training, costs = scenario.training, scenario.costs
     graph = device_graph(scenario, concurrent_parameters=True)

@@ -23,7 +23,7 @@ __all__ = [
     "MAX_TENSORFLOW_STEPS",
     "MAX_TENSORFLOW_WARMUP",
     "SECONDS_PER_OP",
-    "Cost",
+    "Estimate",
     "cost_of",
     "duration",
     "graph_ops",
@@ -66,8 +66,9 @@ def graph_ops(scenario: Scenario) -> int:
 
 
 @dataclass(frozen=True)
-class Cost:
-    """The op executions of a run and what they will take, roughly."""
+class Estimate:
+    """The op executions of a run and what they will take, roughly (an op's own cost is
+    :class:`simsync.ir.Cost`)."""
 
     ops: int
     seconds: float
@@ -77,8 +78,8 @@ class Cost:
         return f"about {duration(self.seconds)} and {_size(self.bytes)} of memory"
 
 
-def cost_of(scenarios: list[Scenario]) -> Cost:
-    """The cost of simulating every scenario, one after the other.
+def cost_of(scenarios: list[Scenario]) -> Estimate:
+    """What simulating every scenario, one after the other, will take.
 
     >>> from simsync.scenario import ClusterConfig, Scenario
     >>> s = Scenario("s", cluster=ClusterConfig(4)).with_run(steps=1_000_000)
@@ -86,7 +87,7 @@ def cost_of(scenarios: list[Scenario]) -> Cost:
     'about 15 minutes and 10.8 GB of memory'
     """
     ops = sum(s.run.steps * graph_ops(s) for s in scenarios)
-    return Cost(ops, ops * SECONDS_PER_OP, ops * BYTES_PER_OP)
+    return Estimate(ops, ops * SECONDS_PER_OP, ops * BYTES_PER_OP)
 
 
 def physical_memory() -> int | None:

@@ -1,5 +1,6 @@
 """The Trace both executors emit, and the statistics read off it."""
 
+from simsync.trace.contest import Contest, Entrant
 from simsync.trace.events import (
     OpRecord,
     Read,
@@ -10,8 +11,14 @@ from simsync.trace.events import (
     Update,
     VariableAccess,
 )
-from simsync.trace.gradients import GradientCounts, GradientStats, WorkerGradients, gradient_stats
-from simsync.trace.race import Race, Runner
+from simsync.trace.gradients import (
+    GradientCounts,
+    GradientStats,
+    WorkerGradients,
+    gradient_stats,
+    takes,
+    takes_of_one_accumulator,
+)
 from simsync.trace.staleness import (
     ClientStaleness,
     StalenessDistribution,
@@ -35,17 +42,18 @@ from simsync.trace.stats import (
     sync_waits,
     time_to_loss,
     tower_arrivals,
+    waits_at,
 )
 
 __all__ = [
     "ClientStaleness",
+    "Contest",
+    "Entrant",
     "GradientCounts",
     "GradientStats",
     "OpRecord",
-    "Race",
     "Read",
     "ResourceEvent",
-    "Runner",
     "StalenessDistribution",
     "StalenessStats",
     "StepRecord",
@@ -68,8 +76,11 @@ __all__ = [
     "step_time_stats",
     "straggler",
     "sync_waits",
+    "takes",
+    "takes_of_one_accumulator",
     "throughput",
     "time_to_loss",
     "tower_arrivals",
     "updates_by_run",
+    "waits_at",
 ]

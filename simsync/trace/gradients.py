@@ -11,15 +11,59 @@ gradient is the global step it was applied at minus the version its run read.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from typing import TypedDict
 
 import numpy as np
 
 from simsync.ir import natural_key
+from simsync.ir.resources import PUSH, TAKE, Accumulator
 from simsync.trace.events import ResourceEvent, Trace
 from simsync.trace.staleness import StalenessDistribution
 
-__all__ = ["GradientCounts", "GradientStats", "WorkerGradients", "gradient_stats"]
+__all__ = [
+    "GradientCounts",
+    "GradientStats",
+    "WorkerGradients",
+    "gradient_stats",
+    "takes",
+    "takes_of_one_accumulator",
+]
+
+#: A take, and the accepted pushes it averaged.
+Averaged = tuple[ResourceEvent, tuple[ResourceEvent, ...]]
+
+
+def takes(events: Iterable[ResourceEvent]) -> list[Averaged]:
+    """Every take among ``events``, in their order, with the accepted pushes it averaged: those
+    its accumulator accepted since its take before, in the order they came. The accumulator's
+    own rule (:class:`~simsync.ir.resources.Accumulator`) replayed on the recorded events: the
+    engine's trace and TensorFlow's ledger alike.
+
+    >>> events = [ResourceEvent("a", "push", "p", "w0", 0, 1.0, 0),
+    ...           ResourceEvent("a", "push", "p", "w1", 0, 2.0, 0, 1, False),
+    ...           ResourceEvent("b", "push", "p", "w1", 0, 2.0, 0),
+    ...           ResourceEvent("a", "take", "t", "chief", 0, 2.0, 1, 1)]
+    >>> [(take.resource, [p.client for p in pushes]) for take, pushes in takes(events)]
+    [('a', ['w0'])]
+    """
+    accumulators: dict[str, Accumulator[ResourceEvent]] = defaultdict(Accumulator)
+    found: list[Averaged] = []
+    for event in events:
+        if event.action == PUSH.name:
+            if event.accepted:
+                accumulators[event.resource].keep(event)
+        elif event.action == TAKE.name:
+            found.append((event, accumulators[event.resource].take().items))
+    return found
+
+
+def takes_of_one_accumulator(trace: Trace) -> list[Averaged]:
+    """The takes of the accumulator taken from first (one variable's: every accumulator is
+    taken from once per step), with the pushes each averaged."""
+    found = takes(trace.resources)
+    first = found[0][0].resource if found else None
+    return [(take, pushes) for take, pushes in found if take.resource == first]
 
 
 class WorkerGradients(TypedDict):
@@ -60,7 +104,7 @@ def gradient_stats(trace: Trace) -> GradientStats | None:
     >>> s["staleness"]["mean"]
     0.0
     """
-    pushes = [e for e in trace.resources if e.action == "push"]
+    pushes = [e for e in trace.resources if e.action == PUSH.name]
     if not pushes:
         return None
     runs: dict[tuple[str, int], list[bool]] = defaultdict(list)
@@ -72,7 +116,7 @@ def gradient_stats(trace: Trace) -> GradientStats | None:
         by_worker[client]["pushed"] += 1
         by_worker[client][result] += 1
     totals = Counter(outcome.values())
-    takes = _takes_of_one_accumulator(trace)
+    averaged = takes_of_one_accumulator(trace)
     return {
         "pushed": len(outcome),
         "accepted": totals["accepted"],
@@ -84,8 +128,8 @@ def gradient_stats(trace: Trace) -> GradientStats | None:
             )
             for client, counts in sorted(by_worker.items(), key=lambda item: natural_key(item[0]))
         },
-        "dropped_per_step": totals["dropped"] / len(takes) if takes else None,
-        "staleness": _staleness(trace, pushes, takes),
+        "dropped_per_step": totals["dropped"] / len(averaged) if averaged else None,
+        "staleness": _staleness(trace, averaged),
     }
 
 
@@ -93,33 +137,17 @@ def _outcome(flags: list[bool]) -> str:
     return "accepted" if all(flags) else "dropped" if not any(flags) else "split"
 
 
-def _takes_of_one_accumulator(trace: Trace) -> list[ResourceEvent]:
-    takes = [e for e in trace.resources if e.action == "take"]
-    first = takes[0].resource if takes else None
-    return [t for t in takes if t.resource == first]
-
-
-def _staleness(
-    trace: Trace, pushes: list[ResourceEvent], takes: list[ResourceEvent]
-) -> StalenessDistribution:
-    """Per accepted gradient of the first accumulator: the step of the take that averaged it
-    minus the version its run read."""
+def _staleness(trace: Trace, averaged: list[Averaged]) -> StalenessDistribution:
+    """Per accepted gradient of one accumulator: the step of the take that averaged it minus
+    the version its run read."""
     read: dict[tuple[str, int], int] = {}
     for r in trace.reads:  # a run's first read is of the model (later ones read its counters)
         if r.versions:
             read.setdefault((r.client, r.step), r.versions[0])
-    resource = takes[0].resource if takes else None
-    waiting: list[ResourceEvent] = []
     values: list[int] = []
-    for event in trace.resources:
-        if event.resource != resource:
-            continue
-        if event.action == "push" and event.accepted:
-            waiting.append(event)
-        elif event.action == "take":
-            values += [event.value - 1 - read.get((p.client, p.step), event.value - 1)
-                       for p in waiting]  # fmt: skip
-            waiting = []
+    for take, pushes in averaged:
+        values += [take.value - 1 - read.get((p.client, p.step), take.value - 1)
+                   for p in pushes]  # fmt: skip
     counts = Counter(values)
     return {
         "mean": float(np.mean(values)) if values else 0.0,

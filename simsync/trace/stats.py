@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypedDict
 
@@ -22,6 +22,7 @@ __all__ = [
     "sync_waits",
     "time_to_loss",
     "tower_arrivals",
+    "waits_at",
 ]
 
 
@@ -93,35 +94,55 @@ def tower_arrivals(graph: Graph, point: str, ends: Mapping[str, float]) -> dict[
     return arrived
 
 
+def waits_at(point: str, executions: Iterable[tuple[float, Mapping[str, float]]]) -> SyncWait:
+    """At sync point ``point``, over its ``executions`` (each: when it could start, and when
+    each tower's input arrived, :func:`tower_arrivals`): the mean time each tower's input
+    waited for it, and how often each tower came last (:func:`came_last`). The one tally for
+    simulated and real traces alike (:func:`sync_waits`,
+    :func:`simsync.crosscheck.evidence.arrivals`).
+
+    >>> w = waits_at("sum", [(3.0, {"tower_0": 1.0, "tower_1": 3.0}),
+    ...                      (5.0, {"tower_0": 5.0, "tower_1": 4.0})])
+    >>> w.mean_wait, w.last, w.executions
+    ({'tower_0': 1.0, 'tower_1': 0.5}, {'tower_0': 1, 'tower_1': 1}, 2)
+    """
+    total: dict[str, float] = defaultdict(float)
+    last: dict[str, int] = defaultdict(int)
+    count = 0
+    for ready, arrived in executions:
+        count += 1
+        for label, at in arrived.items():
+            total[label] += ready - at
+        for label in came_last(arrived):
+            last[label] += 1
+    labels = sorted(total, key=natural_key)
+    return SyncWait(
+        sync_point=point,
+        mean_wait={label: total[label] / max(count, 1) for label in labels},
+        last={label: last.get(label, 0) for label in labels},
+        executions=count,
+    )
+
+
 def sync_waits(graph: Graph, trace: Trace, points: list[str]) -> list[SyncWait]:
     """For every sync point: for each tower, the mean time its input arrived before the op
     could start (it waited for the others); and which tower's input arrived last.
 
     An input that arrived at time ``t`` at an op ready at ``r`` waited ``r - t``: the op is
-    ready exactly when its last input arrives.
+    ready exactly when its last input arrives (both executors record when each input
+    arrived: :attr:`~simsync.trace.OpRecord.arrivals`).
     """
-    result = []
-    for point in points:
-        total: dict[str, float] = defaultdict(float)
-        last: dict[str, int] = defaultdict(int)
-        runs = [r for r in trace.ops if r.op == point]
-        for record in runs:
-            arrived = tower_arrivals(graph, point, dict(record.arrivals))
-            for label, at in arrived.items():
-                total[label] += record.ready - at
-            for label in came_last(arrived):
-                last[label] += 1
-        count = max(len(runs), 1)
-        labels = sorted(total, key=natural_key)
-        result.append(
-            SyncWait(
-                sync_point=point,
-                mean_wait={label: total[label] / count for label in labels},
-                last={label: last.get(label, 0) for label in labels},
-                executions=len(runs),
-            )
+    return [
+        waits_at(
+            point,
+            (
+                (record.ready, tower_arrivals(graph, point, dict(record.arrivals)))
+                for record in trace.ops
+                if record.op == point
+            ),
         )
-    return result
+        for point in points
+    ]
 
 
 #: How unlikely (one-sided, over all towers) a lead must be by chance to name a straggler.

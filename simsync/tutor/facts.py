@@ -147,37 +147,31 @@ def _updates_of_one_variable(sim: Any) -> int:
 
 def _filled_twice(trace: Any) -> int:
     """Steps in which one worker's gradients filled two slots of one accumulator's take."""
-    first = next((e.resource for e in trace.resources if e.action == "take"), None)
-    pushed: list[str] = []
-    steps = 0
-    for event in trace.resources:
-        if event.resource != first:
-            continue
-        if event.action == "push" and event.accepted:
-            pushed.append(event.client)
-        elif event.action == "take":
-            steps += len(set(pushed)) < len(pushed)
-            pushed = []
-    return steps
+    from simsync.trace import takes_of_one_accumulator
+
+    return sum(
+        len({p.client for p in pushes}) < len(pushes)
+        for _, pushes in takes_of_one_accumulator(trace)
+    )
 
 
 @functools.cache
 def race_facts(paths: tuple[Path, ...]) -> dict[str, Any]:
-    """Race the scenarios at ``paths`` (see :func:`simsync.engine.race`): ``winner`` (the name
+    """Race the scenarios at ``paths`` (see :func:`simsync.engine.contest`): ``winner`` (the name
     of the first to reach the target loss; empty on a tie), ``target_loss``, and by scenario name
     ``reached`` and ``finished`` (seconds), ``final_loss`` and ``staleness`` (mean)."""
-    from simsync.engine import race
+    from simsync.engine import contest
     from simsync.scenario import load_scenario
 
-    result = race([load_scenario(p) for p in paths])
+    result = contest([load_scenario(p) for p in paths])
     winner = result.clear_winner  # a tie has no winner: a question on it has no answer
     return {
-        "winner": "" if winner is None else result.runners[winner].name,
+        "winner": "" if winner is None else result.entrants[winner].name,
         "target_loss": result.target,
-        "reached": {r.name: r.reached for r in result.runners},
-        "finished": {r.name: r.finished for r in result.runners},
-        "final_loss": {r.name: r.final_loss for r in result.runners},
-        "staleness": {r.name: r.staleness for r in result.runners},
+        "reached": {r.name: r.reached for r in result.entrants},
+        "finished": {r.name: r.finished for r in result.entrants},
+        "final_loss": {r.name: r.final_loss for r in result.entrants},
+        "staleness": {r.name: r.staleness for r in result.entrants},
     }
 
 

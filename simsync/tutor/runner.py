@@ -231,11 +231,11 @@ class LessonRunner:
         self._try_it("Try it yourself", ["simulate", path.name])
 
     def _prepare_race(self, step: Step) -> Any:
-        from simsync.engine import race
+        from simsync.engine import contest
         from simsync.scenario import load_scenario
 
         with self.console.status("Simulating the runs..."):
-            return race([load_scenario(p) for p in self.lesson.race_paths(step)])
+            return contest([load_scenario(p) for p in self.lesson.race_paths(step)])
 
     def _race(self, step: Step, result: Any) -> None:
         from simsync.viz import LossCurves

@@ -12,14 +12,12 @@ from simsync.viz.dot import to_dot
 from simsync.viz.graph_text import GraphView
 from simsync.viz.png import write_png
 from simsync.viz.report import LedgerView, SummaryView
-from simsync.viz.timeline import KINDS, KindStyle, Timeline, device_sort_key, kind_style
+from simsync.viz.timeline import Timeline, device_sort_key, kind_style, legend_order
 from simsync.viz.timeline_picture import write_timeline_picture
 
 __all__ = [
-    "KINDS",
     "CrossCheckView",
     "GraphView",
-    "KindStyle",
     "LedgerView",
     "LossCurves",
     "ProfileView",
@@ -28,6 +26,7 @@ __all__ = [
     "chrome_trace",
     "device_sort_key",
     "kind_style",
+    "legend_order",
     "overlaps",
     "to_dot",
     "write_chrome_trace",

@@ -2,10 +2,10 @@
 
 "Who wins the race?" has two halves: time per update (a synchronous step waits for its slowest
 tower, an asynchronous update waits for nobody) and progress per update (a stale gradient
-helps less). Loss against wall-clock time puts both on one axis. A race
-(:func:`simsync.engine.race`) holds the runs; the plot marks every run with its own letter and
-colour and the table says when each reached
-the target loss (the worst of the final losses, so every run reaches it).
+helps less). Loss against wall-clock time puts both on one axis. A contest
+(:func:`simsync.engine.contest`) holds the runs; the plot marks every run with its own letter
+and colour and the table says when each reached the target loss (the worst of the final
+losses, so every run reaches it).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from simsync.files import atomic_writer
-from simsync.trace import Race
+from simsync.trace import Contest
 from simsync.viz.timeline import time_axis
 
 __all__ = ["LossCurves", "write_loss_png"]
@@ -30,29 +30,29 @@ _HEX = ("#1f9bb4", "#b4308f", "#3a9a3a", "#c9a400", "#3050c0", "#c03030")
 
 
 class LossCurves:
-    """A rich renderable of a :class:`~simsync.engine.Race`: the runs' curves on one character
-    grid, then a table of the runs.
+    """A rich renderable of a :class:`~simsync.trace.Contest`: the runs' curves on one
+    character grid, then a table of the runs.
 
     >>> import io
-    >>> from simsync.trace import Race, Runner
-    >>> a = Runner("sync", "sync", [(0.01, 2.0), (0.02, 1.0)], 0.02, 2, 0.0)
-    >>> b = Runner("async", "async", [(0.005, 2.0), (0.01, 1.5), (0.015, 1.0)], 0.015, 3, 1.0)
+    >>> from simsync.trace import Contest, Entrant
+    >>> a = Entrant("sync", "sync", [(0.01, 2.0), (0.02, 1.0)], 0.02, 2, 0.0)
+    >>> b = Entrant("async", "async", [(0.005, 2.0), (0.01, 1.5), (0.015, 1.0)], 0.015, 3, 1.0)
     >>> out = io.StringIO()
-    >>> Console(file=out, width=60, color_system=None).print(LossCurves(Race(1.0, [a, b]),
-    ...                                                               height=6))
+    >>> Console(file=out, width=60, color_system=None).print(LossCurves(Contest(1.0, [a, b]),
+    ...                                                                 height=6))
     >>> print(out.getvalue().splitlines()[0])
     Training loss against wall-clock time (┈ target 1.0000)
     """
 
-    def __init__(self, race: Race, height: int = 14) -> None:
-        self.race, self.height = race, max(height, 4)
-        self.runners, self.target = race.runners, race.target
+    def __init__(self, contest: Contest, height: int = 14) -> None:
+        self.contest, self.height = contest, max(height, 4)
+        self.entrants, self.target = contest.entrants, contest.target
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         title = "Training loss against wall-clock time"
         title += f" (┈ target {self.target:.4f})"
         yield Text(title, style="bold")
-        points = [p for r in self.runners for p in r.curve]
+        points = [p for r in self.entrants for p in r.curve]
         if not points:
             yield Text("no losses to plot (run with numerics)", style="yellow")
             return
@@ -68,8 +68,8 @@ class LossCurves:
             row = round((high - self.target) / (high - low) * (self.height - 1))
             grid[row] = ["┈"] * columns
             styles.update({(row, c): "dim" for c in range(columns)})
-        for index, runner in enumerate(self.runners):
-            for column, loss in _sampled(runner.curve, span, columns):
+        for index, entrant in enumerate(self.entrants):
+            for column, loss in _sampled(entrant.curve, span, columns):
                 row = round((high - loss) / (high - low) * (self.height - 1))
                 grid[row][column] = _MARKS[index % len(_MARKS)]
                 styles[row, column] = _COLORS[index % len(_COLORS)]
@@ -84,10 +84,10 @@ class LossCurves:
         yield Text(" " * (label_width - 1) + "└") + ticks
         yield Text("ms".ljust(label_width)) + labels
         yield self.table()
-        if self.race.winner is not None and self.race.clear_winner is None:
-            when = self.race.runners[self.race.winner].reached
+        if self.contest.winner is not None and self.contest.clear_winner is None:
+            when = self.contest.entrants[self.contest.winner].reached
             tied = [
-                _MARKS[i % len(_MARKS)] for i, r in enumerate(self.runners) if r.reached == when
+                _MARKS[i % len(_MARKS)] for i, r in enumerate(self.entrants) if r.reached == when
             ]
             yield Text(
                 f"A tie: {' and '.join(tied)} reached the target loss at the same time.",
@@ -108,21 +108,21 @@ class LossCurves:
             ("finished (ms)", 8),
         ):
             table.add_column(column, justify="right", width=width)
-        first = self.race.clear_winner
-        for index, runner in enumerate(self.runners):
+        first = self.contest.clear_winner
+        for index, entrant in enumerate(self.entrants):
             mark = Text(_MARKS[index % len(_MARKS)], style=f"bold {_COLORS[index % 6]}")
-            final = runner.final_loss
-            at = "never" if runner.reached is None else f"{runner.reached * 1e3:,.0f}"
+            final = entrant.final_loss
+            at = "never" if entrant.reached is None else f"{entrant.reached * 1e3:,.0f}"
             winner = index == first
             loss = f"{final:.4f}" if abs(final) < 1000 else f"{final:.3g}"
             table.add_row(
                 mark,
-                Text(f"{runner.name} ({runner.mode})"),
-                str(runner.updates),
-                "–" if runner.staleness is None else f"{runner.staleness:.2f}",
+                Text(f"{entrant.name} ({entrant.mode})"),
+                str(entrant.updates),
+                "–" if entrant.staleness is None else f"{entrant.staleness:.2f}",
                 loss,
                 Text(at + (" ◀" if winner else "  "), style="bold green" if winner else ""),
-                f"{runner.finished * 1e3:,.0f}",
+                f"{entrant.finished * 1e3:,.0f}",
             )
         return table
 
@@ -145,33 +145,33 @@ def _sampled(
     return result
 
 
-def write_loss_png(path: str | os.PathLike[str], race: Race) -> None:
-    """The same race as a PNG (matplotlib's Agg canvas; no pyplot state)."""
+def write_loss_png(path: str | os.PathLike[str], contest: Contest) -> None:
+    """The same contest as a PNG (matplotlib's Agg canvas; no pyplot state)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(8, 4.5), dpi=110)
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
-    for index, runner in enumerate(race.runners):
-        times = [t * 1e3 for t, _ in runner.curve]
+    for index, entrant in enumerate(contest.entrants):
+        times = [t * 1e3 for t, _ in entrant.curve]
         axes.plot(
             times,
-            [v for _, v in runner.curve],
+            [v for _, v in entrant.curve],
             color=_HEX[index % len(_HEX)],
             linewidth=1.6,
-            label=f"{_MARKS[index % len(_MARKS)]}  {runner.label}",
+            label=f"{_MARKS[index % len(_MARKS)]}  {entrant.label}",
         )
-        if runner.reached is not None:
+        if entrant.reached is not None:
             axes.axvline(
-                runner.reached * 1e3, color=_HEX[index % len(_HEX)], linestyle=":", linewidth=1
+                entrant.reached * 1e3, color=_HEX[index % len(_HEX)], linestyle=":", linewidth=1
             )
     axes.axhline(
-        race.target,
+        contest.target,
         color="#888888",
         linestyle="--",
         linewidth=1,
-        label=f"target loss {race.target:.4f}",
+        label=f"target loss {contest.target:.4f}",
     )
     axes.set_xlabel("wall-clock time (ms)")
     axes.set_ylabel("training loss (moving average)")

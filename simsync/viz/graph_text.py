@@ -20,8 +20,9 @@ from rich.table import Table
 from rich.text import Text
 
 from simsync.ir import Graph, Op, generations, run_orders, sync_points, tower_dependencies
-from simsync.kinds import KINDS as KIND_REGISTRY
-from simsync.viz.timeline import KINDS, SYNC_MARK, kind_style, wrap_items
+from simsync.ir.resources import RESOURCE_KINDS
+from simsync.kinds import kind_of
+from simsync.viz.timeline import SYNC_MARK, kind_style, legend_order, wrap_items
 
 __all__ = [
     "GraphView",
@@ -330,8 +331,7 @@ class GraphView:
 
     def _legend(self, width: int) -> Iterable[Text]:
         kinds = {op.kind for op in self.graph.ops()}
-        items = [(k, kind_style(k).color) for k in KINDS if k in kinds]
-        items += [(k, kind_style(k).color) for k in sorted(kinds - set(KINDS))]
+        items = [(k, kind_style(k).color) for k in legend_order(kinds)]
         yield from wrap_items([("names coloured by kind:", ""), *items], width)
         yield from wrap_items([(line, "") for line in resource_lines(self.graph)], width)
         if self.sync_points:
@@ -367,19 +367,16 @@ def resource_lines(graph: Graph) -> list[str]:
     """
     lines = []
     for name, resource in graph.resources.items():
-        putters = _scopes(op for op in graph.ops() if op.resource == name and op.kind in _PUTS)
-        takers = _scopes(op for op in graph.ops() if op.resource == name and op.kind in _TAKES)
-        what = "a token queue" if resource.kind == "queue" else "an accumulator"
+        acting = [(op, kind_of(op.kind).action) for op in graph.ops() if op.resource == name]
+        putters = _scopes(op for op, action in acting if action is not None and action.puts)
+        takers = _scopes(op for op, action in acting if action is not None and not action.puts)
+        what = RESOURCE_KINDS[resource.kind].noun
         start = f", {resource.initial} tokens at start" if resource.kind == "queue" else ""
         lines.append(
             f"{name}: {what} on {resource.device}{start}; put by {putters or 'nobody'}, "
             f"taken by {takers or 'nobody'}"
         )
     return lines
-
-
-_PUTS = {name for name, kind in KIND_REGISTRY.items() if kind.action in ("push", "enqueue")}
-_TAKES = {name for name, kind in KIND_REGISTRY.items() if kind.action in ("take", "dequeue")}
 
 
 def _scopes(ops: Iterable[Op]) -> str:

@@ -23,7 +23,7 @@ from simsync.viz.graph_text import (
     shared_lane_title,
     short_name,
 )
-from simsync.viz.timeline import KINDS, device_sort_key, kind_style
+from simsync.viz.timeline import device_sort_key, kind_style, legend_order
 from simsync.words import plural
 
 __all__ = ["write_png"]
@@ -186,8 +186,7 @@ def _draw_legend(fig: Any, ax: Any, graph: Graph, layout: _Layout, syncs: set[st
     kinds = {graph.op(n).kind for n in layout.position}
     handles: list[Any] = [
         Patch(facecolor=kind_style(k).hex + "55", edgecolor=kind_style(k).hex, label=k)
-        for k in [*KINDS, *sorted(kinds - set(KINDS))]
-        if k in kinds
+        for k in legend_order(kinds)
     ]
     if syncs & set(layout.position):
         handles.append(

@@ -8,8 +8,8 @@ lowercase letter where the lane is otherwise idle. A client that blocked on a re
 worker waiting for a token, the chief for gradients) gets a lane of its own below the
 devices, ``~`` while it waited.
 
-The palette (:data:`KINDS`) and the device order (:func:`device_sort_key`) are shared by the
-other renderers of this package.
+The looks of the kinds (:func:`kind_style`, from the registry of kinds) and the device order
+(:func:`device_sort_key`) are shared by the other renderers of this package.
 """
 
 from __future__ import annotations
@@ -17,45 +17,44 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
 from simsync.ir import natural_key
-from simsync.kinds import KINDS as REGISTERED
+from simsync.kinds import KINDS, Style
 from simsync.trace import Trace, came_last
 from simsync.words import plural
 
-__all__ = ["KINDS", "KindStyle", "Timeline", "device_sort_key", "kind_style"]
-
-
-class KindStyle(NamedTuple):
-    """How one op kind is drawn: a letter for the terminal, a rich colour and a hex colour."""
-
-    letter: str
-    color: str
-    hex: str
-
-
-#: The op kinds simsync knows, in legend order: their looks, from the registry of kinds.
-KINDS: dict[str, KindStyle] = {
-    name: KindStyle(kind.style.letter, kind.style.color, kind.style.hex)
-    for name, kind in REGISTERED.items()
-}
+__all__ = ["Timeline", "device_sort_key", "kind_style", "legend_order"]
 
 IDLE, WAIT, SYNC_MARK, BLOCKED = "·", "-", "◆", "~"
 #: The device lanes a timeline picture (``--timeline out.png``) draws at most.
 PICTURE_LANES = 32
 
 
-def kind_style(kind: str) -> KindStyle:
-    """The style of ``kind``; unknown kinds get their initial in white.
+def kind_style(kind: str) -> Style:
+    """The look of ``kind``, as its registry entry declares it; unknown kinds get their
+    initial in white.
 
     >>> kind_style("forward").letter, kind_style("shuffle").letter
     ('F', 'S')
     """
-    return KINDS.get(kind) or KindStyle((kind[:1] or "?").upper(), "white", "#7f7f7f")
+    known = KINDS.get(kind)
+    return (
+        known.style if known is not None else Style((kind[:1] or "?").upper(), "white", "#7f7f7f")
+    )
+
+
+def legend_order(kinds: Iterable[str]) -> list[str]:
+    """``kinds`` in the order legends list them: the registry's, then unknown ones sorted.
+
+    >>> legend_order(["shuffle", "backward", "forward"])
+    ['forward', 'backward', 'shuffle']
+    """
+    present = set(kinds)
+    return [k for k in KINDS if k in present] + sorted(present - set(KINDS))
 
 
 def device_sort_key(device: str) -> tuple[int, list[Any]]:
@@ -340,10 +339,7 @@ class Timeline:
 
     def _legend(self, grid: _Grid, width: int) -> Iterator[Text]:
         kinds = {r.kind for r in self.records}
-        items = [
-            (f"{kind_style(k).letter} {k}", kind_style(k).color)
-            for k in [k for k in KINDS if k in kinds] + sorted(kinds - set(KINDS))
-        ]
+        items = [(f"{kind_style(k).letter} {k}", kind_style(k).color) for k in legend_order(kinds)]
         items.append((f"{IDLE} idle", "dim"))
         if self.sync_points:
             items.append((f"{WAIT} waiting at a sync point", "red"))

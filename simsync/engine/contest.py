@@ -1,4 +1,4 @@
-"""Race several scenarios: loss against wall-clock time, and who reaches a target loss first.
+"""A contest of scenarios: loss against wall-clock time, and who reaches a target loss first.
 
 The target is the worst of the runs' final losses, so that every run reaches it; a run's time
 to target then weighs time per update (waiting for stragglers, or not) against progress per
@@ -14,22 +14,22 @@ from simsync.engine.simulate import Simulation, simulate, training_clients
 from simsync.errors import SimsyncError, UsageError
 from simsync.ir import updating_clients
 from simsync.scenario import Scenario
-from simsync.trace import Race, Runner, loss_curve, staleness_stats, time_to_loss
+from simsync.trace import Contest, Entrant, loss_curve, staleness_stats, time_to_loss
 
-__all__ = ["Race", "Runner", "race"]
+__all__ = ["Contest", "Entrant", "contest"]
 
 
-def race(
+def contest(
     scenarios: Sequence[Scenario], simulate_one: Callable[[Scenario], Simulation] = simulate
-) -> Race:
+) -> Contest:
     """Simulate every scenario (with numerics: the loss is the point) and line them up.
 
     >>> from simsync.scenario import ClusterConfig, ComputeConfig, Scenario, TrainingConfig
     >>> base = Scenario("sync", cluster=ClusterConfig(2, (1.0, 0.5)),
     ...                 compute=ComputeConfig(mean=0.01)).with_run(steps=20)
-    >>> result = race([base, Scenario("async", cluster=base.cluster, compute=base.compute,
+    >>> result = contest([base, Scenario("async", cluster=base.cluster, compute=base.compute,
     ...                               training=TrainingConfig(mode="async")).with_run(steps=20)])
-    >>> [r.name for r in result.runners], [r.reached is not None for r in result.runners]
+    >>> [e.name for e in result.entrants], [e.reached is not None for e in result.entrants]
     (['sync', 'async'], [True, True])
     """
     if len(scenarios) < 2:
@@ -46,12 +46,12 @@ def race(
         # as many batches as one synchronous step trains: one per training client
         curves.append(loss_curve(sim.trace, len(training_clients(sim.graph))))
     target = max(curve[-1][1] for curve in curves)
-    runners = []
+    entrants = []
     for name, sim, curve in zip(names, simulations, curves, strict=True):
         ledger = staleness_stats(sim.trace)
         concurrent = len(updating_clients(sim.graph)) > 1  # updates can be stale
-        runners.append(
-            Runner(
+        entrants.append(
+            Entrant(
                 name,
                 sim.graph.facts["mode"],
                 curve,
@@ -60,7 +60,7 @@ def race(
                 ledger["mean"] if concurrent else None,
             )
         )
-    return Race(target, runners)
+    return Contest(target, entrants)
 
 
 def _names(scenarios: Sequence[Scenario]) -> list[str]:

@@ -1,6 +1,8 @@
-"""A race of runs: each run's loss curve and when it reached the target loss.
+"""A contest of scenarios (``simsync compare``, a lesson's race): each run's loss curve and
+when it reached the target loss.
 
-Plain data, filled by :func:`simsync.engine.race` and drawn by :mod:`simsync.viz.curves`.
+Plain data, filled by :func:`simsync.engine.contest` and drawn by :mod:`simsync.viz.curves`.
+(A *race* in simsync's code is what TensorFlow's threads do: updates racing on a variable.)
 """
 
 from __future__ import annotations
@@ -8,12 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Race", "Runner"]
+__all__ = ["Contest", "Entrant"]
 
 
 @dataclass(frozen=True)
-class Runner:
-    """One scenario's run in the race."""
+class Entrant:
+    """One scenario's run in the contest."""
 
     name: str
     mode: str
@@ -50,32 +52,34 @@ class Runner:
 
 
 @dataclass(frozen=True)
-class Race:
+class Contest:
+    """The entrants, and the target loss they race to (the worst of their final losses)."""
+
     target: float
-    runners: list[Runner]
+    entrants: list[Entrant]
 
     @property
     def winner(self) -> int | None:
-        """The index of the first runner to reach the target (on a tie, the first listed)."""
-        arrived = [i for i, r in enumerate(self.runners) if r.reached is not None]
-        return min(arrived, key=lambda i: self.runners[i].reached or 0.0, default=None)
+        """The index of the first entrant to reach the target (on a tie, the first listed)."""
+        arrived = [i for i, r in enumerate(self.entrants) if r.reached is not None]
+        return min(arrived, key=lambda i: self.entrants[i].reached or 0.0, default=None)
 
     @property
     def clear_winner(self) -> int | None:
         """The first to reach the target, if no other reached it at the same time: a tie (the
         same scenario twice, say) has no winner to mark or to ask about.
 
-        >>> a = Runner("a", "sync", [(0.01, 1.0)], 0.01, 1, None)
-        >>> b = Runner("b", "async", [(0.02, 1.0)], 0.02, 2, 0.0)
-        >>> Race(1.0, [b, a]).clear_winner, Race(1.0, [a, a]).clear_winner
+        >>> a = Entrant("a", "sync", [(0.01, 1.0)], 0.01, 1, None)
+        >>> b = Entrant("b", "async", [(0.02, 1.0)], 0.02, 2, 0.0)
+        >>> Contest(1.0, [b, a]).clear_winner, Contest(1.0, [a, a]).clear_winner
         (1, None)
         """
         first = self.winner
         if first is None:
             return None
-        when = self.runners[first].reached
-        tied = sum(1 for runner in self.runners if runner.reached == when)
+        when = self.entrants[first].reached
+        tied = sum(1 for entrant in self.entrants if entrant.reached == when)
         return first if tied == 1 else None
 
     def to_json(self) -> dict[str, Any]:
-        return {"target_loss": self.target, "runs": [r.to_json() for r in self.runners]}
+        return {"target_loss": self.target, "runs": [r.to_json() for r in self.entrants]}

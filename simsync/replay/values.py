@@ -36,22 +36,20 @@ import numpy as np
 
 from simsync.errors import SimsyncError, SimulationError
 from simsync.ir import Graph, run_orders
+from simsync.kinds import kind_of
 from simsync.kinds.contract import Inputs, OpLike, slots
 from simsync.kinds.dequeue import batch_positions
-from simsync.kinds.registry import kind_of
-from simsync.numerics import Batch, ModelSpec, batch_source, init_params
-from simsync.trace import Trace
+from simsync.numerics import ModelSpec, batch_source, init_params
+from simsync.replay.context import RunContext, RunKey, RunOp, Versions
+from simsync.trace import Trace, takes
 
-__all__ = ["Replayed", "RunContext", "replay"]
+__all__ = ["Replayed", "replay"]
 
 #: A loss above this is divergence even while it is finite (cross-entropy of a model with
 #: exploding logits grows linearly, never to infinity).
 DIVERGED = 1e6
 #: How many ledger lines ahead the replay looks for gradients it can batch.
 LOOKAHEAD = 256
-
-RunKey = tuple[str, int]  # (client, step)
-Node = tuple[RunKey, str]  # (run, op)
 
 
 @dataclass
@@ -88,69 +86,6 @@ def _mean(losses: list[float]) -> float:
     return float(losses[0]) if len(losses) == 1 else float(np.mean(losses))
 
 
-class RunContext:
-    """What a kind's numpy rule may ask of the run it is evaluated in; the replay keeps the
-    run's values here (by op) and its batches, until the run is done with."""
-
-    __slots__ = ("batches", "client", "key", "replay", "step", "values")
-
-    def __init__(self, replay: _Replay, key: RunKey) -> None:
-        self.replay, self.key = replay, key
-        self.client, self.step = key
-        self.values: dict[str, Any] = {}
-        self.batches: list[Batch] | None = None
-
-    @property
-    def spec(self) -> ModelSpec:
-        return self.replay.spec
-
-    def parameter(self, variable: str) -> str:
-        """The model parameter ``variable`` holds."""
-        return self.replay.parameter_of[variable]
-
-    def trainable(self, variable: str) -> bool:
-        return self.replay.trainable[variable]
-
-    def read_parameters(self, op: OpLike) -> dict[str, np.ndarray]:
-        """The variables the read ``op`` of this run read that hold numbers (not counters), at
-        the versions it saw, by model parameter: one dict shared by every run that read the
-        same versions."""
-        return self.replay.parameters_read(self.key, op)
-
-    def current(self, variable: str) -> np.ndarray:
-        """The variable's latest value (an apply lands on it)."""
-        state = self.replay.state[variable]
-        return state.values[state.version]
-
-    def batch(self, tower: int) -> Batch:
-        """This run's batch for ``tower``: the run's batches are drawn once, in tower order."""
-        replay, positions = self.replay, self.replay.positions[self.client]
-        if self.batches is None:
-            index = replay.index[self.client]
-            self.batches = replay.batches_of(index, self.step, len(positions))
-        return self.batches[positions[tower]]
-
-    def taken(self, op: OpLike) -> list[Any]:
-        """The gradients the take ``op`` of this run averaged, in the order they were pushed."""
-        return self.replay.taken(((self.client, self.step), op.name))
-
-
-class _Variable:
-    """A variable's versions still needed: the latest, and those some run has yet to read."""
-
-    __slots__ = ("readers", "values", "version")
-
-    def __init__(self, value: np.ndarray) -> None:
-        self.version = 0
-        self.values = {0: value}
-        self.readers: Counter[int] = Counter()
-
-    def release(self, version: int) -> None:
-        self.readers[version] -= 1
-        if self.readers[version] <= 0 and version != self.version:
-            self.values.pop(version, None)
-
-
 class _Replay:
     def __init__(self, graph: Graph, trace: Trace, spec: ModelSpec, seed: int) -> None:
         self.graph, self.trace, self.spec, self.seed = graph, trace, spec, seed
@@ -162,7 +97,7 @@ class _Replay:
         }
         initial = init_params(spec, seed)
         self.state = {
-            name: _Variable(
+            name: Versions(
                 initial[v.model_parameter].copy()
                 if v.trainable
                 else np.full(v.shape, v.initial or 0.0)
@@ -202,7 +137,7 @@ class _Replay:
         self.losses: dict[RunKey, list[float]] = defaultdict(list)
         #: per read op of a run whose read ops saw a variable at several versions, the
         #: versions it saw of the variables that hold numbers (other runs: ``versions``)
-        self.op_versions: dict[Node, dict[str, int]] = {}
+        self.op_versions: dict[RunOp, dict[str, int]] = {}
         #: per run, the versions some read op of it saw besides those in ``versions``
         self.other_versions: dict[RunKey, list[tuple[str, int]]] = defaultdict(list)
         #: per run, the version of each variable it read (its last read op's)
@@ -265,24 +200,19 @@ class _Replay:
                     state[variable].readers[version] += 1
         return runs
 
-    def _takes(self) -> dict[Node, list[Node]]:
-        """For every take, the accepted pushes it averaged: those its accumulator accepted
-        since its previous take, in the order of the accumulator's events."""
-        pending: dict[str, list[Node]] = defaultdict(list)
-        takes: dict[Node, list[Node]] = {}
-        for event in self.trace.resources:
-            if event.action == "push" and event.accepted:
-                pending[event.resource].append(((event.client, event.step), event.op))
-            elif event.action == "take":
-                pushed = pending.pop(event.resource, [])
-                if len(pushed) != event.amount:
-                    raise SimsyncError(
-                        f"the ledger cannot be replayed: {event.op} ({event.client} step "
-                        f"{event.step}) took {event.amount} gradients from {event.resource}, "
-                        f"but {len(pushed)} were accepted since the take before"
-                    )
-                takes[(event.client, event.step), event.op] = pushed
-        return takes
+    def _takes(self) -> dict[RunOp, list[RunOp]]:
+        """For every take, the accepted pushes it averaged (:func:`simsync.trace.takes`: those
+        its accumulator accepted since its previous take), which must be as many as it took."""
+        found: dict[RunOp, list[RunOp]] = {}
+        for take, pushes in takes(self.trace.resources):
+            if len(pushes) != take.amount:
+                raise SimsyncError(
+                    f"the ledger cannot be replayed: {take.op} ({take.client} step "
+                    f"{take.step}) took {take.amount} gradients from {take.resource}, "
+                    f"but {len(pushes)} were accepted since the take before"
+                )
+            found[(take.client, take.step), take.op] = [((p.client, p.step), p.op) for p in pushes]
+        return found
 
     # -- the replay -------------------------------------------------------------------------
     def run(self) -> Replayed:
@@ -366,7 +296,7 @@ class _Replay:
             context = self.runs[run] = RunContext(self, run)
         return context
 
-    def _missing(self, run: RunKey, name: str) -> list[Node]:
+    def _missing(self, run: RunKey, name: str) -> list[RunOp]:
         """The inputs of ``name`` in ``run`` not evaluated yet."""
         context = self.runs.get(run)
         values = context.values if context is not None else ()
@@ -374,7 +304,7 @@ class _Replay:
 
     def _lookahead(self, ledger: list[Any], position: int) -> None:
         """Evaluate together the inputs of the coming applies whose read versions exist."""
-        ready: list[Node] = []
+        ready: list[RunOp] = []
         for update in ledger[position : position + LOOKAHEAD]:
             run = (update.client, update.step)
             if not self._readable(run):
@@ -410,43 +340,43 @@ class _Replay:
                 if self.effects_left[run] <= 0:
                     self._forget(run)
 
-    def _evaluate(self, nodes: Iterable[Node]) -> None:
-        """Evaluate ``nodes`` and whatever they need first: the nodes not evaluated yet, then
+    def _evaluate(self, run_ops: Iterable[RunOp]) -> None:
+        """Evaluate ``run_ops`` and whatever they need first: those not evaluated yet, then
         their inputs (and the pushes their takes average), level by level until nothing is
         missing; then from the deepest level up, kind by kind in batches."""
-        levels, inputs, takes = [], self.inputs, self.takes
-        todo = self._unevaluated(nodes)
+        levels, inputs, pushes_of = [], self.inputs, self.takes
+        todo = self._unevaluated(run_ops)
         while todo:
             levels.append(todo)
             needed = [(run, src) for run, name in todo for src in inputs[name]]
-            if takes:
-                needed += [p for n in todo for p in takes.get(n, ())]
+            if pushes_of:
+                needed += [p for n in todo for p in pushes_of.get(n, ())]
             todo = self._unevaluated(needed)
         for level in reversed(levels):
-            groups: dict[str, list[Node]] = {}
-            # a node also an input of another was evaluated at the deeper level
-            for node in self._unevaluated(level):
-                groups.setdefault(self.kind_of[node[1]].name, []).append(node)
+            groups: dict[str, list[RunOp]] = {}
+            # an op of a run also an input of another was evaluated at the deeper level
+            for run_op in self._unevaluated(level):
+                groups.setdefault(self.kind_of[run_op[1]].name, []).append(run_op)
             for group in groups.values():
                 self._evaluate_kind(group)
 
-    def _unevaluated(self, nodes: Iterable[Node]) -> list[Node]:
-        """``nodes`` without repeats, less those already evaluated."""
+    def _unevaluated(self, run_ops: Iterable[RunOp]) -> list[RunOp]:
+        """``run_ops`` without repeats, less those already evaluated."""
         runs, todo = self.runs, []
-        for node in dict.fromkeys(nodes):
-            context = runs.get(node[0])
-            if context is None or node[1] not in context.values:
-                todo.append(node)
+        for run_op in dict.fromkeys(run_ops):
+            context = runs.get(run_op[0])
+            if context is None or run_op[1] not in context.values:
+                todo.append(run_op)
         return todo
 
-    def _evaluate_kind(self, nodes: list[Node]) -> None:
-        """Evaluate ``nodes``, all of one kind, with the kind's batch rule if it has one."""
-        kind, names, op_of = self.kind_of[nodes[0][1]], self.inputs, self.op_of
+    def _evaluate_kind(self, run_ops: list[RunOp]) -> None:
+        """Evaluate ``run_ops``, all of one kind, with the kind's batch rule if it has one."""
+        kind, names, op_of = self.kind_of[run_ops[0][1]], self.inputs, self.op_of
         froms, positions = self.froms, self.slots
-        contexts = [self._context(run) for run, _ in nodes]
-        ops = [op_of[name] for _, name in nodes]
+        contexts = [self._context(run) for run, _ in run_ops]
+        ops = [op_of[name] for _, name in run_ops]
         inputs = []
-        for context, op, (_, name) in zip(contexts, ops, nodes, strict=True):
+        for context, op, (_, name) in zip(contexts, ops, run_ops, strict=True):
             run_values = context.values
             values = [run_values[src] for src in names[name]]
             inputs.append(Inputs.of(op, froms[name], values, positions[name]))
@@ -455,9 +385,9 @@ class _Replay:
         elif kind.numpy is not None:
             values = [kind.numpy(*args) for args in zip(contexts, ops, inputs, strict=True)]
         else:
-            values = [None] * len(nodes)
+            values = [None] * len(run_ops)
         reads_model, loss = self.reads_model, kind.carries_loss
-        for context, (run, name), value in zip(contexts, nodes, values, strict=True):
+        for context, (run, name), value in zip(contexts, run_ops, values, strict=True):
             context.values[name] = value
             if loss:
                 self._loss(run, name, value.loss)
@@ -519,10 +449,10 @@ class _Replay:
             self.read_dicts[key] = found
         return found
 
-    def taken(self, node: Node) -> list[Any]:
-        pushes = self.takes.get(node)
+    def taken(self, run_op: RunOp) -> list[Any]:
+        pushes = self.takes.get(run_op)
         if pushes is None:
-            (client, step), op = node
+            (client, step), op = run_op
             raise SimsyncError(
                 f"the ledger cannot be replayed: no take by {client} step "
                 f"{step} in {op}'s accumulator events"
