@@ -8,11 +8,9 @@ Bounded (and derandomized) so it adds well under half a minute.
 
 from __future__ import annotations
 
-import contextlib
-import signal
-from collections.abc import Iterator
 from typing import Any
 
+from helpers import watchdog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -45,20 +43,6 @@ KIND_NAMES = [*KINDS, "foward", "MatMul"]
 DEVICES = ["/cpu:0", "/gpu:0", "/gpu:1"]
 RESOURCES = ["tokens", "grads"]
 SECONDS = 20
-
-
-@contextlib.contextmanager
-def watchdog(seconds: int = SECONDS) -> Iterator[None]:
-    def expire(signum: int, frame: Any) -> None:
-        raise TimeoutError(f"no end within {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @st.composite
@@ -192,7 +176,7 @@ def test_any_graph_simulates_or_is_one_graph_or_simulation_error(
     graph: Graph, numerics: bool
 ) -> None:
     try:
-        with watchdog():
+        with watchdog(SECONDS):
             timing = lambda g: check_graph(g, values=False)  # noqa: E731
             again = graph_from_dict(graph_to_dict(graph), check=timing)
             summary(simulate(SCENARIO, graph=again, numerics=numerics))
@@ -213,7 +197,7 @@ def test_any_mutant_of_a_patterns_graph_simulates_with_values_or_is_one_clear_er
 ) -> None:
     scenario, data = mutant
     try:
-        with watchdog():
+        with watchdog(SECONDS):
             graph = graph_from_dict(data)
             summary(simulate(scenario, graph=graph))
     except (GraphError, SimulationError) as error:
