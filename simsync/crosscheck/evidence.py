@@ -173,10 +173,11 @@ def arrivals(graph: Graph, trace: Trace) -> list[Arrival]:
         for client, step, op in list(ends):
             if op != point:
                 continue
-            inputs = {src: ends.get((client, step, src)) for src in sources}
-            if any(value is None for value in inputs.values()):
+            found_ends = {src: ends.get((client, step, src)) for src in sources}
+            known = {src: end for src, end in found_ends.items() if end is not None}
+            if len(known) < len(sources):
                 continue
-            arrived = tower_arrivals(graph, point, {s: v for s, v in inputs.items() if v})
+            arrived = tower_arrivals(graph, point, known)  # an end at 0.0 is an end too
             executions.append((max(arrived.values(), default=0.0), arrived))
         waits = waits_at(point, executions)
         if waits.executions:
