@@ -11,7 +11,12 @@ machine's noise; otherwise the finding says "inconclusive on this machine" and w
   Towers that run one after another never overlap, whatever the machine's speed.
 - :func:`arrivals`: at each sync point, which tower's input arrived last, and how long the
   others waited for it; a tower is named only when it came last more often than chance
-  allows (:func:`simsync.trace.straggler`).
+  allows (:func:`simsync.trace.straggler`) *and* the graph gives it a reason to: its own
+  work up to the sync point is clearly the longest (:func:`simsync.trace.expected_last`).
+  Among towers of equal work on equally fast devices, which one comes last is the order
+  TensorFlow's scheduler happens to pick in one session: on this 2-core machine the same
+  tower can come last in 10 of 10 traced steps of one run and the other one in the next
+  run, so one run names none.
 - :func:`interleaved_ratio`: a configuration's step time against the scenario's, round by round:
   the median ratio, with a 95 % confidence interval of that median (order statistics, no
   assumption about the noise), against each hypothesis' predicted ratio. A hypothesis is
@@ -46,7 +51,7 @@ from simsync.crosscheck.report import (
     StalenessEvidence,
 )
 from simsync.ir import Graph, input_towers, sync_points
-from simsync.trace import Trace, straggler, tower_arrivals, waits_at
+from simsync.trace import Trace, expected_last, straggler, tower_arrivals, waits_at
 from simsync.trace.staleness import updates_by_run
 
 __all__ = [
@@ -57,6 +62,7 @@ __all__ = [
     "drifted",
     "interleaved_ratio",
     "median_interval",
+    "scheduled_last",
     "side_by_side",
     "staleness",
     "usually_last",
@@ -187,6 +193,7 @@ def arrivals(graph: Graph, trace: Trace) -> list[Arrival]:
                     "steps": waits.executions,
                     "last": waits.last,
                     "mean_wait": waits.mean_wait,
+                    "expected": expected_last(graph, point),
                 }
             )
     return found
@@ -194,8 +201,20 @@ def arrivals(graph: Graph, trace: Trace) -> list[Arrival]:
 
 def usually_last(found: Arrival) -> str | None:
     """The tower whose input arrived last more often than chance allows (the binomial test
-    of :func:`simsync.trace.straggler`), or None when no tower did."""
-    return straggler(found["last"]) or None
+    of :func:`simsync.trace.straggler`), when the graph gives it a reason to (it is the
+    ``expected`` one, :func:`simsync.trace.expected_last`); else None. Another tower last as
+    often is the order TensorFlow's scheduler picked in this session (with towers sharing
+    cores, it outweighs the work): one run cannot tell it from a straggler, and the next
+    run can pick another (:func:`scheduled_last`)."""
+    last = straggler(found["last"])
+    return last if last and last == found["expected"] else None
+
+
+def scheduled_last(found: Arrival) -> str | None:
+    """The tower that came last more often than chance allows in this run without the graph
+    giving it a reason to (not the ``expected`` one), or None: shown, never a verdict."""
+    last = straggler(found["last"])
+    return last if last and last != found["expected"] else None
 
 
 def interleaved_ratio(

@@ -187,6 +187,8 @@ class Arrival(TypedDict):
     steps: int
     last: dict[str, int]
     mean_wait: dict[str, float]
+    #: the tower the graph expects last (its own work clearly the longest), or ""
+    expected: str
 
 
 class Ratio(TypedDict):

@@ -57,6 +57,8 @@ class Summary(TypedDict):
     sync_points: list[str]
     wait: dict[str, dict[str, float]]  # per sync point, per tower: mean seconds waited
     waited_for: dict[str, dict[str, int]]  # per sync point, per tower: times last
+    # per sync point: the tower whose own work up to it is clearly the longest, or ""
+    expected_last: dict[str, str]
     critical_path: CriticalPath
     loss: list[float | None]  # per training run
     final_loss: float | None

@@ -28,6 +28,7 @@ from simsync.scenario.load import check_scenario
 from simsync.trace import (
     StepRecord,
     Trace,
+    expected_last,
     gradient_stats,
     racing_updates,
     simulated_outcomes,
@@ -207,6 +208,7 @@ def _summary(sim: Simulation) -> Summary:
         "sync_points": sim.sync_points,
         "wait": {w.sync_point: w.mean_wait for w in waits},
         "waited_for": {w.sync_point: w.last for w in waits},
+        "expected_last": {p: expected_last(graph, p) for p in sim.sync_points},
         "critical_path": {"ops": path, "seconds": path_seconds},
         "loss": losses,
         "final_loss": next((loss for loss in reversed(losses) if loss is not None), None),

@@ -10,14 +10,23 @@ from typing import TypedDict
 
 import numpy as np
 
-from simsync.ir import Graph, input_towers, natural_key
+from simsync.ir import (
+    Graph,
+    expected_duration,
+    input_towers,
+    natural_key,
+    topological_order,
+    tower_dependencies,
+)
 from simsync.trace.events import Trace
 
 __all__ = [
     "StepTimeStats",
     "SyncWait",
     "came_last",
+    "expected_last",
     "loss_curve",
+    "own_work",
     "step_time_stats",
     "sync_waits",
     "time_to_loss",
@@ -143,6 +152,53 @@ def sync_waits(graph: Graph, trace: Trace, points: list[str]) -> list[SyncWait]:
         )
         for point in points
     ]
+
+
+#: How much longer (relatively) one tower's own work up to a sync point must be than every
+#: other's for the graph to expect it last there (:func:`expected_last`).
+WORK_MARGIN = 0.15
+
+
+def own_work(graph: Graph, point: str) -> dict[str, float]:
+    """Per tower, the expected seconds of its own work up to sync point ``point``: the longest
+    chain of its own ops (placed in it, or depending on it alone) ending at one of its inputs
+    of ``point``, each op at its device's speed (:func:`~simsync.ir.expected_duration`).
+    Work before an earlier sync point is shared by every tower, so it is not counted.
+
+    >>> from simsync.patterns import tiny_example
+    >>> {t: round(s, 3) for t, s in own_work(tiny_example(), "average_gradients").items()}
+    {'tower_0': 0.02, 'tower_1': 0.02}
+    """
+    towers = tower_dependencies(graph)
+    longest: dict[str, float] = {}
+    for name in topological_order(graph):
+        op = graph.op(name)
+        if op.tower is None and len(towers[name]) != 1:
+            continue  # no single tower's own work
+        before = (longest.get(p, 0.0) for p in graph.nx.predecessors(name))
+        longest[name] = expected_duration(graph, op) + max(before, default=0.0)
+    work: dict[str, float] = {}
+    for src, tower in input_towers(graph, point).items():
+        label = f"tower_{tower}"
+        work[label] = max(work.get(label, 0.0), longest.get(src, 0.0))
+    return work
+
+
+def expected_last(graph: Graph, point: str) -> str:
+    """The tower the graph expects to come last at sync point ``point``: the one whose own
+    work up to it (:func:`own_work`) is longer than every other tower's by more than
+    :data:`WORK_MARGIN`, or "" when the towers' work is about equal (then which one comes last is
+    the scheduler's order, and only that).
+
+    >>> from simsync.patterns import tiny_example
+    >>> expected_last(tiny_example(), "average_gradients")
+    ''
+    """
+    work = sorted(own_work(graph, point).items(), key=lambda item: item[1], reverse=True)
+    if len(work) < 2:
+        return ""
+    (first, longest), (_, second) = work[0], work[1]
+    return first if longest > second * (1 + WORK_MARGIN) else ""
 
 
 #: How unlikely (one-sided, over all towers) a lead must be by chance to name a straggler.

@@ -9,7 +9,7 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-from simsync.trace import straggler
+from simsync.crosscheck.evidence import scheduled_last, usually_last
 from simsync.words import plural
 
 if TYPE_CHECKING:  # the cross-check is not imported to draw what it found
@@ -438,21 +438,33 @@ def _verdict(verdict: str, expected: str) -> Text:
 
 
 def _last(found: Arrival) -> tuple[Text, str]:
-    steps, last = found["steps"], found["last"]
-    tower = straggler(last)
-    count = last.get(tower, 0)
-    waits = found["mean_wait"]
+    steps, last, expected = found["steps"], found["last"], found["expected"]
+    tower = usually_last(found)
     if tower:
-        others = [w for t, w in waits.items() if t != tower]
+        others = [w for t, w in found["mean_wait"].items() if t != tower]
         wait = sum(others) / len(others) * 1e3 if others else 0.0
         return Text(tower, style="bold green"), (
-            f"{tower}'s input came last in {count} of {steps} traced steps; the others "
-            f"waited for it {wait:.2f} ms on average"
+            f"{tower}'s input came last in {last.get(tower, 0)} of {steps} traced steps; the "
+            f"others waited for it {wait:.2f} ms on average; it has the most work"
         )
     counts = ", ".join(f"{t} {n}" for t, n in last.items())
+    scheduled = scheduled_last(found)
+    if scheduled and expected:
+        why = (
+            f"{scheduled} came last more often than chance allows, though {expected} has the "
+            "most work: the order TensorFlow's scheduler picked in this run outweighed the "
+            "work (towers sharing cores), and another run can pick another"
+        )
+    elif expected:
+        why = f"{expected} has the most work, but no tower came last more often than chance allows"
+    else:
+        why = (
+            "the towers do the same work on equally fast devices, so which one comes last is "
+            "the order TensorFlow's scheduler picked in this run, and another run can pick "
+            "another"
+        )
     return Text("inconclusive here", style="bold yellow"), (
-        f"last in {steps} traced steps: {counts}; no tower came last more often than chance "
-        "allows among equal towers, so this run names none"
+        f"last in {steps} traced steps: {counts}; {why}"
     )
 
 

@@ -38,7 +38,9 @@ class SummaryView:
 
     Missing keys are shown as ``–``, so a partial summary (or one read back from JSON) renders.
     At most ``max_towers`` towers are listed per sync point, the straggler always among them.
-    The straggler is the tower clearly most often last (:func:`straggler`); when no tower
+    The straggler is the tower clearly most often last (:func:`straggler`) whose own work is
+    clearly the longest (:func:`~simsync.trace.expected_last`); a tower always last without
+    that reason only waited its turn (for a shared core: "last in line"). When no tower
     waited noticeably (every input arrived at once) nobody is marked, as "last" is then only
     the order of a tie.
 
@@ -47,7 +49,8 @@ class SummaryView:
     >>> s = {"scenario": "two", "mode": "sync", "aggregation": "parameter_server",
     ...      "towers": 2, "steps": 20, "step_time": {"mean": 0.02, "p50": 0.02, "p95": 0.02},
     ...      "wait": {"average_gradients": {"tower_0": 0.01, "tower_1": 0.0}},
-    ...      "waited_for": {"average_gradients": {"tower_0": 0, "tower_1": 20}}}
+    ...      "waited_for": {"average_gradients": {"tower_0": 0, "tower_1": 20}},
+    ...      "expected_last": {"average_gradients": "tower_1"}}
     >>> import io
     >>> out = io.StringIO()
     >>> Console(file=out, width=80, color_system=None).print(SummaryView(s).sync_table())
@@ -208,23 +211,28 @@ class SummaryView:
         table.add_column("times last", justify="right")
         table.add_column("note")
         waited_for = self.summary.get("waited_for") or {}
+        expected = self.summary.get("expected_last")
         for point, waits in self.summary["wait"].items():
-            for i, row in enumerate(self._rows(waits, waited_for.get(point) or {})):
+            reason = None if expected is None else expected.get(point, "")
+            for i, row in enumerate(self._rows(waits, waited_for.get(point) or {}, reason)):
                 table.add_row(point if i == 0 else "", *row[:-1], style=row[-1], end_section=False)
             table.add_section()
         return table
 
     def _rows(
-        self, waits: Mapping[str, float], last: Mapping[str, int]
+        self, waits: Mapping[str, float], last: Mapping[str, int], expected: str | None
     ) -> Iterator[tuple[str, str, str, str, str]]:
         """``(tower, wait, times last, note, style)``: the straggler highlighted, long lists
-        cut."""
+        cut. ``expected``: the tower whose own work is clearly the longest, "" when the
+        towers' work is equal (then one always last only waited its turn, e.g. for a shared
+        core), None when not known (a summary written before it was kept)."""
         runs = self.summary.get("steps") or sum(last.values())  # one execution per step
         # A straggler makes the others wait noticeably (1 % of a step); below that, "last" is
         # a tie-break of equal towers (e.g. first come at a port).
         step = (self.summary.get("step_time") or {}).get("mean") or 0.0
         anyone_waited = max(waits.values(), default=0.0) > 0.01 * step
         slowest = straggler(last) if anyone_waited else ""
+        in_line = bool(slowest) and expected is not None and slowest != expected
         towers = list(waits)
         shown = towers[: self.max_towers]
         shown += [t for t in towers[self.max_towers :] if t == slowest]
@@ -233,12 +241,17 @@ class SummaryView:
             count = last.get(tower, 0)
             if together and i == 0:
                 yield tower, _ms(waits[tower]), f"{count}/{runs}", "together", "dim"
+            elif tower == slowest and in_line:
+                yield tower, _ms(waits[tower]), f"{count}/{runs}", "◀ last in line", "yellow"
             elif tower == slowest:
                 yield tower, _ms(waits[tower]), f"{count}/{runs}", "◀ straggler", "bold red"
             else:
                 yield tower, _ms(waits[tower]), f"{count}/{runs}", "", ""
         if len(towers) > len(shown):
             yield "…", "", "", f"+{len(towers) - len(shown)} towers", "dim"
+        if in_line:
+            work = f"{expected} has the most work" if expected else "equal work"
+            yield "", "", "", f"({work}: {slowest} waited its turn)", "dim"
 
 
 def critical_path_note(path: float | None, step_time: Mapping[str, Any] | None) -> str:
