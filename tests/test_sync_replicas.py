@@ -200,3 +200,44 @@ def test_summary_reports_the_protocol() -> None:
     assert set(by_worker) == {"worker_0", "worker_1", "worker_2"}
     assert sum(row["pushed"] for row in by_worker.values()) == result["gradients"]["pushed"]
     assert result["gradients"]["staleness"]["max"] == 0  # an accepted gradient is never stale
+
+
+def test_the_take_of_each_accumulator_is_a_sync_point_and_waits_for_the_slow_worker() -> None:
+    """The chief's take has no tensor from the workers: it waits for their pushes, through
+    the accumulator, so each take is where the workers meet; the dequeue of a token, which
+    the chief puts, is no meeting. R = N = 3, worker 2 at half speed (10 ms of compute
+    against 20), coordination free; worked out by hand:
+
+    - step 0: workers 0 and 1 push at 10 ms, worker 2 at 20: the take waits 10 ms for it;
+    - step 1 (start-up): at 10 ms workers 0 and 1 took two of the R initial tokens (value 0),
+      so their pushes at 20 ms are stale; worker 2 took the third, so its push at 40 ms is
+      stale too. The take of step 1 averages worker 1's push at 30 and worker 0's at 30 and
+      40 (it got the third token of step 1 before worker 2 asked): worker 0 came last, and
+      worker 1 waited 10 ms;
+    - steps 2 to 11: workers 0 and 1 push at 10 ms into the step, worker 2 at 20: 10 ms each.
+    """
+    from simsync.kinds import sync_points
+    from simsync.scenario import LinkConfig
+
+    scenario = Scenario(
+        "slow-replica",
+        cluster=ClusterConfig(3, (1.0, 1.0, 0.5), link=LinkConfig(float("inf"), 0.0)),
+        compute=ComputeConfig("constant", 0.01),
+        model=ModelConfig(kind="softmax", features=4, classes=3, batch_size=8),
+        training=TrainingConfig(mode="sync_replicas"),
+    ).with_run(steps=12, seed=7)
+    sim = simulate(scenario, numerics=False)
+    takes = [
+        "sync_replicas/take_gradients/layer_0/kernel",
+        "sync_replicas/take_gradients/layer_0/bias",
+    ]
+    assert sync_points(sim.graph) == takes
+    result = summary(sim)
+    assert result["sync_points"] == takes
+    for take in takes:
+        assert result["waited_for"][take] == {"worker_0": 1, "worker_1": 0, "worker_2": 11}
+        waits = result["wait"][take]
+        assert waits["worker_0"] == pytest.approx(0.01 * 11 / 12, rel=1e-9)
+        assert waits["worker_1"] == pytest.approx(0.01, rel=1e-9)
+        assert waits["worker_2"] == 0.0
+        assert result["expected_last"][take] == "worker_2"  # its own work is twice theirs

@@ -245,6 +245,48 @@ def test_dot_structure(aggregation: str) -> None:
     assert len(re.findall(r'-> "[^"]+" \[label="[\d.]+ [KMG]?B"', dot)) == len(crossing)
 
 
+def sync_replicas(workers: int = 3, required: int | None = None) -> Graph:
+    """SyncReplicasOptimizer's graph: a token queue and one accumulator per variable."""
+    return build(
+        Scenario(
+            "replicas",
+            cluster=ClusterConfig(workers),
+            training=TrainingConfig(mode="sync_replicas", replicas_to_aggregate=required),
+        )
+    )
+
+
+def test_dot_draws_each_resource_in_its_devices_cluster_with_who_puts_and_gets() -> None:
+    graph = sync_replicas()
+    dot = to_dot(graph)
+    nodes = re.findall(r'^\s+"([^"]+) \(resource\)" \[[^]]*shape=cylinder', dot, re.MULTILINE)
+    assert sorted(nodes) == sorted(graph.resources)  # three: the queue, two accumulators
+    # inside the parameter server's cluster, the one device that holds them
+    cluster = dot[dot.index('label="/job:ps/task:0"') :]
+    assert all(f'"{name} (resource)" [' in cluster[: cluster.index("  }")] for name in nodes)
+    dotted = re.findall(r'^\s+"([^"]+)" -> "([^"]+)" \[style=dotted[^]]*label="(\w+)"', dot, re.M)
+    kernel = "layer_0/kernel/grad_accum (resource)"
+    pushes = {(src, label) for src, dst, label in dotted if dst == kernel}
+    assert pushes == {(f"worker_{w}/push_gradients/layer_0/kernel", "push") for w in range(3)}
+    takes = {(dst, label) for src, dst, label in dotted if src == kernel}
+    assert takes == {("sync_replicas/take_gradients/layer_0/kernel", "take")}
+    queue = "sync_token_q (resource)"
+    assert {(d, lab) for s, d, lab in dotted if s == queue} == {
+        (f"worker_{w}/dequeue_token", "dequeue") for w in range(3)
+    }
+    assert {(s, lab) for s, d, lab in dotted if d == queue} == {
+        ("sync_replicas/enqueue_tokens", "enqueue")
+    }
+    # every op is still drawn once; the takes are the sync points
+    assert dot.count("doubleoctagon") == 2
+
+
+def test_graph_view_says_a_take_waits_for_r_of_the_workers() -> None:
+    text = render(GraphView(sync_replicas(4, required=3)), width=120)
+    assert "SYNC POINT: waits" in text and "for 3 of worker_0..3" in text
+    assert "a token queue on /job:ps/task:0" in text  # the resources, listed
+
+
 def test_dot_quotes_awkward_names() -> None:
     graph = Graph(name='my "graph"')
     graph.add_device(Device("/gpu:0"))
@@ -283,6 +325,22 @@ def test_png_draws_a_few_lanes_of_many_towers(tmp_path: Path) -> None:
     # Both draw eight tower lanes; the many-tower picture only adds a line of note.
     assert png_size(many)[0] == png_size(eight)[0]
     assert 0 < png_size(many)[1] - png_size(eight)[1] < 60
+
+
+def test_png_draws_the_resources_in_a_band_of_their_own(tmp_path: Path) -> None:
+    from simsync.viz.png import RESOURCES, _layout
+
+    graph = sync_replicas()
+    layout = _layout(graph, 8)
+    assert set(layout.resources) == set(graph.resources)
+    label, top, bottom = layout.lanes[-1]
+    assert label == RESOURCES
+    assert all(top < y < bottom for _, y in layout.resources.values())
+    assert all(y < top for _, y in layout.position.values())  # below every op
+    path = tmp_path / "replicas.png"
+    write_png(graph, path)
+    assert png_size(path)[1] > 300
+    assert _layout(graph_of(2), 8).resources == {}  # the tower loop has none
 
 
 def test_importing_viz_imports_neither_matplotlib_nor_simpy() -> None:
@@ -446,3 +504,21 @@ def test_summary_view_renders_a_summary_read_back_from_json() -> None:
     assert "◀ straggler" in line_with(text, "│ tower_39")
     assert "straggler" not in line_with(text, "│ tower_4")
     assert re.search(r"│ …\s+│.*│ \+34 towers\s+│", text)
+
+
+def test_summary_view_marks_a_tower_last_only_for_its_turn_at_a_port_last_in_line() -> None:
+    """16 equal towers behind one parameter server's port (lesson 3): tower_15 gets the
+    variables last and is last every step, yet its work is the others': it queued, and the
+    table says so instead of calling it a straggler."""
+    from simsync.scenario import load_scenario
+
+    path = Path(__file__).resolve().parent.parent / "lessons/03-as-slow-as-the-slowest-tower"
+    result = summary(simulate(load_scenario(path / "ps_16.toml").with_run(steps=6)))
+    assert result["waited_for"]["average_gradients"]["tower_15"] == 6
+    assert result["expected_last"]["average_gradients"] == ""
+    text = render(SummaryView(result), width=100)
+    assert (
+        "◀ last in line" in line_with(text, "│ tower_15")
+        and "straggler" not in text.split("last in line:")[0]
+    )
+    assert "it queued (for a shared core or a port)" in " ".join(text.split())

@@ -50,7 +50,8 @@ from simsync.crosscheck.report import (
     SideBySide,
     StalenessEvidence,
 )
-from simsync.ir import Graph, input_towers, sync_points
+from simsync.ir import Graph
+from simsync.kinds import input_towers, resource_feeds, sync_points
 from simsync.trace import Trace, expected_last, straggler, tower_arrivals, waits_at
 from simsync.trace.staleness import updates_by_run
 
@@ -173,6 +174,7 @@ def arrivals(graph: Graph, trace: Trace) -> list[Arrival]:
     trace is left out."""
     ends = {(r.client, r.step, r.op): r.end for r in trace.ops}
     found: list[Arrival] = []
+    feeds = resource_feeds(graph)
     for point in sync_points(graph):
         sources = list(input_towers(graph, point))
         executions = []
@@ -193,7 +195,7 @@ def arrivals(graph: Graph, trace: Trace) -> list[Arrival]:
                     "steps": waits.executions,
                     "last": waits.last,
                     "mean_wait": waits.mean_wait,
-                    "expected": expected_last(graph, point),
+                    "expected": expected_last(graph, point, feeds),
                 }
             )
     return found

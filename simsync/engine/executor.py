@@ -62,7 +62,7 @@ from simsync.engine.environment import EngineEnvironment
 from simsync.engine.ops import Execution, Run, Transfer
 from simsync.engine.plan import Places, Plan, PlannedOp, plans
 from simsync.engine.recorder import Recorder
-from simsync.engine.resources import Cores, Slot, Waitable
+from simsync.engine.resources import Arrived, Cores, Slot, Waitable
 from simsync.errors import SimulationError
 from simsync.ir import LOCALHOST, Graph, Op
 from simsync.ir.resources import Got
@@ -261,19 +261,22 @@ class Engine:
         """An op that reads variables starts: the versions it sees (the recorder's)."""
         self.recorder.reads(run, op, time)
 
-    def served(self, run: Run, planned: PlannedOp, got: Got[None]) -> None:
+    def served(self, run: Run, planned: PlannedOp, got: Got[Arrived]) -> None:
         """An op got what it waited for (a token, the gradients averaged)."""
         assert planned.action is not None
         if planned.sets_counter:  # a token: it becomes the worker's local step
             run.token = got.value
         self.recorder.got(run, planned.op, planned.action, got, self.env.now)
+        if self.detail:  # the pushes a take averaged arrived as its inputs
+            run.arrivals[planned.index].extend(item for item in got.items if item is not None)
 
     def _put(self, run: Run, planned: PlannedOp, now: float) -> None:
         """An op that puts ends: its gradient reaches the accumulator, or its tokens the queue.
         The value put is the counter the op reads: the worker's local step, the global step."""
         op, action = planned.op, planned.action
         assert action is not None
-        put = self.resources[str(op.resource)].put(self.recorder.counter_read(op), op.amount)
+        item = (op.name, now) if self.detail else None
+        put = self.resources[str(op.resource)].put(self.recorder.counter_read(op), op.amount, item)
         self.recorder.put(run, op, action, put, now)
 
     # -- op by op -------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import simpy
 
 from simsync.engine.environment import EngineEnvironment
 from simsync.engine.plan import Output, Plan, PlannedOp
-from simsync.engine.resources import Scheduled
+from simsync.engine.resources import Arrived, Scheduled
 from simsync.ir import Op
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ class EngineLike(Protocol):
 
     def resource_wait(self, run: Run, planned: PlannedOp) -> simpy.Event: ...
 
-    def served(self, run: Run, planned: PlannedOp, got: Got[None]) -> None: ...
+    def served(self, run: Run, planned: PlannedOp, got: Got[Arrived]) -> None: ...
 
     def record_reads(self, run: Run, op: Op, time: float) -> None: ...
 
@@ -104,7 +104,7 @@ class Execution:
 
     def _served(self, event: simpy.Event) -> None:
         self.blocked = self.engine.env.now - self.ready
-        self.engine.served(self.run, self.planned, cast("Got[None]", event.value))
+        self.engine.served(self.run, self.planned, cast("Got[Arrived]", event.value))
         self._acquire(None)
 
     def _acquire(self, _event: simpy.Event | None) -> None:

@@ -27,6 +27,7 @@ from simsync.trace import (
 
 if TYPE_CHECKING:
     from simsync.engine.ops import Execution, Run, Transfer
+    from simsync.engine.resources import Arrived
 
 __all__ = ["Recorder"]
 
@@ -70,7 +71,7 @@ class Recorder:
             )
         )
 
-    def got(self, run: Run, op: Op, action: Action, got: Got[None], time: float) -> None:
+    def got(self, run: Run, op: Op, action: Action, got: Got[Arrived], time: float) -> None:
         resource, client = str(op.resource), run.plan.name
         self.trace.resources.append(
             ResourceEvent(resource, action.name, op.name, client, run.step, time, *got[:2])

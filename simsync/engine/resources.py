@@ -21,6 +21,10 @@ import simpy
 from simsync.ir import Resource
 from simsync.ir.resources import Put, ResourceState, new_state
 
+#: What an accumulator's item records: the op that pushed the gradient, and when (None when
+#: the run keeps no detail).
+Arrived = tuple[str, float] | None
+
 __all__ = ["Cores", "Scheduled", "Slot", "Waitable", "Waiter"]
 
 Callback = Callable[[simpy.Event], None]
@@ -219,7 +223,8 @@ class Waitable:
 
     def __init__(self, env: simpy.Environment, resource: Resource) -> None:
         self.env, self.resource = env, resource
-        self.state: ResourceState[None] = new_state(resource.kind, resource.initial)
+        #: an accumulator's items: which op pushed each gradient, and when
+        self.state: ResourceState[Arrived] = new_state(resource.kind, resource.initial)
         self.waiters: deque[Waiter] = deque()
 
     def get(self, amount: int, client: str, op: str) -> simpy.Event:
@@ -230,9 +235,10 @@ class Waitable:
         self._trigger_get()
         return event
 
-    def put(self, value: int, amount: int) -> Put:
-        """Put (never blocks), then serve the waiting gets the resource now can."""
-        done = self.state.do_put(value, amount, None)
+    def put(self, value: int, amount: int, item: Arrived | None = None) -> Put:
+        """Put (never blocks), then serve the waiting gets the resource now can. ``item``:
+        the putting op and the time, which a take hands on as its inputs' arrivals."""
+        done = self.state.do_put(value, amount, item)
         self._trigger_get()
         return done
 

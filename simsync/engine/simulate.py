@@ -17,8 +17,8 @@ from typing import TypedDict
 from simsync.engine.collection import with_collector_paused
 from simsync.engine.executor import Engine, StepCallback
 from simsync.engine.results import BatchNormSummary, Summary
-from simsync.ir import Graph, critical_path, run_orders, sync_points, updating_clients
-from simsync.kinds import check_graph, kind_of
+from simsync.ir import Graph, critical_path, run_orders, updating_clients
+from simsync.kinds import check_graph, kind_of, resource_feeds, sync_points
 from simsync.kinds.moving_average import race_outcomes
 from simsync.numerics import ModelSpec
 from simsync.patterns import build
@@ -61,7 +61,8 @@ class Simulation:
 
     @functools.cached_property
     def sync_points(self) -> list[str]:
-        """The graph's sync points, computed once (summary, views and lessons all ask)."""
+        """The graph's sync points, resources included (:func:`simsync.kinds.sync_points`),
+        computed once (summary, views and lessons all ask)."""
         return sync_points(self.graph)
 
 
@@ -178,6 +179,7 @@ def _summary(sim: Simulation) -> Summary:
     steps = _runs_of(sim, updating or {c.name for c in graph.clients if not c.daemon})
     stats = step_time_stats(Trace(steps=steps))
     waits = sync_waits(graph, trace, sim.sync_points)
+    feeds = resource_feeds(graph)
     training_runs = _runs_of(sim, training)
     losses = [s.loss for s in training_runs]
     path, path_seconds = critical_path(graph)
@@ -208,7 +210,7 @@ def _summary(sim: Simulation) -> Summary:
         "sync_points": sim.sync_points,
         "wait": {w.sync_point: w.mean_wait for w in waits},
         "waited_for": {w.sync_point: w.last for w in waits},
-        "expected_last": {p: expected_last(graph, p) for p in sim.sync_points},
+        "expected_last": {p: expected_last(graph, p, feeds) for p in sim.sync_points},
         "critical_path": {"ops": path, "seconds": path_seconds},
         "loss": losses,
         "final_loss": next((loss for loss in reversed(losses) if loss is not None), None),

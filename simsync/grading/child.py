@@ -203,7 +203,7 @@ def structure_of(graph: Graph, devices: list[str], before: list[list[str]]) -> d
     whether a path leads from the first op to the second (or which of them does not exist)."""
     import networkx as nx
 
-    from simsync.ir import sync_points
+    from simsync.kinds import sync_points
 
     def placed(name: str) -> dict[str, Any] | None:
         if name not in graph.nx:

@@ -32,7 +32,8 @@ from simsync.errors import SimsyncError
 from simsync.files import read_input
 from simsync.grading.assignment import Assignment, Check
 from simsync.grading.child import simsync_folder
-from simsync.ir import graph_to_dict, sync_points
+from simsync.ir import graph_to_dict
+from simsync.kinds import sync_points
 from simsync.sandbox.bubblewrap import Limits, Outcome, Sandbox, run_child
 
 if TYPE_CHECKING:

@@ -4,15 +4,19 @@ Knows nothing of SimPy, TensorFlow or rich.
 """
 
 from simsync.ir.analysis import (
+    Feeds,
     critical_path,
     generations,
     input_towers,
+    lane_unit,
+    own_tower,
     racing_clients,
     run_order,
     run_orders,
     sync_points,
     topological_order,
     tower_dependencies,
+    tower_label,
     updating_clients,
 )
 from simsync.ir.costs import (
@@ -44,6 +48,7 @@ __all__ = [
     "Client",
     "Cost",
     "Device",
+    "Feeds",
     "Graph",
     "Link",
     "Op",
@@ -58,8 +63,10 @@ __all__ = [
     "graph_from_dict",
     "graph_to_dict",
     "input_towers",
+    "lane_unit",
     "natural_key",
     "op_speed",
+    "own_tower",
     "racing_clients",
     "ring_allreduce_time",
     "run_order",
@@ -68,6 +75,7 @@ __all__ = [
     "tensor_link",
     "topological_order",
     "tower_dependencies",
+    "tower_label",
     "transfer_duration",
     "updating_clients",
     "validate",

@@ -5,7 +5,7 @@ Plain functions over a :class:`~simsync.ir.graph.Graph`, in the manner of networ
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 
 import networkx as nx
@@ -14,16 +14,23 @@ from simsync.errors import GraphError
 from simsync.ir.costs import expected_duration, transfer_duration
 from simsync.ir.graph import Graph
 
+#: For an op that gets from a resource, the ops that put into it (its inputs through it).
+Feeds = Mapping[str, Sequence[str]]
+
 __all__ = [
+    "Feeds",
     "critical_path",
     "generations",
     "input_towers",
+    "lane_unit",
+    "own_tower",
     "racing_clients",
     "run_order",
     "run_orders",
     "sync_points",
     "topological_order",
     "tower_dependencies",
+    "tower_label",
     "updating_clients",
 ]
 
@@ -147,7 +154,38 @@ def _tower_dependencies(graph: Graph) -> dict[str, frozenset[int]]:
     return towers
 
 
-def sync_points(graph: Graph) -> list[str]:
+def lane_unit(graph: Graph) -> str:
+    """What one tower's share of the graph is called: ``tower`` in synchronous graphs,
+    ``worker`` in asynchronous and SyncReplicas ones (the scope of the ops that belong to
+    one); computed once per graph.
+
+    >>> from simsync.patterns import tiny_example
+    >>> lane_unit(tiny_example())
+    'tower'
+    """
+    unit: str = graph.memo("lane_unit", partial(_lane_unit, graph))
+    return unit
+
+
+def _lane_unit(graph: Graph) -> str:
+    for op in graph.ops():
+        head, _, rest = op.name.partition("/")
+        if op.tower is not None and rest and head.endswith(f"_{op.tower}"):
+            return head.removesuffix(f"_{op.tower}")
+    return "tower"
+
+
+def tower_label(graph: Graph, tower: int) -> str:
+    """How tower ``tower`` is named where it waited or came last: ``tower_1``, ``worker_1``.
+
+    >>> from simsync.patterns import tiny_example
+    >>> tower_label(tiny_example(), 1)
+    'tower_1'
+    """
+    return f"{lane_unit(graph)}_{tower}"
+
+
+def sync_points(graph: Graph, feeds: Feeds | None = None) -> list[str]:
     """Ops where towers meet: their direct inputs come from more than one tower's own work.
     The op cannot start before the last of them arrives.
 
@@ -160,6 +198,10 @@ def sync_points(graph: Graph) -> list[str]:
     ``average_gradients`` is one because its inputs are every tower's gradients; the
     ``apply_gradients`` after it is not, as its one input already waited.
 
+    ``feeds``: for an op that gets from a resource, the ops that put into it (its inputs
+    through the resource: a take of an accumulator waits for the workers' pushes). Which ops
+    put and which get is their kinds' to say: :func:`simsync.kinds.sync_points` passes them.
+
     >>> from simsync.patterns import tiny_example
     >>> sync_points(tiny_example())
     ['average_gradients']
@@ -167,16 +209,17 @@ def sync_points(graph: Graph) -> list[str]:
     return [
         name
         for name in topological_order(graph)
-        if len(set(input_towers(graph, name).values())) > 1
+        if len(set(input_towers(graph, name, feeds).values())) > 1
     ]
 
 
-def input_towers(graph: Graph, name: str) -> dict[str, int]:
+def input_towers(graph: Graph, name: str, feeds: Feeds | None = None) -> dict[str, int]:
     """The direct inputs of op ``name`` that are one tower's own work, and that tower.
 
     An input is a tower's own work when it is placed in that tower, or when it is outside every
     tower and depends on that tower alone. An input that already carries several towers (an
-    earlier sync point) is left out: it is no tower's arrival.
+    earlier sync point) is left out: it is no tower's arrival. ``feeds`` adds the inputs
+    through a resource (see :func:`sync_points`).
 
     >>> from simsync.patterns import tiny_example
     >>> input_towers(tiny_example(), "average_gradients")
@@ -184,15 +227,30 @@ def input_towers(graph: Graph, name: str) -> dict[str, int]:
     >>> input_towers(tiny_example(), "apply_gradients")
     {}
     """
-    towers = _towers(graph)  # the memo itself: copying it for every op would be quadratic
     found: dict[str, int] = {}
-    for parent in graph.nx.predecessors(name):
-        placed = graph.op(parent).tower
-        if placed is not None:
-            found[parent] = placed
-        elif len(towers[parent]) == 1:
-            (found[parent],) = towers[parent]
+    parents = list(graph.nx.predecessors(name))
+    if feeds:
+        parents += feeds.get(name, ())
+    for parent in parents:
+        tower = own_tower(graph, parent)
+        if tower is not None:
+            found[parent] = tower
     return found
+
+
+def own_tower(graph: Graph, name: str) -> int | None:
+    """The tower op ``name`` is the own work of: the one it is placed in, or, outside every
+    tower, the one tower it depends on; None when it carries several towers or none.
+
+    >>> from simsync.patterns import tiny_example
+    >>> own_tower(tiny_example(), "tower_1/loss"), own_tower(tiny_example(), "average_gradients")
+    (1, None)
+    """
+    placed = graph.op(name).tower
+    if placed is not None:
+        return placed
+    towers = _towers(graph)[name]  # the memo itself: copying it for every op is quadratic
+    return next(iter(towers)) if len(towers) == 1 else None
 
 
 def critical_path(graph: Graph) -> tuple[list[str], float]:

@@ -27,6 +27,13 @@ from simsync.kinds import (  # noqa: F401  (each module registers its kind, in t
 from simsync.kinds.apply import fresh_enough, sgd_step
 from simsync.kinds.check import check_graph, values_skipped
 from simsync.kinds.contract import Input, Inputs
+from simsync.kinds.feeds import (
+    Users,
+    input_towers,
+    resource_feeds,
+    resource_users,
+    sync_points,
+)
 from simsync.kinds.registry import KINDS, OpKind, Style, cost_keys, kind_of, providers
 
 __all__ = [
@@ -35,11 +42,16 @@ __all__ = [
     "Inputs",
     "OpKind",
     "Style",
+    "Users",
     "check_graph",
     "cost_keys",
     "fresh_enough",
+    "input_towers",
     "kind_of",
     "providers",
+    "resource_feeds",
+    "resource_users",
     "sgd_step",
+    "sync_points",
     "values_skipped",
 ]

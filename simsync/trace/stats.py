@@ -11,12 +11,15 @@ from typing import TypedDict
 import numpy as np
 
 from simsync.ir import (
+    Feeds,
     Graph,
     expected_duration,
     input_towers,
     natural_key,
+    own_tower,
     topological_order,
     tower_dependencies,
+    tower_label,
 )
 from simsync.trace.events import Trace
 
@@ -93,12 +96,13 @@ def came_last(arrived: Mapping[str, float]) -> list[str]:
 
 def tower_arrivals(graph: Graph, point: str, ends: Mapping[str, float]) -> dict[str, float]:
     """When each tower's input reached sync point ``point``: per tower, the latest end among
-    its inputs (:func:`~simsync.ir.input_towers`) found in ``ends`` (input op -> end)."""
+    the inputs in ``ends`` (input op -> end) that are one tower's own work
+    (:func:`~simsync.ir.own_tower`): its tensors' sources, and for a take, the pushes it took."""
     arrived: dict[str, float] = {}
-    for src, tower in input_towers(graph, point).items():
-        end = ends.get(src)
-        if end is not None:
-            label = f"tower_{tower}"
+    for src, end in ends.items():
+        tower = own_tower(graph, src)
+        if tower is not None:
+            label = tower_label(graph, tower)
             arrived[label] = max(arrived.get(label, end), end)
     return arrived
 
@@ -139,13 +143,17 @@ def sync_waits(graph: Graph, trace: Trace, points: list[str]) -> list[SyncWait]:
 
     An input that arrived at time ``t`` at an op ready at ``r`` waited ``r - t``: the op is
     ready exactly when its last input arrives (both executors record when each input
-    arrived: :attr:`~simsync.trace.OpRecord.arrivals`).
+    arrived: :attr:`~simsync.trace.OpRecord.arrivals`). A take is ready when the resource
+    served it (``ready + blocked``); its inputs are the pushes it took.
     """
     return [
         waits_at(
             point,
             (
-                (record.ready, tower_arrivals(graph, point, dict(record.arrivals)))
+                (
+                    record.ready + record.blocked,
+                    tower_arrivals(graph, point, dict(record.arrivals)),
+                )
                 for record in trace.ops
                 if record.op == point
             ),
@@ -159,11 +167,12 @@ def sync_waits(graph: Graph, trace: Trace, points: list[str]) -> list[SyncWait]:
 WORK_MARGIN = 0.15
 
 
-def own_work(graph: Graph, point: str) -> dict[str, float]:
+def own_work(graph: Graph, point: str, feeds: Feeds | None = None) -> dict[str, float]:
     """Per tower, the expected seconds of its own work up to sync point ``point``: the longest
     chain of its own ops (placed in it, or depending on it alone) ending at one of its inputs
     of ``point``, each op at its device's speed (:func:`~simsync.ir.expected_duration`).
     Work before an earlier sync point is shared by every tower, so it is not counted.
+    ``feeds``: the inputs through resources (:func:`simsync.kinds.resource_feeds`).
 
     >>> from simsync.patterns import tiny_example
     >>> {t: round(s, 3) for t, s in own_work(tiny_example(), "average_gradients").items()}
@@ -178,13 +187,13 @@ def own_work(graph: Graph, point: str) -> dict[str, float]:
         before = (longest.get(p, 0.0) for p in graph.nx.predecessors(name))
         longest[name] = expected_duration(graph, op) + max(before, default=0.0)
     work: dict[str, float] = {}
-    for src, tower in input_towers(graph, point).items():
-        label = f"tower_{tower}"
+    for src, tower in input_towers(graph, point, feeds).items():
+        label = tower_label(graph, tower)
         work[label] = max(work.get(label, 0.0), longest.get(src, 0.0))
     return work
 
 
-def expected_last(graph: Graph, point: str) -> str:
+def expected_last(graph: Graph, point: str, feeds: Feeds | None = None) -> str:
     """The tower the graph expects to come last at sync point ``point``: the one whose own
     work up to it (:func:`own_work`) is longer than every other tower's by more than
     :data:`WORK_MARGIN`, or "" when the towers' work is about equal (then which one comes last is
@@ -194,7 +203,7 @@ def expected_last(graph: Graph, point: str) -> str:
     >>> expected_last(tiny_example(), "average_gradients")
     ''
     """
-    work = sorted(own_work(graph, point).items(), key=lambda item: item[1], reverse=True)
+    work = sorted(own_work(graph, point, feeds).items(), key=lambda i: i[1], reverse=True)
     if len(work) < 2:
         return ""
     (first, longest), (_, second) = work[0], work[1]

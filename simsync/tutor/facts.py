@@ -100,6 +100,16 @@ def scenario_facts(path: Path, numerics: bool = False) -> dict[str, Any]:
     return simulation_facts(sim)
 
 
+def _slowest(last: str, expected: str) -> str:
+    """The straggler: the tower last clearly most often, when it is the one with the most
+    work (else it only waited its turn).
+
+    >>> _slowest("tower_2", "tower_2"), _slowest("tower_3", "tower_2"), _slowest("", "tower_2")
+    ('tower_2', '', '')
+    """
+    return last if last and last == expected else ""
+
+
 def simulation_facts(sim: Simulation) -> dict[str, Any]:
     """Every fact an answer may use, read off a finished simulation (of a scenario's own graph
     or of any graph run with it): the summary's keys and the derived facts below."""
@@ -125,7 +135,8 @@ def simulation_facts(sim: Simulation) -> dict[str, Any]:
             "widest_generation": max(len(layer) for layer in layers),
             "ops_run_while_building": sum(1 for r in sim.trace.ops if r.start < start),
             "first_sync_point": first,
-            "slowest_tower": straggler(last),
+            # the straggler the table marks: last clearly most often, with the most work
+            "slowest_tower": _slowest(straggler(last), result["expected_last"].get(first, "")),
             "max_wait": max(waits.values(), default=0.0),
             "expected_max": scenario.compute.mean * harmonic(scenario.towers),
             "workers": scenario.towers,

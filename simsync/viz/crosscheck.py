@@ -9,7 +9,6 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-from simsync.crosscheck.evidence import scheduled_last, usually_last
 from simsync.words import plural
 
 if TYPE_CHECKING:  # the cross-check is not imported to draw what it found
@@ -438,6 +437,9 @@ def _verdict(verdict: str, expected: str) -> Text:
 
 
 def _last(found: Arrival) -> tuple[Text, str]:
+    # here, not at the top: the package's import would bring the engine (and SimPy) to viz
+    from simsync.crosscheck.evidence import scheduled_last, usually_last
+
     steps, last, expected = found["steps"], found["last"], found["expected"]
     tower = usually_last(found)
     if tower:

@@ -3,13 +3,18 @@
 One ``subgraph cluster_<i>`` per device holds the ops placed on it; a collective op, which runs
 on several devices at once, sits outside the clusters. Sync points are red double octagons.
 An edge whose tensor crosses devices is labelled with its size; control edges are dashed.
+A resource (a token queue, an accumulator) is a cylinder in its device's cluster, with a
+dotted arrow from each op that puts into it and to each op that gets from it, named by the
+action (push, take, enqueue, dequeue).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 
-from simsync.ir import Graph, Op, crosses_devices, sync_points
+from simsync.ir import Graph, Op, crosses_devices
+from simsync.ir.resources import RESOURCE_KINDS
+from simsync.kinds import kind_of, resource_users, sync_points
 from simsync.viz.graph_text import format_devices, lane_of, short_name
 from simsync.viz.timeline import device_sort_key, kind_style
 
@@ -60,6 +65,41 @@ def _node(op: Op, is_sync: bool) -> str:
     return f'{quote(op.name)} [label={quote(label)}, fillcolor="{fill}"];'
 
 
+RESOURCE_STYLE = 'shape=cylinder, style=filled, fillcolor="#fff4cc", color="#b08800"'
+RESOURCE_EDGE = '"#b08800"'
+
+
+def resource_id(graph: Graph, name: str) -> str:
+    """The DOT identifier of resource ``name``: its name, suffixed until no op has it."""
+    node = f"{name} (resource)"
+    while node in graph.nx:
+        node += "'"
+    return quote(node)
+
+
+def _resource_node(graph: Graph, name: str) -> str:
+    resource = graph.resource(name)
+    label = f"{name}\n{RESOURCE_KINDS[resource.kind].noun}"
+    if resource.note:
+        label += f"\n{resource.note}"
+    return f"{resource_id(graph, name)} [label={quote(label)}, {RESOURCE_STYLE}];"
+
+
+def _resource_edges(graph: Graph) -> list[str]:
+    """A dotted arrow from each op that puts into a resource, and to each that gets."""
+    lines = []
+    for name, users in resource_users(graph).items():
+        node = resource_id(graph, name)
+        for ops, puts in ((users.puts, True), (users.gets, False)):
+            for op in ops:
+                action = kind_of(graph.op(op).kind).action
+                label = quote(action.name if action else "")
+                style = f"style=dotted, color={RESOURCE_EDGE}, label={label}"
+                src, dst = (quote(op), node) if puts else (node, quote(op))
+                lines.append(f"  {src} -> {dst} [{style}];")
+    return lines
+
+
 def to_dot(graph: Graph) -> str:
     """The DOT text of ``graph``: a ``digraph`` with one cluster per device that hosts ops.
 
@@ -80,7 +120,10 @@ def to_dot(graph: Graph) -> str:
     for op in ops:
         if len(op.devices) == 1:
             on_device[op.device].append(op)
-    placed = sorted(on_device, key=device_sort_key)
+    held: dict[str, list[str]] = defaultdict(list)  # the resources on each device
+    for name, resource in graph.resources.items():
+        held[resource.device].append(name)
+    placed = sorted(set(on_device) | set(held), key=device_sort_key)
     lines = [
         f"digraph {quote(graph.name)} {{",
         "  rankdir=TB;",
@@ -92,6 +135,7 @@ def to_dot(graph: Graph) -> str:
         lines.append(f"  subgraph cluster_{number} {{")
         lines.append(f'    label={quote(device)}; style="rounded,dashed"; color=gray40;')
         lines += [f"    {_node(op, op.name in syncs)}" for op in on_device[device]]
+        lines += [f"    {_resource_node(graph, name)}" for name in held[device]]
         lines.append("  }")
     lines += [f"  {_node(op, op.name in syncs)}" for op in ops if len(op.devices) > 1]
     for src, dst in dict.fromkeys((t.src, t.dst) for t in graph.edges()):
@@ -103,5 +147,6 @@ def to_dot(graph: Graph) -> str:
             attributes += [f"label={quote(human_bytes(tensor.nbytes))}", "penwidth=1.5"]
         suffix = f" [{', '.join(attributes)}]" if attributes else ""
         lines.append(f"  {quote(src)} -> {quote(dst)}{suffix};")
+    lines += _resource_edges(graph)
     lines.append("}")
     return "\n".join(lines) + "\n"

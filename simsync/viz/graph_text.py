@@ -19,9 +19,9 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from simsync.ir import Graph, Op, generations, run_orders, sync_points, tower_dependencies
+from simsync.ir import Graph, Op, generations, lane_unit, run_orders
 from simsync.ir.resources import RESOURCE_KINDS
-from simsync.kinds import kind_of
+from simsync.kinds import input_towers, resource_users, sync_points
 from simsync.viz.timeline import SYNC_MARK, kind_style, legend_order, wrap_items
 
 __all__ = [
@@ -65,21 +65,6 @@ def lane_of(op: Op) -> str:
         return "shared"
     head, _, rest = op.name.partition("/")
     return head if rest and head.endswith(f"_{op.tower}") else f"tower_{op.tower}"
-
-
-def lane_unit(graph: Graph) -> str:
-    """What a lane is called: ``tower`` in synchronous graphs, ``worker`` in asynchronous
-    ones (the scope of the ops that belong to one).
-
-    >>> from simsync.patterns import tiny_example
-    >>> lane_unit(tiny_example())
-    'tower'
-    """
-    for op in graph.ops():
-        head, _, rest = op.name.partition("/")
-        if op.tower is not None and rest and head.endswith(f"_{op.tower}"):
-            return head.removesuffix(f"_{op.tower}")
-    return "tower"
 
 
 def format_devices(devices: Iterable[str]) -> str:
@@ -171,7 +156,8 @@ class GraphView:
         self.unit = lane_unit(graph)
         self.rows = generations(graph)
         self.sync_points = set(sync_points(graph))
-        self.depends = tower_dependencies(graph) if self.sync_points else {}
+        #: per sync point, the towers it waits for (through tensors or a resource)
+        self.meets = {p: set(input_towers(graph, p).values()) for p in self.sync_points}
         self.towers = graph.towers
         self.cells: list[dict[int | None, list[Op]]] = []
         for row in self.rows:
@@ -196,7 +182,9 @@ class GraphView:
             name = name[len(self.shared_scope) :]
         if op.name not in self.sync_points:
             return [*self._name(name, style), (f"  {format_devices(op.devices)}", "dim")]
-        towers = tower_range(self.depends[op.name], self.unit)
+        towers = tower_range(self.meets[op.name], self.unit)
+        if op.resource and 0 < op.amount < len(self.meets[op.name]):  # a take of R of N
+            towers = f"{op.amount} of {towers}"
         return [
             *self._name(f"{SYNC_MARK} {short_name(op)}", "bold red"),
             (f"  {format_devices(op.devices)}", "dim"),
@@ -335,9 +323,12 @@ class GraphView:
         yield from wrap_items([("names coloured by kind:", ""), *items], width)
         yield from wrap_items([(line, "") for line in resource_lines(self.graph)], width)
         if self.sync_points:
+            through = any(self.graph.op(p).resource for p in self.sync_points)
             yield Text(
                 f"{SYNC_MARK} SYNC POINT: an op whose inputs come from more than one "
-                "tower; it cannot start until the last tower's input has arrived.",
+                f"{self.unit}{' (or through a resource they put into)' if through else ''}; it "
+                f"cannot start until the last {self.unit}'s input has arrived"
+                f"{' (a take: the last one it needs)' if through else ''}.",
                 style="red",
             )
 
@@ -366,10 +357,10 @@ def resource_lines(graph: Graph) -> list[str]:
     []
     """
     lines = []
+    users = resource_users(graph)
     for name, resource in graph.resources.items():
-        acting = [(op, kind_of(op.kind).action) for op in graph.ops() if op.resource == name]
-        putters = _scopes(op for op, action in acting if action is not None and action.puts)
-        takers = _scopes(op for op, action in acting if action is not None and not action.puts)
+        putters = _scopes(graph.op(op) for op in users[name].puts)
+        takers = _scopes(graph.op(op) for op in users[name].gets)
         what = RESOURCE_KINDS[resource.kind].noun
         start = f", {resource.initial} tokens at start" if resource.kind == "queue" else ""
         lines.append(

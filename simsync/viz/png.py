@@ -2,8 +2,11 @@
 
 Columns are topological generations, horizontal bands are lanes (one per tower, one for the
 shared ops); ops are boxes coloured by kind, tensors are arrows (dashed when they cross
-devices), sync points are red with a ``SYNC POINT`` tag. matplotlib is imported only when a
-picture is drawn, and only its Agg canvas: no pyplot state, no global backend switch.
+devices), sync points are red with a ``SYNC POINT`` tag. Resources (token queues,
+accumulators) sit in a band of their own below the lanes, under the ops that use them, with a
+dotted arrow from each op that puts into one and to each op that gets from it. matplotlib is
+imported only when a picture is drawn, and only its Agg canvas: no pyplot state, no global
+backend switch.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simsync.files import atomic_writer
-from simsync.ir import Graph, Op, crosses_devices, generations, sync_points
+from simsync.ir import Graph, Op, crosses_devices, generations
+from simsync.ir.resources import RESOURCE_KINDS
+from simsync.kinds import resource_users, sync_points
 from simsync.viz.graph_text import (
     PNG_LANES,
     format_devices,
@@ -39,6 +44,7 @@ class _Layout:
 
     lanes: list[tuple[str, float, float]] = field(default_factory=list)  # label, top, bottom
     position: dict[str, tuple[float, float]] = field(default_factory=dict)
+    resources: dict[str, tuple[float, float]] = field(default_factory=dict)
     hidden: int = 0
     columns: int = 0
 
@@ -73,7 +79,26 @@ def _layout(graph: Graph, max_lanes: int) -> _Layout:
                 for i, name in enumerate(names):
                     layout.position[name] = (float(x), top + (i + 0.5) * _SLOT)
         top += depth * _SLOT
+    _place_resources(graph, layout, top)
     return layout
+
+
+#: The lane label of the band that holds the resources.
+RESOURCES = "resources"
+
+
+def _place_resources(graph: Graph, layout: _Layout, top: float) -> None:
+    """Each resource below the drawn ops that use it (at their mean generation), in a band
+    of its own; resources that would overlap go on rows of their own."""
+    if not graph.resources:
+        return
+    rows: dict[int, int] = defaultdict(int)  # per column: resources placed there
+    for name, users in resource_users(graph).items():
+        xs = [layout.position[op][0] for op in (*users.puts, *users.gets) if op in layout.position]
+        x = round(sum(xs) / len(xs)) if xs else 0
+        layout.resources[name] = (float(x), top + (rows[x] + 0.5) * _SLOT)
+        rows[x] += 1
+    layout.lanes.append((RESOURCES, top, top + max(rows.values()) * _SLOT))
 
 
 def _lane_label(graph: Graph, layout: _Layout, label: str) -> str:
@@ -82,6 +107,8 @@ def _lane_label(graph: Graph, layout: _Layout, label: str) -> str:
     ops = [graph.op(name) for name in layout.position if _lane_name(graph.op(name)) == label]
     computing = [op for op in ops if op.cost.group is not None] or ops
     counts = Counter(d for op in computing for d in op.devices)
+    if label == RESOURCES:
+        return "resources\n(queues, accumulators)"
     if not counts:
         return label
     if label == "shared":
@@ -179,6 +206,53 @@ def _draw_tensors(ax: Any, graph: Graph, layout: _Layout) -> None:
         )
 
 
+def _draw_resources(ax: Any, graph: Graph, layout: _Layout) -> None:
+    """Each resource as a rounded yellow box with what it is; dotted arrows from the ops that
+    put into it and to those that get from it, named by the action."""
+    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+
+    users = resource_users(graph)
+    for name, (x, y) in layout.resources.items():
+        resource = graph.resource(name)
+        ax.add_patch(
+            FancyBboxPatch(
+                (x - _BOX_WIDTH / 2, y - _BOX_HEIGHT / 2),
+                _BOX_WIDTH,
+                _BOX_HEIGHT,
+                boxstyle="round,pad=0.02,rounding_size=0.25",
+                facecolor=RESOURCE_FILL,
+                edgecolor=RESOURCE_EDGE,
+                linewidth=1.4,
+                zorder=3,
+            )
+        )
+        noun = RESOURCE_KINDS[resource.kind].noun.removeprefix("a ").removeprefix("an ")
+        ax.text(x, y, f"{name}\n({noun})", ha="center", va="center", fontsize=6.5, zorder=4)
+        for ops, puts in ((users[name].puts, True), (users[name].gets, False)):
+            for op in ops:
+                if op not in layout.position:
+                    continue
+                ends = [layout.position[op], (x, y)]
+                (x0, y0), (x1, y1) = ends if puts else ends[::-1]
+                ax.add_patch(
+                    FancyArrowPatch(
+                        (x0, y0 + (_BOX_HEIGHT / 2 if y1 > y0 else -_BOX_HEIGHT / 2)),
+                        (x1, y1 - (_BOX_HEIGHT / 2 if y1 > y0 else -_BOX_HEIGHT / 2)),
+                        arrowstyle="-|>",
+                        mutation_scale=8,
+                        linewidth=0.9,
+                        color=RESOURCE_EDGE,
+                        linestyle=(0, (1, 1.5)),
+                        zorder=2,
+                        shrinkA=1,
+                        shrinkB=1,
+                    )
+                )
+
+
+RESOURCE_FILL, RESOURCE_EDGE = "#fff4cc", "#b08800"
+
+
 def _draw_legend(fig: Any, ax: Any, graph: Graph, layout: _Layout, syncs: set[str]) -> None:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
@@ -194,12 +268,16 @@ def _draw_legend(fig: Any, ax: Any, graph: Graph, layout: _Layout, syncs: set[st
                 facecolor="#ffd6d6",
                 edgecolor="red",
                 linewidth=2.4,
-                label="◆ sync point: waits for every tower",
+                label=f"◆ sync point: the {lane_unit(graph)}s meet here",
             )
         )
     handles.append(
         Line2D([], [], color="#444444", linestyle=(0, (4, 2)), label="tensor crossing devices")
     )
+    if layout.resources:
+        handles.append(
+            Line2D([], [], color=RESOURCE_EDGE, linestyle=(0, (1, 1.5)), label="put / get")
+        )
     ax.legend(
         handles=handles,
         loc="upper center",
@@ -275,6 +353,7 @@ def _draw(graph: Graph, path: str | os.PathLike[str], max_lanes: int) -> None:
     _draw_lanes(ax, graph, layout)
     _draw_tensors(ax, graph, layout)
     _draw_ops(ax, graph, layout, syncs)
+    _draw_resources(ax, graph, layout)
     _draw_legend(fig, ax, graph, layout, syncs)
     towers = len(graph.towers)
     fig.suptitle(

@@ -29,6 +29,10 @@ __all__ = ["LedgerView", "SummaryView"]
 _STEP_TIMES: tuple[Literal["mean", "p50", "p95"], ...] = ("mean", "p50", "p95")
 
 
+#: The note of a tower always last that is no straggler (it queued).
+IN_LINE = "◀ last in line"
+
+
 def _ms(seconds: float | None) -> str:
     return "–" if seconds is None else f"{seconds * 1e3:.3f}"
 
@@ -206,16 +210,24 @@ class SummaryView:
         """Per sync point and tower: mean wait (ms) and how often it was last."""
         table = Table(title="Sync points: who waited for whom", box=box.SQUARE)
         table.add_column("sync point", no_wrap=True)
-        table.add_column("tower", no_wrap=True)
+        towers = [t for waits in self.summary["wait"].values() for t in waits]
+        unit = towers[0].rpartition("_")[0] if towers else "tower"  # tower_1, worker_1
+        table.add_column(unit or "tower", no_wrap=True)
         table.add_column("mean wait (ms)", justify="right")
-        table.add_column("times last", justify="right")
+        table.add_column("times last", justify="right", no_wrap=True)
         table.add_column("note")
         waited_for = self.summary.get("waited_for") or {}
         expected = self.summary.get("expected_last")
         for point, waits in self.summary["wait"].items():
             reason = None if expected is None else expected.get(point, "")
             for i, row in enumerate(self._rows(waits, waited_for.get(point) or {}, reason)):
-                table.add_row(point if i == 0 else "", *row[:-1], style=row[-1], end_section=False)
+                shown = scope_lines(point) if i == 0 else ""
+                table.add_row(shown, *row[:-1], style=row[-1], end_section=False)
+                if row[3] == IN_LINE:
+                    table.caption = (
+                        f"{IN_LINE}: last every time, though its own work is not the longest: "
+                        "it queued (for a shared core or a port), it is no straggler"
+                    )
             table.add_section()
         return table
 
@@ -242,16 +254,34 @@ class SummaryView:
             if together and i == 0:
                 yield tower, _ms(waits[tower]), f"{count}/{runs}", "together", "dim"
             elif tower == slowest and in_line:
-                yield tower, _ms(waits[tower]), f"{count}/{runs}", "◀ last in line", "yellow"
+                yield tower, _ms(waits[tower]), f"{count}/{runs}", IN_LINE, "yellow"
             elif tower == slowest:
                 yield tower, _ms(waits[tower]), f"{count}/{runs}", "◀ straggler", "bold red"
             else:
                 yield tower, _ms(waits[tower]), f"{count}/{runs}", "", ""
         if len(towers) > len(shown):
             yield "…", "", "", f"+{len(towers) - len(shown)} towers", "dim"
-        if in_line:
-            work = f"{expected} has the most work" if expected else "equal work"
-            yield "", "", "", f"({work}: {slowest} waited its turn)", "dim"
+
+
+def scope_lines(name: str, width: int = 30) -> str:
+    """An op's name broken after a ``/`` into lines of at most ``width`` characters where it
+    can be (a take's name is long; a table cell must not squeeze the numbers beside it).
+
+    >>> print(scope_lines("sync_replicas/take_gradients/layer_0/kernel"))
+    sync_replicas/take_gradients/
+    layer_0/kernel
+    >>> scope_lines("average_gradients")
+    'average_gradients'
+    """
+    lines, line = [], ""
+    for part in name.split("/"):
+        piece = part if not line else f"/{part}"
+        if line and len(line) + len(piece) > width:
+            lines.append(line + "/")
+            line = part
+        else:
+            line += piece
+    return "\n".join([*lines, line])
 
 
 def critical_path_note(path: float | None, step_time: Mapping[str, Any] | None) -> str:
