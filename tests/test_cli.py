@@ -126,6 +126,16 @@ def test_bad_option_is_a_usage_error() -> None:
     assert "must be at least 1" in result.stderr
 
 
+@pytest.mark.parametrize("command", ["simulate", "graph", "crosscheck"])
+def test_program_arguments_after_a_scenario_are_refused_not_ignored(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``-- ARGS`` goes to an imported program; after a scenario nothing would read it."""
+    assert main([command, FOUR, "--", "--num_gpus", "4"]) == 2
+    error = capsys.readouterr().err
+    assert "-- ARGS" in error and "is a scenario" in error and len(error.splitlines()) == 1
+
+
 def _parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
     """``parser`` and every subcommand's parser under it."""
     found = [parser]

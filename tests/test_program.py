@@ -123,6 +123,7 @@ def test_docs_importing_examples_run():
         (["examples/four_towers.toml", "--", "4"], ["-- ARGS", "scenario"]),
         (["train.py", "--speeds", "1,0.5"], ["--speeds", "cannot be run on TensorFlow"]),
         (["train.py", "--trace", "t.json"], ["--trace is for a scenario", "--runs"]),
+        (["train.py", "--seed", "3"], ["--seed is for a scenario", "--runs"]),
     ],
 )
 def test_crosscheck_refuses_what_it_cannot_check(argv, words):

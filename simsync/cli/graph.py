@@ -52,6 +52,11 @@ def graph(args: argparse.Namespace) -> int:
     from simsync.patterns import build
     from simsync.programs import is_program
 
+    if not is_program(args.file) and getattr(args, "program_args", None):
+        raise UsageError(
+            f"-- ARGS runs an imported TensorFlow program (PROGRAM.py) with them; {args.file} "
+            "is a scenario: change its [cluster] instead"
+        )
     built = graph_program(args) if is_program(args.file) else build(load(args.file))
     check_writable(args.output, [args.file])
     if args.format == "png":

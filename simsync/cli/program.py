@@ -210,6 +210,7 @@ def crosscheck_program_command(args: argparse.Namespace) -> int:
             "TensorFlow here (no device or link of this machine can be slowed); simulate them"
         )
     scenario_only = {
+        "--seed": args.seed is not None,  # a program draws its own batches
         "--trace": args.trace,
         "--timeline": args.timeline,
         "--scenario-costs": args.scenario_costs,
