@@ -53,7 +53,8 @@ def test_stopping_the_grader_leaves_nothing_running(tmp_path: Path, stop: int) -
     scratch.mkdir()
     grader = subprocess.Popen(
         [sys.executable, "-m", "simsync", "grade", str(folder), "--assignment", "1"],
-        env={**os.environ, "TMPDIR": str(scratch)},
+        # a grader that hangs dumps where it is when aborted (faulthandler), for the report
+        env={**os.environ, "TMPDIR": str(scratch), "PYTHONFAULTHANDLER": "1"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -64,7 +65,12 @@ def test_stopping_the_grader_leaves_nothing_running(tmp_path: Path, stop: int) -
         inside = descendants(grader.pid)
     assert len(inside) >= 3, "the sandbox never started"
     grader.send_signal(stop)
-    grader.communicate(timeout=30)
+    try:
+        grader.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        grader.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack
+        _, err = grader.communicate(timeout=30)
+        pytest.fail(f"the grader still ran 60 s after {stop!r}; it was in:\n{err.decode()}")
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and any(alive(pid) for pid in inside):
         time.sleep(0.1)
