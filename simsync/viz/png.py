@@ -136,25 +136,31 @@ def _draw_lanes(ax: Any, graph: Graph, layout: _Layout) -> None:
         ax.text(x, -0.15, f"gen {x}", ha="center", va="bottom", fontsize=7, color="#555555")
 
 
-def _draw_ops(ax: Any, graph: Graph, layout: _Layout, syncs: set[str]) -> None:
+def _box(ax: Any, x: float, y: float, face: str, edge: str, width: float, rounding: float) -> None:
+    """One op's or resource's rounded box, centred on ``(x, y)``."""
     from matplotlib.patches import FancyBboxPatch
 
+    ax.add_patch(
+        FancyBboxPatch(
+            (x - _BOX_WIDTH / 2, y - _BOX_HEIGHT / 2),
+            _BOX_WIDTH,
+            _BOX_HEIGHT,
+            boxstyle=f"round,pad=0.02,rounding_size={rounding}",
+            facecolor=face,
+            edgecolor=edge,
+            linewidth=width,
+            zorder=3,
+        )
+    )
+
+
+def _draw_ops(ax: Any, graph: Graph, layout: _Layout, syncs: set[str]) -> None:
     for name, (x, y) in layout.position.items():
         op = graph.op(name)
         is_sync = name in syncs
         face = "#ffd6d6" if is_sync else kind_style(op.kind).hex + "55"
-        ax.add_patch(
-            FancyBboxPatch(
-                (x - _BOX_WIDTH / 2, y - _BOX_HEIGHT / 2),
-                _BOX_WIDTH,
-                _BOX_HEIGHT,
-                boxstyle="round,pad=0.02,rounding_size=0.08",
-                facecolor=face,
-                edgecolor="red" if is_sync else kind_style(op.kind).hex,
-                linewidth=2.4 if is_sync else 1.0,
-                zorder=3,
-            )
-        )
+        edge = "red" if is_sync else kind_style(op.kind).hex
+        _box(ax, x, y, face, edge, 2.4 if is_sync else 1.0, rounding=0.08)
         label = f"{'◆ ' if is_sync else ''}{short_name(op)}\n{format_devices(op.devices)}"
         ax.text(
             x,
@@ -209,23 +215,12 @@ def _draw_tensors(ax: Any, graph: Graph, layout: _Layout) -> None:
 def _draw_resources(ax: Any, graph: Graph, layout: _Layout) -> None:
     """Each resource as a rounded yellow box with what it is; dotted arrows from the ops that
     put into it and to those that get from it, named by the action."""
-    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+    from matplotlib.patches import FancyArrowPatch
 
     users = resource_users(graph)
     for name, (x, y) in layout.resources.items():
         resource = graph.resource(name)
-        ax.add_patch(
-            FancyBboxPatch(
-                (x - _BOX_WIDTH / 2, y - _BOX_HEIGHT / 2),
-                _BOX_WIDTH,
-                _BOX_HEIGHT,
-                boxstyle="round,pad=0.02,rounding_size=0.25",
-                facecolor=RESOURCE_FILL,
-                edgecolor=RESOURCE_EDGE,
-                linewidth=1.4,
-                zorder=3,
-            )
-        )
+        _box(ax, x, y, RESOURCE_FILL, RESOURCE_EDGE, 1.4, rounding=0.25)
         noun = RESOURCE_KINDS[resource.kind].noun.removeprefix("a ").removeprefix("an ")
         ax.text(x, y, f"{name}\n({noun})", ha="center", va="center", fontsize=6.5, zorder=4)
         for ops, puts in ((users[name].puts, True), (users[name].gets, False)):
