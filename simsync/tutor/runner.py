@@ -10,7 +10,7 @@ that is not a question (a graph, a timeline, an explanation).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -200,7 +200,7 @@ class LessonRunner:
         self._say(step, step.get("text"))
         path = self.lesson.scenario_path(step)
         scenario = load_scenario(path)
-        self.console.print(GraphView(build(scenario), keep=slow_towers(scenario.cluster.speeds)))
+        self.console.print(GraphView(build(scenario)))  # the slow towers stay unfolded
         self._try_it("Try it yourself", ["graph", path.name])
 
     def _timeline(self, step: Step) -> None:
@@ -365,17 +365,6 @@ def verify_report(path: Any, on_progress: Callable[[str], None] | None = None) -
     scenario = load_scenario(path)
     scenario = scenario.with_run(steps=min(scenario.run.steps, 10))
     return crosscheck(scenario, warmup=1, on_progress=on_progress).report
-
-
-def slow_towers(speeds: Sequence[float]) -> list[int]:
-    """The towers a lesson asks about, never folded in its views: those on the slowest
-    devices, when the devices differ (tower ``i`` runs on device ``i``).
-
-    >>> slow_towers([1, 0.8, 0.5, 1]), slow_towers([1, 1])
-    ([2], [])
-    """
-    slowest = min(speeds, default=1.0)
-    return [i for i, speed in enumerate(speeds) if speed == slowest < max(speeds)]
 
 
 def _wanted(step: Step) -> str:

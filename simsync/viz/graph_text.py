@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from simsync.ir import Graph, Op, generations, lane_unit, run_orders
+from simsync.ir import Graph, Op, generations, lane_unit, op_speed, run_orders
 from simsync.ir.resources import RESOURCE_KINDS
 from simsync.kinds import input_towers, resource_users, sync_points
 from simsync.viz.timeline import SYNC_MARK, kind_style, legend_order, wrap_items
@@ -149,9 +149,11 @@ class GraphView:
 
     def __init__(self, graph: Graph, max_towers: int = 4, keep: Iterable[int] = ()) -> None:
         self.graph, self.max_towers = graph, max(max_towers, 1)
-        #: towers never folded (the ones a lesson asks about: a straggler), and whether names
-        #: are cut at their scopes (``batch_norm/`` on a line of its own) to fit the width
-        self.keep = [t for t in graph.towers if t in set(keep)]
+        #: towers never folded: those on the slowest devices (a straggler: the one a lesson
+        #: asks about) and ``keep``; and whether names are cut at their scopes
+        #: (``batch_norm/`` on a line of its own) to fit the width
+        kept = set(keep) | set(slow_towers(graph))
+        self.keep = [t for t in graph.towers if t in kept]
         self.compact = False
         self.unit = lane_unit(graph)
         self.rows = generations(graph)
@@ -347,6 +349,26 @@ def shared_lane_title(graph: Graph) -> str:
         c.name for c, order in zip(graph.clients, orders, strict=True) if shared & set(order)
     ]
     return runners[0] if len(runners) == 1 and len(graph.clients) > 1 else "shared"
+
+
+def slow_towers(graph: Graph) -> list[int]:
+    """The towers on the slowest devices, when the devices differ: the stragglers a view
+    never folds. A tower's speed is its slowest op's (:func:`~simsync.ir.op_speed`).
+
+    >>> from simsync.patterns import build
+    >>> from simsync.scenario import ClusterConfig, Scenario
+    >>> slow_towers(build(Scenario("s", cluster=ClusterConfig(4, (1, 0.8, 0.5, 1)))))
+    [2]
+    >>> slow_towers(build(Scenario("s", cluster=ClusterConfig(2))))
+    []
+    """
+    speeds: dict[int, float] = {}
+    for op in graph.ops():
+        if op.tower is not None:
+            speed = op_speed(graph, op)
+            speeds[op.tower] = min(speeds.get(op.tower, speed), speed)
+    slowest = min(speeds.values(), default=1.0)
+    return [t for t, speed in sorted(speeds.items()) if speed == slowest < max(speeds.values())]
 
 
 def resource_lines(graph: Graph) -> list[str]:
