@@ -168,23 +168,9 @@ def simulate_program_command(args: argparse.Namespace, console: Any) -> int:
     if args.json:
         print(json.dumps(result, indent=2, allow_nan=False))
         return 0
-    from simsync.viz import SummaryView, Timeline
+    from simsync.viz import ProgramView, Timeline
 
-    imported = result["imported"]
-    console.print(f"[bold]{args.file}[/bold]: imported", highlight=False)
-    console.print(
-        f"  {imported['tensorflow_ops']} TensorFlow ops; a step runs {imported['ops']} "
-        f"(one IR op each); towers by {imported['tower_rule']}",
-        markup=False,
-    )
-    ignored = ", ".join(f"{count} {why}" for why, count in imported["ignored"].items())
-    console.print(f"  ignored: {ignored}", markup=False)
-    for name, made in result["sync_points_made_in"].items():
-        console.print(f"  sync point {name}: made in {made or 'the graph'}", markup=False)
-    console.print(f"  costs: {imported['costs']}", markup=False)
-    for line in result["what_if"]:
-        console.print(f"  what if: {line}", markup=False)
-    console.print(SummaryView(result))  # type: ignore[arg-type]
+    console.print(ProgramView(result))
     if args.timeline_steps:
         sim = run.simulation
         console.print(Timeline(sim.trace, steps=args.timeline_steps, sync_points=sim.sync_points))

@@ -38,6 +38,7 @@ class LessonError(SimsyncError):
 STEP_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "text": (("file",), ("scenario", "claims")),
     "code": (("file",), ("title", "text", "claims")),
+    "program": (("file",), ("text", "towers")),
     "graph": ((), ("scenario", "text", "claims")),
     "timeline": ((), ("scenario", "steps", "text", "claims")),
     "question": (
@@ -90,6 +91,7 @@ KEY_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
     },
     "steps": (_count, "an integer from 1 to 1000"),
     "rows": (_count, "an integer from 1 to 1000"),
+    "towers": (_count, "an integer from 1 to 1000"),
     "tolerance": (_positive_number, "a number > 0"),
     "choices": (_texts, "a list of strings"),
     "hints": (_texts, "a list of strings"),
@@ -219,6 +221,8 @@ def _step(source: Path, index: int, raw: Any, folder: Path) -> Step:
         raise LessonError(
             f"{source}: {where}: type {data['type']!r} is not one of {', '.join(QUESTION_TYPES)}"
         )
+    if raw["kind"] == "program" and not data["file"].endswith(".py"):
+        raise LessonError(f"{source}: {where}: a program step's 'file' is a Python program (*.py)")
     if raw["kind"] == "question" and data["type"] == "choice" and not data.get("choices"):
         raise LessonError(f"{source}: {where}: a choice question needs 'choices'")
     return Step(raw["kind"], data, folder)

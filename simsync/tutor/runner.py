@@ -34,6 +34,12 @@ from simsync.tutor.questions import (
 )
 from simsync.words import plural
 
+#: The steps that run TensorFlow, and what a run without it says instead.
+NEEDS_TENSORFLOW = {
+    "verify": "(The TensorFlow check is skipped in this run.)",
+    "program": "(Running the program needs TensorFlow: skipped in this run.)",
+}
+
 if TYPE_CHECKING:  # the cross-check imports the simulator: only when a verify step starts
     from simsync.crosscheck.report import Report
 
@@ -121,7 +127,7 @@ class LessonRunner:
         if not 0 < start < len(steps) or steps[start].kind != "question":
             return
         index = next((i for i in range(start - 1, -1, -1) if steps[i].kind != "question"), None)
-        if index is None or steps[index].kind == "verify":
+        if index is None or steps[index].kind in NEEDS_TENSORFLOW:
             return
         self._heading(index, " · again")
         self._show(steps[index])
@@ -131,8 +137,8 @@ class LessonRunner:
         """Run a step. In a real terminal a step taller than the screen is shown a screenful
         at a time, so nothing scrolls away unread; slow work (TensorFlow, a race) runs first,
         behind its spinner."""
-        if step.kind == "verify" and not self.verify:
-            self.console.print(Text("(The TensorFlow check is skipped in this run.)", style="dim"))
+        if step.kind in NEEDS_TENSORFLOW and not self.verify:
+            self.console.print(Text(NEEDS_TENSORFLOW[step.kind], style="dim"))
             return
         prepare = getattr(self, f"_prepare_{step.kind}", None)
         kind = getattr(self, f"_{step.kind}")
@@ -268,6 +274,33 @@ class LessonRunner:
                 return verify_report(self.lesson.scenario_path(step), progress)
         except SimsyncError as error:
             return error
+
+    def _prepare_program(self, step: Step) -> dict[str, Any] | SimsyncError:
+        """What simsync makes of the lesson's program: run in the sandbox, its graph
+        imported and simulated (``towers``: replicated to that many), or the error."""
+        from simsync.programs import WhatIf, program_summary, simulate_program
+
+        try:
+            with self.console.status("Running the program to capture the graph it builds..."):
+                changes = WhatIf(towers=step.get("towers"))
+                return program_summary(simulate_program(step.path("file"), changes, steps=20))
+        except SimsyncError as error:
+            return error
+
+    def _program(self, step: Step, result: dict[str, Any] | SimsyncError) -> None:
+        from simsync.viz import ProgramView
+
+        self._say(step, step.get("text"))
+        if isinstance(result, Exception):
+            self.console.print(Text(f"The program could not be imported: {result}", "yellow"))
+            return
+        self.console.print(ProgramView(result, summary=False))
+        mean = result["step_time"]["mean"] * 1e3
+        self.console.print(
+            Text(f"  simulated: {plural(result['towers'], 'tower')}, a step of {mean:.3f} ms")
+        )
+        name = step.path("file").name
+        self._try_it("Try it yourself", ["simulate", name, "--towers", "4"])
 
     def _verify(self, step: Step, report: Report | SimsyncError) -> None:
         from simsync.viz import CrossCheckView

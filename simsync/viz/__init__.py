@@ -11,6 +11,7 @@ from simsync.viz.curves import LossCurves, write_loss_png
 from simsync.viz.dot import to_dot
 from simsync.viz.graph_text import GraphView
 from simsync.viz.png import write_png
+from simsync.viz.program import ProgramView
 from simsync.viz.report import LedgerView, SummaryView
 from simsync.viz.timeline import Timeline, device_sort_key, kind_style, legend_order
 from simsync.viz.timeline_picture import write_timeline_picture
@@ -21,6 +22,7 @@ __all__ = [
     "LedgerView",
     "LossCurves",
     "ProfileView",
+    "ProgramView",
     "SummaryView",
     "Timeline",
     "chrome_trace",

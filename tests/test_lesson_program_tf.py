@@ -1,0 +1,75 @@
+"""A lesson's program step imports the lesson's own TensorFlow program: the graph it shows is
+the one that code builds, so editing the program changes what the lesson shows."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from simsync.tutor.content import lessons_root, load_lesson
+from simsync.tutor.progress import Progress
+from simsync.tutor.runner import LessonRunner
+
+pytestmark = pytest.mark.tf
+
+LESSON_1 = lessons_root() / "01-building-is-not-running"
+
+
+def program_step(folder: Path) -> str:
+    """What lesson 1's program step shows, for the lesson in ``folder``: the lesson as it
+    is, cut down to that one step (the rest needs no TensorFlow and is tested elsewhere)."""
+    lesson = load_lesson(folder)
+    (step,) = [s for s in lesson.steps if s.kind == "program"]
+    only = Path(tempfile.mkdtemp(dir=folder.parent)) / folder.name
+    shutil.copytree(folder, only)
+    (only / "lesson.toml").write_text(
+        f'title = "{lesson.title}"\n[[steps]]\nkind = "program"\nfile = "{step.get("file")}"\n'
+    )
+    out = io.StringIO()
+    console = Console(file=out, width=120, color_system=None)
+    LessonRunner(load_lesson(only), Progress.scratch(), console, no_input=True).run()
+    return " ".join(out.getvalue().split())
+
+
+@pytest.fixture
+def copy(tmp_path: Path) -> Path:
+    folder = tmp_path / LESSON_1.name
+    shutil.copytree(LESSON_1, folder)
+    return folder
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, old
+    path.write_text(text.replace(old, new))
+
+
+def test_the_lesson_shows_the_graph_its_program_builds(copy: Path) -> None:
+    shown = program_step(copy)
+    assert "tower_loop.py: imported" in shown
+    assert "towers by name scope tower_<i>" in shown
+    assert "simulated: 2 towers" in shown
+    # one sync point per variable, each a concat of every tower's gradients
+    assert shown.count("made in average_gradients (tower_loop.py:") == 4
+    assert "simsync simulate tower_loop.py --towers 4" in shown
+
+
+def test_editing_the_program_changes_what_the_lesson_shows(copy: Path) -> None:
+    program = copy / "tower_loop.py"
+    edit(program, "'--num_gpus', type=int, default=2", "'--num_gpus', type=int, default=3")
+    assert "simulated: 3 towers" in program_step(copy)
+    # averaging only tower 0's gradients: no op waits for every tower any more, and a step
+    # no longer runs tower 1's backward pass at all (TensorFlow runs what the fetches need:
+    # tower 0's gradients, and the last tower's loss)
+    edit(
+        program,
+        "grads = [tf.expand_dims(g, 0) for g, _ in grad_and_vars]",
+        "grads = [tf.expand_dims(grad_and_vars[0][0], 0)]",
+    )
+    shown = program_step(copy)
+    assert "sync point" not in shown and "simulated: 2 towers" in shown
