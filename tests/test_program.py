@@ -64,7 +64,7 @@ def test_convert_finds_towers_sync_points_and_says_what_it_ignored():
     assert [t.control for t in graph.tensors("apply", "step")] == [True]
     assert report["ignored"] == {
         "constants (their values exist before the step starts)": 3,
-        "variables (kept as IR variables, not ops)": 1,
+        "variables (kept as variables, not ops)": 1,
         "not run by the training loop": 1,
     }
     assert graph.tensor("tower_0/fwd", "tower_0/grad").nbytes == 64

@@ -131,6 +131,10 @@ def copy_lesson(number: int, folder: Path, *, force: bool = False) -> int:
     if scenario is not None:
         command = f"simsync simulate {folder / scenario}"
         console.print(Text(f"Try: {command}"), soft_wrap=True)  # one line, to paste
+    for step in lesson.steps:  # a program the lesson imports: the learner's copy, edited
+        if step.kind == "program":
+            command = f"simsync simulate {folder / step.get('file')} --towers 4"
+            console.print(Text(f"Try: {command}"), soft_wrap=True)
     return 0
 
 

@@ -294,12 +294,12 @@ class LessonRunner:
         if isinstance(result, Exception):
             self.console.print(Text(f"The program could not be imported: {result}", "yellow"))
             return
-        self.console.print(ProgramView(result, summary=False))
+        name = step.path("file").name
+        self.console.print(ProgramView({**result, "source": name}, summary=False))
         mean = result["step_time"]["mean"] * 1e3
         self.console.print(
             Text(f"  simulated: {plural(result['towers'], 'tower')}, a step of {mean:.3f} ms")
         )
-        name = step.path("file").name
         self._try_it("Try it yourself", ["simulate", name, "--towers", "4"])
 
     def _verify(self, step: Step, report: Report | SimsyncError) -> None:

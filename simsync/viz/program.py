@@ -20,6 +20,16 @@ from simsync.viz.report import SummaryView
 __all__ = ["ProgramView"]
 
 
+def _count(why: str, count: int) -> str:
+    """``constants (why)`` and 68 as ``constants: 68 (why)``: it reads right for any count.
+
+    >>> _count("queues and accumulators (kept as resources)", 1)
+    'queues and accumulators: 1 (kept as resources)'
+    """
+    what, _, note = why.partition(" (")
+    return f"{what}: {count}" + (f" ({note}" if note else "")
+
+
 class ProgramView:
     """A rich renderable of a program's summary (``simulate PROGRAM.py --json``).
 
@@ -33,9 +43,9 @@ class ProgramView:
     >>> Console(file=out, width=80, color_system=None).print(ProgramView(result, summary=False))
     >>> print("\\n".join(line.rstrip() for line in out.getvalue().splitlines()))
     train.py: imported
-      308 TensorFlow ops; a step runs 150 (one IR op each); towers by name scope
+      308 TensorFlow ops; a step runs 150 of them; towers found by name scope
     tower_<i>
-      ignored: 68 constants
+      ignored: constants: 68
       sync point concat: made in average_gradients
       costs: measured now
     """
@@ -46,12 +56,12 @@ class ProgramView:
     def lines(self) -> list[Text]:
         """The import's lines, as plain text (names are the program's, never markup)."""
         result, imported = self.result, self.result["imported"]
-        ignored = ", ".join(f"{count} {why}" for why, count in imported["ignored"].items())
+        ignored = ", ".join(_count(why, count) for why, count in imported["ignored"].items())
         lines = [
             Text.assemble((str(result["source"]), "bold"), ": imported"),
             Text(
-                f"  {imported['tensorflow_ops']} TensorFlow ops; a step runs {imported['ops']} "
-                f"(one IR op each); towers by {imported['tower_rule']}"
+                f"  {imported['tensorflow_ops']} TensorFlow ops; a step runs {imported['ops']} of "
+                f"them; towers found by {imported['tower_rule']}"
             ),
             Text(f"  ignored: {ignored or 'nothing'}"),
         ]

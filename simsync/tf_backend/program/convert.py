@@ -72,7 +72,7 @@ def convert(data: dict[str, Any], profile: dict[str, Any] | None) -> tuple[Graph
         elif kind in FED:
             reasons[name] = "placeholders (fed by sess.run)"
         elif kind in VARIABLES:
-            reasons[name] = "variables (kept as IR variables, not ops)"
+            reasons[name] = "variables (kept as variables, not ops)"
         elif kind in RESOURCES:
             reasons[name] = "queues and accumulators (kept as resources)"
     kept = [name for name in data["order"] if name in needed and name not in reasons]
