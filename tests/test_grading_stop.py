@@ -57,6 +57,9 @@ def test_stopping_the_grader_leaves_nothing_running(tmp_path: Path, stop: int) -
         env={**os.environ, "TMPDIR": str(scratch), "PYTHONFAULTHANDLER": "1"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        # as from a terminal: a test run started in the background (a shell's `&`, as CI
+        # may be) ignores SIGINT, and the grader would inherit that and never see Ctrl-C
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 60
     inside: set[int] = set()
