@@ -18,6 +18,7 @@ from simsync.tutor.runner import LessonRunner
 pytestmark = pytest.mark.tf
 
 LESSON_1 = lessons_root() / "01-building-is-not-running"
+LESSON_7 = lessons_root() / "07-batch-norm-across-towers"
 
 
 def program_step(folder: Path) -> str:
@@ -52,11 +53,26 @@ def edit(path: Path, old: str, new: str) -> None:
 def test_the_lesson_shows_the_graph_its_program_builds(copy: Path) -> None:
     shown = program_step(copy)
     assert "tower_loop.py: imported" in shown
-    assert "towers by name scope tower_<i>" in shown
+    assert "towers found by name scope tower_<i>" in shown
     assert "simulated: 2 towers" in shown
     # one sync point per variable, each a concat of every tower's gradients
-    assert shown.count("made in average_gradients (tower_loop.py:") == 4
+    assert "4 sync points made in average_gradients (tower_loop.py:25)" in shown
     assert "simsync simulate tower_loop.py --towers 4" in shown
+
+
+def test_lesson_7_shows_the_gate_making_every_op_under_it_a_sync_point(tmp_path: Path) -> None:
+    """The answer computes the average under control_dependencies(update_ops): the applies
+    and the averaging ops all wait for every tower's updates."""
+    folder = tmp_path / LESSON_7.name
+    shutil.copytree(LESSON_7, folder)
+    shown = program_step(folder)
+    assert "towers found by name scope tower_<i>" in shown and "simulated: 2 towers" in shown
+    assert "sync points made in train (update_ops_program.py:71)" in shown
+    assert "sync points made in average_gradients (update_ops_program.py:" in shown
+    # without the gate, only the averaging waits for both towers: no sync point in train
+    edit(folder / "update_ops_program.py", "with tf.control_dependencies(update_ops):", "if 1:")
+    shown = program_step(folder)
+    assert "made in train" not in shown and "made in average_gradients" in shown
 
 
 def test_editing_the_program_changes_what_the_lesson_shows(copy: Path) -> None:

@@ -20,6 +20,30 @@ from simsync.viz.report import SummaryView
 __all__ = ["ProgramView"]
 
 
+def made_in_lines(made_in: Mapping[str, str | None], shown: int = 3) -> list[str]:
+    """The sync points grouped by where the program made them (function, file and line),
+    a few names each: a gate such as ``control_dependencies(update_ops)`` makes one per op
+    under it, and one line per op would bury the point.
+
+    >>> for line in made_in_lines({"concat_1": "average_gradients (t.py:9)",
+    ...                            "concat": "average_gradients (t.py:9)", "apply": None}):
+    ...     print(line)
+    2 sync points made in average_gradients (t.py:9): concat_1, concat
+    1 sync point made in the graph: apply
+    >>> made_in_lines({f"c{i}": "f (t.py:1)" for i in range(5)}, shown=2)
+    ['5 sync points made in f (t.py:1): c0, c1, and 3 more']
+    """
+    groups: dict[str, list[str]] = {}
+    for name, made in made_in.items():
+        groups.setdefault(made or "the graph", []).append(name)
+    lines = []
+    for where, names in groups.items():
+        more = f", and {len(names) - shown} more" if len(names) > shown else ""
+        count = f"{len(names)} sync point{'s' if len(names) != 1 else ''}"
+        lines.append(f"{count} made in {where}: {', '.join(names[:shown])}{more}")
+    return lines
+
+
 def _count(why: str, count: int) -> str:
     """``constants (why)`` and 68 as ``constants: 68 (why)``: it reads right for any count.
 
@@ -46,7 +70,7 @@ class ProgramView:
       308 TensorFlow ops; a step runs 150 of them; towers found by name scope
     tower_<i>
       ignored: constants: 68
-      sync point concat: made in average_gradients
+      1 sync point made in average_gradients: concat
       costs: measured now
     """
 
@@ -65,8 +89,7 @@ class ProgramView:
             ),
             Text(f"  ignored: {ignored or 'nothing'}"),
         ]
-        for name, made in result["sync_points_made_in"].items():
-            lines.append(Text(f"  sync point {name}: made in {made or 'the graph'}"))
+        lines += [Text(f"  {line}") for line in made_in_lines(result["sync_points_made_in"])]
         lines.append(Text(f"  costs: {imported['costs']}"))
         lines += [Text(f"  what if: {line}") for line in result["what_if"]]
         return lines
