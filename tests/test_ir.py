@@ -299,3 +299,19 @@ def test_a_meeting_after_a_meeting_is_a_sync_point_and_a_met_input_is_no_tower()
     assert sync_points(g) == ["first", "second"]
     assert input_towers(g, "second") == {"tower_0/b": 0, "tower_1/b": 1}
     assert input_towers(g, "after") == {"tower_0/b": 0}
+
+
+def test_towers_are_named_by_a_scope_only_when_every_tower_has_it() -> None:
+    """``worker_1/...`` on every worker names them workers; a layer's ``dense_1/`` scope on
+    one tower of an imported graph names nothing (towers stay ``tower_i``)."""
+    from simsync.ir import lane_unit, tower_label
+
+    g = Graph()
+    for d in ("/gpu:0", "/gpu:1"):
+        g.add_device(Device(d))
+    g.add_op(Op("dense_1/MatMul", "generic", "/gpu:1", tower=1))
+    g.add_op(Op("loss", "generic", "/gpu:0", tower=0))
+    assert lane_unit(g) == "tower" and tower_label(g, 1) == "tower_1"
+    g.add_op(Op("worker_0/x", "generic", "/gpu:0", tower=0))
+    g.add_op(Op("worker_1/x", "generic", "/gpu:1", tower=1))
+    assert lane_unit(g) == "worker"  # the memo is dropped when an op is added

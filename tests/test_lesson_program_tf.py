@@ -44,6 +44,11 @@ def copy(tmp_path: Path) -> Path:
     return folder
 
 
+def line_of(path: Path, code: str) -> int:
+    """The number of the line of ``path`` that holds ``code``."""
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if code in line)
+
+
 def edit(path: Path, old: str, new: str) -> None:
     text = path.read_text()
     assert old in text, old
@@ -56,7 +61,8 @@ def test_the_lesson_shows_the_graph_its_program_builds(copy: Path) -> None:
     assert "towers found by name scope tower_<i>" in shown
     assert "simulated: 2 towers" in shown
     # one sync point per variable, each a concat of every tower's gradients
-    assert "4 sync points made in average_gradients (tower_loop.py:25)" in shown
+    concat = line_of(copy / "tower_loop.py", "tf.reduce_mean(tf.concat(grads, 0), 0)")
+    assert f"4 sync points made in average_gradients (tower_loop.py:{concat})" in shown
     assert "simsync simulate tower_loop.py --towers 4" in shown
 
 
@@ -67,7 +73,8 @@ def test_lesson_7_shows_the_gate_making_every_op_under_it_a_sync_point(tmp_path:
     shutil.copytree(LESSON_7, folder)
     shown = program_step(folder)
     assert "towers found by name scope tower_<i>" in shown and "simulated: 2 towers" in shown
-    assert "sync points made in train (update_ops_program.py:71)" in shown
+    apply = line_of(folder / "update_ops_program.py", "train_op = opt.apply_gradients(")
+    assert f"sync points made in train (update_ops_program.py:{apply})" in shown
     assert "sync points made in average_gradients (update_ops_program.py:" in shown
     # without the gate, only the averaging waits for both towers: no sync point in train
     edit(folder / "update_ops_program.py", "with tf.control_dependencies(update_ops):", "if 1:")

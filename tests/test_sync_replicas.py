@@ -6,6 +6,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections import deque
+from typing import Any
 
 import numpy as np
 import pytest
@@ -241,3 +242,32 @@ def test_the_take_of_each_accumulator_is_a_sync_point_and_waits_for_the_slow_wor
         assert waits["worker_1"] == pytest.approx(0.01, rel=1e-9)
         assert waits["worker_2"] == 0.0
         assert result["expected_last"][take] == "worker_2"  # its own work is twice theirs
+
+
+def test_a_take_of_one_is_no_meeting_and_a_take_of_r_of_n_expects_no_straggler() -> None:
+    """R = 1: one push is enough, nobody meets at the take. R = 2 of 4 with worker 3 at
+    half speed: the take goes on without the slowest, so the graph expects nobody last."""
+    from simsync.kinds import sync_points
+    from simsync.patterns import build
+
+    def graph(required: int, speeds: tuple[float, ...]) -> Any:
+        return build(
+            Scenario(
+                "takes",
+                cluster=ClusterConfig(len(speeds), speeds),
+                training=TrainingConfig(mode="sync_replicas", replicas_to_aggregate=required),
+            )
+        )
+
+    assert sync_points(graph(1, (1.0, 1.0, 0.5))) == []
+    two_of_four = graph(2, (1.0, 1.0, 1.0, 0.5))
+    takes = sync_points(two_of_four)
+    assert len(takes) == 2
+    from simsync.kinds import resource_feeds
+    from simsync.trace import expected_last
+
+    feeds = resource_feeds(two_of_four)
+    assert [expected_last(two_of_four, t, feeds) for t in takes] == ["", ""]
+    all_four = graph(4, (1.0, 1.0, 1.0, 0.5))
+    feeds = resource_feeds(all_four)
+    assert {expected_last(all_four, t, feeds) for t in sync_points(all_four)} == {"worker_3"}

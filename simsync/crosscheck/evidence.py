@@ -52,7 +52,14 @@ from simsync.crosscheck.report import (
 )
 from simsync.ir import Graph
 from simsync.kinds import input_towers, resource_feeds, sync_points
-from simsync.trace import Trace, expected_last, straggler, tower_arrivals, waits_at
+from simsync.trace import (
+    Trace,
+    expected_last,
+    named_straggler,
+    straggler,
+    tower_arrivals,
+    waits_at,
+)
 from simsync.trace.staleness import updates_by_run
 
 __all__ = [
@@ -208,8 +215,7 @@ def usually_last(found: Arrival) -> str | None:
     often is the order TensorFlow's scheduler picked in this session (with towers sharing
     cores, it outweighs the work): one run cannot tell it from a straggler, and the next
     run can pick another (:func:`scheduled_last`)."""
-    last = straggler(found["last"])
-    return last if last and last == found["expected"] else None
+    return named_straggler(found["last"], found["expected"]) or None
 
 
 def scheduled_last(found: Arrival) -> str | None:

@@ -168,11 +168,16 @@ def lane_unit(graph: Graph) -> str:
 
 
 def _lane_unit(graph: Graph) -> str:
+    """The scope ``unit`` such that every tower ``t`` has ops under ``unit_t/``; else
+    ``tower`` (a layer's scope such as ``dense_1/`` on one tower is not a unit)."""
+    covered: dict[str, set[int]] = {}
     for op in graph.ops():
         head, _, rest = op.name.partition("/")
         if op.tower is not None and rest and head.endswith(f"_{op.tower}"):
-            return head.removesuffix(f"_{op.tower}")
-    return "tower"
+            covered.setdefault(head.removesuffix(f"_{op.tower}"), set()).add(op.tower)
+    towers = set(graph.towers)
+    units = [unit for unit, found in covered.items() if towers and found >= towers]
+    return units[0] if len(units) == 1 else "tower"
 
 
 def tower_label(graph: Graph, tower: int) -> str:

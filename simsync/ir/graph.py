@@ -171,6 +171,7 @@ class Graph:
         'queue'
         """
         _register(self.resources, resource, Resource, "resource")
+        self._memo.clear()  # who puts into and gets from which resource
 
     def set_link(self, host_a: str, host_b: str, link: Link) -> None:
         """Set the link between two hosts, in either order.
@@ -394,7 +395,8 @@ class Graph:
         names.add(client.name)
 
     def memo(self, key: Hashable, compute: Callable[[], T]) -> T:
-        """``compute()``, computed once per ``key`` and kept until an op or a tensor is added.
+        """``compute()``, computed once per ``key`` and kept until an op, a tensor or a resource
+        is added.
 
         For analyses that depend on the ops and tensors alone (a topological order, a run
         order): a simulation asks for them many times (the engine, the replay, the summary).

@@ -9,6 +9,7 @@ pushes are in. Which ops put into a resource and which get from it is their kind
 
 from __future__ import annotations
 
+from functools import partial
 from typing import NamedTuple
 
 from simsync.ir import Graph
@@ -49,11 +50,18 @@ def resource_feeds(graph: Graph) -> dict[str, tuple[str, ...]]:
     >>> resource_feeds(tiny_example())
     {}
     """
+    feeds: dict[str, tuple[str, ...]] = graph.memo("resource_feeds", partial(_feeds, graph))
+    return feeds
+
+
+def _feeds(graph: Graph) -> dict[str, tuple[str, ...]]:
+    # a get of one (a token's dequeue, a take of R = 1) waits for nobody in particular
     return {
         getter: tuple(users.puts)
         for users in resource_users(graph).values()
         if users.puts
         for getter in users.gets
+        if graph.op(getter).amount >= 2
     }
 
 

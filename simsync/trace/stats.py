@@ -6,6 +6,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import TypedDict
 
 import numpy as np
@@ -29,6 +30,7 @@ __all__ = [
     "came_last",
     "expected_last",
     "loss_curve",
+    "named_straggler",
     "own_work",
     "step_time_stats",
     "sync_waits",
@@ -178,6 +180,17 @@ def own_work(graph: Graph, point: str, feeds: Feeds | None = None) -> dict[str, 
     >>> {t: round(s, 3) for t, s in own_work(tiny_example(), "average_gradients").items()}
     {'tower_0': 0.02, 'tower_1': 0.02}
     """
+    longest: dict[str, float] = graph.memo("own_work_chains", partial(_own_chains, graph))
+    work: dict[str, float] = {}
+    for src, tower in input_towers(graph, point, feeds).items():
+        label = tower_label(graph, tower)
+        work[label] = max(work.get(label, 0.0), longest.get(src, 0.0))
+    return work
+
+
+def _own_chains(graph: Graph) -> dict[str, float]:
+    """For every op that is one tower's own work, the longest chain of such ops ending with
+    it (expected seconds); computed once per graph."""
     towers = tower_dependencies(graph)
     longest: dict[str, float] = {}
     for name in topological_order(graph):
@@ -186,18 +199,15 @@ def own_work(graph: Graph, point: str, feeds: Feeds | None = None) -> dict[str, 
             continue  # no single tower's own work
         before = (longest.get(p, 0.0) for p in graph.nx.predecessors(name))
         longest[name] = expected_duration(graph, op) + max(before, default=0.0)
-    work: dict[str, float] = {}
-    for src, tower in input_towers(graph, point, feeds).items():
-        label = tower_label(graph, tower)
-        work[label] = max(work.get(label, 0.0), longest.get(src, 0.0))
-    return work
+    return longest
 
 
 def expected_last(graph: Graph, point: str, feeds: Feeds | None = None) -> str:
     """The tower the graph expects to come last at sync point ``point``: the one whose own
     work up to it (:func:`own_work`) is longer than every other tower's by more than
     :data:`WORK_MARGIN`, or "" when the towers' work is about equal (then which one comes last is
-    the scheduler's order, and only that).
+    the scheduler's order, and only that), or when ``point`` is a take of fewer gradients than
+    there are workers (it goes on without the slowest).
 
     >>> from simsync.patterns import tiny_example
     >>> expected_last(tiny_example(), "average_gradients")
@@ -205,6 +215,9 @@ def expected_last(graph: Graph, point: str, feeds: Feeds | None = None) -> str:
     """
     work = sorted(own_work(graph, point, feeds).items(), key=lambda i: i[1], reverse=True)
     if len(work) < 2:
+        return ""
+    taken = graph.op(point).amount if feeds and point in feeds else 0
+    if 0 < taken < len(work):  # a take of R of N: it never waits for the slowest
         return ""
     (first, longest), (_, second) = work[0], work[1]
     return first if longest > second * (1 + WORK_MARGIN) else ""
@@ -244,6 +257,21 @@ def straggler(last: Mapping[str, int]) -> str:
     if sum(1 for count in last.values() if count == most) > 1:
         return ""  # a tie
     return first if towers * _binomial_tail(most, trials, 1 / towers) < STRAGGLER_ALPHA else ""
+
+
+def named_straggler(last: Mapping[str, int], expected: str | None) -> str:
+    """The straggler a view or a verdict may name: the tower last clearly more often than
+    chance allows (:func:`straggler`) when the graph gives it a reason to, being the tower
+    with the most work (``expected``, :func:`expected_last`); "" otherwise. ``expected``
+    None (not known: a summary written before it was kept) names :func:`straggler`'s.
+
+    >>> named_straggler({"tower_0": 0, "tower_1": 20}, "tower_1")
+    'tower_1'
+    >>> named_straggler({"tower_0": 0, "tower_1": 20}, ""), named_straggler({}, None)
+    ('', '')
+    """
+    found = straggler(last)
+    return found if expected is None or found == expected else ""
 
 
 def _binomial_tail(at_least: int, trials: int, p: float) -> float:

@@ -16,7 +16,14 @@ from rich.text import Text
 from simsync.errors import UsageError, printable
 from simsync.files import read_text, read_toml, refuse_overwriting_inputs, write_text
 from simsync.terminal import make_console
-from simsync.tutor.content import Lesson, LessonError, lesson_folders, load_lesson, load_lessons
+from simsync.tutor.content import (
+    TRY_TOWERS,
+    Lesson,
+    LessonError,
+    lesson_folders,
+    load_lesson,
+    load_lessons,
+)
 from simsync.tutor.progress import Progress
 from simsync.tutor.runner import LessonRunner, Quit
 from simsync.tutor.views import LessonsView, current_lesson
@@ -133,7 +140,7 @@ def copy_lesson(number: int, folder: Path, *, force: bool = False) -> int:
         console.print(Text(f"Try: {command}"), soft_wrap=True)  # one line, to paste
     for step in lesson.steps:  # a program the lesson imports: the learner's copy, edited
         if step.kind == "program":
-            command = f"simsync simulate {folder / step.get('file')} --towers 4"
+            command = f"simsync simulate {folder / step.get('file')} --towers {TRY_TOWERS}"
             console.print(Text(f"Try: {command}"), soft_wrap=True)
     return 0
 

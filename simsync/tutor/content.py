@@ -50,6 +50,8 @@ STEP_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "race": (("race",), ("text", "claims")),
 }
 QUESTION_TYPES = ("numeric", "choice", "op")
+#: The towers a program step and ``lessons copy`` suggest trying the lesson's program with.
+TRY_TOWERS = 4
 LESSON_KEYS = ("title", "summary", "seed", "scenario", "steps")
 _FOLDER = re.compile(r"[0-9]{2}-.+")
 

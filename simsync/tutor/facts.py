@@ -100,22 +100,12 @@ def scenario_facts(path: Path, numerics: bool = False) -> dict[str, Any]:
     return simulation_facts(sim)
 
 
-def _slowest(last: str, expected: str) -> str:
-    """The straggler: the tower last clearly most often, when it is the one with the most
-    work (else it only waited its turn).
-
-    >>> _slowest("tower_2", "tower_2"), _slowest("tower_3", "tower_2"), _slowest("", "tower_2")
-    ('tower_2', '', '')
-    """
-    return last if last and last == expected else ""
-
-
 def simulation_facts(sim: Simulation) -> dict[str, Any]:
     """Every fact an answer may use, read off a finished simulation (of a scenario's own graph
     or of any graph run with it): the summary's keys and the derived facts below."""
     from simsync.engine import summary
     from simsync.ir import generations
-    from simsync.trace import stalest_client, straggler
+    from simsync.trace import named_straggler, stalest_client
 
     scenario = sim.scenario
     result = summary(sim)
@@ -136,7 +126,7 @@ def simulation_facts(sim: Simulation) -> dict[str, Any]:
             "ops_run_while_building": sum(1 for r in sim.trace.ops if r.start < start),
             "first_sync_point": first,
             # the straggler the table marks: last clearly most often, with the most work
-            "slowest_tower": _slowest(straggler(last), result["expected_last"].get(first, "")),
+            "slowest_tower": named_straggler(last, result["expected_last"].get(first, "")),
             "max_wait": max(waits.values(), default=0.0),
             "expected_max": scenario.compute.mean * harmonic(scenario.towers),
             "workers": scenario.towers,

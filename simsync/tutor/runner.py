@@ -22,7 +22,7 @@ from rich.text import Text
 
 from simsync.errors import SimsyncError, printable
 from simsync.tutor.claims import StepFacts, broken_claims, render
-from simsync.tutor.content import Lesson, Step
+from simsync.tutor.content import TRY_TOWERS, Lesson, Step
 from simsync.tutor.progress import Progress
 from simsync.tutor.questions import (
     MAX_TRIES,
@@ -300,7 +300,7 @@ class LessonRunner:
         self.console.print(
             Text(f"  simulated: {plural(result['towers'], 'tower')}, a step of {mean:.3f} ms")
         )
-        self._try_it("Try it yourself", ["simulate", name, "--towers", "4"])
+        self._try_it("Try it yourself", ["simulate", name, "--towers", str(TRY_TOWERS)])
 
     def _verify(self, step: Step, report: Report | SimsyncError) -> None:
         from simsync.viz import CrossCheckView

@@ -461,9 +461,9 @@ def _last(found: Arrival) -> tuple[Text, str]:
         why = f"{expected} has the most work, but no tower came last more often than chance allows"
     else:
         why = (
-            "the towers do the same work on equally fast devices, so which one comes last is "
-            "the order TensorFlow's scheduler picked in this run, and another run can pick "
-            "another"
+            "the towers do about the same work on devices about as fast, so which one comes "
+            "last is the order TensorFlow's scheduler picked in this run, and another run can "
+            "pick another"
         )
     return Text("inconclusive here", style="bold yellow"), (
         f"last in {steps} traced steps: {counts}; {why}"

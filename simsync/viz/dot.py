@@ -65,8 +65,11 @@ def _node(op: Op, is_sync: bool) -> str:
     return f'{quote(op.name)} [label={quote(label)}, fillcolor="{fill}"];'
 
 
-RESOURCE_STYLE = 'shape=cylinder, style=filled, fillcolor="#fff4cc", color="#b08800"'
-RESOURCE_EDGE = '"#b08800"'
+#: A resource's colours in every picture of a graph (DOT here, the PNG too)
+RESOURCE_FILL, RESOURCE_EDGE = "#fff4cc", "#b08800"
+RESOURCE_STYLE = (
+    f'shape=cylinder, style=filled, fillcolor="{RESOURCE_FILL}", color="{RESOURCE_EDGE}"'
+)
 
 
 def resource_id(graph: Graph, name: str) -> str:
@@ -94,7 +97,7 @@ def _resource_edges(graph: Graph) -> list[str]:
             for op in ops:
                 action = kind_of(graph.op(op).kind).action
                 label = quote(action.name if action else "")
-                style = f"style=dotted, color={RESOURCE_EDGE}, label={label}"
+                style = f'style=dotted, color="{RESOURCE_EDGE}", label={label}'
                 src, dst = (quote(op), node) if puts else (node, quote(op))
                 lines.append(f"  {src} -> {dst} [{style}];")
     return lines

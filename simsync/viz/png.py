@@ -20,6 +20,7 @@ from simsync.files import atomic_writer
 from simsync.ir import Graph, Op, crosses_devices, generations
 from simsync.ir.resources import RESOURCE_KINDS
 from simsync.kinds import resource_users, sync_points
+from simsync.viz.dot import RESOURCE_EDGE, RESOURCE_FILL
 from simsync.viz.graph_text import (
     PNG_LANES,
     format_devices,
@@ -243,9 +244,6 @@ def _draw_resources(ax: Any, graph: Graph, layout: _Layout) -> None:
                         shrinkB=1,
                     )
                 )
-
-
-RESOURCE_FILL, RESOURCE_EDGE = "#fff4cc", "#b08800"
 
 
 def _draw_legend(fig: Any, ax: Any, graph: Graph, layout: _Layout, syncs: set[str]) -> None:

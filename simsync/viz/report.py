@@ -16,7 +16,7 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-from simsync.trace import Update, stalest_client, straggler
+from simsync.trace import Update, named_straggler, stalest_client, straggler
 from simsync.words import plural
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ __all__ = ["LedgerView", "SummaryView"]
 _STEP_TIMES: tuple[Literal["mean", "p50", "p95"], ...] = ("mean", "p50", "p95")
 
 
-#: The note of a tower always last that is no straggler (it queued).
+#: The note of a tower last clearly most often that is no straggler (it queued).
 IN_LINE = "◀ last in line"
 
 
@@ -211,7 +211,8 @@ class SummaryView:
         table = Table(title="Sync points: who waited for whom", box=box.SQUARE)
         table.add_column("sync point", no_wrap=True)
         towers = [t for waits in self.summary["wait"].values() for t in waits]
-        unit = towers[0].rpartition("_")[0] if towers else "tower"  # tower_1, worker_1
+        # the tally's own names (tower_1, worker_1: the graph's, :func:`simsync.ir.lane_unit`)
+        unit = towers[0].rpartition("_")[0] if towers else "tower"
         table.add_column(unit or "tower", no_wrap=True)
         table.add_column("mean wait (ms)", justify="right")
         table.add_column("times last", justify="right", no_wrap=True)
@@ -225,8 +226,8 @@ class SummaryView:
                 table.add_row(shown, *row[:-1], style=row[-1], end_section=False)
                 if row[3] == IN_LINE:
                     table.caption = (
-                        f"{IN_LINE}: last every time, though its own work is not the longest: "
-                        "it queued (for a shared core or a port), it is no straggler"
+                        f"{IN_LINE}: last clearly most often, though its own work is not the "
+                        "longest: it queued (for a shared core or a port), it is no straggler"
                     )
             table.add_section()
         return table
@@ -244,7 +245,7 @@ class SummaryView:
         step = (self.summary.get("step_time") or {}).get("mean") or 0.0
         anyone_waited = max(waits.values(), default=0.0) > 0.01 * step
         slowest = straggler(last) if anyone_waited else ""
-        in_line = bool(slowest) and expected is not None and slowest != expected
+        in_line = bool(slowest) and named_straggler(last, expected) != slowest
         towers = list(waits)
         shown = towers[: self.max_towers]
         shown += [t for t in towers[self.max_towers :] if t == slowest]

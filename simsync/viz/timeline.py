@@ -159,7 +159,7 @@ class Timeline:
 
     One row per device (``device_order`` or CPUs then GPUs in numeric order), time scaled to
     the console width, a ``sync`` row marking where sync points started, a millisecond axis
-    and a legend. ``sync_points`` names the meeting ops (``simsync.ir.sync_points`` of the
+    and a legend. ``sync_points`` names the meeting ops (``simsync.kinds.sync_points`` of the
     graph); without them no waits or sync marks are drawn. It never divides by zero: an
     empty window or one made only of instant ops is drawn over a nominal 1 ms.
 
