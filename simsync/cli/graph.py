@@ -48,15 +48,12 @@ def add(commands: Any) -> None:
 
 
 def graph(args: argparse.Namespace) -> int:
-    from simsync.cli.program import graph_program
+    from simsync.cli.program import graph_program, refuse_program_options
     from simsync.patterns import build
     from simsync.programs import is_program
 
-    if not is_program(args.file) and getattr(args, "program_args", None):
-        raise UsageError(
-            f"-- ARGS runs an imported TensorFlow program (PROGRAM.py) with them; {args.file} "
-            "is a scenario: change its [cluster] instead"
-        )
+    if not is_program(args.file):  # graph's --towers counts lanes: only -- ARGS is a program's
+        refuse_program_options(args, ["program_args"])
     built = graph_program(args) if is_program(args.file) else build(load(args.file))
     check_writable(args.output, [args.file])
     if args.format == "png":

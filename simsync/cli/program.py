@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from simsync.errors import UsageError
@@ -135,9 +136,13 @@ def add_program_options(parser: argparse.ArgumentParser, *, crosscheck: bool = F
         )
 
 
-def refuse_program_options(args: argparse.Namespace) -> None:
-    """A scenario takes none of the program's options: one line naming the first given."""
-    for name, flag in PROGRAM_OPTIONS.items():
+def refuse_program_options(
+    args: argparse.Namespace, names: Iterable[str] = tuple(PROGRAM_OPTIONS)
+) -> None:
+    """A scenario takes none of the program's options (``names``, of
+    :data:`PROGRAM_OPTIONS`): one line naming the first given."""
+    for name in names:
+        flag = PROGRAM_OPTIONS[name]
         if getattr(args, name, None) not in (None, False, (), []):
             raise UsageError(
                 f"{flag} changes an imported TensorFlow program (PROGRAM.py, .meta, .pbtxt); "

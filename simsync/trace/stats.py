@@ -100,13 +100,24 @@ def tower_arrivals(graph: Graph, point: str, ends: Mapping[str, float]) -> dict[
     """When each tower's input reached sync point ``point``: per tower, the latest end among
     the inputs in ``ends`` (input op -> end) that are one tower's own work
     (:func:`~simsync.ir.own_tower`): its tensors' sources, and for a take, the pushes it took."""
+    labels: dict[str, str] = graph.memo("own_tower_labels", partial(_own_labels, graph))
     arrived: dict[str, float] = {}
     for src, end in ends.items():
-        tower = own_tower(graph, src)
-        if tower is not None:
-            label = tower_label(graph, tower)
+        label = labels.get(src)
+        if label is not None:
             arrived[label] = max(arrived.get(label, end), end)
     return arrived
+
+
+def _own_labels(graph: Graph) -> dict[str, str]:
+    """Every op that is one tower's own work, and that tower's label; computed once per
+    graph (a summary asks for each input of each sync point's every execution)."""
+    found = {}
+    for op in graph.ops():
+        tower = own_tower(graph, op.name)
+        if tower is not None:
+            found[op.name] = tower_label(graph, tower)
+    return found
 
 
 def waits_at(point: str, executions: Iterable[tuple[float, Mapping[str, float]]]) -> SyncWait:
