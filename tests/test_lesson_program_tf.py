@@ -96,3 +96,40 @@ def test_editing_the_program_changes_what_the_lesson_shows(copy: Path) -> None:
     )
     shown = program_step(copy)
     assert "sync point" not in shown and "simulated: 2 towers" in shown
+
+
+LESSON_4 = lessons_root() / "04-asynchronous-updates-and-stale-gradients"
+
+
+def test_lesson_4_shows_one_worker_per_thread_and_no_sync_point(tmp_path: Path) -> None:
+    """Threads that each loop on their own train op: one worker each, meeting nowhere."""
+    folder = tmp_path / LESSON_4.name
+    shutil.copytree(LESSON_4, folder)
+    shown = program_step(folder)
+    assert "towers found by device /gpu:<i>" in shown
+    assert "simulated: 4 workers (one per looping thread)" in shown
+    assert "sync point" not in shown
+    edit(
+        folder / "async_threads.py",
+        '"--num_gpus", type=int, default=4',
+        '"--num_gpus", type=int, default=2',
+    )
+    assert "simulated: 2 workers (one per looping thread)" in program_step(folder)
+
+
+def test_threads_are_named_in_the_order_their_train_ops_were_made() -> None:
+    """Which thread reaches its loop first is a race; the clients' names, and so the graph's
+    key and its cached costs, must not depend on it."""
+    from simsync.tf_backend.program import import_program
+
+    program = LESSON_4 / "async_threads.py"
+    first, again = import_program(program), import_program(program)
+    assert first.key == again.key
+    clients = [(c.name, c.fetches) for c in first.graph.clients]
+    assert clients == [(c.name, c.fetches) for c in again.graph.clients]
+    assert clients == [
+        ("thread_0", ("GradientDescent",)),
+        ("thread_1", ("GradientDescent_1",)),
+        ("thread_2", ("GradientDescent_2",)),
+        ("thread_3", ("GradientDescent_3",)),
+    ]

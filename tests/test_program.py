@@ -83,6 +83,46 @@ def test_more_towers_are_copies_of_tower_0():
     assert sorted(fewer.towers) == [0] and "tower_1/grad" not in fewer.nx
 
 
+def _async_threads(threads=2):
+    """Asynchronous threads: each runs its own tower's train op, reading and updating the
+    shared variable on /cpu:0 (its read there, outside the tower's scope)."""
+    ops = [_op("w", "VarHandleOp", device="/device:CPU:0")]
+    clients = []
+    for i in range(threads):
+        suffix = f"_{i}" if i else ""
+        ops += [
+            _op(f"read{suffix}", "ReadVariableOp", ["w"], device="/device:CPU:0"),
+            _op(f"tower_{i}/fwd", "MatMul", [f"read{suffix}"], device=f"/device:GPU:{i}"),
+            _op(f"tower_{i}/grad", "MatMul", [f"tower_{i}/fwd"], device=f"/device:GPU:{i}"),
+            _op(f"apply{suffix}", "ResourceApplyGradientDescent", ["w", f"tower_{i}/grad"],
+                device="/device:CPU:0"),
+        ]  # fmt: skip
+        clients.append({"thread": f"T{i}", "name": f"thread_{i}", "fetches": [f"apply{suffix}"]})
+    return {
+        "program": "threads.py", "order": [op["name"] for op in ops], "ops": ops,
+        "clients": clients, "trainable": ["w"],
+    }  # fmt: skip
+
+
+def test_more_towers_of_asynchronous_threads_bring_their_threads():
+    """A thread that runs one tower's train op is copied with its tower, and goes with it."""
+    graph, _ = convert(_async_threads(), None)
+    assert sync_points(graph) == []
+    bigger, _ = with_towers(graph, 4)
+    clients = {c.name: c.fetches for c in bigger.clients}
+    assert clients["thread_0"] == ("apply",) and clients["thread_1"] == ("apply_1",)
+    assert clients["thread_2"] == ("apply [tower_2]",)
+    assert clients["thread_3"] == ("apply [tower_3]",)
+    assert bigger.op("tower_3/grad").device == "/gpu:3"
+    # the read depends on no tower: the copies read through tower 0's, each run its own
+    assert [t.src for t in bigger.inputs("tower_3/fwd")] == ["read"]
+    assert sync_points(bigger) == []
+    # one tower: thread_1 goes, and so does the read only it ran
+    fewer, _ = with_towers(graph, 1)
+    assert [c.name for c in fewer.clients] == ["thread_0"]
+    assert "read_1" not in fewer.nx and "apply_1" not in fewer.nx and "read" in fewer.nx
+
+
 def test_program_options_are_refused_for_a_scenario():
     scenario = ROOT / "examples" / "four_towers.toml"
     ran = subprocess.run(
@@ -173,3 +213,23 @@ def test_the_program_report_checks_order_arrivals_and_step_time():
     # the critical path: tower_1's 2 ms, its gradient sent to the CPU, the concat's 1 ms
     assert step["measured"] == 0.003 and step["predicted"] > 0.003
     assert step["error"] == pytest.approx((step["predicted"] - 0.003) / 0.003)
+
+
+def test_the_summary_of_imported_threads_names_its_workers_and_no_mode():
+    """An imported graph has no pattern: its header says what ran (workers), not "None"."""
+    import io
+
+    from rich.console import Console
+
+    from simsync.engine import simulate, summary
+    from simsync.scenario import ClusterConfig, Scenario
+    from simsync.viz import SummaryView
+
+    graph, _ = convert(_async_threads(3), None)
+    scenario = Scenario("threads", cluster=ClusterConfig(3)).with_run(steps=5)
+    result = summary(simulate(scenario, numerics=False, graph=graph))
+    assert result["workers"] == 3 and result["mode"] is None
+    out = io.StringIO()
+    Console(file=out, width=100, color_system=None).print(SummaryView(result))
+    header = out.getvalue().splitlines()[1]
+    assert header.startswith("3 workers · 15 updates") and "None" not in out.getvalue()

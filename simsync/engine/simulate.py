@@ -191,7 +191,8 @@ def _summary(sim: Simulation) -> Summary:
         "mode": graph.facts.get("mode"),
         "aggregation": graph.facts.get("aggregation"),
         "towers": max(len(graph.towers), 1),  # the graph's, not the scenario's
-        "workers": len(training),
+        # a timing-only graph (imported) computes no loss: its workers are the updating clients
+        "workers": len(training or updating),
         "updating_clients": len(updating),
         "steps": len(steps),
         "seed": scenario.run.seed,

@@ -17,7 +17,6 @@ from simsync.errors import UsageError, printable
 from simsync.files import read_text, read_toml, refuse_overwriting_inputs, write_text
 from simsync.terminal import make_console
 from simsync.tutor.content import (
-    TRY_TOWERS,
     Lesson,
     LessonError,
     lesson_folders,
@@ -140,7 +139,7 @@ def copy_lesson(number: int, folder: Path, *, force: bool = False) -> int:
         console.print(Text(f"Try: {command}"), soft_wrap=True)  # one line, to paste
     for step in lesson.steps:  # a program the lesson imports: the learner's copy, edited
         if step.kind == "program":
-            command = f"simsync simulate {folder / step.get('file')} --towers {TRY_TOWERS}"
+            command = f"simsync simulate {folder / step.get('file')} --towers {step.try_towers()}"
             console.print(Text(f"Try: {command}"), soft_wrap=True)
     return 0
 

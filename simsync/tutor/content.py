@@ -38,7 +38,7 @@ class LessonError(SimsyncError):
 STEP_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "text": (("file",), ("scenario", "claims")),
     "code": (("file",), ("title", "text", "claims")),
-    "program": (("file",), ("text", "towers")),
+    "program": (("file",), ("text", "towers", "try_towers")),
     "graph": ((), ("scenario", "text", "claims")),
     "timeline": ((), ("scenario", "steps", "text", "claims")),
     "question": (
@@ -50,7 +50,8 @@ STEP_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "race": (("race",), ("text", "claims")),
 }
 QUESTION_TYPES = ("numeric", "choice", "op")
-#: The towers a program step and ``lessons copy`` suggest trying the lesson's program with.
+#: The towers a program step and ``lessons copy`` suggest trying the lesson's program with,
+#: unless the step says (``try_towers``): see :func:`try_towers`.
 TRY_TOWERS = 4
 LESSON_KEYS = ("title", "summary", "seed", "scenario", "steps")
 _FOLDER = re.compile(r"[0-9]{2}-.+")
@@ -94,6 +95,7 @@ KEY_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "steps": (_count, "an integer from 1 to 1000"),
     "rows": (_count, "an integer from 1 to 1000"),
     "towers": (_count, "an integer from 1 to 1000"),
+    "try_towers": (_count, "an integer from 1 to 1000"),
     "tolerance": (_positive_number, "a number > 0"),
     "choices": (_texts, "a list of strings"),
     "hints": (_texts, "a list of strings"),
@@ -112,6 +114,10 @@ class Step:
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.data.get(key, default)
+
+    def try_towers(self) -> int:
+        """The towers a program step suggests trying its program with (``--towers``)."""
+        return int(self.data.get("try_towers", TRY_TOWERS))
 
     def path(self, key: str, default: str | None = None) -> Path:
         """A file named by the step (or ``default``), in the lesson's folder."""

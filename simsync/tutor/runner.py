@@ -22,7 +22,7 @@ from rich.text import Text
 
 from simsync.errors import SimsyncError, printable
 from simsync.tutor.claims import StepFacts, broken_claims, render
-from simsync.tutor.content import TRY_TOWERS, Lesson, Step
+from simsync.tutor.content import Lesson, Step
 from simsync.tutor.progress import Progress
 from simsync.tutor.questions import (
     MAX_TRIES,
@@ -297,10 +297,17 @@ class LessonRunner:
         name = step.path("file").name
         self.console.print(ProgramView({**result, "source": name}, summary=False))
         mean = result["step_time"]["mean"] * 1e3
-        self.console.print(
-            Text(f"  simulated: {plural(result['towers'], 'tower')}, a step of {mean:.3f} ms")
-        )
-        self._try_it("Try it yourself", ["simulate", name, "--towers", str(TRY_TOWERS)])
+        if result["updating_clients"] > 1:  # threads looping on their own train ops
+            stale = result["staleness"]
+            line = (
+                f"  simulated: {plural(result['updating_clients'], 'worker')} (one per looping "
+                f"thread), an update every {mean:.3f} ms each, staleness mean "
+                f"{stale['mean']:.2f} (max {stale['max']})"
+            )
+        else:
+            line = f"  simulated: {plural(result['towers'], 'tower')}, a step of {mean:.3f} ms"
+        self.console.print(Text(line))
+        self._try_it("Try it yourself", ["simulate", name, "--towers", str(step.try_towers())])
 
     def _verify(self, step: Step, report: Report | SimsyncError) -> None:
         from simsync.viz import CrossCheckView

@@ -100,22 +100,19 @@ class SummaryView:
         text.append(f"Scenario {s.get('scenario', '?')}", style="bold")
         if s.get("source"):
             text.append(f" ({s['source']})", style="dim")
+        # a graph imported from a program has no mode or aggregation: left out, not "None"
+        named = [f"{key} {s[key]}" for key in ("mode", "aggregation") if s.get(key)]
         workers = s.get("workers", 1)
         if _concurrent(s) or workers > 1:  # several clients train: name them workers
             unit = "update" if _concurrent(s) else "step"
             steps = s.get("steps", "–")
             parts = [
-                f"mode {s.get('mode', '–')}",
+                *named[:1],
                 plural(workers, "worker"),
                 f"{steps} {unit}{'' if steps == 1 else 's'}",
             ]
         else:
-            parts = [
-                f"mode {s.get('mode', '–')}",
-                f"aggregation {s.get('aggregation', '–')}",
-                f"{s.get('towers', '–')} towers",
-                f"{s.get('steps', '–')} steps",
-            ]
+            parts = [*named, f"{s.get('towers', '–')} towers", f"{s.get('steps', '–')} steps"]
         if "seed" in s:
             parts.append(f"seed {s['seed']}")
         text.append("\n" + " · ".join(parts))

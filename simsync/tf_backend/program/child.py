@@ -168,8 +168,18 @@ def graph_data(tf: Any, loop: Any, program: str, gpus: int) -> dict[str, Any]:
     graph = loop.graph
     folder = str(Path(program).resolve().parent)
     ops = [_op_data(op, folder) for op in graph.get_operations()]
+    # the threads in the order their fetches were made, not the order they reached their loop
+    # (a race): the same program gives the same clients, names and graph key every time
+    made = {op["name"]: index for index, op in enumerate(ops)}
+    threads = sorted(
+        loop.calls,
+        key=lambda thread: (
+            min(made.get(f, len(made)) for f in loop.calls[thread].fetches),
+            thread,
+        ),
+    )
     names = {}
-    for index, thread in enumerate(loop.calls):
+    for index, thread in enumerate(threads):
         names[thread] = "main" if thread == "MainThread" else f"thread_{index}"
     if len(loop.calls) == 1:
         names = dict.fromkeys(loop.calls, "main")
@@ -180,8 +190,8 @@ def graph_data(tf: Any, loop: Any, program: str, gpus: int) -> dict[str, Any]:
         "order": [op["name"] for op in ops],
         "ops": ops,
         "clients": [
-            {"thread": thread, "name": names[thread], "fetches": list(call.fetches)}
-            for thread, call in loop.calls.items()
+            {"thread": thread, "name": names[thread], "fetches": list(loop.calls[thread].fetches)}
+            for thread in threads
         ],
         "trainable": [v.op.name for v in graph.get_collection(keys.TRAINABLE_VARIABLES)],
         "queue_runners": [

@@ -7,7 +7,9 @@ new :class:`~simsync.ir.Graph` and a line for the report.
   there). A tower's *work* is its ops and the ops outside every tower that depend on it alone
   (each tower's ``ExpandDims`` before ``average_gradients``' ``concat``); ops where towers
   meet take every tower's inputs, and their cost grows with the number of towers (the
-  ``concat`` and ``Mean`` of N inputs).
+  ``concat`` and ``Mean`` of N inputs). A client that runs one tower's work alone (a thread
+  of asynchronous training, running its own train op) is copied with its tower: N towers, N
+  threads.
 - :func:`with_speeds`: device speeds, one per tower's device, repeated.
 - :func:`with_link`: every device's port bandwidth and latency.
 
@@ -38,7 +40,7 @@ import dataclasses
 import re
 
 from simsync.errors import UsageError
-from simsync.ir import Graph, Link, Op, tower_dependencies
+from simsync.ir import Graph, Link, Op, run_orders, tower_dependencies
 from simsync.words import plural
 
 __all__ = ["MAX_TOWERS", "with_link", "with_speeds", "with_towers"]
@@ -82,10 +84,11 @@ def with_towers(graph: Graph, towers: int) -> tuple[Graph, str]:
     devices = dict(graph.devices)
     depends = tower_dependencies(graph)
     renamed: dict[tuple[str, int], str] = {}
+    alone = _run_by_dropped(graph, work, towers)
     for op in graph.ops():
         tower = work.get(op.name)
-        if tower is not None and tower >= towers:
-            continue  # a tower dropped
+        if (tower is not None and tower >= towers) or op.name in alone:
+            continue  # a tower dropped, or an op only a dropped tower's thread ran
         meeting = tower is None and len(depends[op.name]) > 1
         cost = op.cost
         if meeting and any(work.get(t.src) is not None for t in graph.inputs(op.name)):
@@ -121,7 +124,17 @@ def with_towers(graph: Graph, towers: int) -> tuple[Graph, str]:
             if src in new.nx and dst in new.nx and (src, dst) != (tensor.src, tensor.dst):
                 new.add_tensor(dataclasses.replace(tensor, src=src, dst=dst))
     last = min(towers, len(have)) - 1
+    names = {client.name for client in graph.clients}
     for client in graph.clients:
+        thread_of = _own_tower(client.fetches, work)
+        if thread_of is not None:  # a thread running one tower's train op: copied with it
+            if thread_of < towers:
+                new.add_client(client)
+            for tower in range(len(have), towers) if thread_of == 0 else ():
+                copied = tuple(renamed[(fetch, tower)] for fetch in client.fetches)
+                name = _copy_client(client.name, tower, names)
+                new.add_client(dataclasses.replace(client, name=name, fetches=copied))
+            continue
         fetches = []
         for name in client.fetches:
             if name in new.nx:
@@ -133,6 +146,36 @@ def with_towers(graph: Graph, towers: int) -> tuple[Graph, str]:
                 fetches.append(_same_in(name, work[name], last, scope, match))
         new.add_client(dataclasses.replace(client, fetches=tuple(dict.fromkeys(fetches))))
     return new, _line(towers, len(have), scope)
+
+
+def _run_by_dropped(graph: Graph, work: dict[str, int], towers: int) -> set[str]:
+    """The ops that only the threads of dropped towers run (their reads of shared
+    variables, on ``/cpu:0``): they go with their threads."""
+    orders = run_orders(graph, [client.fetches for client in graph.clients])
+    kept: set[str] = set()
+    dropped: set[str] = set()
+    for client, order in zip(graph.clients, orders, strict=True):
+        own = _own_tower(client.fetches, work)
+        (dropped if own is not None and own >= towers else kept).update(order)
+    return dropped - kept
+
+
+def _own_tower(fetches: tuple[str, ...], work: dict[str, int]) -> int | None:
+    """The tower whose work alone a client's fetches are (a thread of asynchronous training
+    runs its own tower's train op), or None (the tower loop's client fetches every tower)."""
+    towers = {work.get(name) for name in fetches}
+    return towers.pop() if len(towers) == 1 and None not in towers else None
+
+
+def _copy_client(name: str, tower: int, taken: set[str]) -> str:
+    """The name of the copy of client ``name`` (tower 0's thread) for ``tower``: ``thread_0``
+    becomes ``thread_4``; a name taken already gets the tower added."""
+    stem = name.rstrip("0123456789")
+    copy = f"{stem}{tower}" if stem != name else f"{name} [tower_{tower}]"
+    while copy in taken:
+        copy = f"{copy} [tower_{tower}]"
+    taken.add(copy)
+    return copy
 
 
 def _same_in(name: str, tower: int, other: int, scope: str | None, names: list[str]) -> str:
