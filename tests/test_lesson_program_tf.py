@@ -4,6 +4,7 @@ the one that code builds, so editing the program changes what the lesson shows."
 from __future__ import annotations
 
 import io
+import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -22,14 +23,19 @@ LESSON_7 = lessons_root() / "07-batch-norm-across-towers"
 
 
 def program_step(folder: Path) -> str:
-    """What lesson 1's program step shows, for the lesson in ``folder``: the lesson as it
+    """What the lesson's program step shows, for the lesson in ``folder``: the lesson as it
     is, cut down to that one step (the rest needs no TensorFlow and is tested elsewhere)."""
     lesson = load_lesson(folder)
     (step,) = [s for s in lesson.steps if s.kind == "program"]
     only = Path(tempfile.mkdtemp(dir=folder.parent)) / folder.name
     shutil.copytree(folder, only)
+    keys = "".join(
+        f"{key} = {json.dumps(step.get(key))}\n"
+        for key in ("file", "towers", "speeds", "try_towers")
+        if step.get(key) is not None
+    )  # the step as the lesson has it, its text aside (TOML takes these as JSON writes them)
     (only / "lesson.toml").write_text(
-        f'title = "{lesson.title}"\n[[steps]]\nkind = "program"\nfile = "{step.get("file")}"\n'
+        f'title = "{lesson.title}"\n[[steps]]\nkind = "program"\n{keys}'
     )
     out = io.StringIO()
     console = Console(file=out, width=120, color_system=None)
@@ -108,7 +114,7 @@ def test_lesson_4_shows_one_worker_per_thread_and_no_sync_point(tmp_path: Path) 
     shown = program_step(folder)
     assert "towers found by device /gpu:<i>" in shown
     assert "simulated: 4 workers (one per looping thread)" in shown
-    assert "sync point" not in shown
+    assert "sync point" not in shown and "async_threads.py --towers 8" in shown
     edit(
         folder / "async_threads.py",
         '"--num_gpus", type=int, default=4',
@@ -133,3 +139,19 @@ def test_threads_are_named_in_the_order_their_train_ops_were_made() -> None:
         ("thread_2", ("GradientDescent_2",)),
         ("thread_3", ("GradientDescent_3",)),
     ]
+
+
+LESSON_2 = lessons_root() / "02-the-synchronization-point"
+
+
+def test_lesson_2_shows_one_sync_point_per_variable_and_who_is_waited_for(tmp_path: Path) -> None:
+    """The real graph meets in one concat per variable; at the lesson's speeds (tower_2 at
+    half speed) every one of them waits for tower_2."""
+    folder = tmp_path / LESSON_2.name
+    shutil.copytree(LESSON_2, folder)
+    shown = program_step(folder)
+    concat = line_of(folder / "average_gradients.py", "grad = tf.concat(grads, 0)")
+    assert f"4 sync points made in average_gradients (average_gradients.py:{concat})" in shown
+    assert "simulated: 4 towers" in shown
+    assert "tower_2 came last at all 4 sync points, in 20 of 20 steps" in shown
+    assert "simsync simulate average_gradients.py --towers 8" in shown

@@ -233,3 +233,22 @@ def test_the_summary_of_imported_threads_names_its_workers_and_no_mode():
     Console(file=out, width=100, color_system=None).print(SummaryView(result))
     header = out.getvalue().splitlines()[1]
     assert header.startswith("3 workers · 15 updates") and "None" not in out.getvalue()
+
+
+def test_the_same_op_of_every_tower_costs_the_same():
+    """A profile's costs are latencies, with the waits for a core of the few profiled steps
+    in them: tower 0 measured three times as slow must not make it the straggler."""
+    data = _two_towers()
+    where = {op["name"]: f"/gpu:{op['name'][6]}" if op["name"].startswith("tower_") else "/cpu:0"
+             for op in data["ops"]}  # fmt: skip
+    timed = {name: {"seconds": 0.001, "device": device} for name, device in where.items()}
+    for name in ("tower_0/fwd", "tower_0/grad", "ExpandDims_0"):
+        timed[name]["seconds"] = 0.003
+    timed["concat"]["seconds"] = 0.005
+    graph, _ = convert(data, {"ops": timed})
+    for inside in ("fwd", "grad"):  # the median of 3 ms and 1 ms
+        assert graph.op(f"tower_0/{inside}").cost.mean == graph.op(f"tower_1/{inside}").cost.mean
+        assert graph.op(f"tower_1/{inside}").cost.mean == 0.002
+    # ExpandDims_0 and ExpandDims_1: the same op of each tower's work, outside its scope
+    assert graph.op("ExpandDims_0").cost.mean == graph.op("ExpandDims_1").cost.mean == 0.002
+    assert graph.op("concat").cost.mean == 0.005  # where the towers meet: its own

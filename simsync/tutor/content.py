@@ -38,7 +38,7 @@ class LessonError(SimsyncError):
 STEP_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "text": (("file",), ("scenario", "claims")),
     "code": (("file",), ("title", "text", "claims")),
-    "program": (("file",), ("text", "towers", "try_towers")),
+    "program": (("file",), ("text", "towers", "speeds", "try_towers")),
     "graph": ((), ("scenario", "text", "claims")),
     "timeline": ((), ("scenario", "steps", "text", "claims")),
     "question": (
@@ -69,6 +69,10 @@ def _positive_number(value: Any) -> bool:
     return type(value) in (int, float) and 0 < value < math.inf
 
 
+def _speeds(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(_positive_number(v) for v in value)
+
+
 def _texts(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
@@ -97,6 +101,7 @@ KEY_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "towers": (_count, "an integer from 1 to 1000"),
     "try_towers": (_count, "an integer from 1 to 1000"),
     "tolerance": (_positive_number, "a number > 0"),
+    "speeds": (_speeds, "a list of numbers > 0 (each tower's device speed)"),
     "choices": (_texts, "a list of strings"),
     "hints": (_texts, "a list of strings"),
     "race": (_texts, "a list of strings"),

@@ -10,6 +10,13 @@ control inputs, and where the program made it), and :func:`convert` turns that i
   ``average_gradients``), each timed by the profile. The ops a step runs are those the
   clients' fetches need (their inputs and control inputs, transitively). Every op is of the
   ``generic`` kind (:mod:`simsync.kinds.generic`): its cost comes from the profile.
+- **The same op in every tower costs the same**: with towers found by name scope, an op's
+  cost is the median of the profile's costs of that op (its name within the tower, on the same
+  kind of device) over the towers. A profile's cost is an op's latency, which holds its wait
+  for a core on a machine whose cores the logical devices share; on 2 cores the towers that
+  TensorFlow happened to run last in the few profiled steps measured twice as slow, and the
+  simulation then named them the stragglers of every step. A tower slower by its device is
+  a ``--speeds`` what-if (or a real slower GPU's own profile), not noise of the profiling run.
 - **Ignored, and counted in the report**: constants (their values exist before a step
   starts), fed placeholders, the ops that make variables (``VarHandleOp``: the variable
   becomes an IR :class:`~simsync.ir.Variable`) and queues and accumulators (noted as
@@ -27,13 +34,15 @@ control inputs, and where the program made it), and :func:`convert` turns that i
 
 from __future__ import annotations
 
+import re
+import statistics
 from collections import Counter
 from typing import Any
 
 from simsync.errors import GraphError
 from simsync.ir import Client, Cost, Device, Graph, Op, Tensor, Variable
 from simsync.tf_backend.program.capture import program_device
-from simsync.tf_backend.program.towers import find_towers
+from simsync.tf_backend.program.towers import Towers, find_towers
 
 __all__ = ["CONSTANTS", "FED", "MAX_OPS", "RESOURCES", "VARIABLES", "convert"]
 
@@ -84,6 +93,7 @@ def convert(data: dict[str, Any], profile: dict[str, Any] | None) -> tuple[Graph
         cpu = device.startswith("/cpu:")
         graph.add_device(Device(device, kind="cpu" if cpu else "gpu", concurrent=cpu))
     variables = _variables(graph, ops, needed, devices, data)
+    seconds = _tower_costs(kept, devices, towers, timed, ops)
     untimed = 0
     for name in kept:
         op = ops[name]
@@ -96,7 +106,7 @@ def convert(data: dict[str, Any], profile: dict[str, Any] | None) -> tuple[Graph
                 name,
                 "generic",
                 devices[name],
-                Cost(float(timed.get(name, {}).get("seconds", 0.0))),
+                Cost(seconds[name]),
                 tower=towers.of(name),
                 reads=() if writes else tuple(dict.fromkeys(handles)),
                 writes=tuple(dict.fromkeys(handles)) if writes else (),
@@ -115,6 +125,64 @@ def convert(data: dict[str, Any], profile: dict[str, Any] | None) -> tuple[Graph
         graph.add_client(Client(client["name"], fetches, overhead=float(overhead)))
     graph.facts["source"] = data["program"]
     return graph, _report(data, ops, needed, reasons, kept, towers, untimed, profile)
+
+
+def _tower_costs(
+    kept: list[str],
+    devices: dict[str, str],
+    towers: Towers,
+    timed: dict[str, Any],
+    ops: dict[str, Any] | None = None,
+) -> dict[str, float]:
+    """Each op's cost from the profile; with towers found by name scope, the same op of every
+    tower costs the median over the towers: an op in a tower's scope by its name there, an op
+    outside every scope that depends on one tower alone (``ExpandDims``, ``ExpandDims_1``, ...
+    before ``average_gradients``' concat) by its name without TensorFlow's numbering and the
+    bytes of its inputs; each on the same kind of device.
+
+    >>> towers = Towers(2, "name scope tower_<i>", "tower_", {"tower_0/a": 0, "tower_1/a": 1})
+    >>> timed = {"tower_0/a": {"seconds": 1.0}, "tower_1/a": {"seconds": 3.0}, "b": {}}
+    >>> _tower_costs(["tower_0/a", "tower_1/a", "b"], dict.fromkeys(["tower_0/a", "tower_1/a",
+    ...              "b"], "/gpu:0"), towers, timed)
+    {'tower_0/a': 2.0, 'tower_1/a': 2.0, 'b': 0.0}
+    """
+    own = {name: float(timed.get(name, {}).get("seconds", 0.0)) for name in kept}
+    if towers.prefix is None:
+        return own
+    work = _work_of(kept, ops or {}, towers)
+    same: dict[tuple[Any, ...], list[str]] = {}
+    for name in kept:
+        tower, cpu = work.get(name), devices[name].startswith("/cpu:")
+        if tower is None or name not in timed:
+            continue
+        if towers.of(name) is not None:
+            key: tuple[Any, ...] = (name[len(str(towers.scope(tower))) + 1 :], cpu)
+        else:
+            sizes = tuple(i.get("bytes") for i in (ops or {})[name]["inputs"])
+            key = (_NUMBERED.sub("", name), cpu, sizes)
+        same.setdefault(key, []).append(name)
+    for names in same.values():
+        pooled = statistics.median(own[name] for name in names)
+        own.update(dict.fromkeys(names, pooled))
+    return own
+
+
+#: TensorFlow's numbering of a repeated name: ``ExpandDims_3``, ``gradients_1/AddN``
+_NUMBERED = re.compile(r"_\d+(?=/|$)")
+
+
+def _work_of(kept: list[str], ops: dict[str, Any], towers: Towers) -> dict[str, int]:
+    """The tower whose work each op is: its own tower, or the one tower an op outside every
+    tower depends on alone (through its inputs and control inputs, among ``kept``)."""
+    depends: dict[str, frozenset[int]] = {}
+    for name in kept:  # the program's order: an op is made after its inputs
+        own = towers.of(name)
+        found = frozenset() if own is None else frozenset({own})
+        op = ops.get(name, {})
+        for source in [i["op"] for i in op.get("inputs", ())] + list(op.get("control", ())):
+            found |= depends.get(source, frozenset())
+        depends[name] = found
+    return {name: next(iter(found)) for name, found in depends.items() if len(found) == 1}
 
 
 def _closure(ops: dict[str, Any], fetches: list[str]) -> set[str]:
