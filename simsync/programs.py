@@ -21,7 +21,7 @@ from simsync.ir import Graph
 from simsync.scenario import ClusterConfig, Scenario
 from simsync.tf_backend.program import Imported, import_program
 from simsync.tf_backend.program.load import PROGRAM_SUFFIXES
-from simsync.tf_backend.program.whatif import with_link, with_speeds, with_towers
+from simsync.tf_backend.program.whatif import as_async, with_link, with_speeds, with_towers
 
 __all__ = [
     "PREDICTION_STEPS",
@@ -42,6 +42,8 @@ class WhatIf:
     """Changes to an imported graph; None (or empty) leaves it as the program built it."""
 
     towers: int | None = None
+    #: "async": the tower loop as one thread per tower (:func:`as_async`)
+    mode: str | None = None
     speeds: tuple[float, ...] = ()
     bandwidth_gbps: float | None = None
     latency_us: float | None = None
@@ -71,6 +73,9 @@ def what_if(graph: Graph, changes: WhatIf) -> tuple[Graph, list[str]]:
     lines = []
     if changes.towers is not None:
         graph, line = with_towers(graph, changes.towers)
+        lines.append(line)
+    if changes.mode == "async":
+        graph, line = as_async(graph)
         lines.append(line)
     if changes.speeds:
         graph, line = with_speeds(graph, list(changes.speeds))

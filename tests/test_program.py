@@ -252,3 +252,33 @@ def test_the_same_op_of_every_tower_costs_the_same():
     # ExpandDims_0 and ExpandDims_1: the same op of each tower's work, outside its scope
     assert graph.op("ExpandDims_0").cost.mean == graph.op("ExpandDims_1").cost.mean == 0.002
     assert graph.op("concat").cost.mean == 0.005  # where the towers meet: its own
+
+
+def test_the_tower_loop_as_asynchronous_threads():
+    """--mode async: one thread per tower, each applying its own tower's gradients; the
+    averaging (the concat) is left out, and nothing meets any more."""
+    from simsync.engine import simulate, summary
+    from simsync.errors import UsageError
+    from simsync.scenario import ClusterConfig, Scenario
+    from simsync.tf_backend.program.whatif import as_async
+
+    graph, _ = convert(_two_towers(), None)
+    threads, line = as_async(graph)
+    assert line == (
+        "asynchronous: 2 threads, one per tower, each applying its own gradients, "
+        "1 averaging op left out"
+    )
+    assert {c.name: c.fetches for c in threads.clients} == {
+        "thread_0": ("step [tower_0]",),
+        "thread_1": ("step [tower_1]",),
+    }
+    assert "concat" not in threads.nx and sync_points(threads) == []
+    assert [t.src for t in threads.inputs("apply [tower_1]")] == ["ExpandDims_1"]
+    assert threads.op("apply [tower_1]").writes == ("w",)
+    scenario = Scenario("threads", cluster=ClusterConfig(2)).with_run(steps=10)
+    result = summary(simulate(scenario, numerics=False, graph=threads))
+    assert result["workers"] == 2 and result["updates_applied"] == 20
+    with pytest.raises(UsageError, match="already loops in 2 threads"):
+        as_async(threads)
+    with pytest.raises(UsageError, match="has 1 tower; it needs two or more"):
+        as_async(with_towers(graph, 1)[0])

@@ -27,6 +27,7 @@ __all__ = [
 #: the options only a program takes, as argparse stores them, with their flags
 PROGRAM_OPTIONS = {
     "towers": "--towers",
+    "mode": "--mode",
     "speeds": "--speeds",
     "link_bandwidth": "--link-bandwidth",
     "latency": "--latency",
@@ -109,6 +110,13 @@ def add_program_options(parser: argparse.ArgumentParser, *, crosscheck: bool = F
         metavar="N",
         help="N towers: tower_0 replicated, its placement kept",
     )
+    if not crosscheck:  # TensorFlow would run the program as written: nothing to compare
+        group.add_argument(
+            "--mode",
+            choices=["async"],
+            help="async: the tower loop as one thread per tower, each applying its own "
+            "gradients (the averaging left out)",
+        )
     group.add_argument(
         "--speeds", type=_speeds, metavar="S,S,...", help="the towers' device speeds, repeated"
     )
@@ -146,7 +154,8 @@ def refuse_program_options(
         if getattr(args, name, None) not in (None, False, (), []):
             raise UsageError(
                 f"{flag} changes an imported TensorFlow program (PROGRAM.py, .meta, .pbtxt); "
-                f"{args.file} is a scenario: change its [cluster] instead"
+                f"{args.file} is a scenario: change its "
+                f"{'[training] mode' if name == 'mode' else '[cluster]'} instead"
             )
 
 
@@ -156,6 +165,7 @@ def simulate_program_command(args: argparse.Namespace, console: Any) -> int:
 
     changes = WhatIf(
         towers=args.towers,
+        mode=args.mode,
         speeds=args.speeds or (),
         bandwidth_gbps=args.link_bandwidth,
         latency_us=args.latency,

@@ -10,6 +10,11 @@ new :class:`~simsync.ir.Graph` and a line for the report.
   ``concat`` and ``Mean`` of N inputs). A client that runs one tower's work alone (a thread
   of asynchronous training, running its own train op) is copied with its tower: N towers, N
   threads.
+- :func:`as_async`: the tower loop as asynchronous threads (``--mode async``), the pattern of
+  lesson 4's program: one thread per tower, each running its tower's work and then the
+  update (the ops where the towers meet that write variables, and those after them), copied
+  for it and fed by its own tower's gradients; the ops that only average the towers'
+  gradients (``concat``, ``Mean``) are left out. Each thread loops as the program's loop did.
 - :func:`with_speeds`: device speeds, one per tower's device, repeated.
 - :func:`with_link`: every device's port bandwidth and latency.
 
@@ -40,10 +45,10 @@ import dataclasses
 import re
 
 from simsync.errors import UsageError
-from simsync.ir import Graph, Link, Op, run_orders, tower_dependencies
+from simsync.ir import Graph, Link, Op, run_orders, topological_order, tower_dependencies
 from simsync.words import plural
 
-__all__ = ["MAX_TOWERS", "with_link", "with_speeds", "with_towers"]
+__all__ = ["MAX_TOWERS", "as_async", "with_link", "with_speeds", "with_towers"]
 
 MAX_TOWERS = 64
 
@@ -215,6 +220,107 @@ def _line(towers: int, had: int, scope: str | None) -> str:
         f"{plural(towers, 'tower')}: {kept} as the program built them, "
         f"{towers - had} more replicated from {name}"
     )
+
+
+def as_async(graph: Graph) -> tuple[Graph, str]:
+    """The tower loop as asynchronous threads (``--mode async``): one client per tower, each
+    running that tower's work and applying its own gradients (see the module's docstring)."""
+    have = sorted(graph.towers)
+    loops = [client for client in graph.clients if not client.daemon]
+    if len(have) < 2:
+        raise UsageError(
+            f"--mode async: the program's graph has {plural(len(have), 'tower')}; "
+            "it needs two or more to run as threads"
+        )
+    if len(loops) != 1:
+        raise UsageError(
+            f"--mode async: the program already loops in {plural(len(loops), 'thread')}; "
+            "it turns one loop over every tower into one thread per tower"
+        )
+    depends, work = tower_dependencies(graph), _work(graph)
+    shared = {op.name for op in graph.ops() if len(depends[op.name]) > 1}
+    update = {name for name in shared if graph.op(name).writes}
+    if not update:
+        raise UsageError(
+            "--mode async: no op where the towers meet updates a variable: there is no "
+            "update for each thread to apply on its own"
+        )
+    for name in topological_order(graph):  # the update: the applies and what follows them
+        if name in shared and any(t.src in update for t in graph.inputs(name)):
+            update.add(name)
+    averaging = shared - update
+
+    def feeders(name: str, tower: int) -> list[str]:
+        """The ops of ``tower``'s work that feed the averaging ops up from ``name``."""
+        found, todo, seen = [], [name], {name}
+        while todo:
+            for tensor in graph.inputs(todo.pop()):
+                if tensor.src in averaging and tensor.src not in seen:
+                    seen.add(tensor.src)
+                    todo.append(tensor.src)
+                elif work.get(tensor.src) == tower:
+                    found.append(tensor.src)
+        return list(dict.fromkeys(found))
+
+    def copy(name: str, tower: int) -> str:
+        return f"{name} [tower_{tower}]"
+
+    new = _state_of(graph, graph.link)
+    for device in graph.devices.values():
+        new.add_device(device)
+    for op in graph.ops():
+        if op.name not in shared:
+            new.add_op(op)
+    for tower in have:
+        for name in update:
+            new.add_op(dataclasses.replace(graph.op(name), name=copy(name, tower), tower=tower))
+    for tensor in graph.edges():
+        if tensor.src in new.nx and tensor.dst in new.nx:
+            new.add_tensor(tensor)
+    joined: set[tuple[str, str]] = set()
+    for tower in have:
+        for name in update:
+            for tensor in graph.inputs(name):
+                if tensor.src in update:
+                    sources = [copy(tensor.src, tower)]
+                elif tensor.src in averaging:
+                    sources = feeders(tensor.src, tower)
+                else:  # a tower's own op, or one of no tower: another tower's is not waited for
+                    sources = [tensor.src] if work.get(tensor.src, tower) == tower else []
+                for source in sources:
+                    if (source, copy(name, tower)) in joined:
+                        continue
+                    joined.add((source, copy(name, tower)))
+                    nbytes = _bytes_out(graph, source) if tensor.src in averaging else None
+                    new.add_tensor(
+                        dataclasses.replace(
+                            tensor,
+                            src=source,
+                            dst=copy(name, tower),
+                            nbytes=tensor.nbytes if nbytes is None else nbytes,
+                        )
+                    )
+    (main,) = loops
+    for client in graph.clients:
+        if client is not main:
+            new.add_client(client)
+    for tower in have:
+        fetches = tuple(
+            copy(name, tower) if name in update else name
+            for name in main.fetches
+            if name in update or (name not in averaging and work.get(name, tower) == tower)
+        )
+        new.add_client(dataclasses.replace(main, name=f"thread_{tower}", fetches=fetches))
+    left = f", {plural(len(averaging), 'averaging op')} left out" if averaging else ""
+    return new, (
+        f"asynchronous: {plural(len(have), 'thread')}, one per tower, each applying its own "
+        f"gradients{left}"
+    )
+
+
+def _bytes_out(graph: Graph, name: str) -> int:
+    """The bytes an op sends on (the most it sends on any one tensor)."""
+    return max((t.nbytes for t in graph.outputs(name)), default=0)
 
 
 def with_speeds(graph: Graph, speeds: list[float]) -> tuple[Graph, str]:
