@@ -27,19 +27,23 @@ def program_step(folder: Path) -> str:
     is, cut down to that one step (the rest needs no TensorFlow and is tested elsewhere)."""
     lesson = load_lesson(folder)
     (step,) = [s for s in lesson.steps if s.kind == "program"]
-    only = Path(tempfile.mkdtemp(dir=folder.parent)) / folder.name
-    shutil.copytree(folder, only)
-    keys = "".join(
-        f"{key} = {json.dumps(step.get(key))}\n"
-        for key in ("file", "towers", "speeds", "try_towers")
-        if step.get(key) is not None
-    )  # the step as the lesson has it, its text aside (TOML takes these as JSON writes them)
-    (only / "lesson.toml").write_text(
-        f'title = "{lesson.title}"\n[[steps]]\nkind = "program"\n{keys}'
-    )
-    out = io.StringIO()
-    console = Console(file=out, width=120, color_system=None)
-    LessonRunner(load_lesson(only), Progress.scratch(), console, no_input=True).run()
+    scratch = Path(tempfile.mkdtemp(prefix="simsync-lesson-"))  # never beside the lesson
+    try:
+        only = scratch / folder.name
+        shutil.copytree(folder, only)
+        keys = "".join(
+            f"{key} = {json.dumps(step.get(key))}\n"
+            for key in ("file", "towers", "speeds", "try_towers")
+            if step.get(key) is not None
+        )  # the step as the lesson has it, its text aside (TOML takes these as JSON writes them)
+        (only / "lesson.toml").write_text(
+            f'title = "{lesson.title}"\n[[steps]]\nkind = "program"\n{keys}'
+        )
+        out = io.StringIO()
+        console = Console(file=out, width=120, color_system=None)
+        LessonRunner(load_lesson(only), Progress.scratch(), console, no_input=True).run()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return " ".join(out.getvalue().split())
 
 
