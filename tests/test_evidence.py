@@ -175,3 +175,16 @@ def test_updates_that_never_went_stale_say_no() -> None:
     found = staleness(_ledger([0] * 40), predicted=0.0)
     assert found is not None and found["verdict"] == "no"
     assert staleness(Trace(), predicted=1.0) is None
+
+
+def test_the_probes_of_what_drifts():
+    """No work, and one tower per core working when the towers share fewer cores."""
+    from simsync.crosscheck.refit import NO_WORK, probes
+    from simsync.scenario import ClusterConfig, Scenario
+    from simsync.scenario.profile import Profile
+
+    profile = Profile({}, 1.0, 0.0, 5e-4, 30.0, 2)
+    four = Scenario("four", cluster=ClusterConfig(4))
+    assert [p.name for p in probes(four, profile)] == [NO_WORK, "2 towers working"]
+    assert probes(four, profile)[1].speeds == {"/gpu:2": 1000.0, "/gpu:3": 1000.0}
+    assert [p.name for p in probes(Scenario("two", cluster=ClusterConfig(2)), profile)] == [NO_WORK]

@@ -145,3 +145,40 @@ def test_a_machine_whose_load_changed_is_told_to_calibrate_again(tmp_path: Path)
     assert "its load has changed" not in shown(machine["measured"])
     assert "the machine is faster now than when it was measured" in shown(high * 2)
     assert "the machine is slower now than when it was measured" in shown(low / 2)
+
+
+FOUR = ROOT / "examples" / "four_towers.toml"
+
+
+def test_a_profile_made_under_another_load_is_measured_again_in_the_session(
+    tmp_path: Path,
+) -> None:
+    """The profile doctored as if measured under another load (compute x0.7, the cores'
+    efficiency x1.3): the cross-check fits what drifts again on its own probes, and its
+    prediction comes closer than the profile as cached."""
+    from rich.console import Console
+
+    from simsync.viz import CrossCheckView
+
+    cache = tmp_path / "cache"
+    first = simsync("crosscheck", str(FOUR), "--steps", "3", "--json", cache=cache)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "refit" in json.loads(first.stdout)  # this machine's profile: always refitted
+    (path,) = profiles(cache)
+    doctored = json.loads(path.read_text())
+    doctored["compute_scale"] *= 0.7
+    doctored["core_efficiency"] = min(1.0, doctored["core_efficiency"] * 1.3)
+    other = tmp_path / "other-load.json"
+    other.write_text(json.dumps(doctored))
+    ran = simsync("crosscheck", str(FOUR), "--steps", "5", "--costs", str(other), "--json",
+                  cache=cache)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    report = json.loads(ran.stdout)
+    refit = report["refit"]
+    assert refit["compute_scale"][0] == doctored["compute_scale"]
+    assert refit["core_efficiency"][0] == doctored["core_efficiency"]
+    assert abs(report["timing"]["error_median"]) < abs(refit["cached_error_median"])
+    console = Console(record=True, width=200)
+    console.print(CrossCheckView({"check": "one_client", **report}))  # as --json leaves it out
+    shown = " ".join(console.export_text().split())
+    assert "Measured again in this session" in shown and "the profile as cached predicts" in shown

@@ -282,3 +282,19 @@ def test_the_tower_loop_as_asynchronous_threads():
         as_async(threads)
     with pytest.raises(UsageError, match="has 1 tower; it needs two or more"):
         as_async(with_towers(graph, 1)[0])
+
+
+def test_a_thread_that_also_fetches_a_shared_counter_is_still_its_towers():
+    """sess.run([train_op, global_step]): the counter belongs to no tower and does not make
+    the thread everyone's."""
+    data = _async_threads()
+    data["ops"].insert(1, _op("gs", "ReadVariableOp", ["w"], device="/device:CPU:0"))
+    data["order"].insert(1, "gs")
+    for client in data["clients"]:
+        client["fetches"].append("gs")
+    graph, _ = convert(data, None)
+    bigger, _ = with_towers(graph, 4)
+    clients = {c.name: c.fetches for c in bigger.clients}
+    assert clients["thread_3"] == ("apply [tower_3]", "gs") and len(clients) == 4
+    fewer, _ = with_towers(graph, 1)
+    assert [(c.name, c.fetches) for c in fewer.clients] == [("thread_0", ("apply", "gs"))]

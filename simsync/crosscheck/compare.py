@@ -35,6 +35,7 @@ from simsync.crosscheck.evidence import (
     side_by_side,
 )
 from simsync.crosscheck.moving import moving_statistics
+from simsync.crosscheck.refit import probes, refit
 from simsync.crosscheck.report import (
     CostsKind,
     Evidence,
@@ -96,16 +97,20 @@ def crosscheck_one_client(
     scenario's; ``profile`` a resolved one (:func:`resolve_profile`), or None for the
     scenario's own costs."""
     variants = _variants(scenario)
+    # what drifts, measured again in this session, when the profile is this machine's
+    extra = probes(scenario, profile) if variants and costs_kind(profile) == "machine" else []
     # The work is sized at this machine's speed now (measured for this run), so the
     # profile's compute scale holds though the machine's speed drifts between runs.
     real = run_on_tensorflow(
         scenario,
         warmup=warmup,
-        variants=[variant for variant, _ in variants],
+        variants=[variant for variant, _ in variants] + extra,
         rounds=ROUNDS,
         on_progress=on_progress,
     )
-    predicted = predicted_scenario(scenario, profile, real)
+    cached = predicted_scenario(scenario, profile, real)
+    fitted = refit(profile, scenario, real, variants[0][0]) if extra and profile else None
+    predicted = cached if fitted is None else predicted_scenario(scenario, fitted[0], real)
     simulation = simulate(predicted.with_run(steps=real.total_steps))
     traced = {s.step for s in real.trace.steps}
     report: SyncReport = {
@@ -120,9 +125,24 @@ def crosscheck_one_client(
         "structure": structure(simulation.graph, real.trace),
         "values": _values(simulation, real),
         "timing": _timing(simulation.trace, real, traced),
-        "evidence": _evidence(graph, real, predicted, variants, costs_kind(profile) == "machine"),
+        "evidence": _evidence(
+            graph,
+            real,
+            cached,
+            variants,
+            costs_kind(profile) == "machine",
+            None if fitted is None else predicted,
+        ),
         "unmapped_tensorflow_ops": dict(real.census.unmapped),
     }
+    if fitted is not None:  # the prediction the profile as cached would have made
+        measured = report["timing"]["measured_median_step_time"]
+        as_cached = median_step_time(cached.with_run(steps=real.total_steps), real.total_steps)
+        report["refit"] = {
+            **fitted[1],
+            "cached_predicted_median_step_time": as_cached,
+            "cached_error_median": relative_error(as_cached, measured),
+        }
     return CrossCheck(scenario, predicted, simulation, real, report)
 
 
@@ -211,22 +231,27 @@ def _evidence(
     predicted: Scenario,
     variants: list[tuple[Variant, Hypotheses]],
     for_this_machine: bool,
+    refitted: Scenario | None = None,
 ) -> Evidence:
     """What the real run shows (see :mod:`simsync.crosscheck.evidence`), and, when the
     predictions are for this machine (its measured profile), whether it still runs a variant
-    as fast as its profile says (its load may have changed since it was measured)."""
-    ratios: list[Ratio] = []
+    as fast as its profile says (its load may have changed since it was measured). When it
+    does not, the hypotheses come from ``refitted`` (the profile with what drifts measured in
+    this session, :mod:`simsync.crosscheck.refit`), or there is no verdict without one."""
     step_time = _StepTimes()
+    check = variants and for_this_machine
+    machine = _machine_check(real, predicted, variants[0][0], step_time) if check else None
+    drift = bool(machine and machine["drifted"])
+    base = refitted if drift and refitted is not None else predicted
+    ratios: list[Ratio] = []
     for variant, hypotheses in variants:
         expected = {}
         for name, change in hypotheses.items():
-            changed = change(predicted)
+            changed = change(base)
             mine, theirs = step_time(changed), step_time(variant.apply(changed))
             expected[name] = mine / theirs if theirs > 0 else math.inf
         ratios.append(interleaved_ratio(real.interleaved, variant.name, expected))
-    check = variants and for_this_machine
-    machine = _machine_check(real, predicted, variants[0][0], step_time) if check else None
-    if machine and machine["drifted"]:  # predictions from an out-of-date profile: no yardstick
+    if drift and refitted is None:  # predictions from an out-of-date profile: no yardstick
         ratios = [_out_of_date(ratio) for ratio in ratios]
     return {
         "side_by_side": side_by_side(graph, real.trace),

@@ -38,6 +38,7 @@ __all__ = [
     "ProtocolSide",
     "RaceOutcomes",
     "Ratio",
+    "RefitReport",
     "ReplayValues",
     "ReplicaValues",
     "Report",
@@ -232,6 +233,18 @@ class Evidence(TypedDict):
     machine: MachineCheck | None  # None: predictions not for this machine, or no variant
 
 
+class RefitReport(TypedDict):
+    """What drifts, measured again in the cross-check's session (:mod:`simsync.crosscheck.
+    refit`): each value as ``[the profile's, this session's]``, and the prediction the
+    profile as cached would have made."""
+
+    session_run: list[float]
+    compute_scale: list[float]
+    core_efficiency: list[float]
+    cached_predicted_median_step_time: float
+    cached_error_median: float | None
+
+
 class SyncReport(TypedDict):
     """The report of one client's towers (:func:`simsync.crosscheck.crosscheck`)."""
 
@@ -248,6 +261,8 @@ class SyncReport(TypedDict):
     timing: Timing
     evidence: Evidence
     unmapped_tensorflow_ops: dict[str, int]
+    #: with this machine's profile: the prediction (``timing``) is from the refit
+    refit: NotRequired[RefitReport]
 
 
 # -- racing_clients: asynchronous workers ----------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Any
 
 from simsync.errors import SimsyncError, printable
 from simsync.files import InputError, read_input, read_toml
+from simsync.scenario.schema import MAX_PROGRAM_TOWERS as MAX_TOWERS
 
 __all__ = [
     "STEP_KEYS",
@@ -65,6 +66,10 @@ def _count(value: Any) -> bool:
     return type(value) is int and 1 <= value <= 1000
 
 
+def _try_towers(value: Any) -> bool:
+    return type(value) is int and 1 <= value <= MAX_TOWERS
+
+
 def _positive_number(value: Any) -> bool:
     return type(value) in (int, float) and 0 < value < math.inf
 
@@ -99,7 +104,7 @@ KEY_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "steps": (_count, "an integer from 1 to 1000"),
     "rows": (_count, "an integer from 1 to 1000"),
     "towers": (_count, "an integer from 1 to 1000"),
-    "try_towers": (_count, "an integer from 1 to 1000"),
+    "try_towers": (_try_towers, f"an integer from 1 to {MAX_TOWERS} (simulate's --towers)"),
     "tolerance": (_positive_number, "a number > 0"),
     "speeds": (_speeds, "a list of numbers > 0 (each tower's device speed)"),
     "choices": (_texts, "a list of strings"),

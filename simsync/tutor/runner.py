@@ -66,7 +66,7 @@ def _last_everywhere(result: dict[str, Any]) -> str:
     ((tower,),) = leaders
     counts = sorted(waited[point][tower] for point in waited)
     often = str(counts[0]) if counts[0] == counts[-1] else f"{counts[0]} to {counts[-1]}"
-    where = f"at all {len(waited)} sync points," if len(waited) > 1 else "at the sync point"
+    where = f"at all {len(waited)} sync points," if len(waited) > 1 else "at the sync point,"
     return f"; {tower} came last {where} in {often} of {result['steps']} steps"
 
 
@@ -332,7 +332,11 @@ class LessonRunner:
             line = f"  simulated: {plural(result['towers'], 'tower')}, a step of {mean:.3f} ms"
             line += _last_everywhere(result)
         self.console.print(Text(line))
-        self._try_it("Try it yourself", ["simulate", name, "--towers", str(step.try_towers())])
+        speeds = step.get("speeds")
+        shown = ["--speeds", ",".join(f"{v:g}" for v in speeds)] if speeds else []
+        self._try_it(
+            "Try it yourself", ["simulate", name, "--towers", str(step.try_towers()), *shown]
+        )
 
     def _verify(self, step: Step, report: Report | SimsyncError) -> None:
         from simsync.viz import CrossCheckView

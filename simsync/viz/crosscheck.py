@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # the cross-check is not imported to draw what it found
         MovingCheck,
         ProtocolComparison,
         Ratio,
+        RefitReport,
         Report,
         StalenessEvidence,
         Structure,
@@ -116,7 +117,10 @@ class CrossCheckView:
                 + REMEDY[r["costs_kind"]],
                 style="yellow",
             )
-        yield from _drift(r["evidence"]["machine"])
+        refitted = r.get("refit")
+        if refitted is not None:
+            yield _refit(refitted)
+        yield from _drift(r["evidence"]["machine"], refitted is not None)
         yield EvidenceView(r)
         yield from _problems(r["structure"]["violations"], r["unmapped_tensorflow_ops"])
 
@@ -351,7 +355,27 @@ def _problems(violations: list[Violation], unmapped: Mapping[str, int] | None) -
         yield Text(f"TensorFlow ops that map to no IR op: {names}", style="yellow")
 
 
-def _drift(machine: MachineCheck | None) -> RenderResult:
+def _refit(refit: RefitReport) -> Text:
+    """What this session measured again, against the profile, and what the profile as
+    cached would have predicted."""
+    session, scale, efficiency = (
+        refit["session_run"],
+        refit["compute_scale"],
+        refit["core_efficiency"],
+    )
+    error = refit["cached_error_median"]
+    return Text(
+        "Measured again in this session, between its timed steps (this machine's load "
+        f"moves): sess.run's own time {_ms(session[1])} ms (the profile: {_ms(session[0])}), "
+        f"compute {scale[1]:.2f} s per nominal s ({scale[0]:.2f}), cores' efficiency "
+        f"{efficiency[1]:.2f} ({efficiency[0]:.2f}). The prediction above uses them; the "
+        f"profile as cached predicts {_ms(refit['cached_predicted_median_step_time'])} ms"
+        + (f", off by {_percent(error)}." if error is not None else "."),
+        style="dim",
+    )
+
+
+def _drift(machine: MachineCheck | None, refitted: bool = False) -> RenderResult:
     """A note when the machine no longer runs as its profile says (checked only when the
     predictions are for this machine)."""
     if not machine or not machine["drifted"]:
@@ -368,8 +392,12 @@ def _drift(machine: MachineCheck | None) -> RenderResult:
             else ""
         )
         + f": the machine is {'faster' if faster else 'slower'} "
-        "now than when it was measured (its load has changed), so the comparisons below "
-        "give no verdict. `simsync calibrate` measures it again.",
+        "now than when it was measured (its load has changed), so "
+        + (
+            "the comparisons below use what this session measured again."
+            if refitted
+            else "the comparisons below give no verdict. `simsync calibrate` measures it again."
+        ),
         style="yellow",
     )
 

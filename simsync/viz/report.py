@@ -107,7 +107,7 @@ class SummaryView:
             unit = "update" if _concurrent(s) else "step"
             steps = s.get("steps", "–")
             parts = [
-                *named[:1],
+                *[part for part in named if part.startswith("mode ")],
                 plural(workers, "worker"),
                 f"{steps} {unit}{'' if steps == 1 else 's'}",
             ]

@@ -46,11 +46,12 @@ import re
 
 from simsync.errors import UsageError
 from simsync.ir import Graph, Link, Op, run_orders, topological_order, tower_dependencies
+from simsync.scenario.schema import MAX_PROGRAM_TOWERS
 from simsync.words import plural
 
 __all__ = ["MAX_TOWERS", "as_async", "with_link", "with_speeds", "with_towers"]
 
-MAX_TOWERS = 64
+MAX_TOWERS = MAX_PROGRAM_TOWERS
 
 
 def _work(graph: Graph) -> dict[str, int]:
@@ -89,7 +90,7 @@ def with_towers(graph: Graph, towers: int) -> tuple[Graph, str]:
     devices = dict(graph.devices)
     depends = tower_dependencies(graph)
     renamed: dict[tuple[str, int], str] = {}
-    alone = _run_by_dropped(graph, work, towers)
+    alone = _run_by_dropped(graph, work, depends, towers) if len(have) > 1 else set()
     for op in graph.ops():
         tower = work.get(op.name)
         if (tower is not None and tower >= towers) or op.name in alone:
@@ -131,12 +132,12 @@ def with_towers(graph: Graph, towers: int) -> tuple[Graph, str]:
     last = min(towers, len(have)) - 1
     names = {client.name for client in graph.clients}
     for client in graph.clients:
-        thread_of = _own_tower(client.fetches, work)
+        thread_of = _own_tower(client.fetches, work, depends) if len(have) > 1 else None
         if thread_of is not None:  # a thread running one tower's train op: copied with it
             if thread_of < towers:
                 new.add_client(client)
             for tower in range(len(have), towers) if thread_of == 0 else ():
-                copied = tuple(renamed[(fetch, tower)] for fetch in client.fetches)
+                copied = tuple(renamed.get((fetch, tower), fetch) for fetch in client.fetches)
                 name = _copy_client(client.name, tower, names)
                 new.add_client(dataclasses.replace(client, name=name, fetches=copied))
             continue
@@ -153,22 +154,27 @@ def with_towers(graph: Graph, towers: int) -> tuple[Graph, str]:
     return new, _line(towers, len(have), scope)
 
 
-def _run_by_dropped(graph: Graph, work: dict[str, int], towers: int) -> set[str]:
+def _run_by_dropped(
+    graph: Graph, work: dict[str, int], depends: dict[str, frozenset[int]], towers: int
+) -> set[str]:
     """The ops that only the threads of dropped towers run (their reads of shared
     variables, on ``/cpu:0``): they go with their threads."""
     orders = run_orders(graph, [client.fetches for client in graph.clients])
     kept: set[str] = set()
     dropped: set[str] = set()
     for client, order in zip(graph.clients, orders, strict=True):
-        own = _own_tower(client.fetches, work)
+        own = _own_tower(client.fetches, work, depends)
         (dropped if own is not None and own >= towers else kept).update(order)
     return dropped - kept
 
 
-def _own_tower(fetches: tuple[str, ...], work: dict[str, int]) -> int | None:
+def _own_tower(
+    fetches: tuple[str, ...], work: dict[str, int], depends: dict[str, frozenset[int]]
+) -> int | None:
     """The tower whose work alone a client's fetches are (a thread of asynchronous training
-    runs its own tower's train op), or None (the tower loop's client fetches every tower)."""
-    towers = {work.get(name) for name in fetches}
+    runs its own tower's train op, and may fetch a shared counter beside it), or None (the
+    tower loop's client fetches every tower)."""
+    towers = {work.get(name) for name in fetches if depends[name]}
     return towers.pop() if len(towers) == 1 and None not in towers else None
 
 
