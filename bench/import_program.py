@@ -48,14 +48,17 @@ def rates(imported: Graph, towers: int, rounds: int) -> dict[str, object]:
         "scenario": lambda: simulate(scenario, numerics=False),
     }  # fmt: skip
     found: dict[str, list[float]] = {"imported": [], "scenario": []}
+    sizes: dict[str, int] = {}
     for round_ in range(rounds):
         names = list(contenders) if round_ % 2 == 0 else list(contenders)[::-1]
         for name in names:
-            found[name].append(rate(contenders[name]()))
+            run = contenders[name]()
+            found[name].append(rate(run))
+            sizes[name] = len(run.graph)
     ratios = [s / i for s, i in zip(found["scenario"], found["imported"], strict=True)]
     return {
         "scenario_towers": towers,
-        "ops_per_step": {"imported": len(imported), "scenario": 4 * towers + 2},
+        "ops_per_step": sizes,
         "imported_ops_per_second": [round(r) for r in found["imported"]],
         "scenario_ops_per_second": [round(r) for r in found["scenario"]],
         "scenario_over_imported": round(statistics.median(ratios), 2),

@@ -158,4 +158,4 @@ def test_lesson_2_shows_one_sync_point_per_variable_and_who_is_waited_for(tmp_pa
     assert f"4 sync points made in average_gradients (average_gradients.py:{concat})" in shown
     assert "simulated: 4 towers" in shown
     assert "tower_2 came last at all 4 sync points, in 20 of 20 steps" in shown
-    assert "simsync simulate average_gradients.py --towers 8" in shown
+    assert "simsync simulate average_gradients.py --towers 8 --speeds 1,0.8,0.5,1" in shown

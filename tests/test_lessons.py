@@ -106,3 +106,32 @@ def test_lesson_runs_end_to_end_with_its_tensorflow_check(lesson, tmp_path: Path
     assert f"{count}/{count} first try" in out
     assert "Does TensorFlow do what the graph says?" in out
     assert "✗ DISAGREE" not in out and "could not run" not in out
+
+
+@pytest.mark.parametrize(
+    "lesson",
+    [lesson for lesson in LESSONS if any(s.kind == "program" for s in lesson.steps)],
+    ids=lambda lesson: lesson.slug,
+)
+def test_a_program_step_runs_the_lesson_s_setup(lesson) -> None:
+    """A program step's speeds are the lesson scenario's (one set-up asked about, one shown),
+    and it suggests a number of towers other than the program's own."""
+    from simsync.scenario import load_scenario
+
+    scenario = load_scenario(lesson.folder / lesson.scenario)
+    for step in (s for s in lesson.steps if s.kind == "program"):
+        speeds = step.get("speeds")
+        if speeds is not None:
+            assert tuple(speeds) == scenario.cluster.speeds, lesson.slug
+        assert step.try_towers() != scenario.cluster.devices or step.get("towers"), lesson.slug
+
+
+def test_lessons_copy_suggests_the_program_step_s_towers(tmp_path: Path) -> None:
+    env = {**os.environ, "SIMSYNC_DATA_DIR": str(tmp_path / "data"), "COLUMNS": "200"}
+    copied = subprocess.run(
+        [sys.executable, "-m", "simsync", "lessons", "copy", "2", str(tmp_path / "my-lesson2")],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert copied.returncode == 0, copied.stderr
+    program = tmp_path / "my-lesson2" / "average_gradients.py"
+    assert f"simsync simulate {program} --towers 8 --speeds 1,0.8,0.5,1" in copied.stdout

@@ -245,6 +245,7 @@ def test_the_same_op_of_every_tower_costs_the_same():
     for name in ("tower_0/fwd", "tower_0/grad", "ExpandDims_0"):
         timed[name]["seconds"] = 0.003
     timed["concat"]["seconds"] = 0.005
+    data["logical_devices"] = True  # the towers share one machine's cores
     graph, _ = convert(data, {"ops": timed})
     for inside in ("fwd", "grad"):  # the median of 3 ms and 1 ms
         assert graph.op(f"tower_0/{inside}").cost.mean == graph.op(f"tower_1/{inside}").cost.mean
@@ -252,6 +253,10 @@ def test_the_same_op_of_every_tower_costs_the_same():
     # ExpandDims_0 and ExpandDims_1: the same op of each tower's work, outside its scope
     assert graph.op("ExpandDims_0").cost.mean == graph.op("ExpandDims_1").cost.mean == 0.002
     assert graph.op("concat").cost.mean == 0.005  # where the towers meet: its own
+    # on real GPUs a tower may be slower by its GPU: each keeps its own
+    data["logical_devices"] = False
+    own, _ = convert(data, {"ops": timed})
+    assert own.op("tower_0/fwd").cost.mean == 0.003 and own.op("tower_1/fwd").cost.mean == 0.001
 
 
 def test_the_tower_loop_as_asynchronous_threads():
@@ -266,7 +271,7 @@ def test_the_tower_loop_as_asynchronous_threads():
     threads, line = as_async(graph)
     assert line == (
         "asynchronous: 2 threads, one per tower, each applying its own gradients, "
-        "1 averaging op left out"
+        "1 op where the towers met left out (the averaging)"
     )
     assert {c.name: c.fetches for c in threads.clients} == {
         "thread_0": ("step [tower_0]",),
@@ -298,3 +303,22 @@ def test_a_thread_that_also_fetches_a_shared_counter_is_still_its_towers():
     assert clients["thread_3"] == ("apply [tower_3]", "gs") and len(clients) == 4
     fewer, _ = with_towers(graph, 1)
     assert [(c.name, c.fetches) for c in fewer.clients] == [("thread_0", ("apply", "gs"))]
+
+
+def test_threads_are_named_by_where_their_fetches_were_made_not_by_who_looped_first():
+    from simsync.tf_backend.program.child import thread_names
+
+    order = ["w", "GradientDescent", "GradientDescent_1", "GradientDescent_2", "step"]
+    looped = {  # the order the threads reached their loop: a race
+        "Thread-3 (train_function)": ("GradientDescent_2", "step"),
+        "Thread-1 (train_function)": ("GradientDescent", "step"),
+        "Thread-2 (train_function)": ("GradientDescent_1", "step"),
+    }
+    names = thread_names(looped, order)
+    assert names == {
+        "Thread-1 (train_function)": "thread_0",
+        "Thread-2 (train_function)": "thread_1",
+        "Thread-3 (train_function)": "thread_2",
+    }
+    assert list(names) == sorted(looped)  # the clients go in that order too
+    assert thread_names(dict(reversed(looped.items())), order) == names

@@ -67,6 +67,17 @@ def test_bad_lessons_name_the_file_and_key(tmp_path: Path) -> None:
     (folder / "lesson.toml").write_text('title = "x"\n[[steps]]\nkind = "text"\nfiel = "a"\n')
     with pytest.raises(LessonError, match=r"step 1 \(text\): 'file' is required"):
         load_lesson(folder)
+    program = 'title = "x"\n[[steps]]\nkind = "program"\nfile = "p.py"\n'
+    (folder / "lesson.toml").write_text(program + "try_towers = 65\n")
+    (folder / "p.py").write_text("print('a program')\n")
+    from simsync.tutor.check import check_lesson
+
+    assert check_lesson(load_lesson(folder)) == [
+        "01-bad step 1 (program): try_towers 65: simulate's --towers takes at most 64"
+    ]
+    (folder / "lesson.toml").write_text(program + "speeds = [1, 0]\n")
+    with pytest.raises(LessonError, match=r"speeds.*a list of numbers > 0"):
+        load_lesson(folder)
 
 
 def test_non_interactive_answers_are_judged_and_saved(tiny, progress) -> None:

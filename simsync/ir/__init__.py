@@ -17,6 +17,7 @@ from simsync.ir.analysis import (
     topological_order,
     tower_dependencies,
     tower_label,
+    tower_work,
     updating_clients,
 )
 from simsync.ir.costs import (
@@ -76,6 +77,7 @@ __all__ = [
     "topological_order",
     "tower_dependencies",
     "tower_label",
+    "tower_work",
     "transfer_duration",
     "updating_clients",
     "validate",

@@ -31,6 +31,7 @@ __all__ = [
     "topological_order",
     "tower_dependencies",
     "tower_label",
+    "tower_work",
     "updating_clients",
 ]
 
@@ -133,6 +134,26 @@ def tower_dependencies(graph: Graph) -> dict[str, frozenset[int]]:
     [0, 1]
     """
     return dict(_towers(graph))
+
+
+def tower_work(graph: Graph) -> dict[str, int]:
+    """Each op's tower, for the ops that are a tower's work: its own ops, and the ops outside
+    every tower that depend on it alone (each tower's ``ExpandDims`` before
+    ``average_gradients``' ``concat``, an asynchronous thread's apply).
+
+    >>> from simsync.patterns import tiny_example
+    >>> work = tower_work(tiny_example())
+    >>> work["tower_1/loss"], "average_gradients" in work
+    (1, False)
+    """
+    work = {}
+    for name, towers in _towers(graph).items():
+        own = graph.op(name).tower
+        if own is not None:
+            work[name] = own
+        elif len(towers) == 1:
+            work[name] = next(iter(towers))
+    return work
 
 
 def _towers(graph: Graph) -> dict[str, frozenset[int]]:

@@ -265,6 +265,24 @@ class Graph:
         self._memo.clear()
         return op
 
+    def replace_op(self, op: Op) -> None:
+        """Put ``op`` in place of the op of its name; the tensors in and out of it stay.
+
+        >>> g = Graph()
+        >>> _ = g.add_op(Op("a", "forward", "/gpu:0", Cost(0.004)))
+        >>> g.replace_op(Op("a", "forward", "/gpu:0", Cost(0.002))); g.op("a").cost.mean
+        0.002
+        >>> g.replace_op(Op("b", "forward", "/gpu:0"))
+        Traceback (most recent call last):
+        ...
+        simsync.errors.GraphError: no op named 'b'
+        """
+        _check_type(op, Op, "op")
+        if op.name not in self.nx:
+            raise GraphError(f"no op named '{op.name}'")
+        self.nx.nodes[op.name]["op"] = op
+        self._memo.clear()
+
     def add_tensor(self, tensor: Tensor) -> None:
         """Add an edge between two ops already added.
 

@@ -39,9 +39,6 @@ __all__ = [
 #: The most devices a scenario may have: a one-step simulation of 16,384 towers takes about
 #: 15 s and 650 MB here (65,536: about a minute and 2.3 GB).
 MAX_DEVICES = 16384
-#: The most towers a what-if of an imported program asks for (``--towers``, a lesson's
-#: ``try_towers``).
-MAX_PROGRAM_TOWERS = 64
 
 #: Marks a field without a default.
 REQUIRED: Any = object()

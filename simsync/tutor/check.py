@@ -26,6 +26,8 @@ def check_lesson(lesson: Lesson) -> list[str]:
         try:
             if step.kind in ("text", "code"):
                 step.read()
+            elif step.kind == "program":
+                _check_program(step)
             elif step.kind == "race" or step.get("race"):
                 for path in lesson.race_paths(step):
                     build(load_scenario(path))
@@ -46,3 +48,15 @@ def _check_question(step: Step, expected: Any, ops: set[str]) -> None:
         raise LessonError(f"answer {expected!r} is not an op of the scenario's graph")
     if step.get("type") == "numeric" and step.get("tolerance", 0.05) <= 0:
         raise LessonError("tolerance must be greater than 0")
+
+
+def _check_program(step: Step) -> None:
+    """A program step's program is there, and what it suggests trying is allowed."""
+    from simsync.tf_backend.program.whatif import MAX_TOWERS
+
+    if not step.path("file").is_file():
+        raise LessonError(f"its program {step.path('file')} is not there")
+    if step.try_towers() > MAX_TOWERS:
+        raise LessonError(
+            f"try_towers {step.try_towers()}: simulate's --towers takes at most {MAX_TOWERS}"
+        )

@@ -139,7 +139,8 @@ def copy_lesson(number: int, folder: Path, *, force: bool = False) -> int:
         console.print(Text(f"Try: {command}"), soft_wrap=True)  # one line, to paste
     for step in lesson.steps:  # a program the lesson imports: the learner's copy, edited
         if step.kind == "program":
-            command = f"simsync simulate {folder / step.get('file')} --towers {step.try_towers()}"
+            options = " ".join(step.try_options())
+            command = f"simsync simulate {folder / step.get('file')} {options}"
             console.print(Text(f"Try: {command}"), soft_wrap=True)
     return 0
 

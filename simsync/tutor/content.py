@@ -18,7 +18,6 @@ from typing import Any
 
 from simsync.errors import SimsyncError, printable
 from simsync.files import InputError, read_input, read_toml
-from simsync.scenario.schema import MAX_PROGRAM_TOWERS as MAX_TOWERS
 
 __all__ = [
     "STEP_KEYS",
@@ -66,10 +65,6 @@ def _count(value: Any) -> bool:
     return type(value) is int and 1 <= value <= 1000
 
 
-def _try_towers(value: Any) -> bool:
-    return type(value) is int and 1 <= value <= MAX_TOWERS
-
-
 def _positive_number(value: Any) -> bool:
     return type(value) in (int, float) and 0 < value < math.inf
 
@@ -104,7 +99,7 @@ KEY_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "steps": (_count, "an integer from 1 to 1000"),
     "rows": (_count, "an integer from 1 to 1000"),
     "towers": (_count, "an integer from 1 to 1000"),
-    "try_towers": (_try_towers, f"an integer from 1 to {MAX_TOWERS} (simulate's --towers)"),
+    "try_towers": (_count, "an integer from 1 to 1000"),
     "tolerance": (_positive_number, "a number > 0"),
     "speeds": (_speeds, "a list of numbers > 0 (each tower's device speed)"),
     "choices": (_texts, "a list of strings"),
@@ -128,6 +123,13 @@ class Step:
     def try_towers(self) -> int:
         """The towers a program step suggests trying its program with (``--towers``)."""
         return int(self.data.get("try_towers", TRY_TOWERS))
+
+    def try_options(self) -> list[str]:
+        """What a program step suggests simulating its program with: ``--towers``, and the
+        step's ``--speeds`` when it sets them (the learner's run then has its slow tower)."""
+        speeds = self.data.get("speeds")
+        shown = ["--speeds", ",".join(f"{v:g}" for v in speeds)] if speeds else []
+        return ["--towers", str(self.try_towers()), *shown]
 
     def path(self, key: str, default: str | None = None) -> Path:
         """A file named by the step (or ``default``), in the lesson's folder."""

@@ -332,11 +332,7 @@ class LessonRunner:
             line = f"  simulated: {plural(result['towers'], 'tower')}, a step of {mean:.3f} ms"
             line += _last_everywhere(result)
         self.console.print(Text(line))
-        speeds = step.get("speeds")
-        shown = ["--speeds", ",".join(f"{v:g}" for v in speeds)] if speeds else []
-        self._try_it(
-            "Try it yourself", ["simulate", name, "--towers", str(step.try_towers()), *shown]
-        )
+        self._try_it("Try it yourself", ["simulate", name, *step.try_options()])
 
     def _verify(self, step: Step, report: Report | SimsyncError) -> None:
         from simsync.viz import CrossCheckView

@@ -29,7 +29,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-__all__ = ["graph_data", "main"]
+__all__ = ["graph_data", "main", "thread_names"]
 
 
 def main(request_path: str, folder: str, work: str) -> int:
@@ -162,27 +162,37 @@ def graph_key(data: dict[str, Any], machine: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
+def thread_names(fetches: dict[str, tuple[str, ...]], order: list[str]) -> dict[str, str]:
+    """The client name of each looping thread (by its fetches), in the order the clients
+    go: the threads in the order their fetches were made in the graph (``order``), not the
+    order they reached their loop, which is a race. So the same program gives the same
+    clients, names and graph key every time. One thread is ``main``.
+
+    >>> thread_names({"Thread-2": ("train_1",), "Thread-1": ("train",)}, ["train", "train_1"])
+    {'Thread-1': 'thread_0', 'Thread-2': 'thread_1'}
+    >>> thread_names({"MainThread": ("train",)}, ["train"])
+    {'MainThread': 'main'}
+    """
+    made = {name: index for index, name in enumerate(order)}
+    threads = sorted(
+        fetches, key=lambda thread: (min(made.get(f, len(made)) for f in fetches[thread]), thread)
+    )
+    if len(threads) == 1:
+        return dict.fromkeys(threads, "main")
+    return {
+        thread: "main" if thread == "MainThread" else f"thread_{index}"
+        for index, thread in enumerate(threads)
+    }
+
+
 def graph_data(tf: Any, loop: Any, program: str, gpus: int) -> dict[str, Any]:
     """The loop's graph as plain data (the input of
     :func:`~simsync.tf_backend.program.convert.convert`)."""
     graph = loop.graph
     folder = str(Path(program).resolve().parent)
     ops = [_op_data(op, folder) for op in graph.get_operations()]
-    # the threads in the order their fetches were made, not the order they reached their loop
-    # (a race): the same program gives the same clients, names and graph key every time
-    made = {op["name"]: index for index, op in enumerate(ops)}
-    threads = sorted(
-        loop.calls,
-        key=lambda thread: (
-            min(made.get(f, len(made)) for f in loop.calls[thread].fetches),
-            thread,
-        ),
-    )
-    names = {}
-    for index, thread in enumerate(threads):
-        names[thread] = "main" if thread == "MainThread" else f"thread_{index}"
-    if len(loop.calls) == 1:
-        names = dict.fromkeys(loop.calls, "main")
+    fetches = {thread: tuple(call.fetches) for thread, call in loop.calls.items()}
+    names = thread_names(fetches, [op["name"] for op in ops])
     keys = tf.compat.v1.GraphKeys
     runners = graph.get_collection(keys.QUEUE_RUNNERS)
     return {
@@ -190,8 +200,8 @@ def graph_data(tf: Any, loop: Any, program: str, gpus: int) -> dict[str, Any]:
         "order": [op["name"] for op in ops],
         "ops": ops,
         "clients": [
-            {"thread": thread, "name": names[thread], "fetches": list(loop.calls[thread].fetches)}
-            for thread in threads
+            {"thread": thread, "name": name, "fetches": list(fetches[thread])}
+            for thread, name in names.items()
         ],
         "trainable": [v.op.name for v in graph.get_collection(keys.TRAINABLE_VARIABLES)],
         "queue_runners": [

@@ -10,13 +10,12 @@ control inputs, and where the program made it), and :func:`convert` turns that i
   ``average_gradients``), each timed by the profile. The ops a step runs are those the
   clients' fetches need (their inputs and control inputs, transitively). Every op is of the
   ``generic`` kind (:mod:`simsync.kinds.generic`): its cost comes from the profile.
-- **The same op in every tower costs the same**: with towers found by name scope, an op's
-  cost is the median of the profile's costs of that op (its name within the tower, on the same
-  kind of device) over the towers. A profile's cost is an op's latency, which holds its wait
-  for a core on a machine whose cores the logical devices share; on 2 cores the towers that
-  TensorFlow happened to run last in the few profiled steps measured twice as slow, and the
-  simulation then named them the stragglers of every step. A tower slower by its device is
-  a ``--speeds`` what-if (or a real slower GPU's own profile), not noise of the profiling run.
+- **The same op in every tower costs the same** on logical devices, with towers found by name
+  scope: the median over the towers (:func:`_same_costs`). A profile's cost is an op's latency,
+  which holds its wait for a core where the logical devices share a few; on 2 cores the towers
+  that TensorFlow happened to run last in the few profiled steps measured twice as slow, and
+  the simulation then named them the stragglers of every step. A tower slower by its device is
+  a ``--speeds`` what-if. On real GPUs each op keeps its own cost: a GPU may really be slower.
 - **Ignored, and counted in the report**: constants (their values exist before a step
   starts), fed placeholders, the ops that make variables (``VarHandleOp``: the variable
   becomes an IR :class:`~simsync.ir.Variable`) and queues and accumulators (noted as
@@ -34,15 +33,16 @@ control inputs, and where the program made it), and :func:`convert` turns that i
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import statistics
 from collections import Counter
 from typing import Any
 
 from simsync.errors import GraphError
-from simsync.ir import Client, Cost, Device, Graph, Op, Tensor, Variable
+from simsync.ir import Client, Cost, Device, Graph, Op, Tensor, Variable, tower_work
 from simsync.tf_backend.program.capture import program_device
-from simsync.tf_backend.program.towers import Towers, find_towers
+from simsync.tf_backend.program.towers import find_towers
 
 __all__ = ["CONSTANTS", "FED", "MAX_OPS", "RESOURCES", "VARIABLES", "convert"]
 
@@ -93,7 +93,6 @@ def convert(data: dict[str, Any], profile: dict[str, Any] | None) -> tuple[Graph
         cpu = device.startswith("/cpu:")
         graph.add_device(Device(device, kind="cpu" if cpu else "gpu", concurrent=cpu))
     variables = _variables(graph, ops, needed, devices, data)
-    seconds = _tower_costs(kept, devices, towers, timed, ops)
     untimed = 0
     for name in kept:
         op = ops[name]
@@ -106,13 +105,15 @@ def convert(data: dict[str, Any], profile: dict[str, Any] | None) -> tuple[Graph
                 name,
                 "generic",
                 devices[name],
-                Cost(seconds[name]),
+                Cost(float(timed.get(name, {}).get("seconds", 0.0))),
                 tower=towers.of(name),
                 reads=() if writes else tuple(dict.fromkeys(handles)),
                 writes=tuple(dict.fromkeys(handles)) if writes else (),
             )
         )
     _tensors(graph, ops, kept, (profile or {}).get("tensors", {}))
+    if profile and towers.prefix is not None and data.get("logical_devices"):
+        _same_costs(graph, ops)
     overheads = (profile or {}).get("clients", {})
     for client in clients:
         fetches = tuple(name for name in client["fetches"] if name in graph.nx)
@@ -127,62 +128,36 @@ def convert(data: dict[str, Any], profile: dict[str, Any] | None) -> tuple[Graph
     return graph, _report(data, ops, needed, reasons, kept, towers, untimed, profile)
 
 
-def _tower_costs(
-    kept: list[str],
-    devices: dict[str, str],
-    towers: Towers,
-    timed: dict[str, Any],
-    ops: dict[str, Any] | None = None,
-) -> dict[str, float]:
-    """Each op's cost from the profile; with towers found by name scope, the same op of every
-    tower costs the median over the towers: an op in a tower's scope by its name there, an op
-    outside every scope that depends on one tower alone (``ExpandDims``, ``ExpandDims_1``, ...
-    before ``average_gradients``' concat) by its name without TensorFlow's numbering and the
-    bytes of its inputs; each on the same kind of device.
+def _same_costs(graph: Graph, ops: dict[str, Any]) -> None:
+    """On logical devices, with towers found by name scope, the same op of every tower costs
+    the median over the towers of the profile's costs: an op of a tower's scope by its name
+    there, an op outside every scope that is one tower's work alone (``ExpandDims``,
+    ``ExpandDims_1``, ... before ``average_gradients``' concat) by its name without
+    TensorFlow's numbering; each also by its type, its inputs' bytes and its kind of device.
 
-    >>> towers = Towers(2, "name scope tower_<i>", "tower_", {"tower_0/a": 0, "tower_1/a": 1})
-    >>> timed = {"tower_0/a": {"seconds": 1.0}, "tower_1/a": {"seconds": 3.0}, "b": {}}
-    >>> _tower_costs(["tower_0/a", "tower_1/a", "b"], dict.fromkeys(["tower_0/a", "tower_1/a",
-    ...              "b"], "/gpu:0"), towers, timed)
-    {'tower_0/a': 2.0, 'tower_1/a': 2.0, 'b': 0.0}
+    >>> from simsync.ir import Client, Cost, Device, Graph, Op
+    >>> g = Graph()
+    >>> for i in (0, 1):
+    ...     _ = g.add_op(Op(f"tower_{i}/a", "generic", f"/gpu:{i}", Cost(1.0 + 2 * i), tower=i))
+    >>> _same_costs(g, {f"tower_{i}/a": {"type": "MatMul"} for i in (0, 1)})
+    >>> g.op("tower_0/a").cost.mean, g.op("tower_1/a").cost.mean
+    (2.0, 2.0)
     """
-    own = {name: float(timed.get(name, {}).get("seconds", 0.0)) for name in kept}
-    if towers.prefix is None:
-        return own
-    work = _work_of(kept, ops or {}, towers)
-    same: dict[tuple[Any, ...], list[str]] = {}
-    for name in kept:
-        tower, cpu = work.get(name), devices[name].startswith("/cpu:")
-        if tower is None or name not in timed:
-            continue
-        if towers.of(name) is not None:
-            key: tuple[Any, ...] = (name[len(str(towers.scope(tower))) + 1 :], cpu)
-        else:
-            sizes = tuple(i.get("bytes") for i in (ops or {})[name]["inputs"])
-            key = (_NUMBERED.sub("", name), cpu, sizes)
-        same.setdefault(key, []).append(name)
-    for names in same.values():
-        pooled = statistics.median(own[name] for name in names)
-        own.update(dict.fromkeys(names, pooled))
-    return own
+    same: dict[tuple[Any, ...], list[Op]] = {}
+    for name in tower_work(graph):
+        op = graph.op(name)
+        inside = name.split("/", 1)[1] if op.tower is not None else _NUMBERED.sub("", name)
+        sizes = tuple(t.nbytes for t in graph.inputs(name))
+        key = (inside, ops[name]["type"], op.device.startswith("/cpu:"), sizes)
+        same.setdefault(key, []).append(op)
+    for group in same.values():
+        mean = statistics.median(op.cost.mean for op in group)
+        for op in group:
+            graph.replace_op(dataclasses.replace(op, cost=dataclasses.replace(op.cost, mean=mean)))
 
 
 #: TensorFlow's numbering of a repeated name: ``ExpandDims_3``, ``gradients_1/AddN``
 _NUMBERED = re.compile(r"_\d+(?=/|$)")
-
-
-def _work_of(kept: list[str], ops: dict[str, Any], towers: Towers) -> dict[str, int]:
-    """The tower whose work each op is: its own tower, or the one tower an op outside every
-    tower depends on alone (through its inputs and control inputs, among ``kept``)."""
-    depends: dict[str, frozenset[int]] = {}
-    for name in kept:  # the program's order: an op is made after its inputs
-        own = towers.of(name)
-        found = frozenset() if own is None else frozenset({own})
-        op = ops.get(name, {})
-        for source in [i["op"] for i in op.get("inputs", ())] + list(op.get("control", ())):
-            found |= depends.get(source, frozenset())
-        depends[name] = found
-    return {name: next(iter(found)) for name, found in depends.items() if len(found) == 1}
 
 
 def _closure(ops: dict[str, Any], fetches: list[str]) -> set[str]:

@@ -45,26 +45,23 @@ import dataclasses
 import re
 
 from simsync.errors import UsageError
-from simsync.ir import Graph, Link, Op, run_orders, topological_order, tower_dependencies
-from simsync.scenario.schema import MAX_PROGRAM_TOWERS
+from simsync.ir import (
+    Client,
+    Graph,
+    Link,
+    Op,
+    Tensor,
+    run_orders,
+    topological_order,
+    tower_dependencies,
+    tower_work,
+)
 from simsync.words import plural
 
 __all__ = ["MAX_TOWERS", "as_async", "with_link", "with_speeds", "with_towers"]
 
-MAX_TOWERS = MAX_PROGRAM_TOWERS
-
-
-def _work(graph: Graph) -> dict[str, int]:
-    """Each op's tower, for the ops that are a tower's work (its own, or shared ops that
-    depend on it alone)."""
-    depends = tower_dependencies(graph)
-    work = {}
-    for op in graph.ops():
-        if op.tower is not None:
-            work[op.name] = op.tower
-        elif len(depends[op.name]) == 1:
-            work[op.name] = next(iter(depends[op.name]))
-    return work
+#: The most towers ``--towers`` asks for (a lesson's ``try_towers`` too).
+MAX_TOWERS = 64
 
 
 def _copy_name(name: str, scope: str | None, tower: int) -> str:
@@ -82,7 +79,7 @@ def with_towers(graph: Graph, towers: int) -> tuple[Graph, str]:
         raise UsageError("--towers: the program's graph has no towers to replicate")
     if not 1 <= towers <= MAX_TOWERS:
         raise UsageError(f"--towers {towers}: must be from 1 to {MAX_TOWERS}")
-    work = _work(graph)
+    work = tower_work(graph)
     first = [op for op in graph.ops() if work.get(op.name) == 0]
     scope = _scope(first)
     own = _own_device(first)
@@ -243,85 +240,110 @@ def as_async(graph: Graph) -> tuple[Graph, str]:
             f"--mode async: the program already loops in {plural(len(loops), 'thread')}; "
             "it turns one loop over every tower into one thread per tower"
         )
-    depends, work = tower_dependencies(graph), _work(graph)
-    shared = {op.name for op in graph.ops() if len(depends[op.name]) > 1}
-    update = {name for name in shared if graph.op(name).writes}
-    if not update:
-        raise UsageError(
-            "--mode async: no op where the towers meet updates a variable: there is no "
-            "update for each thread to apply on its own"
-        )
-    for name in topological_order(graph):  # the update: the applies and what follows them
-        if name in shared and any(t.src in update for t in graph.inputs(name)):
-            update.add(name)
-    averaging = shared - update
-
-    def feeders(name: str, tower: int) -> list[str]:
-        """The ops of ``tower``'s work that feed the averaging ops up from ``name``."""
-        found, todo, seen = [], [name], {name}
-        while todo:
-            for tensor in graph.inputs(todo.pop()):
-                if tensor.src in averaging and tensor.src not in seen:
-                    seen.add(tensor.src)
-                    todo.append(tensor.src)
-                elif work.get(tensor.src) == tower:
-                    found.append(tensor.src)
-        return list(dict.fromkeys(found))
-
-    def copy(name: str, tower: int) -> str:
-        return f"{name} [tower_{tower}]"
-
+    meeting = _Meeting.of(graph)
     new = _state_of(graph, graph.link)
     for device in graph.devices.values():
         new.add_device(device)
     for op in graph.ops():
-        if op.name not in shared:
+        if op.name not in meeting.shared:
             new.add_op(op)
-    for tower in have:
-        for name in update:
-            new.add_op(dataclasses.replace(graph.op(name), name=copy(name, tower), tower=tower))
     for tensor in graph.edges():
         if tensor.src in new.nx and tensor.dst in new.nx:
             new.add_tensor(tensor)
-    joined: set[tuple[str, str]] = set()
-    for tower in have:
-        for name in update:
-            for tensor in graph.inputs(name):
-                if tensor.src in update:
-                    sources = [copy(tensor.src, tower)]
-                elif tensor.src in averaging:
-                    sources = feeders(tensor.src, tower)
-                else:  # a tower's own op, or one of no tower: another tower's is not waited for
-                    sources = [tensor.src] if work.get(tensor.src, tower) == tower else []
-                for source in sources:
-                    if (source, copy(name, tower)) in joined:
-                        continue
-                    joined.add((source, copy(name, tower)))
-                    nbytes = _bytes_out(graph, source) if tensor.src in averaging else None
-                    new.add_tensor(
-                        dataclasses.replace(
-                            tensor,
-                            src=source,
-                            dst=copy(name, tower),
-                            nbytes=tensor.nbytes if nbytes is None else nbytes,
-                        )
-                    )
     (main,) = loops
     for client in graph.clients:
         if client is not main:
             new.add_client(client)
     for tower in have:
-        fetches = tuple(
-            copy(name, tower) if name in update else name
-            for name in main.fetches
-            if name in update or (name not in averaging and work.get(name, tower) == tower)
-        )
-        new.add_client(dataclasses.replace(main, name=f"thread_{tower}", fetches=fetches))
-    left = f", {plural(len(averaging), 'averaging op')} left out" if averaging else ""
+        meeting.add_thread(new, tower, main)
+    left = (
+        f", {plural(len(meeting.averaging), 'op')} where the towers met left out (the averaging)"
+        if meeting.averaging
+        else ""
+    )
     return new, (
         f"asynchronous: {plural(len(have), 'thread')}, one per tower, each applying its own "
         f"gradients{left}"
     )
+
+
+@dataclasses.dataclass
+class _Meeting:
+    """Where a tower loop's towers meet: the update (the ops there that write variables, and
+    those after them) that each thread gets a copy of, and the averaging left out."""
+
+    graph: Graph
+    work: dict[str, int]
+    shared: set[str]
+    update: set[str]
+    averaging: set[str]
+
+    @classmethod
+    def of(cls, graph: Graph) -> _Meeting:
+        depends = tower_dependencies(graph)
+        shared = {op.name for op in graph.ops() if len(depends[op.name]) > 1}
+        update = {name for name in shared if graph.op(name).writes}
+        if not update:
+            raise UsageError(
+                "--mode async: no op where the towers meet updates a variable: there is no "
+                "update for each thread to apply on its own"
+            )
+        for name in topological_order(graph):  # the applies, and what follows them
+            if name in shared and any(t.src in update for t in graph.inputs(name)):
+                update.add(name)
+        return cls(graph, tower_work(graph), shared, update, shared - update)
+
+    def add_thread(self, new: Graph, tower: int, main: Client) -> None:
+        """Tower ``tower``'s copy of the update, fed by its own work, and its client."""
+        graph, update = self.graph, self.update
+        for name in update:
+            new.add_op(dataclasses.replace(graph.op(name), name=_in(name, tower), tower=tower))
+        joined: set[tuple[str, str]] = set()
+        for name in update:
+            for tensor in graph.inputs(name):
+                for source, nbytes in self._sources(tensor, tower):
+                    if (source, _in(name, tower)) not in joined:
+                        joined.add((source, _in(name, tower)))
+                        new.add_tensor(
+                            dataclasses.replace(
+                                tensor, src=source, dst=_in(name, tower), nbytes=nbytes
+                            )
+                        )
+        fetches = tuple(
+            _in(name, tower) if name in update else name
+            for name in main.fetches
+            if name in update or (name not in self.averaging and self._ours(name, tower))
+        )
+        new.add_client(dataclasses.replace(main, name=f"thread_{tower}", fetches=fetches))
+
+    def _ours(self, name: str, tower: int) -> bool:
+        """Whether ``name`` is ``tower``'s work or no tower's (another tower's is not)."""
+        return self.work.get(name, tower) == tower
+
+    def _sources(self, tensor: Tensor, tower: int) -> list[tuple[str, int]]:
+        """What feeds the thread's copy of ``tensor``'s consumer, and with how many bytes."""
+        if tensor.src in self.update:
+            return [(_in(tensor.src, tower), tensor.nbytes)]
+        if tensor.src in self.averaging:
+            return [(src, _bytes_out(self.graph, src)) for src in self._feeders(tensor.src, tower)]
+        return [(tensor.src, tensor.nbytes)] if self._ours(tensor.src, tower) else []
+
+    def _feeders(self, name: str, tower: int) -> list[str]:
+        """The ops of ``tower``'s work that feed the averaging ops up from ``name``."""
+        found, todo, seen = [], [name], {name}
+        while todo:
+            for tensor in self.graph.inputs(todo.pop()):
+                if tensor.src in self.averaging and tensor.src not in seen:
+                    seen.add(tensor.src)
+                    todo.append(tensor.src)
+                elif self.work.get(tensor.src) == tower:
+                    found.append(tensor.src)
+        return list(dict.fromkeys(found))
+
+
+def _in(name: str, tower: int) -> str:
+    """The name of ``name``'s copy in tower ``tower``'s thread."""
+    return f"{name} [tower_{tower}]"
 
 
 def _bytes_out(graph: Graph, name: str) -> int:
