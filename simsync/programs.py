@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from simsync.engine import Simulation, simulate, summary
+from simsync.errors import UsageError
 from simsync.ir import Graph
 from simsync.scenario import ClusterConfig, Scenario
 from simsync.tf_backend.program import Imported, import_program
 from simsync.tf_backend.program.load import PROGRAM_SUFFIXES
-from simsync.tf_backend.program.whatif import as_async, with_link, with_speeds, with_towers
+from simsync.tf_backend.program.whatif import MODE_CHANGES, with_link, with_speeds, with_towers
 
 __all__ = [
     "PREDICTION_STEPS",
@@ -42,7 +43,7 @@ class WhatIf:
     """Changes to an imported graph; None (or empty) leaves it as the program built it."""
 
     towers: int | None = None
-    #: "async": the tower loop as one thread per tower (:func:`as_async`)
+    #: a mode change of :data:`~simsync.tf_backend.program.whatif.MODE_CHANGES` ("async")
     mode: str | None = None
     speeds: tuple[float, ...] = ()
     bandwidth_gbps: float | None = None
@@ -74,8 +75,8 @@ def what_if(graph: Graph, changes: WhatIf) -> tuple[Graph, list[str]]:
     if changes.towers is not None:
         graph, line = with_towers(graph, changes.towers)
         lines.append(line)
-    if changes.mode == "async":
-        graph, line = as_async(graph)
+    if changes.mode is not None:  # the mode changes a program's graph can take, by name
+        graph, line = _mode_change(changes)(graph)
         lines.append(line)
     if changes.speeds:
         graph, line = with_speeds(graph, list(changes.speeds))
@@ -84,6 +85,17 @@ def what_if(graph: Graph, changes: WhatIf) -> tuple[Graph, list[str]]:
         graph, line = with_link(graph, changes.bandwidth_gbps, changes.latency_us)
         lines.append(line)
     return graph, lines
+
+
+def _mode_change(changes: WhatIf) -> Callable[[Graph], tuple[Graph, str]]:
+    """The transformation ``--mode`` names (one line if there is none of that name)."""
+    change = MODE_CHANGES.get(str(changes.mode))
+    if change is None:
+        raise UsageError(
+            f"--mode {changes.mode}: a program's tower loop can change to "
+            + ", ".join(sorted(MODE_CHANGES))
+        )
+    return change
 
 
 def simulate_program(
@@ -100,6 +112,8 @@ def simulate_program(
     """Import the program at ``path`` (unless ``imported`` is given; ``args`` are its command
     line), change it, and simulate ``steps`` steps (timing only: values through the
     program's own ops are not computed)."""
+    if changes.mode is not None:
+        _mode_change(changes)  # a mode that is none: said before the program runs
     imported = imported or import_program(path, args=args, costs=costs, refresh=refresh)
     graph, lines = what_if(imported.graph, changes)
     towers = max(len(graph.towers), 1)

@@ -322,3 +322,14 @@ def test_threads_are_named_by_where_their_fetches_were_made_not_by_who_looped_fi
     }
     assert list(names) == sorted(looped)  # the clients go in that order too
     assert thread_names(dict(reversed(looped.items())), order) == names
+
+
+def test_a_mode_no_program_can_change_to_is_one_line_before_the_program_runs(tmp_path):
+    program = tmp_path / "train.py"
+    program.write_text("raise SystemExit('this program must not run')\n")
+    ran = subprocess.run(
+        [sys.executable, "-m", "simsync", "simulate", str(program), "--mode", "sync"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert ran.returncode == 2 and one_clear_line(ran.stderr)
+    assert "--mode sync: a program's tower loop can change to async" in ran.stderr

@@ -111,9 +111,9 @@ def add_program_options(parser: argparse.ArgumentParser, *, crosscheck: bool = F
         help="N towers: tower_0 replicated, its placement kept",
     )
     if not crosscheck:  # TensorFlow would run the program as written: nothing to compare
-        group.add_argument(
+        group.add_argument(  # checked where the mode changes are (--help imports nothing)
             "--mode",
-            choices=["async"],
+            metavar="MODE",
             help="async: the tower loop as one thread per tower, each applying its own "
             "gradients (the averaging left out)",
         )

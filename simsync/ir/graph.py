@@ -268,6 +268,18 @@ class Graph:
     def replace_op(self, op: Op) -> None:
         """Put ``op`` in place of the op of its name; the tensors in and out of it stay.
 
+        Parameters
+        ----------
+        op : Op
+            The new op; an op of its name must be there.
+
+        Raises
+        ------
+        GraphError
+            If ``op`` is not an :class:`Op`, or no op of its name is there.
+
+        Examples
+        --------
         >>> g = Graph()
         >>> _ = g.add_op(Op("a", "forward", "/gpu:0", Cost(0.004)))
         >>> g.replace_op(Op("a", "forward", "/gpu:0", Cost(0.002))); g.op("a").cost.mean

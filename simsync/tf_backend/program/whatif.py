@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 
 from simsync.errors import UsageError
 from simsync.ir import (
@@ -58,7 +59,7 @@ from simsync.ir import (
 )
 from simsync.words import plural
 
-__all__ = ["MAX_TOWERS", "as_async", "with_link", "with_speeds", "with_towers"]
+__all__ = ["MAX_TOWERS", "MODE_CHANGES", "as_async", "with_link", "with_speeds", "with_towers"]
 
 #: The most towers ``--towers`` asks for (a lesson's ``try_towers`` too).
 MAX_TOWERS = 64
@@ -344,6 +345,10 @@ class _Meeting:
 def _in(name: str, tower: int) -> str:
     """The name of ``name``'s copy in tower ``tower``'s thread."""
     return f"{name} [tower_{tower}]"
+
+
+#: The mode changes ``--mode`` offers, by name: each a transformation of the imported graph.
+MODE_CHANGES: dict[str, Callable[[Graph], tuple[Graph, str]]] = {"async": as_async}
 
 
 def _bytes_out(graph: Graph, name: str) -> int:
