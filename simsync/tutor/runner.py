@@ -46,30 +46,6 @@ if TYPE_CHECKING:  # the cross-check imports the simulator: only when a verify s
 __all__ = ["LessonRunner", "Outcome", "Quit", "copy_folder"]
 
 
-def _last_everywhere(result: dict[str, Any]) -> str:
-    """Where one tower came last most often at every sync point of the simulation, how often
-    (at the sync point where it did so least); else nothing.
-
-    >>> _last_everywhere({"steps": 20, "waited_for": {"a": {"tower_1": 1, "tower_2": 19},
-    ...                                               "b": {"tower_2": 20}}})
-    '; tower_2 came last at all 2 sync points, in 19 to 20 of 20 steps'
-    >>> _last_everywhere({"steps": 20, "waited_for": {"a": {"tower_1": 10, "tower_2": 10}}})
-    ''
-    """
-    waited = result.get("waited_for") or {}
-    leaders = set()
-    for counts in waited.values():
-        top = max(counts.values(), default=0)
-        leaders.add(tuple(t for t, n in counts.items() if n == top) if top else ())
-    if len(leaders) != 1 or len(next(iter(leaders))) != 1:
-        return ""
-    ((tower,),) = leaders
-    counts = sorted(waited[point][tower] for point in waited)
-    often = str(counts[0]) if counts[0] == counts[-1] else f"{counts[0]} to {counts[-1]}"
-    where = f"at all {len(waited)} sync points," if len(waited) > 1 else "at the sync point,"
-    return f"; {tower} came last {where} in {often} of {result['steps']} steps"
-
-
 class Quit(Exception):
     """The learner asked to stop; progress is already saved."""
 
@@ -312,7 +288,7 @@ class LessonRunner:
             return error
 
     def _program(self, step: Step, result: dict[str, Any] | SimsyncError) -> None:
-        from simsync.viz import ProgramView
+        from simsync.viz import ProgramView, simulated_line
 
         self._say(step, step.get("text"))
         if isinstance(result, Exception):
@@ -320,18 +296,7 @@ class LessonRunner:
             return
         name = step.path("file").name
         self.console.print(ProgramView({**result, "source": name}, summary=False))
-        mean = result["step_time"]["mean"] * 1e3
-        if result["updating_clients"] > 1:  # threads looping on their own train ops
-            stale = result["staleness"]
-            line = (
-                f"  simulated: {plural(result['updating_clients'], 'worker')} (one per looping "
-                f"thread), an update every {mean:.3f} ms each, staleness mean "
-                f"{stale['mean']:.2f} (max {stale['max']})"
-            )
-        else:
-            line = f"  simulated: {plural(result['towers'], 'tower')}, a step of {mean:.3f} ms"
-            line += _last_everywhere(result)
-        self.console.print(Text(line))
+        self.console.print(Text("  " + simulated_line(result)))
         self._try_it("Try it yourself", ["simulate", name, *step.try_options()])
 
     def _verify(self, step: Step, report: Report | SimsyncError) -> None:

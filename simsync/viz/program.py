@@ -16,8 +16,9 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
 from simsync.viz.report import SummaryView
+from simsync.words import plural
 
-__all__ = ["ProgramView"]
+__all__ = ["ProgramView", "simulated_line"]
 
 
 def made_in_lines(made_in: Mapping[str, str | None], shown: int = 3) -> list[str]:
@@ -42,6 +43,58 @@ def made_in_lines(made_in: Mapping[str, str | None], shown: int = 3) -> list[str
         count = f"{len(names)} sync point{'s' if len(names) != 1 else ''}"
         lines.append(f"{count} made in {where}: {', '.join(names[:shown])}{more}")
     return lines
+
+
+def simulated_line(result: Mapping[str, Any]) -> str:
+    """One line of what the simulation of a program gave: its towers and step, and who came
+    last at its sync points; or, for threads looping on their own train ops, its workers,
+    their updates and staleness.
+
+    >>> simulated_line({"towers": 2, "updating_clients": 1, "steps": 20, "waited_for": {},
+    ...                 "step_time": {"mean": 0.0024}})
+    'simulated: 2 towers, a step of 2.400 ms'
+    >>> threads = {"towers": 4, "updating_clients": 4, "step_time": {"mean": 5e-4},
+    ...            "staleness": {"mean": 2.5, "max": 3}}
+    >>> for part in simulated_line(threads).split(", "):
+    ...     print(part)
+    simulated: 4 workers (one per looping thread)
+    an update every 0.500 ms each
+    staleness mean 2.50 (max 3)
+    """
+    mean = result["step_time"]["mean"] * 1e3
+    if result["updating_clients"] > 1:  # threads looping on their own train ops
+        stale = result["staleness"]
+        return (
+            f"simulated: {plural(result['updating_clients'], 'worker')} (one per looping "
+            f"thread), an update every {mean:.3f} ms each, staleness mean "
+            f"{stale['mean']:.2f} (max {stale['max']})"
+        )
+    line = f"simulated: {plural(result['towers'], 'tower')}, a step of {mean:.3f} ms"
+    return line + _last_everywhere(result)
+
+
+def _last_everywhere(result: Mapping[str, Any]) -> str:
+    """Where one tower came last most often at every sync point of the simulation, how often
+    (at the sync point where it did so least); else nothing.
+
+    >>> _last_everywhere({"steps": 20, "waited_for": {"a": {"tower_1": 1, "tower_2": 19},
+    ...                                               "b": {"tower_2": 20}}})
+    '; tower_2 came last at all 2 sync points, in 19 to 20 of 20 steps'
+    >>> _last_everywhere({"steps": 20, "waited_for": {"a": {"tower_1": 10, "tower_2": 10}}})
+    ''
+    """
+    waited = result.get("waited_for") or {}
+    leaders = set()
+    for counts in waited.values():
+        top = max(counts.values(), default=0)
+        leaders.add(tuple(t for t, n in counts.items() if n == top) if top else ())
+    if len(leaders) != 1 or len(next(iter(leaders))) != 1:
+        return ""
+    ((tower,),) = leaders
+    counts = sorted(waited[point][tower] for point in waited)
+    often = str(counts[0]) if counts[0] == counts[-1] else f"{counts[0]} to {counts[-1]}"
+    where = f"at all {len(waited)} sync points," if len(waited) > 1 else "at the sync point,"
+    return f"; {tower} came last {where} in {often} of {result['steps']} steps"
 
 
 def _count(why: str, count: int) -> str:
