@@ -92,8 +92,8 @@ def _mode_change(changes: WhatIf) -> Callable[[Graph], tuple[Graph, str]]:
     change = MODE_CHANGES.get(str(changes.mode))
     if change is None:
         raise UsageError(
-            f"--mode {changes.mode}: a program's tower loop can change to "
-            + ", ".join(sorted(MODE_CHANGES))
+            f"--mode {changes.mode}: a program runs as it was written; the only modes it "
+            "can be changed to are " + ", ".join(sorted(MODE_CHANGES))
         )
     return change
 

@@ -283,7 +283,7 @@ def test_the_tower_loop_as_asynchronous_threads():
     scenario = Scenario("threads", cluster=ClusterConfig(2)).with_run(steps=10)
     result = summary(simulate(scenario, numerics=False, graph=threads))
     assert result["workers"] == 2 and result["updates_applied"] == 20
-    with pytest.raises(UsageError, match="already loops in 2 threads"):
+    with pytest.raises(UsageError, match="already runs 2 threads, each with a loop of its own"):
         as_async(threads)
     with pytest.raises(UsageError, match="has 1 tower; it needs two or more"):
         as_async(with_towers(graph, 1)[0])
@@ -331,4 +331,4 @@ def test_a_mode_no_program_can_change_to_is_one_line_before_the_program_runs(tmp
         [sys.executable, "-m", "simsync", "simulate", str(program), "--mode", "sync"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    one_clear_line(ran, "--mode sync: a program's tower loop can change to async")
+    one_clear_line(ran, "--mode sync: a program runs as it was written", "changed to are async")

@@ -365,12 +365,14 @@ def _refit(refit: RefitReport) -> Text:
     )
     error = refit["cached_error_median"]
     return Text(
-        "Measured again in this session, between its timed steps (this machine's load "
-        f"moves): sess.run's own time {_ms(session[1])} ms (the profile: {_ms(session[0])}), "
-        f"compute {scale[1]:.2f} s per nominal s ({scale[0]:.2f}), cores' efficiency "
-        f"{efficiency[1]:.2f} ({efficiency[0]:.2f}). The prediction above uses them; the "
-        f"profile as cached predicts {_ms(refit['cached_predicted_median_step_time'])} ms"
-        + (f", off by {_percent(error)}." if error is not None else "."),
+        "Measured again in this session, between its timed steps, since this machine's load "
+        "changes (the cached profile's values in brackets): each sess.run's own time "
+        f"{_ms(session[1])} ms ({_ms(session[0])}), real seconds per second of compute "
+        f"{scale[1]:.2f} ({scale[0]:.2f}), speed of busy cores sharing the machine "
+        f"{efficiency[1]:.2f} ({efficiency[0]:.2f}). The predictions above use today's values; "
+        f"with the cached profile the median step would be "
+        f"{_ms(refit['cached_predicted_median_step_time'])} ms"
+        + (f", off by {_percent(error)} from the measured median." if error is not None else "."),
         style="dim",
     )
 

@@ -238,8 +238,9 @@ def as_async(graph: Graph) -> tuple[Graph, str]:
         )
     if len(loops) != 1:
         raise UsageError(
-            f"--mode async: the program already loops in {plural(len(loops), 'thread')}; "
-            "it turns one loop over every tower into one thread per tower"
+            f"--mode async: the program already runs {plural(len(loops), 'thread')}, each "
+            "with a loop of its own; --mode async turns one loop over every tower into one "
+            "thread per tower"
         )
     meeting = _Meeting.of(graph)
     new = _state_of(graph, graph.link)
