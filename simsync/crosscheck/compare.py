@@ -135,9 +135,10 @@ def crosscheck_one_client(
         ),
         "unmapped_tensorflow_ops": dict(real.census.unmapped),
     }
-    if fitted is not None:  # the prediction the profile as cached would have made
+    machine = report["evidence"]["machine"]
+    if fitted is not None and machine is not None:  # what the profile as cached predicted
         measured = report["timing"]["measured_median_step_time"]
-        as_cached = median_step_time(cached.with_run(steps=real.total_steps), real.total_steps)
+        as_cached = machine["scenario"]["predicted"]  # the machine check simulated it
         report["refit"] = {
             **fitted[1],
             "cached_predicted_median_step_time": as_cached,

@@ -49,11 +49,6 @@ class Refit(TypedDict):
     core_efficiency: list[float]
 
 
-def cores_working(towers: int, cores: int) -> str:
-    """The name of the probe with one tower per core working."""
-    return f"{cores} towers working"
-
-
 def probes(scenario: Scenario, profile: Profile | None) -> list[Variant]:
     """The probes a cross-check of ``scenario`` runs besides its variants (one tower working,
     already one of them when there are several towers): no work at all, and one tower per
@@ -63,7 +58,7 @@ def probes(scenario: Scenario, profile: Profile | None) -> list[Variant]:
     cores = profile.host_cores if profile is not None else None
     if cores is not None and 2 <= cores < towers:
         idle = {tower_device(t): MAX_SPEED for t in range(cores, towers)}
-        found.append(Variant(cores_working(towers, cores), idle))
+        found.append(Variant(f"{cores} towers working", idle))
     return found
 
 
@@ -80,8 +75,8 @@ def refit(
     def step(probe: Variant, changed: Profile) -> float:
         return median_step_time(probe.apply(apply_profile(scenario, changed)), STEPS)
 
-    idle = Variant(NO_WORK, {tower_device(t): MAX_SPEED for t in range(scenario.towers)})
-    empty = statistics.median(measured[NO_WORK])
+    idle, *busy = probes(scenario, profile)  # as the run ran them
+    empty = statistics.median(measured[idle.name])
     now = profile
     milliseconds = solve(  # solved in ms: the bisection keeps 4 decimals
         lambda ms: step(idle, dataclasses.replace(now, session_run=ms / 1e3)),
@@ -93,17 +88,15 @@ def refit(
     alone = statistics.median(measured[one.name])
     scale = solve(lambda s: step(one, dataclasses.replace(now, compute_scale=s)), alone, 0.01, 10.0)
     now = dataclasses.replace(now, compute_scale=scale)
-    cores = profile.host_cores
-    name = cores_working(scenario.towers, cores or 0)
-    if cores is not None and name in measured:
-        busy = Variant(name, {tower_device(t): MAX_SPEED for t in range(cores, scenario.towers)})
+    if busy:  # one tower per core working, when the towers share fewer cores
+        (cores,) = busy
         ratio = statistics.median(
-            b / a for b, a in zip(measured[name], measured[one.name], strict=True) if a > 0
+            b / a for b, a in zip(measured[cores.name], measured[one.name], strict=True) if a > 0
         )
 
         def slowdown(e: float) -> float:
             changed = dataclasses.replace(now, core_efficiency=e)
-            return step(busy, changed) / step(one, changed)
+            return step(cores, changed) / step(one, changed)
 
         now = dataclasses.replace(now, core_efficiency=solve(slowdown, ratio, 0.05, 1.0))
     return now, {

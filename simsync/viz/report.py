@@ -101,18 +101,16 @@ class SummaryView:
         if s.get("source"):
             text.append(f" ({s['source']})", style="dim")
         # a graph imported from a program has no mode or aggregation: left out, not "None"
-        named = [f"{key} {s[key]}" for key in ("mode", "aggregation") if s.get(key)]
+        mode = [f"mode {s['mode']}"] if s.get("mode") else []
+        aggregation = [f"aggregation {s['aggregation']}"] if s.get("aggregation") else []
         workers = s.get("workers", 1)
         if _concurrent(s) or workers > 1:  # several clients train: name them workers
             unit = "update" if _concurrent(s) else "step"
             steps = s.get("steps", "–")
-            parts = [
-                *[part for part in named if part.startswith("mode ")],
-                plural(workers, "worker"),
-                f"{steps} {unit}{'' if steps == 1 else 's'}",
-            ]
+            parts = [*mode, plural(workers, "worker"), f"{steps} {unit}{'' if steps == 1 else 's'}"]
         else:
-            parts = [*named, f"{s.get('towers', '–')} towers", f"{s.get('steps', '–')} steps"]
+            parts = [*mode, *aggregation, f"{s.get('towers', '–')} towers"]
+            parts.append(f"{s.get('steps', '–')} steps")
         if "seed" in s:
             parts.append(f"seed {s['seed']}")
         text.append("\n" + " · ".join(parts))
