@@ -1,5 +1,6 @@
 """The cluster harness without TensorFlow: its config, the acceptance of pushes by an
-accumulator (on made-up kernel times and gradients), and the refusal to open ports."""
+accumulator (on made-up kernel times and gradients), the refusal to open ports, and the
+ledger's order of a global step's updates."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from simsync.kinds.apply import sgd_step
 from simsync.numerics import ModelSpec
+from simsync.numerics.data import make_batch
+from simsync.numerics.models import backward, forward, init_params
+from simsync.patterns import build
+from simsync.replay import replay
+from simsync.scenario import ClusterConfig, ComputeConfig, ModelConfig, Scenario, TrainingConfig
 from simsync.tf_backend.cluster import (
     ClusterAddresses,
     ClusterRunConfig,
@@ -20,8 +27,11 @@ from simsync.tf_backend.cluster import (
     tensorflow_test_config,
 )
 from simsync.tf_backend.cluster.acceptance import LedgerError, Push, Take, settle
+from simsync.tf_backend.cluster.ledger import Ledger, NodeTiming
 from simsync.tf_backend.cluster.namespace import FORCE_NO_NAMESPACE
+from simsync.tf_backend.cluster.trace import cluster_trace
 from simsync.tf_backend.session.runtime import BackendError
+from simsync.trace import ResourceEvent, StepRecord, Trace
 
 
 def push(client: str, local_step: int, start: float, gradient: float, step: int = 0) -> Push:
@@ -163,3 +173,68 @@ def test_the_average_of_sparse_gradients_is_per_row() -> None:
     )
     assert rows["indices"] == [0, 1]
     np.testing.assert_allclose(rows["values"], [[4.0], [2.0]])
+
+
+def test_a_variable_updated_before_another_take_is_made_first_in_the_replay() -> None:
+    """Each variable's update waits only for its own take. In global step 1 the bias's take
+    gets worker_0's push and the bias is updated while the kernel's take still waits; worker_1
+    then reads the new bias, and its kernel push (its bias push is stale) is the one the kernel's
+    take averages. The ledger must make bias version 1 before the kernel update that needs it,
+    whatever order the variables are listed in."""
+    scenario = Scenario(
+        "race",
+        cluster=ClusterConfig(2),
+        compute=ComputeConfig("constant", 1.0),
+        model=ModelConfig(kind="softmax", features=4, classes=3, batch_size=8),
+        training=TrainingConfig(mode="sync_replicas", replicas_to_aggregate=1),
+    ).with_run(steps=1, seed=7)
+    graph, spec, seed = build(scenario), scenario.model, scenario.run.seed
+    kernel, bias = "layer_0/kernel", "layer_0/bias"
+    assert [n for n, v in graph.variables.items() if v.trainable] == [kernel, bias]
+    index = {client.name: i for i, client in enumerate(graph.clients)}
+
+    def gradients(client: str, params: dict) -> dict:
+        batch = make_batch(spec, seed, (index[client], 1, 0))
+        return backward(spec, params, batch, forward(spec, params, batch)[1])
+
+    start = init_params(spec, seed)
+    bias_1 = sgd_step(start[bias], gradients("worker_0", start)[bias], spec.learning_rate)
+    kernel_1 = sgd_step(
+        start[kernel], gradients("worker_1", {kernel: start[kernel], bias: bias_1})[kernel],
+        spec.learning_rate,
+    )  # fmt: skip
+
+    def event(resource, action, op, client, time, value=0, amount=1, accepted=True):
+        return ResourceEvent(resource, action, op, client, 1, time, value, amount, accepted)
+
+    take = "sync_replicas/take_gradients/"
+    trace = Trace(source="tensorflow-cluster")
+    trace.steps = [StepRecord("worker_0", 1, 0.0, 5.0), StepRecord("worker_1", 1, 3.0, 6.0),
+                   StepRecord("queue_runner", 1, 1.0, 7.0)]  # fmt: skip
+    trace.resources = [
+        event(f"{bias}/grad_accum", "push", f"worker_0/push_gradients/{bias}", "worker_0", 1.0),
+        event(f"{bias}/grad_accum", "take", take + bias, "queue_runner", 1.5, 1),
+        event(f"{kernel}/grad_accum", "push", f"worker_1/push_gradients/{kernel}", "worker_1",
+              4.0),
+        event(f"{bias}/grad_accum", "push", f"worker_1/push_gradients/{bias}", "worker_1", 4.0,
+              accepted=False),
+        event(f"{kernel}/grad_accum", "take", take + kernel, "queue_runner", 4.5, 1),
+        event(f"{kernel}/grad_accum", "push", f"worker_0/push_gradients/{kernel}", "worker_0",
+              4.8, accepted=False),
+    ]  # fmt: skip
+    update = "GradientDescent/update_layer_0/{}/ResourceApplyGradientDescent"
+    nodes = [
+        NodeTiming("queue_runner", 1, "/job:ps/task:0", update.format("kernel"), 4.6, 4.7),
+        NodeTiming("queue_runner", 1, "/job:ps/task:0", update.format("bias"), 2.0, 2.1),
+        NodeTiming("queue_runner", 1, "/job:ps/task:0", "GradientDescent", 4.8, 4.9),
+    ]
+    params = {kernel: kernel_1, bias: bias_1}
+    read_versions = {("worker_0", 1): {kernel: 0, bias: 0}, ("worker_1", 1): {kernel: 0, bias: 1}}
+    ledger = Ledger(trace, params, 1, {}, nodes, {}, read_versions)
+
+    replayed = replay(graph, cluster_trace(ledger, graph), spec, seed)
+
+    assert np.allclose(replayed.params[bias], bias_1)
+    assert np.allclose(replayed.params[kernel], kernel_1)
+    assert not np.allclose(kernel_1, sgd_step(start[kernel], gradients("worker_1", start)[kernel],
+                                              spec.learning_rate))  # fmt: skip

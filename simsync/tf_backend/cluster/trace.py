@@ -84,17 +84,21 @@ def cluster_trace(run: Any, graph: Graph) -> Trace:
             reads = graph.op(read).reads
             trace.reads.append(Read(client, step, read, tuple(versions[v] for v in reads)))
     # the applies TensorFlow really ran: an update of a variable, or the global step's
-    # increment, for every node of it in a queue runner's run (run k made global step k)
+    # increment, for every node of it in a queue runner's run (run k made global step k), in
+    # the order they ended. Each variable's update waits only for its own take, so one can land
+    # while another's take still waits for pushes, and a worker can read the first variable's
+    # new value and push to the second's take: the ledger must make that value first.
     ran = {(r.client, r.step, r.op): r for r in trace.ops if r.client == QUEUE_RUNNER}
     for record in run.trace.steps:
         if record.client != QUEUE_RUNNER:
             continue
         before = record.step - 1
-        for op in [*(update_op(v) for v in variables), APPLY_GRADIENTS]:
-            span = ran.get((record.client, record.step, op))
-            if span is not None:
-                trace.updates.append(Update(record.client, record.step, op, before, before,
-                                            True, span.end))  # fmt: skip
+        spans = [ran.get((record.client, record.step, update_op(v))) for v in variables]
+        applies = sorted((s for s in spans if s is not None), key=lambda s: s.end)
+        last = ran.get((record.client, record.step, APPLY_GRADIENTS))
+        for span in [*applies, *([last] if last is not None else [])]:
+            trace.updates.append(Update(record.client, record.step, span.op, before, before,
+                                        True, span.end))  # fmt: skip
     trace.params = dict(run.params)
     return trace
 
