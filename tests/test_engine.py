@@ -402,12 +402,12 @@ def test_shared_cores_finish_far_from_time_zero(start: float) -> None:
     def op(work: float, delay: float) -> Generator[simpy.Event, None, None]:
         yield env.timeout(delay)
         granted = env.event()
-        cores.request(lambda _e: granted.succeed())
-        yield granted
+        cores.request(lambda e: granted.succeed(e.value))
+        thread = yield granted
         done = env.event()
         cores.run(work, lambda _e: done.succeed())
         yield done
-        cores.release()
+        cores.release(thread)
         ended.append(env.now)
 
     for _ in range(200):
@@ -497,3 +497,90 @@ def test_the_engine_records_when_and_the_replay_what() -> None:
     assert trace.params.keys() == sim.trace.params.keys()
     for name, value in trace.params.items():
         assert np.array_equal(value, sim.trace.params[name])
+
+
+def _pool_log(arrivals: list[tuple[float, str, float, bool]]) -> list[tuple[str, int, float]]:
+    """Ops on a pool of 2 threads: (when it asks, name, work, made ready by the op before it
+    on the same thread); returns (name, thread, start) in start order."""
+    env, started = simpy.Environment(), []
+    cores = Cores(env, 2, 1.0, seed=0)
+    threads: dict[str, int] = {}
+
+    def op(at: float, name: str, work: float, after: str | None) -> Generator:
+        yield env.timeout(at)
+        granted = env.event()
+        cores.request(lambda e: granted.succeed(e.value), threads.get(after or ""))
+        thread = yield granted
+        threads[name] = thread
+        started.append((name, thread, env.now))
+        done = env.event()
+        cores.run(work, lambda _e: done.succeed())
+        yield done
+        cores.release(thread)
+
+    for at, name, work, after in arrivals:
+        env.process(op(at, name, work, after))
+    env.run()
+    return started
+
+
+def test_the_pool_runs_what_a_thread_made_ready_on_that_thread_first() -> None:
+    # a and b take both threads; c is made ready by a's thread while both are busy: it waits
+    # at the front of that thread's queue and runs there next, before the op x that came from
+    # outside the pool earlier (at the back of a queue), whichever thread frees first.
+    started = _pool_log(
+        [(0, "a", 2.0, None), (0, "b", 1.0, None), (0.5, "x", 1.0, None), (1.5, "c", 1.0, "a")]
+    )
+    by_name = {name: (thread, start) for name, thread, start in started}
+    assert by_name["c"] == (by_name["a"][0], 2.0)
+    assert by_name["x"] == (by_name["b"][0], 1.0)  # b's thread freed first: it takes x
+
+
+def test_a_free_thread_steals_the_back_of_a_busy_threads_queue() -> None:
+    # Both threads busy; c and d are made ready by a's thread (each goes to the front of its
+    # queue: d before c). b's thread frees first, finds its own queue empty and steals the
+    # back of a's: c, the older one.
+    started = _pool_log(
+        [(0, "a", 3.0, None), (0, "b", 1.0, None), (0.2, "c", 1.0, "a"), (0.4, "d", 1.0, "a")]
+    )
+    order = [(name, start) for name, _, start in started]
+    assert order[2:] == [("c", 1.0), ("d", 2.0)]
+
+
+def test_fewer_cores_than_towers_the_threads_order_decides_who_is_last() -> None:
+    # Lesson 3's straggler on a 2-core host: towers of work 1, 1, 1 and 2 (the slow one).
+    # Each tower's forward and backward pass runs on one thread to its end, two towers at a
+    # time. Worked out by hand: if the slow tower starts among the first two, the other thread
+    # runs two fast towers (ends 2) and the fourth starts at 2 and ends at 3, after the slow
+    # one (2); if it starts third (at 1), it ends at 3 and is last. So the slow tower is last
+    # exactly when it starts third or fourth, and the tower handed to the pool first, tower_0,
+    # starts first and is never last.
+    # The reads of the variables and the dequeues cost what they do on a CPU (tens of us):
+    # the pool hands them to its threads in the random order that decides the rest.
+    scenario = Scenario(
+        "pool",
+        cluster=ClusterConfig(4, (1.0, 1.0, 1.0, 0.5), host_cores=2, core_efficiency=1.0),
+        compute=ComputeConfig("constant", 0.01),
+        costs={"read": 4e-5, "dequeue": 2e-5, "session_run": 7e-4},
+    ).with_run(steps=200, seed=3)
+    sim = simulate(scenario, numerics=False)
+    starts: dict[int, dict[str, float]] = defaultdict(dict)
+    ends: dict[int, dict[str, float]] = defaultdict(dict)
+    ops = {(r.step, r.op): r for r in sim.trace.ops}
+    for (step, name), record in ops.items():
+        tower, _, kind = name.partition("/")
+        if kind == "loss":
+            starts[step][tower] = record.start
+            # forward and backward on one thread, one after the other
+            assert ops[step, f"{tower}/gradients"].start == record.end
+        elif kind == "gradients":
+            ends[step][tower] = record.end
+    slow_last = 0
+    for step in starts:
+        order = sorted(starts[step], key=starts[step].__getitem__)
+        last = max(ends[step], key=ends[step].__getitem__)
+        assert order[0] == "tower_0" and last != "tower_0"
+        assert (last == "tower_3") == (order.index("tower_3") >= 2), (step, order, last)
+        slow_last += last == "tower_3"
+    # which tower the second thread starts first is the pool's random pick: both happen
+    assert 0.2 * len(starts) < slow_last < 0.8 * len(starts)

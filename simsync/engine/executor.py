@@ -6,15 +6,18 @@ Rules, as TensorFlow's executor follows them:
    ancestors execute; the call returns when all of them have finished. A client's runs are
    strictly one after another.
 2. An op becomes *ready* when every input tensor has arrived; it then waits for its locks, its
-   device (one op at a time per device, unless the device is concurrent) and, if the host's
-   cores are shared, for a core; busy cores slow each other by the host's core efficiency,
-   re-decided whenever an op on them starts or ends (:class:`~simsync.engine.resources.Cores`).
+   device (one op at a time per device, unless the device is concurrent, or a logical device
+   of a host whose cores are shared) and, if the host's cores are shared, for a thread of
+   the host's inter-op pool (:class:`~simsync.engine.resources.Cores`); busy cores slow each
+   other by the host's core efficiency, re-decided whenever an op on them starts or ends.
    As TensorFlow's executor runs the op an op makes ready on the same thread, the op that
-   finished keeps its core for the op whose last input it was (unless that op must wait for
-   a lock or a resource, or its devices are busy); the core is kept until that op's devices
-   are granted, and goes to whoever asks for a core first meanwhile. Ops that continue a run
-   queue before those that start one (the latest first). The clients' own work
-   (``sess.run``'s time outside the ops) takes the process's GIL and a core.
+   finished keeps its thread for the op whose last input it was (unless that op must wait
+   for a lock or a resource, or its devices are busy); the thread is kept until that op's
+   devices are granted, and goes to whoever asks for one first meanwhile. When every thread
+   is busy, the other ops a thread made ready wait at the front of its own queue, a run's
+   first ops at the back of a random thread's queue; a free thread takes its own queue's
+   front, else steals another's back. The clients' own work (``sess.run``'s time outside
+   the ops) takes the process's GIL and a thread.
 3. It runs for its cost divided by its device's speed (collectives: at the slowest
    participant's speed, plus the ring all-reduce time).
 4. A tensor to another device is a transfer: it holds the sender's out-port and the receiver's
@@ -76,6 +79,11 @@ StepCallback = Callable[[StepRecord], None]
 STALLED_RUNS = 1000
 
 
+def _pass_on(waiting: simpy.Event, event: simpy.Event) -> None:
+    """Make ``waiting`` succeed with ``event``'s value."""
+    waiting.succeed(event.value)
+
+
 def _succeed(event: simpy.Event) -> Callable[[simpy.Event], None]:
     """A callback that makes ``event`` succeed."""
 
@@ -119,7 +127,7 @@ class Engine:
         #: the variables' versions and the counters' values (kept by the recorder)
         self.versions, self.counters = self.recorder.versions, self.recorder.counters
         self.cores = {
-            h: Cores(self.env, n, graph.core_efficiency.get(h, 1.0))
+            h: Cores(self.env, n, graph.core_efficiency.get(h, 1.0), seed=f"{seed} {h}")
             for h, n in graph.host_cores.items()
         }
         places = Places(
@@ -240,14 +248,16 @@ class Engine:
             yield self.env.timeout(seconds)
             return
         gil, cores = self.client_host
-        for slot in (gil, cores):
-            granted = self.env.event()
-            slot.request(_succeed(granted))
-            yield granted
+        granted = self.env.event()
+        gil.request(_succeed(granted))
+        yield granted
+        granted = self.env.event()  # a thread of the pool: the event's value
+        cores.request(lambda event: _pass_on(granted, event))
+        thread = yield granted
         done = self.env.event()
         cores.run(seconds, _succeed(done))
         yield done
-        cores.release()
+        cores.release(thread)
         gil.release()
 
     # -- resources ------------------------------------------------------------------------
@@ -313,4 +323,4 @@ class Engine:
         pending = run.pending
         pending[dst] -= 1
         if pending[dst] == 0:
-            Execution(self, run, run.plan.ops[dst])
+            Execution(self, run, run.plan.ops[dst], run.threads[planned.index])

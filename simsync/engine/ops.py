@@ -53,6 +53,7 @@ class Run:
         "read_versions",
         "remaining",
         "step",
+        "threads",
         "token",
     )
 
@@ -72,6 +73,9 @@ class Run:
         self.read_versions: dict[str, int] = {}
         self.token = 0  # the token its dequeue took, if any
         self.done = env.event()
+        #: per planned op, the thread of the host's pool it ran on (an op that takes no
+        #: thread: the one whose op made it ready), None before it runs or outside the pool
+        self.threads: list[int | None] = [None] * len(plan.ops)
 
 
 class Execution:
@@ -84,18 +88,23 @@ class Execution:
         "duration",
         "engine",
         "held",
+        "origin",
         "planned",
         "ready",
         "run",
         "start",
     )
 
-    def __init__(self, engine: EngineLike, run: Run, planned: PlannedOp) -> None:
+    def __init__(
+        self, engine: EngineLike, run: Run, planned: PlannedOp, origin: int | None = None
+    ) -> None:
         self.engine, self.run, self.planned = engine, run, planned
         self.ready = self.start = engine.env.now
         self.blocked = 0.0
         self.held = 0  # devices (and locks) granted so far
         self.core = False
+        #: the thread whose op made this one ready (None: a run's first op)
+        self.origin = origin
         self.duration = planned.duration(run.draws)
         if planned.waits:  # blocked on a resource, holding no device
             engine.resource_wait(run, planned).callbacks.append(self._served)
@@ -117,16 +126,23 @@ class Execution:
             devices[held].request(self._begin if last else self._acquire)
         elif pool is not None and cores:
             self.core = True
-            if pool.claim(self.run, self.planned.index):  # kept by the op before
+            thread = pool.claim(self.run, self.planned.index)  # kept by the op before
+            if thread is not None:
+                self.run.threads[self.planned.index] = thread
                 self._begin(None)
             else:
-                pool.request(self._begin, first=bool(self.planned.inputs))
+                pool.request(self._begin, self.origin)
         else:
             self._begin(None)
 
-    def _begin(self, _event: simpy.Event | None) -> None:
+    def _begin(self, event: simpy.Event | None) -> None:
         engine, planned = self.engine, self.planned
         self.start = engine.env.now
+        if self.core:
+            if event is not None and event.value is not None:
+                self.run.threads[planned.index] = event.value
+        else:  # no thread of its own: it runs on the one that made it ready
+            self.run.threads[planned.index] = self.origin
         if planned.reads:  # a read sees the variables as they are when it starts
             engine.record_reads(self.run, planned.op, self.start)
         if self.core and planned.pool is not None:  # busy cores slow each other
@@ -142,12 +158,13 @@ class Execution:
             device.release()
         cores = planned.pool if self.core else None
         successor = self._successor() if cores is not None else None
+        thread = run.threads[planned.index]
         if cores is not None and successor is not None:  # the run's next op goes on here
-            cores.keep(run, successor)
+            cores.keep(run, successor, thread or 0)
         self.engine.finished(self)
         if cores is not None and successor is None:
             # after the outputs went on: a consumer that asked for a core meanwhile goes first
-            cores.release()
+            cores.release(thread or 0)
 
     def _successor(self) -> int | None:
         """The op of this run to keep the core for: the first consumer on the same cores that

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from simsync.engine.resources import Cores, Slot
 from simsync.ir import (
+    LOCALHOST,
     Client,
     Cost,
     Graph,
@@ -165,6 +166,14 @@ def _plan(
     )
 
 
+def _runs_many(graph: Graph, name: str) -> bool:
+    """Whether device ``name`` runs many ops at once: a concurrent one, or a logical device
+    of the host whose cores the graph shares (its ops take the host's inter-op threads, as
+    many at once as there are; nothing holds the device itself)."""
+    device = graph.devices[name]
+    return device.concurrent or (device.host == LOCALHOST and LOCALHOST in graph.host_cores)
+
+
 def _planned(graph: Graph, places: Places, op: Op, index: int) -> PlannedOp:
     host = graph.devices[op.device].host
     return PlannedOp(
@@ -172,7 +181,7 @@ def _planned(graph: Graph, places: Places, op: Op, index: int) -> PlannedOp:
         kind_of(op.kind),
         index,
         devices=[places.locks[name] for name in sorted(op.locks)]
-        + [places.devices[d] for d in sorted(op.devices) if not graph.devices[d].concurrent],
+        + [places.devices[d] for d in sorted(op.devices) if not _runs_many(graph, d)],
         pool=places.cores.get(host),
         fixed=op.cost.mean * op.cost.fraction,
         speed=op_speed(graph, op),

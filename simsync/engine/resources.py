@@ -11,6 +11,7 @@ the stateful resources (a FIFO token queue, a ConditionalAccumulator).
 
 from __future__ import annotations
 
+import random
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,11 +41,13 @@ class Scheduled(simpy.Event):
     [2.5]
     """
 
-    def __init__(self, env: simpy.Environment, callback: Callback, delay: float = 0) -> None:
+    def __init__(
+        self, env: simpy.Environment, callback: Callback, delay: float = 0, value: Any = None
+    ) -> None:
         self.env = env
         self.callbacks = [callback]
         self._ok = True
-        self._value = None
+        self._value = value
         env.schedule(self, simpy.events.NORMAL, delay)
 
 
@@ -89,9 +92,9 @@ class Slot:
 
 
 class Cores(Slot):
-    """A host's cores, shared by the ops of its devices: at most ``capacity`` run at once,
-    granted first come first served (TensorFlow's inter-op threads), and busy cores slow each
-    other (shared caches, memory, hyper-threads): while ``k`` ops run, each progresses at
+    """A host's cores as TensorFlow's inter-op thread pool runs ops on them: ``capacity``
+    threads, each running one op at a time to its end, and busy cores slow each other (shared
+    caches, memory, hyper-threads): while ``k`` ops run, each progresses at
 
         rate(k) = 1 - (k - 1) / (capacity - 1) * (1 - efficiency)
 
@@ -99,6 +102,13 @@ class Cores(Slot):
     whenever an op starts or ends, for every op running then: an op that ran beside others
     speeds up once it runs alone. (With ``efficiency`` 1 or one core, an op simply takes its
     own time.)
+
+    Which op a thread runs next is the pool's (Eigen's non-blocking pool): an idle thread
+    takes an op at once; when every thread is busy, an op made ready by an op that ran on
+    thread ``t`` waits at the front of ``t``'s own queue, and one handed in from outside the
+    pool (a run's first ops, from the client's thread) at the back of a thread's queue picked
+    at random (``seed``). A thread that finishes takes the front of its own queue, else steals
+    the back of another's (tried from a random one on).
 
     >>> env = simpy.Environment()
     >>> cores, ended = Cores(env, 2, 0.5), {}
@@ -109,43 +119,87 @@ class Cores(Slot):
     {'a': 2.0, 'b': 4.0}
     """
 
-    __slots__ = ("efficiency", "generation", "kept", "rate", "running", "since")
+    __slots__ = ("efficiency", "generation", "idle", "kept", "queues", "random", "rate",
+                 "running", "since")  # fmt: skip
 
-    def __init__(self, env: simpy.Environment, capacity: int, efficiency: float) -> None:
+    def __init__(
+        self, env: simpy.Environment, capacity: int, efficiency: float, seed: int | str = 0
+    ) -> None:
         super().__init__(env, capacity)
         self.efficiency = efficiency
-        #: cores kept by a finished op for the op it made ready, oldest first: (run, op index)
-        self.kept: deque[tuple[Any, int]] = deque()
+        #: threads kept by a finished op for the op it made ready: (run, op index, thread)
+        self.kept: deque[tuple[Any, int, int]] = deque()
+        #: the threads' queues of ops waiting for them (made when first needed: a host may
+        #: have more cores than ops ever run at once), and the started threads with nothing
+        #: to run (the lowest is taken first; threads not started yet come after them)
+        self.queues: dict[int, deque[Callback]] = {}
+        self.idle: list[int] = []
+        self.random = random.Random(seed)
         #: the work left (seconds at rate 1) of each op running, and what to call at its end
         self.running: list[list[Any]] = []
         self.rate, self.since, self.generation = 1.0, 0.0, 0
 
-    def request(self, callback: Callback, first: bool = False) -> None:
-        """Call ``callback`` once a core is granted. ``first``: an op whose run is already
-        under way (TensorFlow's thread that finished its input runs it next): it goes before
-        the ops that start a run, and before the continuations already waiting (latest
-        first). A core kept for an op that has not come yet (:meth:`keep`) goes to whoever
-        asks for a core next; ops already queued when it was kept go on waiting."""
-        if self.count >= self.capacity and self.kept:
-            self.kept.popleft()
-            self._grant(callback)
-        elif first and self.count >= self.capacity:
-            self.waiters.appendleft(callback)
+    def request(self, callback: Callback, origin: int | None = None) -> None:
+        """Call ``callback`` with the thread (the event's value) once one is granted.
+        ``origin``: the thread whose op made this one ready (None: handed in from outside the
+        pool). A thread kept for an op that has not come yet (:meth:`keep`) goes to whoever
+        asks for one next while every other is busy."""
+        if self.count < self.capacity:
+            idle = self.idle
+            if origin is not None and origin in idle:
+                thread = origin
+                idle.remove(origin)
+            else:  # an idle thread, else one not started yet (count of them are started)
+                thread = idle.pop() if idle else self.count
+            self.count += 1
+            self._grant(callback, thread)
+        elif self.kept:
+            self._grant(callback, self.kept.popleft()[2])
         else:
-            super().request(callback)
+            thread = origin if origin is not None else self.random.randrange(self.capacity)
+            queue = self.queues.get(thread)
+            if queue is None:
+                queue = self.queues[thread] = deque()
+            if origin is not None:
+                queue.appendleft(callback)
+            else:
+                queue.append(callback)
 
-    def keep(self, run: Any, index: int) -> None:
-        """A finished op keeps its core for the planned op ``index`` of ``run``, which it made
-        ready; unless someone asks for a core first, that op takes it with :meth:`claim`."""
-        self.kept.append((run, index))
+    def release(self, thread: int = 0) -> None:
+        """``thread`` is done with its op: it runs the next from its own queue, else one
+        stolen from the back of another's, else waits."""
+        queues = self.queues
+        own = queues.get(thread)
+        if own:
+            self._grant(own.popleft(), thread)
+            return
+        waiting = [t for t, queue in queues.items() if queue]
+        if waiting:  # the first queue with work from a random thread on, round the pool
+            first, capacity = self.random.randrange(self.capacity), self.capacity
+            victim = min(waiting, key=lambda t: (t - first) % capacity)
+            self._grant(queues[victim].pop(), thread)
+            return
+        self.count -= 1
+        self.idle.append(thread)
+        self.idle.sort(reverse=True)
 
-    def claim(self, run: Any, index: int) -> bool:
-        """Take the core kept for the planned op ``index`` of ``run``, if it is still kept (at
-        most one per core is: the search is short)."""
-        if (run, index) not in self.kept:
-            return False
-        self.kept.remove((run, index))
-        return True
+    def _grant(self, callback: Callback, thread: int = 0) -> None:
+        Scheduled(self.env, callback, 0, thread)
+
+    def keep(self, run: Any, index: int, thread: int) -> None:
+        """A finished op keeps its thread for the planned op ``index`` of ``run``, which it
+        made ready; unless someone asks for a thread first, that op takes it with
+        :meth:`claim`."""
+        self.kept.append((run, index, thread))
+
+    def claim(self, run: Any, index: int) -> int | None:
+        """The thread kept for the planned op ``index`` of ``run``, if it is still kept (at
+        most one per thread is: the search is short)."""
+        for entry in self.kept:
+            if entry[0] is run and entry[1] == index:
+                self.kept.remove(entry)
+                return entry[2]
+        return None
 
     @property
     def shared(self) -> bool:
