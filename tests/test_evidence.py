@@ -15,6 +15,8 @@ from simsync.crosscheck.evidence import (
     side_by_side,
     staleness,
     usually_last,
+    verdicts,
+    with_prediction,
 )
 from simsync.patterns import build
 from simsync.scenario import ClusterConfig, ComputeConfig, Scenario
@@ -188,3 +190,57 @@ def test_the_probes_of_what_drifts():
     assert [p.name for p in probes(four, profile)] == [NO_WORK, "2 towers working"]
     assert probes(four, profile)[1].speeds == {"/gpu:2": 1000.0, "/gpu:3": 1000.0}
     assert [p.name for p in probes(Scenario("two", cluster=ClusterConfig(2)), profile)] == [NO_WORK]
+
+
+def test_a_prediction_of_who_is_last_is_compared_by_one_rule_on_both_sides() -> None:
+    """The run and the simulation each name the tower last in clearly more than half of
+    their steps, or none: the same one (or none on both sides) is as predicted, two
+    different ones are not, and one side naming a tower the other cannot tell is no
+    verdict. Lesson 3's straggler on 2 cores: the slow tower last in 8 of 20 traced steps,
+    in 45 % of the simulated ones."""
+    (found,) = arrivals(build(SLOW_ONE), _towers(20, 0.002))  # tower_1 last 20 of 20
+    assert found["expected"] == "tower_1"
+
+    def simulated(slow: int, other: int) -> dict:
+        return {**found, "steps": 400, "last": {"tower_0": other, "tower_1": slow}}
+
+    always = with_prediction(found, simulated(400, 0))  # type: ignore[arg-type]
+    assert always["as_predicted"] == "as predicted" and always["predicted_last"] == "tower_1"
+    assert always["predicted_share"] == 1.0 and always["predicted_steps"] == 400
+    # the simulation has the fast tower usually last: a confident disagreement
+    wrong = with_prediction(found, simulated(20, 380))  # type: ignore[arg-type]
+    assert wrong["as_predicted"] == "not as predicted"
+    # the simulation names none (the slow one last in 45 %): this run's 20 of 20 names one
+    mixed = with_prediction(found, simulated(180, 205))  # type: ignore[arg-type]
+    assert mixed["predicted_last"] == "" and mixed["as_predicted"] == INCONCLUSIVE
+    # 8 of 20 and 45 % of 400 both name none
+    shared = {**found, "last": {"tower_0": 12, "tower_1": 8}}
+    both = with_prediction(shared, simulated(180, 205))  # type: ignore[arg-type]
+    assert both["as_predicted"] == "as predicted" and both["predicted_last"] == ""
+    # equal towers: which one is last is the threads' order, nothing to compare
+    (equal,) = arrivals(build(TWO), _towers(20, 0.002))
+    assert "as_predicted" not in with_prediction(equal, {**equal, "steps": 400})
+
+
+def test_the_comparison_of_who_is_last_is_a_verdict_and_is_shown() -> None:
+    from rich.console import Console
+
+    from simsync.viz.crosscheck import _last
+
+    (found,) = arrivals(build(SLOW_ONE), _towers(20, 0.002))
+    shared = {**found, "last": {"tower_0": 12, "tower_1": 8}}
+    simulated = {**found, "steps": 400, "last": {"tower_0": 205, "tower_1": 180}}
+    compared = with_prediction(shared, simulated)  # type: ignore[arg-type]
+    report = {
+        "check": "towers",
+        "structure": {"ok": True},
+        "values": {"ok": True},
+        "evidence": {"side_by_side": None, "arrivals": [compared], "ratios": []},
+    }
+    assert verdicts(report)["last at average_gradients as predicted"] == "as predicted"  # type: ignore[arg-type]
+    verdict, why = _last(compared)
+    console = Console(record=True, width=200)
+    console.print(verdict)
+    assert console.export_text().strip() == "no single tower, as predicted"
+    assert "the simulation has tower_1 last in 45 % of 400 steps" in why
+    assert "no single tower is usually last" in why and "changes from step to step" in why

@@ -33,10 +33,12 @@ from simsync.crosscheck.evidence import (
     interleaved_ratio,
     median_interval,
     side_by_side,
+    with_prediction,
 )
 from simsync.crosscheck.moving import moving_statistics
 from simsync.crosscheck.refit import probes, refit
 from simsync.crosscheck.report import (
+    Arrival,
     CostsKind,
     Evidence,
     MachineCheck,
@@ -254,12 +256,29 @@ def _evidence(
         ratios.append(interleaved_ratio(real.interleaved, variant.name, expected))
     if drift and refitted is None:  # predictions from an out-of-date profile: no yardstick
         ratios = [_out_of_date(ratio) for ratio in ratios]
+    simulated = {a["sync_point"]: a for a in _simulated_arrivals(base)}
     return {
         "side_by_side": side_by_side(graph, real.trace),
-        "arrivals": arrivals(graph, real.trace),
+        "arrivals": [
+            with_prediction(found, simulated.get(found["sync_point"]))
+            for found in arrivals(graph, real.trace)
+        ],
         "ratios": ratios,
         "machine": machine,
     }
+
+
+#: Steps the prediction of who comes last simulates: with fewer cores than towers the
+#: threads' order changes from step to step, and a share needs more steps than a run traces.
+LAST_STEPS = 400
+
+
+def _simulated_arrivals(scenario: Scenario) -> list[Arrival]:
+    """Who came last at each sync point over :data:`LAST_STEPS` simulated steps of
+    ``scenario`` (timing only)."""
+    longer = scenario.with_run(steps=max(LAST_STEPS, scenario.run.steps))
+    simulation = simulate(longer, numerics=False)
+    return arrivals(simulation.graph, simulation.trace)
 
 
 def _out_of_date(ratio: Ratio) -> Ratio:

@@ -54,6 +54,7 @@ from simsync.ir import Graph
 from simsync.kinds import input_towers, resource_feeds, sync_points
 from simsync.trace import (
     Trace,
+    binomial_tail,
     expected_last,
     named_straggler,
     straggler,
@@ -208,6 +209,71 @@ def arrivals(graph: Graph, trace: Trace) -> list[Arrival]:
     return found
 
 
+#: How unlikely (one-sided) a count must be for a tower last in at most half the steps, for
+#: it to be called the one that is usually last (:func:`usually_last_of`).
+MAJORITY_ALPHA = 0.05
+
+
+def usually_last_of(last: Mapping[str, int], steps: int) -> str:
+    """The tower last in more than half of ``steps`` clearly beyond chance (a count that high
+    below :data:`MAJORITY_ALPHA` likely if it were last in half of them), or "": the one rule
+    by which a run, real or simulated, names the tower that is usually last.
+
+    >>> usually_last_of({"tower_2": 16, "tower_3": 4}, 20), usually_last_of({"tower_2": 13}, 20)
+    ('tower_2', '')
+    """
+    if not last or not steps:
+        return ""
+    tower, count = max(last.items(), key=lambda item: item[1])
+    return tower if binomial_tail(count, steps, 0.5) < MAJORITY_ALPHA else ""
+
+
+def with_prediction(found: Arrival, simulated: Arrival | None) -> Arrival:
+    """``found`` (a real run's arrivals at a sync point) with what the simulation predicted:
+    the share of its steps in which the expected tower (the one with the most work) came
+    last, the tower it has usually last (:func:`usually_last_of`), and ``as_predicted``:
+    ``as predicted`` when the run and the simulation name the same tower, or both none;
+    ``not as predicted`` when they name two different ones; else :data:`INCONCLUSIVE` (one
+    names a tower, the other cannot tell). Where the towers' work is about equal, which one
+    comes last is the order the threads take them in, which the simulation does not know run
+    by run: there is nothing to compare.
+
+    With fewer cores than towers, each thread runs one tower to its end and which towers
+    start first changes from step to step: the slow tower need not come last every step, and
+    the simulation (TensorFlow's thread pool) says how often it does.
+
+    >>> found = {"sync_point": "s", "steps": 20, "mean_wait": {},
+    ...          "last": {"tower_2": 12, "tower_3": 8}, "expected": "tower_3"}
+    >>> simulated = {**found, "steps": 400, "last": {"tower_2": 190, "tower_3": 180}}
+    >>> with_prediction(found, simulated)["as_predicted"]  # type: ignore[arg-type]
+    'as predicted'
+    >>> always = {**simulated, "last": {"tower_3": 400}}
+    >>> with_prediction(found, always)["as_predicted"]  # type: ignore[arg-type]
+    'inconclusive'
+    >>> other = {**found, "last": {"tower_2": 19, "tower_3": 1}}
+    >>> with_prediction(other, always)["as_predicted"]  # type: ignore[arg-type]
+    'not as predicted'
+    """
+    expected = found["expected"]
+    if not expected or simulated is None or not simulated["steps"] or not found["steps"]:
+        return found
+    predicted = usually_last_of(simulated["last"], simulated["steps"])
+    measured = usually_last_of(found["last"], found["steps"])
+    if predicted == measured:
+        verdict = "as predicted"
+    elif predicted and measured:
+        verdict = "not as predicted"
+    else:
+        verdict = INCONCLUSIVE
+    return {
+        **found,
+        "predicted_share": simulated["last"].get(expected, 0) / simulated["steps"],
+        "predicted_steps": simulated["steps"],
+        "predicted_last": predicted,
+        "as_predicted": verdict,
+    }
+
+
 def usually_last(found: Arrival) -> str | None:
     """The tower whose input arrived last more often than chance allows (the binomial test
     of :func:`simsync.trace.straggler`), when the graph gives it a reason to (it is the
@@ -353,7 +419,10 @@ def verdicts(report: Report) -> dict[str, str]:
         if evidence["side_by_side"]:
             found["side by side"] = evidence["side_by_side"]["verdict"]
         for found_at in evidence["arrivals"]:
-            found[f"last at {found_at['sync_point']}"] = usually_last(found_at) or INCONCLUSIVE
+            point = found_at["sync_point"]
+            found[f"last at {point}"] = usually_last(found_at) or INCONCLUSIVE
+            if "as_predicted" in found_at:
+                found[f"last at {point} as predicted"] = found_at["as_predicted"]
         for ratio in evidence["ratios"]:
             found[ratio["variant"]] = ratio["verdict"]
         moving = report["values"].get("moving_statistics")

@@ -190,6 +190,13 @@ class Arrival(TypedDict):
     mean_wait: dict[str, float]
     #: the tower the graph expects last (its own work clearly the longest), or ""
     expected: str
+    #: in how many of the simulation's steps (``predicted_steps``) the expected tower came
+    #: last, as a share; the tower the simulation has usually last ("": none); and whether
+    #: the run names the same (:func:`~.evidence.with_prediction`)
+    predicted_share: NotRequired[float]
+    predicted_steps: NotRequired[int]
+    predicted_last: NotRequired[str]
+    as_predicted: NotRequired[str]
 
 
 class Ratio(TypedDict):

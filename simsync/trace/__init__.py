@@ -35,6 +35,7 @@ from simsync.trace.staleness import (
 from simsync.trace.stats import (
     StepTimeStats,
     SyncWait,
+    binomial_tail,
     came_last,
     expected_last,
     loss_curve,
@@ -67,6 +68,7 @@ __all__ = [
     "Update",
     "VariableAccess",
     "WorkerGradients",
+    "binomial_tail",
     "came_last",
     "expected_last",
     "gradient_stats",

@@ -267,7 +267,7 @@ def straggler(last: Mapping[str, int]) -> str:
     first, most = max(last.items(), key=lambda item: item[1])
     if sum(1 for count in last.values() if count == most) > 1:
         return ""  # a tie
-    return first if towers * _binomial_tail(most, trials, 1 / towers) < STRAGGLER_ALPHA else ""
+    return first if towers * binomial_tail(most, trials, 1 / towers) < STRAGGLER_ALPHA else ""
 
 
 def named_straggler(last: Mapping[str, int], expected: str | None) -> str:
@@ -285,10 +285,10 @@ def named_straggler(last: Mapping[str, int], expected: str | None) -> str:
     return found if expected is None or found == expected else ""
 
 
-def _binomial_tail(at_least: int, trials: int, p: float) -> float:
+def binomial_tail(at_least: int, trials: int, p: float) -> float:
     """P(X >= at_least) for X ~ Binomial(trials, p), summed in log space (no overflow).
 
-    >>> round(_binomial_tail(9, 10, 0.5), 6), _binomial_tail(0, 5, 0.3)
+    >>> round(binomial_tail(9, 10, 0.5), 6), binomial_tail(0, 5, 0.3)
     (0.010742, 1.0)
     """
     log_p, log_q = math.log(p), math.log1p(-p)

@@ -472,20 +472,22 @@ def _last(found: Arrival) -> tuple[Text, str]:
 
     steps, last, expected = found["steps"], found["last"], found["expected"]
     tower = usually_last(found)
+    predicted = _predicted_last(found)
+    agrees = found.get("as_predicted") != "not as predicted"
     if tower:
         others = [w for t, w in found["mean_wait"].items() if t != tower]
         wait = sum(others) / len(others) * 1e3 if others else 0.0
-        return Text(tower, style="bold green"), (
+        return Text(tower, style="bold green" if agrees else "bold red"), (
             f"{tower}'s input came last in {last.get(tower, 0)} of {steps} traced steps; the "
-            f"others waited for it {wait:.2f} ms on average; it has the most work"
+            f"others waited for it {wait:.2f} ms on average; it has the most work{predicted}"
         )
     counts = ", ".join(f"{t} {n}" for t, n in last.items())
     scheduled = scheduled_last(found)
     if scheduled and expected:
         why = (
             f"{scheduled} came last more often than chance allows, though {expected} has the "
-            "most work: the order TensorFlow's scheduler picked in this run outweighed the "
-            "work (towers sharing cores), and another run can pick another"
+            "most work: the order TensorFlow's threads took the towers in outweighed the "
+            "work (towers sharing cores)"
         )
     elif expected:
         why = f"{expected} has the most work, but no tower came last more often than chance allows"
@@ -495,9 +497,38 @@ def _last(found: Arrival) -> tuple[Text, str]:
             "last is the order TensorFlow's scheduler picked in this run, and another run can "
             "pick another"
         )
-    return Text("inconclusive here", style="bold yellow"), (
-        f"last in {steps} traced steps: {counts}; {why}"
+    if found.get("as_predicted") in ("as predicted", "not as predicted"):
+        verdict = Text(
+            f"no single tower, {found['as_predicted']}"
+            if not found.get("predicted_last")
+            else str(found["as_predicted"]),
+            style="bold green" if agrees else "bold red",
+        )
+    else:
+        verdict = Text("inconclusive here", style="bold yellow")
+    return verdict, f"last in {steps} traced steps: {counts}; {why}{predicted}"
+
+
+def _predicted_last(found: Arrival) -> str:
+    """What the simulation predicted of who comes last, as a clause."""
+    if "predicted_share" not in found:
+        return ""
+    expected, share = found["expected"], found["predicted_share"]
+    named = found.get("predicted_last") or "no single tower"
+    clause = (
+        f"; the simulation has {expected} last in {share * 100:.0f} % of "
+        f"{found.get('predicted_steps', 0)} steps, so {named} is usually last"
     )
+    if share < 0.95:
+        clause += (
+            " (with fewer cores than towers, TensorFlow's threads run one tower each to its "
+            "end, and which towers they start first changes from step to step: a fast tower "
+            "started after the slow one can end after it)"
+        )
+    verdict = found.get("as_predicted", "")
+    if verdict == "inconclusive":
+        return clause + "; one of the two names a tower the other cannot tell"
+    return clause + f": {verdict}"
 
 
 #: Each variant of the interleaved rounds in words: the question its comparison answers, and
