@@ -238,3 +238,46 @@ def test_a_variable_updated_before_another_take_is_made_first_in_the_replay() ->
     assert np.allclose(replayed.params[kernel], kernel_1)
     assert not np.allclose(kernel_1, sgd_step(start[kernel], gradients("worker_1", start)[kernel],
                                               spec.learning_rate))  # fmt: skip
+
+
+def test_a_clusters_costs_come_from_its_trace() -> None:
+    """The reference cluster's trace priced: plain ops by their median; a take from the last
+    push it averaged to its end; the overheads from one run's token (or tokens) to the next
+    run's first push (or take)."""
+    from simsync.crosscheck.pricing import costs_of
+    from simsync.trace import OpRecord
+
+    def op(client: str, step: int, name: str, kind: str, start: float, end: float) -> OpRecord:
+        return OpRecord(name, kind, (), client, step, start, start, end)
+
+    records, events = [], []
+    for step in range(2, 6):
+        t = step * 0.1
+        push = f"worker_0/push_gradients/{KERNEL}"
+        records += [
+            op("worker_0", step, "worker_0/read_variables", "read", t, t + 0.001),
+            op("worker_0", step, push, "push_gradients", t + 0.010, t + 0.011),
+            op("worker_0", step, "worker_0/dequeue_token", "dequeue_token", t + 0.011, t + 0.08),
+            op("queue_runner", step, TAKE, "take_gradients", t + 0.002, t + 0.013),
+            op("queue_runner", step, "sync_replicas/enqueue_tokens", "enqueue_tokens",
+               t + 0.014, t + 0.015),
+        ]  # fmt: skip
+        events += [
+            ResourceEvent(f"{KERNEL}/grad_accum", "push", push, "worker_0", step, t + 0.010),
+            ResourceEvent(
+                f"{KERNEL}/grad_accum", "take", TAKE, "queue_runner", step, t + 0.013, step
+            ),
+        ]
+    trace = Trace(ops=records, resources=events)
+    costs = costs_of(trace, {r.op: r.kind for r in records})
+    assert costs["read"] == 0.001 and costs["push_gradients"] == pytest.approx(0.001)
+    assert costs["take_gradients"] == pytest.approx(0.002)  # from the push's end at +0.011
+    assert costs["enqueue_tokens"] == pytest.approx(0.001)
+    # token at +0.08, next run's push at +0.11: 30 ms, less the read's 1 ms
+    assert costs["session_run"] == pytest.approx(0.029)
+    # tokens enqueued at +0.015, the next take at +0.102: 87 ms
+    assert costs["queue_runner_run"] == pytest.approx(0.087)
+
+
+KERNEL = "layer_0/kernel"
+TAKE = f"sync_replicas/take_gradients/{KERNEL}"

@@ -65,6 +65,29 @@ def test_structure_values_and_protocol_agree(checked: tuple[dict[str, Any], floa
     assert seconds < 120  # well under two minutes on two cores, cluster start included
 
 
+def test_the_prediction_is_priced_for_this_machine(
+    checked: tuple[dict[str, Any], float],
+) -> None:
+    """The cluster's own ops at the costs a reference cluster measured here once (kept in the
+    cache folder), every task on this machine's cores: closer to the measured time between
+    applies than the scenario's own costs, a task per host."""
+    report, _ = checked
+    timing = report["timing"]
+    priced = timing["priced"]
+    costs = priced["costs"]
+    ops = {"read", "push_gradients", "dequeue_token", "apply", "enqueue_tokens"}
+    overheads = {"session_run", "queue_runner_run"}
+    assert ops | overheads | {"take_gradients", "overhead_scale"} == set(costs)
+    assert all(0 < costs[k] < 0.01 for k in ops) and 0 <= costs["take_gradients"] < 0.01
+    assert all(0 < costs[k] < 0.1 for k in overheads) and 0.05 <= costs["overhead_scale"] <= 2
+    assert priced["host_cores"] >= 1 and 0 < priced["core_efficiency"] <= 1
+    (kept,) = (Path(os.environ["SIMSYNC_CACHE_DIR"]) / "cluster-costs").glob("*.json")
+    assert json.loads(kept.read_text())["costs"] == priced["costs"]
+    measured = timing["measured_step_time"]
+    unpriced = abs(priced["unpriced_step_time"] - measured)
+    assert abs(timing["predicted_step_time"] - measured) < unpriced
+
+
 def test_the_report_names_the_cluster(checked: tuple[dict[str, Any], float]) -> None:
     report, _ = checked
     cluster = report["cluster"]

@@ -246,9 +246,12 @@ def test_file_defaults_equal_python_defaults() -> None:
         {"name": "d", "cluster": {"devices": 3}, "compute": {"mean": 0.01}}, source="<python>"
     )
     from_python = Scenario("d", cluster=ClusterConfig(devices=3), compute=ComputeConfig(mean=0.01))
-    # a missing cost is 0: compare costs by value, the rest as they are
-    keys = [f.key for f in FIELDS if f.table == "costs"]
+    # a missing cost is 0 (one with no default is left out): compare costs by value, the rest
+    # as they are
+    keys = [f.key for f in FIELDS if f.table == "costs" and f.default is not None]
     assert all(from_file.costs[k] == from_python.costs.get(k, 0.0) == 0.0 for k in keys)
+    unset = [f.key for f in FIELDS if f.table == "costs" and f.default is None]
+    assert unset == ["queue_runner_run"] and not set(unset) & set(from_file.costs)
     assert from_file == dataclasses.replace(from_python, costs=from_file.costs)
 
 

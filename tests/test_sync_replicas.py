@@ -3,6 +3,7 @@ Monte Carlo of it, TensorFlow's own start-up behaviour, and deadlocks explained.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import random
 from collections import deque
@@ -271,3 +272,37 @@ def test_a_take_of_one_is_no_meeting_and_a_take_of_r_of_n_expects_no_straggler()
     all_four = graph(4, (1.0, 1.0, 1.0, 0.5))
     feeds = resource_feeds(all_four)
     assert {expected_last(all_four, t, feeds) for t in sync_points(all_four)} == {"worker_3"}
+
+
+def test_with_host_cores_every_task_is_a_process_of_one_machine() -> None:
+    """A cluster on loopback: the parameter server and the workers share the machine's cores
+    (busy ones slowing each other); without host_cores each task has a host of its own."""
+    from simsync.patterns import build
+
+    apart = build(replicas(3, 5))
+    assert len({d.host for d in apart.devices.values()}) == 4 and not apart.host_cores
+    shared = replicas(3, 5)
+    shared = dataclasses.replace(
+        shared, cluster=dataclasses.replace(shared.cluster, host_cores=2, core_efficiency=0.5)
+    )
+    graph = build(shared)
+    (host,) = {d.host for d in graph.devices.values()}
+    assert graph.host_cores == {host: 2} and graph.core_efficiency == {host: 0.5}
+
+    # three workers' compute on two cores: a step takes longer than with a host each
+    def mean_step(scenario: Scenario) -> float:
+        steps = simulate(scenario, numerics=False).trace.steps
+        return sum(s.duration for s in steps) / len(steps)
+
+    assert mean_step(shared) > mean_step(replicas(3, 5))
+
+
+def test_the_queue_runner_has_its_own_overhead_else_the_workers() -> None:
+    from simsync.patterns import build
+
+    base = replicas(3, 5)
+    own = dataclasses.replace(base, costs={"session_run": 0.002, "queue_runner_run": 0.007})
+    same = dataclasses.replace(base, costs={"session_run": 0.002})
+    overheads = {c.name: c.overhead for c in build(own).clients}
+    assert overheads.pop("queue_runner") == 0.007 and set(overheads.values()) == {0.002}
+    assert {c.overhead for c in build(same).clients} == {0.002}

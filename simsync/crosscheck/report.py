@@ -387,12 +387,27 @@ class ProtocolComparison(TypedDict):
     measured: ProtocolSide
 
 
+class ClusterPricing(TypedDict):
+    """What the prediction of a cluster on this machine was priced with: the costs of the
+    pattern's ops measured once on a reference cluster (:mod:`simsync.crosscheck.pricing`),
+    and the cores every task shares, with their efficiency (the machine's profile)."""
+
+    costs: dict[str, float]
+    host_cores: int
+    core_efficiency: float
+    #: the time between applies the scenario's own costs (each task on a host of its own)
+    #: predict, against which the priced one is shown
+    unpriced_step_time: float
+
+
 class SyncReplicasTiming(TypedDict):
     """The mean time between applies (seconds), predicted against measured."""
 
     predicted_step_time: float
     measured_step_time: float
     error: float | None
+    #: None: the tasks ran on the hosts of a cluster file, which this machine cannot price
+    priced: NotRequired[ClusterPricing | None]
 
 
 class SyncReplicasReport(TypedDict):

@@ -20,6 +20,7 @@ The simulator's ``sync_replicas`` graph is checked against TensorFlow's own
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from simsync.crosscheck.compare import VALUE_TOLERANCE, CrossCheck, relative_error, structure
+from simsync.crosscheck.pricing import priced, time_between_applies
 from simsync.crosscheck.report import (
     ProtocolSide,
     ReplicaValues,
@@ -40,7 +42,6 @@ from simsync.files import InputError, read_json
 from simsync.ir import Graph, run_order, updating_clients
 from simsync.kinds import kind_of
 from simsync.patterns import build
-from simsync.patterns.sync_replicas import QUEUE_RUNNER
 from simsync.replay import replay
 from simsync.scenario import Scenario
 from simsync.trace import GradientCounts, Trace, gradient_stats
@@ -73,7 +74,8 @@ def crosscheck_sync_replicas(
     config = _cluster_config(scenario, graph, open_ports, cluster_file)
     real = run_sync_replicas_cluster(config, on_progress=on_progress)
     trace = cluster_trace(real, graph)
-    simulation = simulate(scenario)
+    pricing = None if cluster_file is not None else _priced(scenario, on_progress)
+    simulation = simulate(scenario if pricing is None else pricing[0])
     protocol_ops = {op.name for op in graph.ops() if kind_of(op.kind).action or op.writes}
     runs = [(s.client, s.step) for s in trace.steps]
     report: SyncReplicasReport = {
@@ -102,6 +104,15 @@ def crosscheck_sync_replicas(
         },
         "timing": _timing(simulation.trace, trace),
     }
+    if pricing is not None:
+        unpriced = simulate(scenario, numerics=False)
+        cluster = pricing[0].cluster
+        report["timing"]["priced"] = {
+            "costs": pricing[1],
+            "host_cores": cluster.host_cores or 1,
+            "core_efficiency": cluster.core_efficiency,
+            "unpriced_step_time": time_between_applies(unpriced.trace),
+        }
     return CrossCheck(scenario, scenario, simulation, real, report)
 
 
@@ -204,15 +215,26 @@ def _protocol(trace: Trace, graph: Graph, global_step: int) -> ProtocolSide:
     }
 
 
+def _priced(
+    scenario: Scenario, on_progress: Callable[[str], None] | None
+) -> tuple[Scenario, dict[str, float]]:
+    """``scenario`` as a cluster of this machine runs it (:func:`~simsync.crosscheck.
+    pricing.priced`): every task a process on its cores (the machine's profile: how many,
+    how busy ones slow each other), the pattern's ops at the costs a reference cluster
+    measured here (:func:`~simsync.crosscheck.pricing.cluster_costs`)."""
+    from simsync.crosscheck.pricing import cluster_costs
+    from simsync.tf_backend.profile.machine import machine_profile
+
+    profile = machine_profile(on_progress=on_progress)
+    costs = cluster_costs(on_progress=on_progress)
+    cores = profile.host_cores or os.cpu_count() or 1
+    ops = {k: v for k, v in costs.items() if k != "overhead_scale"}
+    return priced(scenario, ops, cores, profile.core_efficiency), costs
+
+
 def _timing(simulated: Trace, real: Trace) -> SyncReplicasTiming:
     """Mean time between applies after the first (which includes the start-up round)."""
-
-    def between(trace: Trace) -> float:
-        runs = sorted(s.end for s in trace.steps if s.client == QUEUE_RUNNER)
-        gaps = np.diff(runs)
-        return float(np.mean(gaps)) if len(gaps) else 0.0
-
-    predicted, measured = between(simulated), between(real)
+    predicted, measured = time_between_applies(simulated), time_between_applies(real)
     return {
         "predicted_step_time": predicted,
         "measured_step_time": measured,

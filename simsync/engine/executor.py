@@ -137,11 +137,19 @@ class Engine:
             locks={name: Slot(self.env) for op in graph.ops() for name in op.locks},
             cores=self.cores,
         )
-        #: The clients' own work (``Client.overhead``: Python, feeding, fetching) holds the
-        #: process's one GIL and a core, when the devices share a host's cores: the clients are
-        #: threads of one Python process on that host.
-        clients_cores = self.cores.get(LOCALHOST)
-        self.client_host = None if clients_cores is None else (Slot(self.env), clients_cores)
+        #: The clients' own work (``Client.overhead``: Python, feeding, fetching) takes a core
+        #: of its host when the host's cores are shared (the host of the device of its first
+        #: fetch), and on this host also the process's one GIL: the clients there are threads
+        #: of one Python process. (A cluster's tasks on one machine are processes of their own.)
+        gil = Slot(self.env)
+        self.client_host: dict[str, tuple[Slot | None, Cores]] = {}
+        for client in graph.clients:
+            host = graph.devices[graph.op(client.fetches[0]).device].host
+            if host in self.cores:
+                self.client_host[client.name] = (
+                    gil if host == LOCALHOST else None,
+                    self.cores[host],
+                )
         #: the queues and accumulators, by name, in the graph's order
         self.resources = {name: Waitable(self.env, r) for name, r in graph.resources.items()}
         self.clocks = Clocks(self.env, [c for c in graph.clients if c.staleness_bound is not None])
@@ -213,7 +221,7 @@ class Engine:
             start = env.now
             version = self.versions[plan.until] if plan.until is not None else 0
             if plan.overhead > 0:  # the client's own time before the first op
-                yield from self._client_work(plan.overhead)
+                yield from self._client_work(plan.name, plan.overhead)
             for root in plan.roots:
                 Execution(self, run, plan.ops[root])
             yield run.done
@@ -242,15 +250,18 @@ class Engine:
             f"{self.env.now:.6g} s; give its ops a cost, or let it wait on a resource"
         )
 
-    def _client_work(self, seconds: float) -> Generator[simpy.Event, Any, None]:
-        """A client thread's own work: on a shared host, under the GIL and on a core."""
-        if self.client_host is None:
+    def _client_work(self, client: str, seconds: float) -> Generator[simpy.Event, Any, None]:
+        """A client's own work: on a shared host, on a core (and on this host under the
+        GIL)."""
+        shared = self.client_host.get(client)
+        if shared is None:
             yield self.env.timeout(seconds)
             return
-        gil, cores = self.client_host
-        granted = self.env.event()
-        gil.request(_succeed(granted))
-        yield granted
+        gil, cores = shared
+        if gil is not None:
+            granted = self.env.event()
+            gil.request(_succeed(granted))
+            yield granted
         granted = self.env.event()  # a thread of the pool: the event's value
         cores.request(lambda event: _pass_on(granted, event))
         thread = yield granted
@@ -258,7 +269,8 @@ class Engine:
         cores.run(seconds, _succeed(done))
         yield done
         cores.release(thread)
-        gil.release()
+        if gil is not None:
+            gil.release()
 
     # -- resources ------------------------------------------------------------------------
     def resource_wait(self, run: Run, planned: PlannedOp) -> simpy.Event:

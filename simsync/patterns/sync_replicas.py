@@ -115,13 +115,26 @@ def build_sync_replicas(scenario: Scenario) -> Graph:
     return graph
 
 
+#: The host of every task when the scenario puts them all on one machine (``host_cores``).
+ONE_MACHINE = "machine"
+
+
 def _devices(scenario: Scenario) -> Graph:
-    """The parameter server on its own host; each worker on a host of its own."""
-    link = scenario.cluster.link
+    """The parameter server on its own host; each worker on a host of its own. With
+    ``[cluster] host_cores``, every task is a process of one machine with that many cores
+    instead (a cluster on loopback): their ops share its cores."""
+    cluster = scenario.cluster
+    link = cluster.link
     graph = Graph(name=scenario.name, link=Link(link.bytes_per_second, link.latency))
-    graph.add_device(Device(PARAMETER_SERVER, kind="cpu", host="ps", concurrent=True))
-    for worker, speed in enumerate(scenario.cluster.speeds):
-        graph.add_device(Device(worker_device(worker), speed=speed, host=f"worker_{worker}"))
+    shared = cluster.host_cores is not None
+    if cluster.host_cores is not None:
+        graph.host_cores[ONE_MACHINE] = cluster.host_cores
+        graph.core_efficiency[ONE_MACHINE] = cluster.core_efficiency
+    ps_host = ONE_MACHINE if shared else "ps"
+    graph.add_device(Device(PARAMETER_SERVER, kind="cpu", host=ps_host, concurrent=True))
+    for worker, speed in enumerate(cluster.speeds):
+        host = ONE_MACHINE if shared else f"worker_{worker}"
+        graph.add_device(Device(worker_device(worker), speed=speed, host=host))
     return graph
 
 
@@ -183,5 +196,6 @@ def _add_queue_runner(
         graph.add_tensor(Tensor(take, update, graph.variables[variable].nbytes))
         graph.add_tensor(Tensor(update, apply, control=True))
     graph.add_tensor(Tensor(apply, enqueue, control=True))
-    graph.add_client(Client(QUEUE_RUNNER, fetches=(enqueue,),
-                            overhead=costs.get("session_run", 0.0), daemon=True))  # fmt: skip
+    overhead = costs.get("queue_runner_run", costs.get("session_run", 0.0))
+    graph.add_client(Client(QUEUE_RUNNER, fetches=(enqueue,), overhead=overhead,
+                            daemon=True))  # fmt: skip

@@ -123,9 +123,9 @@ def _ignored(data: dict[str, Any], v: dict[str, dict[str, Any]], source: str) ->
             if kind.action is not None and kind.cost_key is not None
         ),
         (
-            ("cluster", "host_cores"),
-            mode == "sync_replicas",
-            'not used with mode = "sync_replicas": each task runs on a host of its own',
+            ("costs", "queue_runner_run"),
+            mode != "sync_replicas",
+            'used only with mode = "sync_replicas"',
         ),
         *(
             (("model", key), v["model"]["batch_norm"] == "none", "used only with batch_norm")
@@ -354,7 +354,7 @@ def _build(v: dict[str, dict[str, Any]], source: str) -> Scenario:
             gpu_contention=cluster["gpu_contention"],
         ),
         compute=ComputeConfig(**compute),
-        costs=dict(v["costs"]),
+        costs={key: value for key, value in v["costs"].items() if value is not None},
         model=spec,
         training=TrainingConfig(**v["training"]),
     )

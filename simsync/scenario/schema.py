@@ -209,7 +209,9 @@ FIELDS: tuple[Field, ...] = (
         None,
         "an integer >= 1",
         "CPU cores that the devices' compute shares, as when TensorFlow splits one CPU into "
-        "logical devices. Leave out for real accelerators (no sharing).",
+        'logical devices; with mode = "sync_replicas", every task (parameter server and '
+        "workers) is a process of one machine with this many cores. Leave out for real "
+        "accelerators, or a task per host (no sharing).",
         _positive,
     ),
     Field(
@@ -345,6 +347,16 @@ FIELDS: tuple[Field, ...] = (
         "a number of seconds from 0 to 1e+06",
         "Time each `sess.run` spends outside the ops (feeding, starting, fetching), before "
         "the step's first op.",
+        _between(0, MAX_SECONDS),
+    ),
+    Field(
+        "costs",
+        "queue_runner_run",
+        "float",
+        None,
+        "a number of seconds from 0 to 1e+06",
+        'With mode = "sync_replicas": the same for each run of the chief\'s queue runner, '
+        "from its enqueue of the tokens to its next take (default: session_run).",
         _between(0, MAX_SECONDS),
     ),
     Field(

@@ -157,12 +157,24 @@ class CrossCheckView:
             f"Time between applies: predicted {_ms(timing['predicted_step_time'])} ms, "
             f"measured {_ms(timing['measured_step_time'])} ms ({_percent(timing['error'])})."
         )
-        if timing["error"] is not None and abs(timing["error"]) > 0.1:
+        priced = timing.get("priced")
+        if priced:
+            costs = ", ".join(
+                f"{k} {_ms(v)} ms" for k, v in sorted(priced["costs"].items()) if k in COST_KEYS
+            )
             yield Text(
-                "Timing is a prediction: every worker and the parameter server here are "
-                "processes talking over the network stack (gRPC), which costs milliseconds "
-                "per push, take and token that the scenario does not price; [costs] "
-                "push_gradients, take_gradients and dequeue_token do.",
+                f"Priced for this machine: the tasks are processes sharing its "
+                f"{plural(priced['host_cores'], 'core')} (efficiency "
+                f"{priced['core_efficiency']:.2f} with all busy), and the cluster's own ops "
+                f"cost what a reference cluster measured here once ({costs}). The scenario's "
+                f"own costs, a task per host, would predict "
+                f"{_ms(priced['unpriced_step_time'])} ms."
+            )
+        elif timing["error"] is not None and abs(timing["error"]) > 0.1:
+            yield Text(
+                "Timing is a prediction: the tasks ran on the hosts of the cluster file, which "
+                "this machine cannot price; [costs] push_gradients, take_gradients, "
+                "dequeue_token and read say what the cluster's own ops cost there.",
                 style="yellow",
             )
         yield from _problems(r["structure"]["violations"], None)
@@ -540,6 +552,12 @@ VARIANTS = {
     ),
     "no slow tower": ("a step against the same step with no slow tower", "no slow tower"),
 }
+
+
+#: The measured costs of a cluster that are seconds (the rest of ``priced["costs"]`` is how
+#: they were fitted).
+COST_KEYS = ("read", "push_gradients", "dequeue_token", "take_gradients", "apply",
+             "enqueue_tokens", "session_run", "queue_runner_run")  # fmt: skip
 
 
 #: Why a comparison gave no verdict, by the ``why`` of its report.

@@ -25,7 +25,7 @@ import platform
 import socket
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from simsync.errors import ScenarioError
 from simsync.files import locked
@@ -35,6 +35,7 @@ from simsync.scenario.profile import Profile, load_profile, save_profile
 __all__ = [
     "REFERENCE",
     "cache_dir",
+    "kept",
     "machine_key",
     "machine_profile",
     "profile_path",
@@ -49,6 +50,9 @@ REFERENCE = Scenario(
     compute=ComputeConfig(mean=0.010),
     model=ModelConfig(kind="softmax", features=32, classes=10, batch_size=32),
 )
+
+
+T = TypeVar("T")
 
 
 def cache_dir() -> Path:
@@ -90,25 +94,49 @@ def machine_profile(
     measurement starts (a spinner can say why the wait)."""
     key = machine_key()
     path = profile_path(key)
-    folder = path.parent
+
+    def measure() -> Profile:
+        from simsync.tf_backend.profile.calibrate import calibrate
+
+        return save_profile(calibrate(REFERENCE, machine=key), path)
+
+    return kept(
+        path,
+        "this machine's profile",
+        None if refresh else lambda: _cached(path, key),
+        measure,
+        f"measuring this machine once, a few seconds (kept in {path.parent})",
+        on_progress,
+    )
+
+
+def kept(
+    path: Path,
+    what: str,
+    cached: Callable[[], T | None] | None,
+    measure: Callable[[], T],
+    message: str,
+    on_progress: Callable[[str], None] | None,
+) -> T:
+    """What ``cached`` finds at ``path``, else ``measure()`` (which writes it there; ``on_progress``
+    is told ``message`` first), under a lock: two processes that need it at once measure it
+    once. ``cached`` None measures it again. ``what`` names it in the error when its folder
+    cannot be made."""
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise ScenarioError(
-            f"cannot keep this machine's profile in {folder}: {error.strerror or error}; "
+            f"cannot keep {what} in {path.parent}: {error.strerror or error}; "
             "set SIMSYNC_CACHE_DIR to a writable folder"
         ) from None
     with locked(path.with_name(path.name + ".lock")):
-        if not refresh:
-            cached = _cached(path, key)
-            if cached is not None:
-                return cached
+        if cached is not None:
+            found = cached()
+            if found is not None:
+                return found
         if on_progress is not None:
-            on_progress(f"measuring this machine once, a few seconds (kept in {folder})")
-        from simsync.tf_backend.profile.calibrate import calibrate
-
-        profile = calibrate(REFERENCE, machine=key)
-        return save_profile(profile, path)
+            on_progress(message)
+        return measure()
 
 
 def _cached(path: Path, key: dict[str, Any]) -> Profile | None:
