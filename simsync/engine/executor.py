@@ -17,7 +17,8 @@ Rules, as TensorFlow's executor follows them:
    is busy, the other ops a thread made ready wait at the front of its own queue, a run's
    first ops at the back of a random thread's queue; a free thread takes its own queue's
    front, else steals another's back. The clients' own work (``sess.run``'s time outside
-   the ops) takes the process's GIL and a thread.
+   the ops) takes the process's GIL and a core (while all are busy: the next that a random
+   thread's op frees).
 3. It runs for its cost divided by its device's speed (collectives: at the slowest
    participant's speed, plus the ring all-reduce time).
 4. A tensor to another device is a transfer: it holds the sender's out-port and the receiver's
@@ -263,7 +264,7 @@ class Engine:
             gil.request(_succeed(granted))
             yield granted
         granted = self.env.event()  # a thread of the pool: the event's value
-        cores.request(lambda event: _pass_on(granted, event))
+        cores.request(lambda event: _pass_on(granted, event), first=True)
         thread = yield granted
         done = self.env.event()
         cores.run(seconds, _succeed(done))

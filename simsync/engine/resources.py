@@ -139,11 +139,13 @@ class Cores(Slot):
         self.running: list[list[Any]] = []
         self.rate, self.since, self.generation = 1.0, 0.0, 0
 
-    def request(self, callback: Callback, origin: int | None = None) -> None:
+    def request(self, callback: Callback, origin: int | None = None, first: bool = False) -> None:
         """Call ``callback`` with the thread (the event's value) once one is granted.
         ``origin``: the thread whose op made this one ready (None: handed in from outside the
-        pool). A thread kept for an op that has not come yet (:meth:`keep`) goes to whoever
-        asks for one next while every other is busy."""
+        pool). ``first``: a thread outside the pool that wants a core (a client's Python
+        work): while every thread is busy it goes to the front of a random one's queue, and
+        runs when that thread's op ends. A thread kept for an op that has not come yet
+        (:meth:`keep`) goes to whoever asks for one next while every other is busy."""
         if self.count < self.capacity:
             idle = self.idle
             if origin is not None and origin in idle:
@@ -160,7 +162,7 @@ class Cores(Slot):
             queue = self.queues.get(thread)
             if queue is None:
                 queue = self.queues[thread] = deque()
-            if origin is not None:
+            if origin is not None or first:
                 queue.appendleft(callback)
             else:
                 queue.append(callback)
