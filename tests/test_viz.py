@@ -522,3 +522,25 @@ def test_summary_view_marks_a_tower_last_only_for_its_turn_at_a_port_last_in_lin
         and "straggler" not in text.split("last in line:")[0]
     )
     assert "it queued (for a shared core or a port)" in " ".join(text.split())
+
+
+def test_one_tower_and_one_step_are_singular_and_no_tower_rule_is_said_plainly() -> None:
+    from simsync.viz.program import ProgramView
+    from simsync.viz.report import SummaryView
+
+    header = SummaryView({"scenario": "s", "mode": "sync", "towers": 1, "steps": 1}).header()
+    assert "1 tower · 1 step" in header.plain and "towers" not in header.plain
+    result = {
+        "source": "one.py",
+        "imported": {
+            "tensorflow_ops": 10,
+            "ops": 5,
+            "tower_rule": "none: no tower scopes, at most one GPU",
+            "ignored": {},
+            "costs": "measured now",
+        },
+        "sync_points_made_in": {},
+        "what_if": [],
+    }
+    text = " ".join(line.plain for line in ProgramView(result, summary=False).lines())
+    assert "no towers (no tower scopes, at most one GPU)" in text and "found by none" not in text

@@ -134,11 +134,17 @@ class ProgramView:
         """The import's lines, as plain text (names are the program's, never markup)."""
         result, imported = self.result, self.result["imported"]
         ignored = ", ".join(_count(why, count) for why, count in imported["ignored"].items())
+        rule = str(imported["tower_rule"])
+        towers = (
+            f"no towers ({rule.partition(': ')[2]})"
+            if rule.startswith("none")
+            else f"towers found by {rule}"
+        )
         lines = [
             Text.assemble((str(result["source"]), "bold"), ": imported"),
             Text(
                 f"  {imported['tensorflow_ops']} TensorFlow ops; a step runs {imported['ops']} of "
-                f"them; towers found by {imported['tower_rule']}"
+                f"them; {towers}"
             ),
             Text(f"  ignored: {ignored or 'nothing'}"),
         ]

@@ -109,8 +109,10 @@ class SummaryView:
             steps = s.get("steps", "–")
             parts = [*mode, plural(workers, "worker"), f"{steps} {unit}{'' if steps == 1 else 's'}"]
         else:
-            parts = [*mode, *aggregation, f"{s.get('towers', '–')} towers"]
-            parts.append(f"{s.get('steps', '–')} steps")
+            towers, steps = s.get("towers"), s.get("steps")
+            parts = [*mode, *aggregation]
+            parts.append(plural(towers, "tower") if isinstance(towers, int) else "– towers")
+            parts.append(plural(steps, "step") if isinstance(steps, int) else "– steps")
         if "seed" in s:
             parts.append(f"seed {s['seed']}")
         text.append("\n" + " · ".join(parts))
