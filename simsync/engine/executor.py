@@ -336,4 +336,5 @@ class Engine:
         pending = run.pending
         pending[dst] -= 1
         if pending[dst] == 0:
-            Execution(self, run, run.plan.ops[dst], run.threads[planned.index])
+            threads = run.threads
+            Execution(self, run, run.plan.ops[dst], threads[planned.index] if threads else None)

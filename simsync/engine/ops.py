@@ -74,8 +74,9 @@ class Run:
         self.token = 0  # the token its dequeue took, if any
         self.done = env.event()
         #: per planned op, the thread of the host's pool it ran on (an op that takes no
-        #: thread: the one whose op made it ready), None before it runs or outside the pool
-        self.threads: list[int | None] = [None] * len(plan.ops)
+        #: thread: the one whose op made it ready), None before it runs or outside the pool;
+        #: empty when no op of the plan takes a thread (most large graphs: nothing to track)
+        self.threads: list[int | None] = [None] * len(plan.ops) if plan.pooled else []
 
 
 class Execution:
@@ -139,9 +140,9 @@ class Execution:
         engine, planned = self.engine, self.planned
         self.start = engine.env.now
         if self.core:
-            if event is not None and event.value is not None:
+            if event is not None:  # granted by the pool (not kept for it by the op before)
                 self.run.threads[planned.index] = event.value
-        else:  # no thread of its own: it runs on the one that made it ready
+        elif self.run.threads:  # no thread of its own: it runs on the one that made it ready
             self.run.threads[planned.index] = self.origin
         if planned.reads:  # a read sees the variables as they are when it starts
             engine.record_reads(self.run, planned.op, self.start)
@@ -158,13 +159,15 @@ class Execution:
             device.release()
         cores = planned.pool if self.core else None
         successor = self._successor() if cores is not None else None
-        thread = run.threads[planned.index]
+        thread = run.threads[planned.index] if cores is not None else None
         if cores is not None and successor is not None:  # the run's next op goes on here
-            cores.keep(run, successor, thread or 0)
+            assert thread is not None, "an op that held a thread knows which"
+            cores.keep(run, successor, thread)
         self.engine.finished(self)
         if cores is not None and successor is None:
             # after the outputs went on: a consumer that asked for a core meanwhile goes first
-            cores.release(thread or 0)
+            assert thread is not None, "an op that held a thread knows which"
+            cores.release(thread)
 
     def _successor(self) -> int | None:
         """The op of this run to keep the core for: the first consumer on the same cores that

@@ -108,9 +108,12 @@ class Plan:
     daemon: bool = False
     #: per planned op, how many inputs it waits for
     pending: list[int] = field(init=False)
+    #: whether any op takes a thread of a host's pool (only then are threads tracked)
+    pooled: bool = field(init=False)
 
     def __post_init__(self) -> None:
         self.pending = [len(planned.inputs) for planned in self.ops]
+        self.pooled = any(planned.pool is not None for planned in self.ops)
 
 
 @dataclass(frozen=True)
