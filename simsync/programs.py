@@ -58,6 +58,10 @@ class ProgramRun:
     graph: Graph
     simulation: Simulation
     changes: list[str] = field(default_factory=list)
+    #: the values replayed with the program's own ops (:func:`program_values`), or None
+    values: dict[str, Any] | None = None
+    #: why there are no values, when asked for and there are none
+    no_values: str = ""
 
 
 def is_program(path: str | os.PathLike[str]) -> bool:
@@ -108,10 +112,12 @@ def simulate_program(
     refresh: bool = False,
     imported: Imported | None = None,
     args: Sequence[str] = (),
+    values: bool = False,
 ) -> ProgramRun:
     """Import the program at ``path`` (unless ``imported`` is given; ``args`` are its command
-    line), change it, and simulate ``steps`` steps (timing only: values through the
-    program's own ops are not computed)."""
+    line), change it, and simulate ``steps`` steps; with ``values``, replay the simulated
+    order with the program's own ops (:func:`program_values`: one more sandboxed run of the
+    program)."""
     if changes.mode is not None:
         _mode_change(changes)  # a mode that is none: said before the program runs
     imported = imported or import_program(path, args=args, costs=costs, refresh=refresh)
@@ -121,7 +127,29 @@ def simulate_program(
         Path(path).stem, source=str(path), cluster=ClusterConfig(devices=towers)
     ).with_run(steps=steps, seed=seed)
     sim = simulate(scenario, numerics=False, graph=graph)
-    return ProgramRun(imported, graph, sim, lines)
+    run = ProgramRun(imported, graph, sim, lines)
+    if values:
+        program_values(path, run, args=args)
+    return run
+
+
+def program_values(
+    path: str | os.PathLike[str], run: ProgramRun, *, args: Sequence[str] = ()
+) -> None:
+    """The values of ``run``: its simulated order of reads and writes replayed with the
+    program's own ops, TensorFlow computing (:mod:`simsync.tf_backend.program.values`,
+    :mod:`~simsync.tf_backend.program.replay`), in ``run.values``; or why not, in
+    ``run.no_values``."""
+    from simsync.tf_backend.program.load import replay_program
+    from simsync.tf_backend.program.values import NoValues, replay_plan
+
+    imported = run.imported
+    try:
+        plan = replay_plan(run.graph, run.simulation.trace, imported.data, imported.graph)
+    except NoValues as why:
+        run.no_values = str(why)
+        return
+    run.values = replay_program(path, plan, imported.key, args=args)
 
 
 def crosscheck_program(
@@ -169,7 +197,12 @@ def crosscheck_program(
         timed = {r[0] for one in measured for c in one["clients"].values()
                  for step in c["steps"] for r in step}  # fmt: skip
         threads = {c["thread"]: c["name"] for c in data["clients"]}
-    report = program_report(checked, run.simulation, measured, threads, timed)
+    profiled = [
+        wall
+        for client in imported.profile.get("clients", {}).values()
+        for wall in client.get("process_walls", ())
+    ]
+    report = program_report(checked, run.simulation, measured, threads, timed, profiled)
     report["source"] = str(path)
     report["costs"] = imported.costs_from
     report["what_if"] = run.changes
@@ -177,6 +210,24 @@ def crosscheck_program(
     report["real_args"] = list(args if real_args is None else real_args)
     report["same_graph"] = keys == {imported.key} if real_args is None else len(keys) == 1
     return run, report
+
+
+def _values(run: ProgramRun) -> dict[str, Any]:
+    """``values`` of the summary: the loss of every client's steps (the program's own ops in
+    the simulated order), or why there is none."""
+    if run.values is None:
+        if run.no_values:
+            return {"computed": False, "asked": True, "why": run.no_values}
+        why = "not asked for (--values replays them: one more run of the program)"
+        return {"computed": False, "asked": False, "why": why}
+    losses = run.values["losses"]
+    return {
+        "computed": True,
+        "how": "the program's own ops, in the simulated order of reads and writes",
+        "loss": {client: [loss for _, loss in pairs] for client, pairs in losses.items()},
+        "versions": run.values["versions"],
+        "final": run.values["final"],
+    }
 
 
 def program_summary(run: ProgramRun) -> dict[str, Any]:
@@ -198,8 +249,9 @@ def program_summary(run: ProgramRun) -> dict[str, Any]:
         "queue_runners": report["queue_runners"],
         "collections": report["collections"],
         "costs": report["costs"],
-        "values": "not computed: the program's ops are simulated for timing only",
+        "fit": report.get("fit"),
     }
+    result["values"] = _values(run)
     result["sync_points_made_in"] = {
         name: report["made_in"].get(name) for name in result["sync_points"]
     }

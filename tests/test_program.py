@@ -332,3 +332,17 @@ def test_a_mode_no_program_can_change_to_is_one_line_before_the_program_runs(tmp
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     one_clear_line(ran, "--mode sync: a program runs as it was written", "changed to are async")
+
+
+def test_a_graphs_key_does_not_depend_on_the_order_of_its_control_inputs():
+    # tf.group orders its control inputs by Python's string hash, which changes from one
+    # process to the next: the same program must find its cached costs again
+    from simsync.tf_backend.program.child import graph_key
+
+    def data(control):
+        op = {"name": "train", "type": "NoOp", "device": "", "inputs": [], "control": control}
+        return {"ops": [op], "clients": [{"fetches": ["train"]}]}
+
+    machine = {"cores": 2}
+    assert graph_key(data(["a", "b", "c"]), machine) == graph_key(data(["c", "a", "b"]), machine)
+    assert graph_key(data(["a", "b"]), machine) != graph_key(data(["a", "b", "c"]), machine)

@@ -34,6 +34,7 @@ PROGRAM_OPTIONS = {
     "refresh_costs": "--refresh-costs",
     "program_args": "-- ARGS",
     "runs": "--runs",
+    "values": "--values",
 }
 
 
@@ -129,6 +130,13 @@ def add_program_options(parser: argparse.ArgumentParser, *, crosscheck: bool = F
     group.add_argument(
         "--latency", type=_number(above_zero=False), metavar="US", help="per transfer, µs"
     )
+    if not crosscheck:
+        group.add_argument(
+            "--values",
+            action="store_true",
+            help="also compute the loss of every step: the program's own ops replayed by "
+            "TensorFlow in the simulated order (one more run of the program, in the sandbox)",
+        )
     group.add_argument(
         "--refresh-costs",
         action="store_true",
@@ -152,6 +160,11 @@ def refuse_program_options(
     for name in names:
         flag = PROGRAM_OPTIONS[name]
         if getattr(args, name, None) not in (None, False, (), []):
+            if name == "values":
+                raise UsageError(
+                    f"--values replays an imported TensorFlow program's own ops; {args.file} "
+                    "is a scenario: its values are computed (unless --no-numerics)"
+                )
             raise UsageError(
                 f"{flag} changes an imported TensorFlow program (PROGRAM.py, .meta, .pbtxt); "
                 f"{args.file} is a scenario: change its "
@@ -178,6 +191,7 @@ def simulate_program_command(args: argparse.Namespace, console: Any) -> int:
         costs=args.costs,
         refresh=args.refresh_costs,
         args=args.program_args,
+        values=args.values,
     )
     result = program_summary(run)
     if args.json:
@@ -266,19 +280,32 @@ def _print_crosscheck(report: dict[str, Any], out: Any) -> None:
     for found in report["arrivals"]:
         counts = ", ".join(f"{t} {n}" for t, n in found["measured_last"].items())
         out.print(
-            f"  last at {found['sync_point']}: measured {found['measured'] or 'no tower clearly'}"
+            f"  last at {found['sync_point']}: measured {found['measured'] or 'no single tower'}"
             f" (last in {counts} of {found['steps']} steps), predicted "
-            f"{found['predicted'] or 'no tower clearly'}: {found['verdict']}",
+            f"{found['predicted'] or 'no single tower'}: {found['verdict']}",
             markup=False,
         )
     for step in report["step_time"]:
         error = step["error"]
         shown = "n/a" if error is None else f"{error:+.1%}"
-        ok = "within 10 %" if step["ok"] else "NOT within 10 %"
+        medians = step["run_medians"]
+        verdict = {
+            "within 10 %": "within 10 %",
+            "inconclusive": "inconclusive here: this machine's processes differ by more",
+        }.get(step["verdict"], "NOT within 10 %")
+        profiled = step.get("profiled") or []
+        fitted = (
+            f" (fitted to {len(profiled)} processes' steps, {min(profiled) * 1e3:.3f} to "
+            f"{max(profiled) * 1e3:.3f} ms)"
+            if profiled
+            else ""
+        )
         out.print(
-            f"  step time ({step['client']}): predicted {step['predicted'] * 1e3:.3f} ms, "
-            f"measured {step['measured'] * 1e3:.3f} ms (median of {len(step['run_medians'])} "
-            f"runs' medians): {shown}, {ok}",
+            f"  step time ({step['client']}): predicted {step['predicted'] * 1e3:.3f} ms"
+            f"{fitted}, "
+            f"measured {step['measured'] * 1e3:.3f} ms (median of {len(medians)} runs' "
+            f"medians, {min(medians) * 1e3:.3f} to {max(medians) * 1e3:.3f}): {shown}, "
+            f"{verdict}",
             markup=False,
         )
     if not report["step_time"]:

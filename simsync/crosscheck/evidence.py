@@ -70,6 +70,7 @@ __all__ = [
     "contradictions",
     "drifted",
     "interleaved_ratio",
+    "last_verdict",
     "median_interval",
     "scheduled_last",
     "side_by_side",
@@ -228,6 +229,20 @@ def usually_last_of(last: Mapping[str, int], steps: int) -> str:
     return tower if binomial_tail(count, steps, 0.5) < MAJORITY_ALPHA else ""
 
 
+def last_verdict(predicted: str, measured: str) -> str:
+    """Who is usually last, measured against predicted (each :func:`usually_last_of`, ""
+    for no single tower): ``as predicted`` when both name the same tower or both none, ``not
+    as predicted`` when they name two, else :data:`INCONCLUSIVE` (one names a tower, the
+    other cannot tell).
+
+    >>> last_verdict("", ""), last_verdict("tower_1", "tower_2"), last_verdict("tower_1", "")
+    ('as predicted', 'not as predicted', 'inconclusive')
+    """
+    if predicted == measured:
+        return "as predicted"
+    return "not as predicted" if predicted and measured else INCONCLUSIVE
+
+
 def with_prediction(found: Arrival, simulated: Arrival | None) -> Arrival:
     """``found`` (a real run's arrivals at a sync point) with what the simulation predicted:
     the share of its steps in which the expected tower (the one with the most work) came
@@ -258,13 +273,7 @@ def with_prediction(found: Arrival, simulated: Arrival | None) -> Arrival:
     if not expected or simulated is None or not simulated["steps"] or not found["steps"]:
         return found
     predicted = usually_last_of(simulated["last"], simulated["steps"])
-    measured = usually_last_of(found["last"], found["steps"])
-    if predicted == measured:
-        verdict = "as predicted"
-    elif predicted and measured:
-        verdict = "not as predicted"
-    else:
-        verdict = INCONCLUSIVE
+    verdict = last_verdict(predicted, usually_last_of(found["last"], found["steps"]))
     return {
         **found,
         "predicted_share": simulated["last"].get(expected, 0) / simulated["steps"],

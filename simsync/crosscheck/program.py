@@ -5,19 +5,23 @@ The prediction comes from the imported graph and its costs (cached, or measured 
 import's own run); the measurements from other runs of the program, each a fresh process
 (:func:`simsync.tf_backend.program.load.measure_program`): its graph rebuilt, its training
 loop found again, each client then run alone, timed untraced steps and traced ones. So the
-step time is predicted from one run and measured in others: with costs measured in the same
-run, the simulated step of the graph as written would equal the measured one by construction
-(the client's overhead is what the ops do not explain).
+step time is predicted from one run and measured in others.
 
 1. **Structure.** Every happens-before relation of the imported graph, on every traced step
    of every run (:func:`simsync.crosscheck.compare.structure`), among the ops the profile saw
    run (TensorFlow folds a few before the step: those are not in any trace).
 2. **Who arrived last** at each sync point, by the one rule of simulated and real traces
    (:func:`simsync.crosscheck.evidence.arrivals`, :func:`simsync.trace.came_last`), in the
-   simulation and in the traced steps; a tower is named only when it was last more often
-   than chance allows.
+   simulation and in the traced steps; a tower is named only when it was last in more than
+   half the steps, beyond chance (:func:`~simsync.crosscheck.evidence.usually_last_of`), and
+   the two are compared by :func:`~simsync.crosscheck.evidence.last_verdict`.
 3. **Step time**: the simulated median against the median of the runs' median wall times
-   (within :data:`STEP_TOLERANCE`), per client.
+   (within :data:`STEP_TOLERANCE`), per client; inconclusive when the prediction misses
+   that but lies among the runs' own medians, and they differ from each other by more. The
+   imported costs are fitted to the untraced step of the import's own run
+   (:mod:`simsync.tf_backend.program.fit`), so the prediction for a program as written is
+   that run's step, and the runs here say how well one run foretells others; a what-if
+   tests the simulator.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from simsync.crosscheck.compare import relative_error, structure
-from simsync.crosscheck.evidence import INCONCLUSIVE, arrivals, usually_last
+from simsync.crosscheck.evidence import INCONCLUSIVE, arrivals, last_verdict, usually_last_of
 from simsync.engine import Simulation
 from simsync.ir import Graph
 from simsync.trace import OpRecord, StepRecord, Trace
@@ -70,6 +74,7 @@ def program_report(
     runs: Sequence[Mapping[str, Any]],
     threads: Mapping[str, str],
     timed: set[str],
+    profiled: Sequence[float] = (),
 ) -> dict[str, Any]:
     """The report of ``simsync crosscheck PROGRAM.py``: the measured ``runs`` of the
     program whose graph is ``graph`` (checked among the ``timed`` ops: those the profile saw
@@ -82,13 +87,16 @@ def program_report(
     last = []
     for measured in arrivals(graph, real):
         point = measured["sync_point"]
-        real_last = usually_last(measured)
+        real_last = usually_last_of(measured["last"], measured["steps"])
         simulated = predicted.get(point)
-        sim_last = usually_last(simulated) if simulated else None
-        if real_last is None:
-            verdict = INCONCLUSIVE
+        if simulated is None or not simulated["steps"] or not measured["steps"]:
+            sim_last, verdict = None, INCONCLUSIVE
+        elif not measured["expected"]:  # the towers' work is equal: which one comes last is
+            # the order the threads take them in, which the simulation does not know
+            sim_last, verdict = usually_last_of(simulated["last"], simulated["steps"]), INCONCLUSIVE
         else:
-            verdict = "as predicted" if real_last == sim_last else "not as predicted"
+            sim_last = usually_last_of(simulated["last"], simulated["steps"])
+            verdict = last_verdict(sim_last, real_last)
         last.append(
             {
                 "sync_point": point,
@@ -105,12 +113,48 @@ def program_report(
         "traced_steps": len(real.steps),
         "structure": {**found, "among": len(among), "not_timed": len(graph) - len(among)},
         "arrivals": last,
-        "step_time": _step_times(simulation, runs, threads),
+        "step_time": _step_times(simulation, runs, threads, profiled),
     }
 
 
+def _step_verdict(
+    ok: bool,
+    predicted: float,
+    measured: float,
+    medians: Sequence[float],
+    profiled: Sequence[float] = (),
+) -> str:
+    """``within 10 %``; else ``inconclusive`` when this machine cannot tell: the prediction
+    lies among the runs' own medians, or the measured median among the predictions the
+    profile's processes would each have given (``profiled``: their median steps, the
+    prediction scaled by each over their median), and those differ by more than the
+    tolerance; else ``not within 10 %``.
+
+    >>> _step_verdict(False, 0.35, 0.40, [0.34, 0.45, 0.40])
+    'inconclusive'
+    >>> _step_verdict(False, 0.2, 0.35, [0.34, 0.36])
+    'not within 10 %'
+    >>> _step_verdict(False, 0.375, 0.327, [0.30, 0.33, 0.34], [0.273, 0.375, 0.422])
+    'inconclusive'
+    """
+    if ok:
+        return "within 10 %"
+    spreads = [(min(medians), max(medians), predicted)]
+    if profiled:
+        middle = statistics.median(profiled)
+        low, high = (predicted * min(profiled) / middle, predicted * max(profiled) / middle)
+        spreads.append((low, high, measured))
+    for low, high, value in spreads:
+        if low <= value <= high and high > low * (1 + STEP_TOLERANCE):
+            return INCONCLUSIVE
+    return "not within 10 %"
+
+
 def _step_times(
-    simulation: Simulation, runs: Sequence[Mapping[str, Any]], threads: Mapping[str, str]
+    simulation: Simulation,
+    runs: Sequence[Mapping[str, Any]],
+    threads: Mapping[str, str],
+    profiled: Sequence[float] = (),
 ) -> list[dict[str, Any]]:
     """Per client: the simulated median step against the median of the runs' medians. Only
     for a loop of one client: the runs measure each client alone, while the simulation runs
@@ -130,6 +174,7 @@ def _step_times(
         predicted = statistics.median(simulated)
         measured = statistics.median(medians)
         error = relative_error(predicted, measured)
+        ok = error is not None and abs(error) <= STEP_TOLERANCE
         found.append(
             {
                 "client": client,
@@ -137,7 +182,9 @@ def _step_times(
                 "measured": measured,
                 "run_medians": medians,
                 "error": error,
-                "ok": error is not None and abs(error) <= STEP_TOLERANCE,
+                "ok": ok,
+                "profiled": list(profiled),
+                "verdict": _step_verdict(ok, predicted, measured, medians, profiled),
             }
         )
     return found

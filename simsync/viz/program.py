@@ -18,7 +18,7 @@ from rich.text import Text
 from simsync.viz.report import SummaryView
 from simsync.words import plural
 
-__all__ = ["ProgramView", "simulated_line"]
+__all__ = ["ProgramView", "fit_line", "simulated_line", "values_lines"]
 
 
 def made_in_lines(made_in: Mapping[str, str | None], shown: int = 3) -> list[str]:
@@ -97,6 +97,51 @@ def _last_everywhere(result: Mapping[str, Any]) -> str:
     return f"; {tower} came last {where} in {often} of {result['steps']} steps"
 
 
+def values_lines(values: Mapping[str, Any] | None) -> list[str]:
+    """The loss of each client's first and last step, or why there are no values (nothing
+    when they were not asked for).
+
+    >>> for line in values_lines({"computed": True, "loss": {"main": [2.5, 2.0, 1.25]}}):
+    ...     print(line)
+    loss: 2.5 at the first step, 1.25 at step 3 (main)
+    values: TensorFlow ran the program's own ops, in the simulated order
+    >>> values_lines({"computed": False, "asked": True, "why": "no ops"})
+    ['values: none (no ops)']
+    """
+    if not values or not (values.get("computed") or values.get("asked")):
+        return []
+    if not values["computed"]:
+        return [f"values: none ({values['why']})"]
+    lines = []
+    for client, losses in values["loss"].items():
+        if losses:
+            lines.append(
+                f"loss: {losses[0]:.4g} at the first step, {losses[-1]:.4g} at step "
+                f"{len(losses)} ({client})"
+            )
+        else:
+            lines.append(f"loss: none ({client} fetches no scalar of a floating type)")
+    return [*lines, "values: TensorFlow ran the program's own ops, in the simulated order"]
+
+
+def fit_line(fit: Mapping[str, Any] | None) -> str:
+    """How the traced times were fitted to the untraced step (empty when there is no fit).
+
+    >>> fit_line({"scale": 0.78, "wall": 6.24e-4, "simulated": 6.2e-4})
+    'timed: traced op times x0.78, to the untraced step of the program (0.624 ms)'
+    >>> fit_line({"scale": 1.0, "why": "2 threads loop: each was timed alone"})
+    'timed: traced times as measured (2 threads loop: each was timed alone)'
+    """
+    if not fit:
+        return ""
+    if "wall" not in fit:
+        return f"timed: traced times as measured ({fit.get('why', '')})"
+    return (
+        f"timed: traced op times x{fit['scale']:.2f}, to the untraced step of the program "
+        f"({fit['wall'] * 1e3:.3f} ms)"
+    )
+
+
 def _count(why: str, count: int) -> str:
     """``constants (why)`` and 68 as ``constants: 68 (why)``: it reads right for any count.
 
@@ -150,7 +195,11 @@ class ProgramView:
         ]
         lines += [Text(f"  {line}") for line in made_in_lines(result["sync_points_made_in"])]
         lines.append(Text(f"  costs: {imported['costs']}"))
+        fit = fit_line(imported.get("fit"))
+        if fit:
+            lines.append(Text(f"  {fit}"))
         lines += [Text(f"  what if: {line}") for line in result["what_if"]]
+        lines += [Text(f"  {line}") for line in values_lines(result.get("values"))]
         return lines
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:

@@ -35,6 +35,7 @@ from simsync.scenario.profile import Profile, load_profile, save_profile
 __all__ = [
     "REFERENCE",
     "cache_dir",
+    "cached_efficiency",
     "kept",
     "machine_key",
     "machine_profile",
@@ -137,6 +138,31 @@ def kept(
         if on_progress is not None:
             on_progress(message)
         return measure()
+
+
+def cached_efficiency() -> float | None:
+    """How fast this machine's cores run when all are busy, from a profile of it already
+    measured on logical CPU devices (by its host, processor and cores: TensorFlow is not
+    imported to ask), or None when there is none."""
+    here = {
+        "devices": "logical CPU devices",
+        "host": socket.gethostname(),
+        "processor": processor(),
+        "cores": os.cpu_count() or 1,
+    }
+    try:
+        paths = sorted((cache_dir() / "profiles").glob("*.json"))
+    except OSError:
+        return None
+    for path in paths:
+        try:
+            profile = load_profile(path)
+        except ScenarioError:
+            continue
+        machine = profile.calibrated_on.get("machine") or {}
+        if all(machine.get(k) == v for k, v in here.items()) and profile.host_cores:
+            return float(profile.core_efficiency)
+    return None
 
 
 def _cached(path: Path, key: dict[str, Any]) -> Profile | None:

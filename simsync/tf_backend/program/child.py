@@ -12,7 +12,9 @@ graph as plain data, see :mod:`simsync.tf_backend.program.convert`), ``{"key": .
 "machine": {...}}`` and ``{"profile": {...}}`` (absent when the request already knows the
 key: the parent has its costs cached), or, when the request asks to ``measure`` (a
 cross-check's run), ``{"measured": {...}}`` instead
-(:func:`~simsync.tf_backend.program.profile.measure_loop`). The request's ``args`` are the
+(:func:`~simsync.tf_backend.program.profile.measure_loop`), or, when it asks to ``replay``
+a simulated order, ``{"values": {...}}``
+(:func:`~simsync.tf_backend.program.replay.replay_loop`). The request's ``args`` are the
 program's command line (``sys.argv[1:]``).
 """
 
@@ -138,12 +140,23 @@ def _answer(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any) ->
         "devices": f"{gpus} GPU(s)" if gpus else "logical CPU devices",
         "processor": processor(),
         "cores": os.cpu_count() or 1,
+        # what a profile holds: 2 since its step time is timed in a block of untraced steps
+        "profile_form": 2,
     }
     key = graph_key(data, machine)
     say(graph=data)
     say(key=key, machine=machine)
     measure = request.get("measure")
-    if measure:
+    if request.get("replay"):
+        from simsync.tf_backend.program.replay import replay_loop
+
+        try:
+            values = replay_loop(tf, loop, request["replay"])
+        except Exception as error:
+            say(error=f"could not replay its values: {type(error).__name__}: {error}")
+            return
+        say(values=values)
+    elif measure:
         from simsync.tf_backend.program.profile import measure_loop
 
         say(measured=measure_loop(tf, loop, int(measure["traced"]), int(measure["untraced"])))
@@ -155,7 +168,10 @@ def graph_key(data: dict[str, Any], machine: dict[str, Any]) -> str:
     """What a profile is kept under: the graph's ops, their inputs and devices, the loop's
     fetches, and the machine (not where the ops were made, nor the program's name)."""
     ops = [
-        [op["name"], op["type"], op["device"], op["inputs"], op["control"]] for op in data["ops"]
+        # control inputs as a set: tf.group orders them by Python's hash of their names,
+        # which differs from one process to the next
+        [op["name"], op["type"], op["device"], op["inputs"], sorted(op["control"])]
+        for op in data["ops"]
     ]
     clients = [client["fetches"] for client in data["clients"]]
     text = json.dumps([ops, clients, machine], sort_keys=True)

@@ -10,11 +10,15 @@ control inputs, and where the program made it), and :func:`convert` turns that i
   ``average_gradients``), each timed by the profile. The ops a step runs are those the
   clients' fetches need (their inputs and control inputs, transitively). Every op is of the
   ``generic`` kind (:mod:`simsync.kinds.generic`): its cost comes from the profile.
+- **Logical devices share the machine's cores**: the graph's host has the machine's cores
+  (TensorFlow's inter-op threads, the engine's pool) and each op costs its own time as traced
+  (``busy``: from when the executor took it to its end); the waits for a thread are the
+  pool's. On real GPUs an op costs its *latency* (from when its last input was ready to its
+  end), which holds the executor's hand-over to it.
 - **The same op in every tower costs the same** on logical devices, with towers found by name
-  scope: the median over the towers (:func:`_same_costs`). A profile's cost is an op's latency,
-  which holds its wait for a core where the logical devices share a few; on 2 cores the towers
-  that TensorFlow happened to run last in the few profiled steps measured twice as slow, and
-  the simulation then named them the stragglers of every step. A tower slower by its device is
+  scope: the median over the towers (:func:`_same_costs`). On 2 cores the towers that
+  TensorFlow happened to run last in the few profiled steps measured twice as slow, and the
+  simulation then named them the stragglers of every step. A tower slower by its device is
   a ``--speeds`` what-if. On real GPUs each op keeps its own cost: a GPU may really be slower.
 - **Ignored, and counted in the report**: constants (their values exist before a step
   starts), fed placeholders, the ops that make variables (``VarHandleOp``: the variable
@@ -40,7 +44,7 @@ from collections import Counter
 from typing import Any
 
 from simsync.errors import GraphError
-from simsync.ir import Client, Cost, Device, Graph, Op, Tensor, Variable, tower_work
+from simsync.ir import LOCALHOST, Client, Cost, Device, Graph, Op, Tensor, Variable, tower_work
 from simsync.tf_backend.program.capture import program_device
 from simsync.tf_backend.program.towers import find_towers
 
@@ -61,10 +65,13 @@ RESOURCES = frozenset(
 _WRITES = ("Apply", "Assign", "Scatter")
 
 
-def convert(data: dict[str, Any], profile: dict[str, Any] | None) -> tuple[Graph, dict[str, Any]]:
+def convert(
+    data: dict[str, Any], profile: dict[str, Any] | None, efficiency: float = 1.0
+) -> tuple[Graph, dict[str, Any]]:
     """The IR graph of the program ``data`` describes, and the report of what was kept,
     ignored and found (see the module's docstring). ``profile`` (from
-    :func:`~simsync.tf_backend.program.profile.profile_loop`) gives costs and placement."""
+    :func:`~simsync.tf_backend.program.profile.profile_loop`) gives costs and placement;
+    ``efficiency`` is how fast this machine's cores run when all are busy (its profile's)."""
     ops = {op["name"]: op for op in data["ops"]}
     clients = data["clients"]
     needed = _closure(ops, [name for client in clients for name in client["fetches"]])
@@ -89,6 +96,13 @@ def convert(data: dict[str, Any], profile: dict[str, Any] | None) -> tuple[Graph
     towers = find_towers(kept, {name: devices[name] for name in kept})
 
     graph = Graph(name=data["program"])
+    # logical devices share this machine's cores: TensorFlow's inter-op threads run their
+    # ops, each op for its own time (the engine's pool holds the waits for a thread)
+    pooled = bool(data.get("logical_devices")) and any("busy" in t for t in timed.values())
+    if pooled:
+        graph.host_cores[LOCALHOST] = max(1, int(data.get("cores") or 1))
+        graph.core_efficiency[LOCALHOST] = efficiency
+    seconds = "busy" if pooled else "seconds"
     for device in sorted({devices[name] for name in kept} | {"/cpu:0"}):
         cpu = device.startswith("/cpu:")
         graph.add_device(Device(device, kind="cpu" if cpu else "gpu", concurrent=cpu))
@@ -105,7 +119,7 @@ def convert(data: dict[str, Any], profile: dict[str, Any] | None) -> tuple[Graph
                 name,
                 "generic",
                 devices[name],
-                Cost(float(timed.get(name, {}).get("seconds", 0.0))),
+                Cost(float(timed.get(name, {}).get(seconds, 0.0))),
                 tower=towers.of(name),
                 reads=() if writes else tuple(dict.fromkeys(handles)),
                 writes=tuple(dict.fromkeys(handles)) if writes else (),

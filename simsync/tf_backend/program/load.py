@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import statistics
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,8 +26,11 @@ from typing import Any
 from simsync.errors import GraphError, UsageError, printable
 from simsync.ir import Graph
 from simsync.sandbox.bubblewrap import Limits, Sandbox, find_sandbox, run_child
+from simsync.tf_backend.profile.machine import cached_efficiency
 from simsync.tf_backend.program import costs as cost_cache
 from simsync.tf_backend.program.convert import convert
+from simsync.tf_backend.program.fit import fit_costs
+from simsync.tf_backend.program.whatif import scaled
 
 __all__ = [
     "PROGRAM_SUFFIXES",
@@ -35,8 +39,11 @@ __all__ = [
     "ProgramError",
     "import_program",
     "measure_program",
+    "replay_program",
 ]
 
+#: processes whose median step time the profile's is the median of (:func:`_more_walls`)
+PROFILE_PROCESSES = 3
 #: what ``simsync simulate FILE`` reads as a program rather than a scenario
 PROGRAM_SUFFIXES = (".py", ".meta", ".pbtxt")
 #: the program's folder: files copied beside it (its own modules), at most, and their size;
@@ -100,6 +107,8 @@ def import_program(
     said = _run_program(source, request, args, limits, sandbox, hidden)
     data = json.loads(said["graph"])["graph"]
     key = str(said["key"])
+    if "profile" in said:  # the step's wall time of more processes than this one
+        _more_walls(source, said["profile"], key, args, limits, sandbox, hidden)
     profile, costs_from = _profile(said, key, chosen, costs)
     if chosen is not None:
         names = {op["name"] for op in data["ops"]}
@@ -109,14 +118,23 @@ def import_program(
                 f"{shown}: {printable(str(costs), one_line=True)} holds the costs of another "
                 "graph (most of its ops are not this program's)"
             )
+    efficiency = cached_efficiency() if data.get("logical_devices") else None
     try:
-        graph, report = convert(data, profile)
+        graph, report = convert(data, profile, 1.0 if efficiency is None else efficiency)
     except GraphError as error:
         raise ProgramError(f"{shown}: {error}") from None
     except (KeyError, TypeError, ValueError) as error:
         raise ProgramError(f"{shown}: its graph could not be read ({error!r})") from None
+    walls = {
+        client["name"]: profile["clients"][client["thread"]].get("wall", 0.0)
+        for client in data["clients"]
+        if client["thread"] in profile.get("clients", {})
+    }
+    graph, fitted = _fitted(graph, walls, efficiency, profile, key, said, chosen is None)
     report["source"] = str(source)
     report["costs"] = costs_from
+    report["fit"] = fitted
+    report["core_efficiency"] = efficiency
     graph.facts["source"] = str(source)
     return Imported(graph, report, profile, costs_from, key, data)
 
@@ -141,6 +159,87 @@ def measure_program(
         raise ProgramError(f"{printable(str(path), one_line=True)}: its run was not measured")
     data = json.loads(said["graph"])["graph"]
     return str(said["key"]), data, said["measured"]
+
+
+def replay_program(
+    path: str | os.PathLike[str],
+    plan: dict[str, Any],
+    key: str,
+    *,
+    args: Sequence[str] = (),
+    limits: Limits | None = None,
+    sandbox: Sandbox | None = None,
+) -> dict[str, Any]:
+    """Run the program at ``path`` again, in the sandbox, until its training loop is known,
+    and replay ``plan`` (:func:`~simsync.tf_backend.program.values.replay_plan`) with its own
+    ops (:func:`~simsync.tf_backend.program.replay.replay_loop`): its values in the simulated
+    order. ``key`` is the imported graph's: a program that builds another graph this time
+    (it draws its shape at random?) is refused in one line."""
+    shown = printable(str(path), one_line=True)
+    said = _run_program(Path(path), {"replay": plan, "profile": False}, args, limits, sandbox)
+    if str(said["key"]) != key:
+        raise ProgramError(f"{shown}: it built another graph when run again; no values")
+    if "values" not in said:
+        raise ProgramError(f"{shown}: its values were not replayed")
+    return dict(said["values"])
+
+
+def _fitted(
+    graph: Graph,
+    walls: dict[str, float],
+    efficiency: float | None,
+    profile: dict[str, Any],
+    key: str,
+    said: dict[str, Any],
+    ours: bool,
+) -> tuple[Graph, dict[str, Any]]:
+    """``graph`` fitted to its untraced step (:func:`~simsync.tf_backend.program.fit.fit_costs`),
+    by the scale kept in its costs file when that was found for these walls and this
+    efficiency (a fit simulates the graph: seconds, for a large one), else found now and, in
+    simsync's own cache (``ours``), kept there."""
+    known = profile.get("fit")
+    if (
+        isinstance(known, dict)
+        and known.get("walls") == walls
+        and known.get("efficiency") == efficiency
+        and isinstance(known.get("report"), dict)
+    ):
+        scale = float(known["report"].get("scale", 1.0))
+        return (graph if scale == 1.0 else scaled(graph, scale)), dict(known["report"])
+    graph, fitted = fit_costs(graph, walls)
+    if ours:
+        profile["fit"] = {"walls": walls, "efficiency": efficiency, "report": fitted}
+        cost_cache.save_costs(key, said.get("machine", {}), profile)
+    return graph, fitted
+
+
+def _more_walls(
+    source: Path,
+    profile: dict[str, Any],
+    key: str,
+    args: Sequence[str],
+    limits: Limits | None,
+    sandbox: Sandbox | None,
+    hidden: tuple[Path, ...],
+) -> None:
+    """Each client's ``wall`` in ``profile``: the median over :data:`PROFILE_PROCESSES`
+    processes (this one and more, each run to its loop and timed, untraced) of their median
+    step. On this machine one process's median step differs from another's by up to a
+    tenth or more (where its threads landed, what else ran), and a prediction fitted to one
+    process would carry that into every prediction made from it."""
+    walls = {thread: [c["wall"]] for thread, c in profile["clients"].items()}
+    for _ in range(PROFILE_PROCESSES - 1):
+        said = _run_program(
+            source, {"measure": {"traced": 0, "untraced": 30}}, args, limits, sandbox, hidden
+        )
+        if str(said.get("key")) != key or "measured" not in said:
+            continue  # it built another graph this time: its steps are not this graph's
+        for thread, measured in said["measured"]["clients"].items():
+            if thread in walls and measured["walls"]:
+                walls[thread].append(statistics.median(measured["walls"]))
+    for thread, found in walls.items():
+        profile["clients"][thread]["wall"] = statistics.median(found)
+        profile["clients"][thread]["process_walls"] = found
 
 
 def _run_program(

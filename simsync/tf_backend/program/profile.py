@@ -1,25 +1,29 @@
 """Costs of a program's own graph from a few traced steps (in the sandbox's child).
 
 For each client of the loop in turn (its fetches and feeds, alone), a few untraced runs warm
-the session up, then runs traced with ``RunOptions(trace_level=FULL_TRACE)`` alternate with
-untraced ones. ``step_stats`` give each executed op's device and when it ended; its cost is
-its *latency*: from when its last input was ready in that step (or the step began) to its end,
-which holds the kernel, the executor's hand-over to it and any wait for a core on this machine
-(on a 2-core machine running 17 logical devices, most of a small op's time). Each output's
-allocated bytes are kept too; the untraced
-runs give the wall time of a ``sess.run``. What a run costs beyond its ops (``sess.run``'s own
-work, feeding, fetching) is the median wall time less the median span of the traced steps:
-the client's overhead.
+the session up, a block of untraced runs is timed around ``sess.run`` (the step's wall time,
+as a cross-check's runs measure it), then a few runs are traced with
+``RunOptions(trace_level=FULL_TRACE)``. ``step_stats`` give each executed op's device and when
+it ended; its cost is its *latency*: from when its last input was ready in that step (or the
+step began) to its end, which holds the kernel, the executor's hand-over to it and any wait
+for a core on this machine (on a 2-core machine running 17 logical devices, most of a small
+op's time). Each output's allocated bytes are kept too. What a run costs beyond its ops is
+what a ``sess.run`` of one ``NoOp`` costs on a session configured the same way
+(:func:`session_run_cost`): the client's overhead. Traced steps run slower than untraced ones,
+so the latencies are scaled when the graph is imported until the simulated step is the
+untraced wall time (:mod:`simsync.tf_backend.program.fit`).
 
 The result is a plain dict (:func:`profile_loop`), the form the cache keeps
 (:mod:`simsync.tf_backend.program.costs`):
 
 ``ops``
-    ``{op name: {"device": "/gpu:0", "seconds": median}}`` for every op a traced step ran;
+    ``{op name: {"device": "/gpu:0", "seconds": median latency, "busy": median}}`` for every
+    op a traced step ran (``busy``: from when the executor took it to its end);
 ``tensors``
     ``{"op:slot": bytes}`` as allocated;
 ``clients``
-    ``{thread: {"overhead": s, "wall": median s, "span": median s, "walls": [...]}}``.
+    ``{thread: {"overhead": s, "wall": median s, "span": median s, "walls": [...]}}``: the
+    walls of the untraced block, the median span of the traced steps.
 """
 
 from __future__ import annotations
@@ -31,16 +35,34 @@ from typing import Any
 from simsync.tf_backend.program.capture import Loop, program_device
 from simsync.tf_backend.session.step_stats import read_step_stats, tracer_lane
 
-__all__ = ["TRACED_STEPS", "WARMUP_STEPS", "measure_loop", "profile_loop", "step_stats_records"]
+__all__ = [
+    "MOST_TIMED",
+    "TIMED_SECONDS",
+    "TRACED_STEPS",
+    "UNTRACED_STEPS",
+    "WARMUP_STEPS",
+    "measure_loop",
+    "profile_loop",
+    "session_run_cost",
+    "step_stats_records",
+]
 
-#: traced steps per client (and as many untraced ones, interleaved)
+#: traced steps per client, after a block of untraced ones timed (after a warm-up): at least
+#: UNTRACED_STEPS, and more until TIMED_SECONDS have passed, at most MOST_TIMED
 TRACED_STEPS = 5
-WARMUP_STEPS = 2
+UNTRACED_STEPS = 30
+TIMED_SECONDS = 1.0
+MOST_TIMED = 400
+WARMUP_STEPS = 5
 
 
-def profile_loop(tf: Any, loop: Loop, steps: int = TRACED_STEPS) -> dict[str, Any]:
-    """Trace ``steps`` runs of each looping client; see the module's docstring."""
+def profile_loop(
+    tf: Any, loop: Loop, steps: int = TRACED_STEPS, untraced: int = UNTRACED_STEPS
+) -> dict[str, Any]:
+    """Trace ``steps`` runs of each looping client, after ``untraced`` timed ones; see the
+    module's docstring."""
     durations: dict[str, list[float]] = {}
+    busy: dict[str, list[float]] = {}
     devices: dict[str, str] = {}
     tensors: dict[str, int] = {}
     clients: dict[str, Any] = {}
@@ -51,16 +73,14 @@ def profile_loop(tf: Any, loop: Loop, steps: int = TRACED_STEPS) -> dict[str, An
     }
     options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
     for thread, call in loop.calls.items():
-        for _ in range(WARMUP_STEPS):
-            run(call.raw_fetches, call.feed_dict)
-        walls, spans = [], []
+        walls = _timed_runs(run, call, untraced)
+        spans = []
         for _ in range(steps):
-            started = time.perf_counter()
-            run(call.raw_fetches, call.feed_dict)
-            walls.append(time.perf_counter() - started)
             metadata = tf.compat.v1.RunMetadata()
             run(call.raw_fetches, call.feed_dict, options=options, run_metadata=metadata)
             records = step_stats_records(metadata.step_stats)
+            for record in records:  # its own time, before the wait for it is added
+                busy.setdefault(record["name"], []).append(record["end"] - record["start"])
             _latencies(records, waits)
             if records:
                 spans.append(max(r["end"] for r in records) - min(r["start"] for r in records))
@@ -68,18 +88,23 @@ def profile_loop(tf: Any, loop: Loop, steps: int = TRACED_STEPS) -> dict[str, An
                 durations.setdefault(record["name"], []).append(record["end"] - record["start"])
                 devices[record["name"]] = record["device"]
                 tensors.update(record["outputs"])
-        wall = statistics.median(walls)
-        span = statistics.median(spans) if spans else 0.0
         clients[thread] = {
-            "overhead": max(0.0, wall - span),
-            "wall": wall,
-            "span": span,
+            "wall": statistics.median(walls),
+            "span": statistics.median(spans) if spans else 0.0,
             "walls": walls,
         }
+    # after the timed runs: a second session slows the program's own in the same process
+    session_run = session_run_cost(tf, loop.session)
+    for client in clients.values():
+        client["overhead"] = session_run
     names = set(op.name for op in loop.graph.get_operations())
     return {
         "ops": {
-            name: {"device": devices[name], "seconds": statistics.median(seconds)}
+            name: {
+                "device": devices[name],
+                "seconds": statistics.median(seconds),
+                "busy": statistics.median(busy[name]),
+            }
             for name, seconds in durations.items()
             if name in names
         },
@@ -87,6 +112,46 @@ def profile_loop(tf: Any, loop: Loop, steps: int = TRACED_STEPS) -> dict[str, An
         "clients": clients,
         "steps": steps,
     }
+
+
+def _timed_runs(run: Any, call: Any, least: int) -> list[float]:
+    """:data:`WARMUP_STEPS` runs of ``call``, then at least ``least`` more, each timed around
+    ``sess.run`` (seconds), until :data:`TIMED_SECONDS` have passed or :data:`MOST_TIMED`
+    runs were timed: the same block in the profile and in a cross-check's runs. On a busy
+    machine a sub-millisecond step's median over 40 steps moves by half from one moment to
+    the next; over 400, from one process to the next, by about a tenth. No more: a program's
+    input may hold only so many batches (a queue filled once), and a step that waits for
+    one that never comes would stop the import at its time limit."""
+    for _ in range(WARMUP_STEPS):
+        run(call.raw_fetches, call.feed_dict)
+    walls: list[float] = []
+    began = time.perf_counter()
+    while len(walls) < least or (
+        len(walls) < MOST_TIMED and time.perf_counter() - began < TIMED_SECONDS
+    ):
+        started = time.perf_counter()
+        run(call.raw_fetches, call.feed_dict)
+        walls.append(time.perf_counter() - started)
+    return walls
+
+
+def session_run_cost(tf: Any, session: Any, runs: int = 30) -> float:
+    """What one ``sess.run`` costs beyond its ops on this machine: the median time of
+    running one ``NoOp``, in a graph of its own, on a session configured as the program's
+    (its devices and thread pools), after a few runs to warm it up."""
+    graph = tf.Graph()
+    with graph.as_default():
+        nothing = tf.no_op()
+    config = getattr(session, "_config", None)
+    with tf.compat.v1.Session(graph=graph, config=config) as alone:
+        for _ in range(WARMUP_STEPS):
+            alone.run(nothing)
+        times = []
+        for _ in range(runs):
+            started = time.perf_counter()
+            alone.run(nothing)
+            times.append(time.perf_counter() - started)
+    return statistics.median(times)
 
 
 def _latencies(records: list[dict[str, Any]], waits: dict[str, list[str]]) -> None:
@@ -152,13 +217,7 @@ def measure_loop(tf: Any, loop: Loop, traced: int, untraced: int) -> dict[str, A
     options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
     clients: dict[str, Any] = {}
     for thread, call in loop.calls.items():
-        for _ in range(WARMUP_STEPS):
-            run(call.raw_fetches, call.feed_dict)
-        walls = []
-        for _ in range(untraced):
-            started = time.perf_counter()
-            run(call.raw_fetches, call.feed_dict)
-            walls.append(time.perf_counter() - started)
+        walls = _timed_runs(run, call, untraced)
         steps = []
         for _ in range(traced):
             metadata = tf.compat.v1.RunMetadata()

@@ -59,7 +59,15 @@ from simsync.ir import (
 )
 from simsync.words import plural
 
-__all__ = ["MAX_TOWERS", "MODE_CHANGES", "as_async", "with_link", "with_speeds", "with_towers"]
+__all__ = [
+    "MAX_TOWERS",
+    "MODE_CHANGES",
+    "as_async",
+    "scaled",
+    "with_link",
+    "with_speeds",
+    "with_towers",
+]
 
 #: The most towers ``--towers`` asks for (a lesson's ``try_towers`` too).
 MAX_TOWERS = 64
@@ -258,9 +266,11 @@ def as_async(graph: Graph) -> tuple[Graph, str]:
             new.add_client(client)
     for tower in have:
         meeting.add_thread(new, tower, main)
+    new, unfed = _run_only(new)
+    dropped = len(meeting.averaging) + unfed
     left = (
-        f", {plural(len(meeting.averaging), 'op')} where the towers met left out (the averaging)"
-        if meeting.averaging
+        f", {plural(dropped, 'op')} where the towers met left out (the averaging)"
+        if dropped
         else ""
     )
     return new, (
@@ -311,12 +321,17 @@ class _Meeting:
                                 tensor, src=source, dst=_in(name, tower), nbytes=nbytes
                             )
                         )
-        fetches = tuple(
-            _in(name, tower) if name in update else name
-            for name in main.fetches
-            if name in update or (name not in self.averaging and self._ours(name, tower))
+        fetches: list[str] = []
+        for name in main.fetches:
+            if name in update:
+                fetches.append(_in(name, tower))
+            elif name in self.averaging:  # its own part of what was averaged (its loss)
+                fetches += self._feeders(name, tower)
+            elif self._ours(name, tower):
+                fetches.append(name)
+        new.add_client(
+            dataclasses.replace(main, name=f"thread_{tower}", fetches=tuple(dict.fromkeys(fetches)))
         )
-        new.add_client(dataclasses.replace(main, name=f"thread_{tower}", fetches=fetches))
 
     def _ours(self, name: str, tower: int) -> bool:
         """Whether ``name`` is ``tower``'s work or no tower's (another tower's is not)."""
@@ -341,6 +356,27 @@ class _Meeting:
                 elif self.work.get(tensor.src) == tower:
                     found.append(tensor.src)
         return list(dict.fromkeys(found))
+
+
+def _run_only(graph: Graph) -> tuple[Graph, int]:
+    """``graph`` without the ops no client runs (a tower's ops that fed only the averaging
+    left out, nothing fetched), and how many there were."""
+    run = set().union(*run_orders(graph, [client.fetches for client in graph.clients]))
+    unrun = [op.name for op in graph.ops() if op.name not in run]
+    if not unrun:
+        return graph, 0
+    new = _state_of(graph, graph.link)
+    for device in graph.devices.values():
+        new.add_device(device)
+    for op in graph.ops():
+        if op.name in run:
+            new.add_op(op)
+    for tensor in graph.edges():
+        if tensor.src in run and tensor.dst in run:
+            new.add_tensor(tensor)
+    for client in graph.clients:
+        new.add_client(client)
+    return new, len(unrun)
 
 
 def _in(name: str, tower: int) -> str:
@@ -393,6 +429,25 @@ def with_link(
     if latency_us is not None:
         parts.append(f"{latency_us:g} µs latency")
     return new, "links at " + ", ".join(parts)
+
+
+def scaled(graph: Graph, scale: float) -> Graph:
+    """A copy of ``graph`` whose ops take ``scale`` times their cost (the fit of traced
+    latencies to the untraced step: :mod:`simsync.tf_backend.program.fit`).
+
+    >>> from simsync.ir import Cost, Op
+    >>> g = Graph()
+    >>> _ = g.add_op(Op("a", "generic", "/cpu:0", Cost(2e-3)))
+    >>> scaled(g, 0.5).op("a").cost.mean, g.op("a").cost.mean
+    (0.001, 0.002)
+    """
+    new = _copy(graph)
+    for op in graph.ops():
+        cost = dataclasses.replace(
+            op.cost, mean=op.cost.mean * scale, overhead=op.cost.overhead * scale
+        )
+        new.replace_op(dataclasses.replace(op, cost=cost))
+    return new
 
 
 def _state_of(graph: Graph, link: Link) -> Graph:
