@@ -140,7 +140,7 @@ def program_values(
     program's own ops, TensorFlow computing (:mod:`simsync.tf_backend.program.values`,
     :mod:`~simsync.tf_backend.program.replay`), in ``run.values``; or why not, in
     ``run.no_values``."""
-    from simsync.tf_backend.program.load import replay_program
+    from simsync.tf_backend.program.load import ProgramError, replay_program
     from simsync.tf_backend.program.values import NoValues, replay_plan
 
     imported = run.imported
@@ -149,7 +149,10 @@ def program_values(
     except NoValues as why:
         run.no_values = str(why)
         return
-    run.values = replay_program(path, plan, imported.key, args=args)
+    try:
+        run.values = replay_program(path, plan, imported.key, args=args)
+    except ProgramError as error:  # the simulation stands; its values could not be made
+        run.no_values = str(error)
 
 
 def crosscheck_program(

@@ -346,3 +346,53 @@ def test_a_graphs_key_does_not_depend_on_the_order_of_its_control_inputs():
     machine = {"cores": 2}
     assert graph_key(data(["a", "b", "c"]), machine) == graph_key(data(["c", "a", "b"]), machine)
     assert graph_key(data(["a", "b"]), machine) != graph_key(data(["a", "b", "c"]), machine)
+
+
+def _access(variable, client, step, version, write, op="op"):
+    from simsync.trace import VariableAccess
+
+    return VariableAccess(variable, op, client, step, 0.0, version, write)
+
+
+def test_a_replayed_run_is_computed_before_its_first_update_with_what_it_read():
+    from simsync.tf_backend.program.values import _compute_points
+
+    a, b = "thread_0", "thread_1"
+    accesses = [
+        _access("w", a, 0, 0, False),
+        _access("w", b, 0, 0, False),
+        _access("w", a, 0, 1, True),  # a applies: version 1
+        _access("w", b, 0, 2, True),  # b applies, stale: it read version 0
+    ]
+    # each run computes at its last read (before its write), with the version it read
+    assert _compute_points(accesses) == {0: [(a, 0, {"w": 0})], 1: [(b, 0, {"w": 0})]}
+
+
+@pytest.mark.parametrize(
+    "accesses, words",
+    [
+        (  # reads w twice, at two versions: not one computation
+            [
+                _access("w", "a", 0, 0, False),
+                _access("w", "b", 0, 1, True),
+                _access("w", "a", 0, 1, False),
+                _access("w", "a", 0, 2, True),
+            ],
+            "two versions",
+        ),
+        (  # reads y after its own first update, a version made since
+            [
+                _access("x", "a", 0, 0, False),
+                _access("x", "a", 0, 1, True),
+                _access("y", "b", 0, 1, True),
+                _access("y", "a", 0, 1, False),
+            ],
+            "after its own first update",
+        ),
+    ],
+)
+def test_a_run_that_is_not_one_computation_has_no_values(accesses, words):
+    from simsync.tf_backend.program.values import NoValues, _compute_points
+
+    with pytest.raises(NoValues, match=words):
+        _compute_points(accesses)

@@ -136,6 +136,8 @@ def fit_line(fit: Mapping[str, Any] | None) -> str:
         return ""
     if "wall" not in fit:
         return f"timed: traced times as measured ({fit.get('why', '')})"
+    if fit.get("why"):
+        return f"timed: traced op times x{fit['scale']:g} ({fit['why']})"
     return (
         f"timed: traced op times x{fit['scale']:.2f}, to the untraced step of the program "
         f"({fit['wall'] * 1e3:.3f} ms)"

@@ -150,6 +150,9 @@ def _answer(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any) ->
     if request.get("replay"):
         from simsync.tf_backend.program.replay import replay_loop
 
+        if request.get("key") not in (None, key):
+            say(error="it built another graph when run again (it draws its shape?): no values")
+            return
         try:
             values = replay_loop(tf, loop, request["replay"])
         except Exception as error:

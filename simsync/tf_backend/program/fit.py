@@ -58,11 +58,10 @@ def fit_costs(graph: Graph, walls: Mapping[str, float]) -> tuple[Graph, dict[str
     if again > 0:
         scale = _bounded(scale * work / again)
         fitted = scaled(graph, scale)
-    return fitted, {
-        "scale": round(scale, 4),
-        "wall": wall,
-        "simulated": _simulated_step(fitted),
-    }
+    found = {"scale": round(scale, 4), "wall": wall, "simulated": _simulated_step(fitted)}
+    if scale in (LOWEST, HIGHEST):
+        found["why"] = f"at its bound, {scale:g}: the traced steps are not this loop's"
+    return fitted, found
 
 
 def _simulated_step(graph: Graph) -> float:

@@ -44,6 +44,8 @@ __all__ = [
 
 #: processes whose median step time the profile's is the median of (:func:`_more_walls`)
 PROFILE_PROCESSES = 3
+#: the form of a kept fit: a fit kept in another form is found again
+FIT_FORM = 1
 #: what ``simsync simulate FILE`` reads as a program rather than a scenario
 PROGRAM_SUFFIXES = (".py", ".meta", ".pbtxt")
 #: the program's folder: files copied beside it (its own modules), at most, and their size;
@@ -130,7 +132,14 @@ def import_program(
         for client in data["clients"]
         if client["thread"] in profile.get("clients", {})
     }
-    graph, fitted = _fitted(graph, walls, efficiency, profile, key, said, chosen is None)
+    basis = {
+        "walls": walls,
+        "efficiency": efficiency,
+        "cores": data.get("cores"),
+        "logical_devices": data.get("logical_devices"),
+        "form": FIT_FORM,
+    }
+    graph, fitted = _fitted(graph, basis, profile, key, said, chosen is None)
     report["source"] = str(source)
     report["costs"] = costs_from
     report["fit"] = fitted
@@ -176,9 +185,8 @@ def replay_program(
     order. ``key`` is the imported graph's: a program that builds another graph this time
     (it draws its shape at random?) is refused in one line."""
     shown = printable(str(path), one_line=True)
-    said = _run_program(Path(path), {"replay": plan, "profile": False}, args, limits, sandbox)
-    if str(said["key"]) != key:
-        raise ProgramError(f"{shown}: it built another graph when run again; no values")
+    request = {"replay": plan, "key": key, "profile": False}
+    said = _run_program(Path(path), request, args, limits, sandbox)
     if "values" not in said:
         raise ProgramError(f"{shown}: its values were not replayed")
     return dict(said["values"])
@@ -186,29 +194,25 @@ def replay_program(
 
 def _fitted(
     graph: Graph,
-    walls: dict[str, float],
-    efficiency: float | None,
+    basis: dict[str, Any],
     profile: dict[str, Any],
     key: str,
     said: dict[str, Any],
     ours: bool,
 ) -> tuple[Graph, dict[str, Any]]:
     """``graph`` fitted to its untraced step (:func:`~simsync.tf_backend.program.fit.fit_costs`),
-    by the scale kept in its costs file when that was found for these walls and this
-    efficiency (a fit simulates the graph: seconds, for a large one), else found now and, in
-    simsync's own cache (``ours``), kept there."""
+    by the scale kept in simsync's own cache (``ours``; never a ``--costs`` file from
+    elsewhere) when it was found on the same ``basis`` (the walls, the cores and their
+    efficiency, the form of the fit): a fit simulates the graph, seconds for a large one.
+    Else found now, and kept there."""
     known = profile.get("fit")
-    if (
-        isinstance(known, dict)
-        and known.get("walls") == walls
-        and known.get("efficiency") == efficiency
-        and isinstance(known.get("report"), dict)
-    ):
-        scale = float(known["report"].get("scale", 1.0))
-        return (graph if scale == 1.0 else scaled(graph, scale)), dict(known["report"])
-    graph, fitted = fit_costs(graph, walls)
+    if ours and isinstance(known, dict) and known.get("basis") == basis:
+        report = dict(known.get("report") or {})
+        scale = float(report.get("scale", 1.0))
+        return (graph if scale == 1.0 else scaled(graph, scale)), report
+    graph, fitted = fit_costs(graph, basis["walls"])
     if ours:
-        profile["fit"] = {"walls": walls, "efficiency": efficiency, "report": fitted}
+        profile["fit"] = {"basis": basis, "report": fitted}
         cost_cache.save_costs(key, said.get("machine", {}), profile)
     return graph, fitted
 
@@ -229,9 +233,12 @@ def _more_walls(
     process would carry that into every prediction made from it."""
     walls = {thread: [c["wall"]] for thread, c in profile["clients"].items()}
     for _ in range(PROFILE_PROCESSES - 1):
-        said = _run_program(
-            source, {"measure": {"traced": 0, "untraced": 30}}, args, limits, sandbox, hidden
-        )
+        try:
+            said = _run_program(
+                source, {"measure": {"traced": 0, "untraced": 30}}, args, limits, sandbox, hidden
+            )
+        except ProgramError:  # this run failed (a time limit): the others' steps still count
+            continue
         if str(said.get("key")) != key or "measured" not in said:
             continue  # it built another graph this time: its steps are not this graph's
         for thread, measured in said["measured"]["clients"].items():

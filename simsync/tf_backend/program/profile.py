@@ -73,7 +73,7 @@ def profile_loop(
     }
     options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
     for thread, call in loop.calls.items():
-        walls = _timed_runs(run, call, untraced)
+        walls = _timed_runs(tf, run, call, untraced)
         spans = []
         for _ in range(steps):
             metadata = tf.compat.v1.RunMetadata()
@@ -114,7 +114,7 @@ def profile_loop(
     }
 
 
-def _timed_runs(run: Any, call: Any, least: int) -> list[float]:
+def _timed_runs(tf: Any, run: Any, call: Any, least: int) -> list[float]:
     """:data:`WARMUP_STEPS` runs of ``call``, then at least ``least`` more, each timed around
     ``sess.run`` (seconds), until :data:`TIMED_SECONDS` have passed or :data:`MOST_TIMED`
     runs were timed: the same block in the profile and in a cross-check's runs. On a busy
@@ -125,12 +125,18 @@ def _timed_runs(run: Any, call: Any, least: int) -> list[float]:
     for _ in range(WARMUP_STEPS):
         run(call.raw_fetches, call.feed_dict)
     walls: list[float] = []
+    least = min(least, MOST_TIMED)
     began = time.perf_counter()
     while len(walls) < least or (
         len(walls) < MOST_TIMED and time.perf_counter() - began < TIMED_SECONDS
     ):
         started = time.perf_counter()
-        run(call.raw_fetches, call.feed_dict)
+        try:
+            run(call.raw_fetches, call.feed_dict)
+        except tf.errors.OutOfRangeError:  # its input ran out (a queue closed, an epoch)
+            if not walls:
+                raise
+            break
         walls.append(time.perf_counter() - started)
     return walls
 
@@ -217,7 +223,7 @@ def measure_loop(tf: Any, loop: Loop, traced: int, untraced: int) -> dict[str, A
     options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
     clients: dict[str, Any] = {}
     for thread, call in loop.calls.items():
-        walls = _timed_runs(run, call, untraced)
+        walls = _timed_runs(tf, run, call, untraced)
         steps = []
         for _ in range(traced):
             metadata = tf.compat.v1.RunMetadata()

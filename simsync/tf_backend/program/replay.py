@@ -12,7 +12,10 @@ its input pipeline running:
 - ``compute`` of a run: each variable it reads is set to the version the simulation says it
   read, and one ``sess.run`` of the client's fetches computes the inputs of the run's
   writes (the gradients, averaged or not) and its losses, with the program's own feeds and
-  its own batch from its queue;
+  its own batch from its queue (the writes' constant inputs are taken by value: running a
+  constant runs what it waits for). What else that ``sess.run`` runs on its way (an
+  ``UPDATE_OPS`` gate's updates, under ``tf.control_dependencies``) changes the variables
+  only until the next compute or write sets them again;
 - ``write`` of a run: each variable the op writes is set to its latest version, and a copy of
   the program's op (the same type and attributes, without its control inputs: what it
   waited for has been replayed already) runs with the values the run computed; what it
@@ -27,9 +30,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["replay_loop"]
+from simsync.tf_backend.program.convert import CONSTANTS, VARIABLES
 
-_VARIABLE_TYPES = ("VarHandleOp", "VariableV2")
+__all__ = ["replay_loop"]
 
 
 def replay_loop(tf: Any, loop: Any, plan: dict[str, Any]) -> dict[str, Any]:
@@ -44,6 +47,11 @@ def replay_loop(tf: Any, loop: Any, plan: dict[str, Any]) -> dict[str, Any]:
         copies = {name: _copy_op(tf, graph, name) for name in plan["write_ops"]}
         fetches = {client: _fetches(tf, graph, spec) for client, spec in plan["clients"].items()}
     last_read = _last_reads(plan["events"])
+    writes_left: dict[tuple[str, int], int] = {}
+    for event in plan["events"]:
+        if event[0] == "write":
+            key = (event[1], int(event[2]))
+            writes_left[key] = writes_left.get(key, 0) + 1
     computed: dict[tuple[str, int], dict[str, Any]] = {}
     losses: dict[str, list[list[float]]] = {client: [] for client in plan["clients"]}
     for index, event in enumerate(plan["events"]):
@@ -51,10 +59,13 @@ def replay_loop(tf: Any, loop: Any, plan: dict[str, Any]) -> dict[str, Any]:
         spec = plan["clients"][client]
         if kind == "compute":
             state.set({var: state.version(var, int(v)) for var, v in event[3].items()})
-            tensors, scalars = fetches[client]
+            (names, tensors), scalars, constants = fetches[client]
             call = loop.calls[spec["thread"]]
             values = session.run(tensors + scalars, feed_dict=call.feed_dict)
-            computed[(client, step)] = dict(zip(spec["fetch"], values[: len(tensors)], strict=True))
+            computed[(client, step)] = {
+                **constants,
+                **dict(zip(names, values[: len(tensors)], strict=True)),
+            }
             if scalars:
                 losses[client].append([step, float(values[len(tensors)])])
             state.forget(index, last_read)
@@ -69,6 +80,9 @@ def replay_loop(tf: Any, loop: Any, plan: dict[str, Any]) -> dict[str, Any]:
             }
             session.run(copy, feed_dict=feed)
             state.made(written)
+            writes_left[(client, step)] -= 1
+            if not writes_left[(client, step)]:  # its values are no longer needed
+                computed.pop((client, step), None)
     return {
         "losses": losses,
         "final": {var: state.summary(var) for var in plan["variables"]},
@@ -151,15 +165,26 @@ def _last_reads(events: list[list[Any]]) -> dict[tuple[str, int], int]:
     return last
 
 
-def _fetches(tf: Any, graph: Any, spec: dict[str, Any]) -> tuple[list[Any], list[Any]]:
-    """The tensors a client's compute fetches, and its loss: the first scalar of a floating
-    type among the outputs of the ops its loop fetched."""
-    tensors = [graph.get_tensor_by_name(name) for name in spec["fetch"]]
+def _fetches(
+    tf: Any, graph: Any, spec: dict[str, Any]
+) -> tuple[tuple[list[str], list[Any]], list[Any], dict[str, Any]]:
+    """What a client's compute fetches (names and tensors), its loss (the first scalar of a
+    floating type among the outputs of the ops its loop fetched), and the inputs that are
+    constants, by value: a constant is never run, since running one runs what it waits for
+    (``GradientDescent/Const`` waits for the program's own update)."""
+    names, tensors, constants = [], [], {}
+    for name in spec["fetch"]:
+        tensor = graph.get_tensor_by_name(name)
+        if tensor.op.type in CONSTANTS:
+            constants[name] = tf.make_ndarray(tensor.op.get_attr("value"))
+        else:
+            names.append(name)
+            tensors.append(tensor)
     for name in spec["losses"]:
         for output in graph.get_operation_by_name(name).outputs:
             if output.dtype.is_floating and output.shape.rank == 0:
-                return tensors, [output]
-    return tensors, []
+                return (names, tensors), [output], constants
+    return (names, tensors), [], constants
 
 
 def _copy_op(tf: Any, graph: Any, name: str) -> tuple[Any, dict[int, Any], list[str]]:
@@ -173,7 +198,7 @@ def _copy_op(tf: Any, graph: Any, name: str) -> tuple[Any, dict[int, Any], list[
         for index, tensor in enumerate(op.inputs):
             if tensor.dtype == tf.resource or tensor.dtype._is_ref_dtype:
                 inputs.append(tensor)
-                if tensor.op.type in _VARIABLE_TYPES and tensor.op.name not in written:
+                if tensor.op.type in VARIABLES and tensor.op.name not in written:
                     written.append(tensor.op.name)
             else:
                 placeholder = tf.compat.v1.placeholder(tensor.dtype, shape=tensor.shape)

@@ -22,32 +22,20 @@ program does not have (towers copied from ``tower_0``, or dropped from its avera
 
 from __future__ import annotations
 
-import re
+from collections.abc import Sequence
 from typing import Any
 
 from simsync.ir import Graph, tower_work
-from simsync.trace import Trace
+from simsync.tf_backend.program.whatif import copied_from
+from simsync.trace import Trace, VariableAccess
 
-__all__ = ["NoValues", "program_op", "replay_plan"]
+__all__ = ["NoValues", "replay_plan"]
 
-_COPY = re.compile(r"^(?P<name>.*) \[tower_(?P<tower>\d+)\]$")
 _HANDLES = ("resource",)
 
 
 class NoValues(Exception):
     """The values of this simulation cannot come from the program's own ops; why."""
-
-
-def program_op(name: str) -> tuple[str, int | None]:
-    """The program's op an IR op is, and the tower of the thread whose copy it is.
-
-    >>> program_op("GradientDescent/update_w/ResourceApplyGradientDescent [tower_1]")
-    ('GradientDescent/update_w/ResourceApplyGradientDescent', 1)
-    >>> program_op("concat")
-    ('concat', None)
-    """
-    found = _COPY.match(name)
-    return (found["name"], int(found["tower"])) if found else (name, None)
 
 
 def replay_plan(
@@ -57,7 +45,7 @@ def replay_plan(
     imported ``original`` made from the program ``data`` describes; see the module's
     docstring."""
     ops = {op["name"]: op for op in data["ops"]}
-    made = [op.name for op in graph.ops() if program_op(op.name)[0] not in ops]
+    made = [op.name for op in graph.ops() if copied_from(op.name)[0] not in ops]
     if made:
         raise NoValues(
             f"the what-if made {len(made)} ops the program does not have (such as "
@@ -79,7 +67,7 @@ def replay_plan(
             (thread,) = threads.values()
         clients[client.name] = {
             "thread": thread,
-            "losses": [program_op(name)[0] for name in client.fetches],
+            "losses": [copied_from(name)[0] for name in client.fetches],
             "fetch": [],
             "writes": {},
         }
@@ -101,28 +89,13 @@ def _events(
 ) -> tuple[list[list[Any]], list[str], set[str]]:
     """The events in the simulated order, the variables they touch, the program's write ops."""
     accesses = trace.accesses
-    runs: dict[tuple[str, int], dict[str, Any]] = {}
-    for index, access in enumerate(accesses):
-        run = runs.setdefault(
-            (access.client, access.step), {"reads": {}, "last_read": None, "first_write": None}
-        )
-        if access.write:
-            if run["first_write"] is None:
-                run["first_write"] = index
-        else:
-            run["reads"].setdefault(access.variable, access.version)
-            run["last_read"] = index
-    at: dict[int, list[tuple[str, int]]] = {}
-    for key, run in runs.items():
-        points = [p for p in (run["last_read"], run["first_write"]) if p is not None]
-        at.setdefault(min(points), []).append(key)
+    at = _compute_points(accesses)
     events: list[list[Any]] = []
     variables: set[str] = set()
     write_ops: set[str] = set()
     written: set[tuple[str, int, str]] = set()
     for index, access in enumerate(accesses):
-        for client, step in at.get(index, ()):
-            reads = runs[(client, step)]["reads"]
+        for client, step, reads in at.get(index, ()):
             variables.update(reads)
             events.append(["compute", client, step, reads])
         variables.add(access.variable)
@@ -140,9 +113,53 @@ def _events(
     return events, sorted(variables), write_ops
 
 
+def _compute_points(
+    accesses: Sequence[VariableAccess],
+) -> dict[int, list[tuple[str, int, dict[str, int]]]]:
+    """Where each run's compute goes (before the access of that index), with the versions it
+    reads: at the first of its last read and its first write. A read after that point must
+    see a version made before it; a run must read each variable at one version (its reads
+    are one computation). Else :class:`NoValues`.
+
+    >>> from simsync.trace import VariableAccess as A
+    >>> read, apply = A("w", "read", "c", 0, 0.0, 0, False), A("w", "apply", "c", 0, 1.0, 1, True)
+    >>> _compute_points([read, apply])
+    {0: [('c', 0, {'w': 0})]}
+    """
+    runs: dict[tuple[str, int], dict[str, Any]] = {}
+    made_at: dict[tuple[str, int], int] = {}
+    for index, access in enumerate(accesses):
+        run = runs.setdefault((access.client, access.step), {"reads": [], "points": [None, None]})
+        if access.write:
+            made_at[(access.variable, access.version)] = index
+            if run["points"][1] is None:
+                run["points"][1] = index
+        else:
+            run["reads"].append((index, access.variable, access.version))
+            run["points"][0] = index
+    at: dict[int, list[tuple[str, int, dict[str, int]]]] = {}
+    for (client, step), run in runs.items():
+        point = min(p for p in run["points"] if p is not None)
+        versions: dict[str, int] = {}
+        for index, variable, version in run["reads"]:
+            seen = versions.setdefault(variable, version)
+            if seen != version:
+                raise NoValues(
+                    f"{client} step {step} reads '{variable}' at two versions ({seen} and "
+                    f"{version}): one computation of its step cannot see both"
+                )
+            if index > point and made_at.get((variable, version), -1) > point:
+                raise NoValues(
+                    f"{client} step {step} reads '{variable}' after its own first update, at "
+                    "a version made since: its step cannot be computed before that update"
+                )
+        at.setdefault(point, []).append((client, step, versions))
+    return at
+
+
 def _write(graph: Graph, original: Graph, ops: dict[str, Any], name: str) -> dict[str, Any]:
     """The program's op the write ``name`` is, and the tensor that feeds each data input."""
-    program, tower = program_op(name)
+    program, tower = copied_from(name)
     inputs: dict[str, str] = {}
     for slot, tensor in enumerate(ops[program]["inputs"]):
         if tensor["dtype"] in _HANDLES or str(tensor["dtype"]).endswith("_ref"):

@@ -63,6 +63,7 @@ __all__ = [
     "MAX_TOWERS",
     "MODE_CHANGES",
     "as_async",
+    "copied_from",
     "scaled",
     "with_link",
     "with_speeds",
@@ -380,8 +381,24 @@ def _run_only(graph: Graph) -> tuple[Graph, int]:
 
 
 def _in(name: str, tower: int) -> str:
-    """The name of ``name``'s copy in tower ``tower``'s thread."""
+    """The name of ``name``'s copy in tower ``tower``'s thread (:func:`copied_from` reads it)."""
     return f"{name} [tower_{tower}]"
+
+
+_COPY = re.compile(r"^(?P<name>.*) \[tower_(?P<tower>\d+)\]$")
+
+
+def copied_from(name: str) -> tuple[str, int | None]:
+    """The program's op an op of a what-if is, and the tower of the thread whose copy it is
+    (None: the program's op itself).
+
+    >>> copied_from(_in("GradientDescent/update_w/ResourceApplyGradientDescent", 1))
+    ('GradientDescent/update_w/ResourceApplyGradientDescent', 1)
+    >>> copied_from("concat")
+    ('concat', None)
+    """
+    found = _COPY.match(name)
+    return (found["name"], int(found["tower"])) if found else (name, None)
 
 
 #: The mode changes ``--mode`` offers, by name: each a transformation of the imported graph.
