@@ -58,7 +58,11 @@ def fit_costs(graph: Graph, walls: Mapping[str, float]) -> tuple[Graph, dict[str
     if again > 0:
         scale = _bounded(scale * work / again)
         fitted = scaled(graph, scale)
-    found = {"scale": round(scale, 4), "wall": wall, "simulated": _simulated_step(fitted)}
+    found: dict[str, Any] = {
+        "scale": round(scale, 4),
+        "wall": wall,
+        "simulated": _simulated_step(fitted),
+    }
     if scale in (LOWEST, HIGHEST):
         found["why"] = f"at its bound, {scale:g}: the traced steps are not this loop's"
     return fitted, found
