@@ -18,7 +18,7 @@ def add(commands: Any) -> None:
         commands,
         "graph",
         parents=[common("file")],
-        help="show the dataflow graph a scenario builds",
+        help="show the dataflow graph a scenario (or your TensorFlow program) builds",
         description="Show the dataflow graph a scenario builds: in the terminal with towers as "
         "lanes and sync points marked, as Graphviz DOT, or as a PNG (matplotlib; no system "
         "binaries needed).",

@@ -26,11 +26,15 @@ def add(commands: Any) -> None:
         commands,
         "simulate",
         parents=[common("file", "steps", "seed", "json", "trace", "timeline", "costs")],
-        help="run a scenario in the simulator and report step time, waits, loss",
+        help="run a scenario (or your TensorFlow program) in the simulator and report step "
+        "time, waits, loss",
         description="Run a scenario in the discrete-event simulator. Prints a summary (step "
         "time, throughput, who waited for whom at each sync point, loss) and a timeline of "
         "the first steps; or one JSON object with --json. With --costs, the costs measured by "
-        "`simsync calibrate` replace the file's.",
+        "`simsync calibrate` replace the file's. Your TensorFlow program (PROGRAM.py) is "
+        "run in a sandbox to its training loop, timed on this machine and simulated as "
+        "written; the options under 'what if' change it, and --values adds the loss of "
+        "every step, computed by your own ops in the simulated order (docs/importing.md).",
     )
     p.add_argument(
         "--timeline-steps",
