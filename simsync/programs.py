@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simsync.engine import Simulation, simulate, summary
+from simsync.engine import Simulation, summary
 from simsync.errors import UsageError
 from simsync.ir import Graph
-from simsync.scenario import ClusterConfig, Scenario
 from simsync.tf_backend.program import Imported, import_program
+from simsync.tf_backend.program.fit import simulate_graph
 from simsync.tf_backend.program.load import PROGRAM_SUFFIXES
 from simsync.tf_backend.program.whatif import MODE_CHANGES, with_link, with_speeds, with_towers
 
@@ -122,11 +122,7 @@ def simulate_program(
         _mode_change(changes)  # a mode that is none: said before the program runs
     imported = imported or import_program(path, args=args, costs=costs, refresh=refresh)
     graph, lines = what_if(imported.graph, changes)
-    towers = max(len(graph.towers), 1)
-    scenario = Scenario(
-        Path(path).stem, source=str(path), cluster=ClusterConfig(devices=towers)
-    ).with_run(steps=steps, seed=seed)
-    sim = simulate(scenario, numerics=False, graph=graph)
+    sim = simulate_graph(graph, steps, name=Path(path).stem, source=str(path), seed=seed)
     run = ProgramRun(imported, graph, sim, lines)
     if values:
         program_values(path, run, args=args)

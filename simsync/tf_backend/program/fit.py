@@ -22,12 +22,12 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
-from simsync.engine import simulate
+from simsync.engine import Simulation, simulate
 from simsync.ir import Graph
 from simsync.scenario import ClusterConfig, Scenario
 from simsync.tf_backend.program.whatif import scaled
 
-__all__ = ["FIT_STEPS", "fit_costs"]
+__all__ = ["FIT_STEPS", "fit_costs", "simulate_graph"]
 
 #: steps simulated for each try of a scale (the median step is kept)
 FIT_STEPS = 6
@@ -68,10 +68,18 @@ def fit_costs(graph: Graph, walls: Mapping[str, float]) -> tuple[Graph, dict[str
     return fitted, found
 
 
-def _simulated_step(graph: Graph) -> float:
+def simulate_graph(
+    graph: Graph, steps: int, *, name: str = "program", source: str = "", seed: int = 0
+) -> Simulation:
+    """``steps`` steps of an imported graph (changed or not) in the engine, timing only: the
+    one way a program's graph is simulated, for a fit and for ``simulate PROGRAM.py``."""
     towers = max(len(graph.towers), 1)
-    scenario = Scenario("fit", cluster=ClusterConfig(devices=towers)).with_run(steps=FIT_STEPS)
-    simulation = simulate(scenario, numerics=False, graph=graph)
+    scenario = Scenario(name, source=source, cluster=ClusterConfig(devices=towers))
+    return simulate(scenario.with_run(steps=steps, seed=seed), numerics=False, graph=graph)
+
+
+def _simulated_step(graph: Graph) -> float:
+    simulation = simulate_graph(graph, FIT_STEPS, name="fit")
     return statistics.median(step.duration for step in simulation.trace.steps)
 
 

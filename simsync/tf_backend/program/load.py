@@ -143,7 +143,6 @@ def import_program(
     report["source"] = str(source)
     report["costs"] = costs_from
     report["fit"] = fitted
-    report["core_efficiency"] = efficiency
     graph.facts["source"] = str(source)
     return Imported(graph, report, profile, costs_from, key, data)
 
