@@ -22,7 +22,8 @@ from simsync.ir import Graph
 from simsync.tf_backend.program import Imported, import_program
 from simsync.tf_backend.program.fit import simulate_graph
 from simsync.tf_backend.program.load import PROGRAM_SUFFIXES
-from simsync.tf_backend.program.whatif import MODE_CHANGES, with_link, with_speeds, with_towers
+from simsync.tf_backend.program.modes import MODE_CHANGES, ModeChange
+from simsync.tf_backend.program.whatif import with_link, with_speeds, with_towers
 
 __all__ = [
     "PREDICTION_STEPS",
@@ -43,8 +44,11 @@ class WhatIf:
     """Changes to an imported graph; None (or empty) leaves it as the program built it."""
 
     towers: int | None = None
-    #: a mode change of :data:`~simsync.tf_backend.program.whatif.MODE_CHANGES` ("async")
+    #: a mode change of :data:`~simsync.tf_backend.program.modes.MODE_CHANGES` ("async",
+    #: "sync_replicas")
     mode: str | None = None
+    #: the gradients each step aggregates, for a mode that aggregates (sync_replicas)
+    replicas: int | None = None
     speeds: tuple[float, ...] = ()
     bandwidth_gbps: float | None = None
     latency_us: float | None = None
@@ -79,8 +83,8 @@ def what_if(graph: Graph, changes: WhatIf) -> tuple[Graph, list[str]]:
     if changes.towers is not None:
         graph, line = with_towers(graph, changes.towers)
         lines.append(line)
-    if changes.mode is not None:  # the mode changes a program's graph can take, by name
-        graph, line = _mode_change(changes)(graph)
+    if changes.mode is not None or changes.replicas is not None:  # a mode change, by name
+        graph, line = _mode_change(changes).change(graph, changes.replicas)
         lines.append(line)
     if changes.speeds:
         graph, line = with_speeds(graph, list(changes.speeds))
@@ -91,13 +95,25 @@ def what_if(graph: Graph, changes: WhatIf) -> tuple[Graph, list[str]]:
     return graph, lines
 
 
-def _mode_change(changes: WhatIf) -> Callable[[Graph], tuple[Graph, str]]:
-    """The transformation ``--mode`` names (one line if there is none of that name)."""
-    change = MODE_CHANGES.get(str(changes.mode))
+def _mode_change(changes: WhatIf) -> ModeChange:
+    """The mode change ``--mode`` names (one line if there is none of that name, or if it
+    takes no ``--replicas`` and was given one)."""
+    takers = sorted(name for name, mode in MODE_CHANGES.items() if mode.takes_replicas)
+    if changes.mode is None:
+        raise UsageError(
+            f"--replicas {changes.replicas}: it goes with --mode " + " or ".join(takers) + ", "
+            "the gradients each step of that mode aggregates"
+        )
+    change = MODE_CHANGES.get(changes.mode)
     if change is None:
         raise UsageError(
             f"--mode {changes.mode}: a program runs as it was written; the only modes it "
             "can be changed to are " + ", ".join(sorted(MODE_CHANGES))
+        )
+    if changes.replicas is not None and not change.takes_replicas:
+        raise UsageError(
+            f"--replicas {changes.replicas}: only --mode " + " or ".join(takers) + " "
+            "aggregates gradients; --mode " + str(changes.mode) + " takes no --replicas"
         )
     return change
 
@@ -118,7 +134,7 @@ def simulate_program(
     line), change it, and simulate ``steps`` steps; with ``values``, replay the simulated
     order with the program's own ops (:func:`program_values`: one more sandboxed run of the
     program)."""
-    if changes.mode is not None:
+    if changes.mode is not None or changes.replicas is not None:
         _mode_change(changes)  # a mode that is none: said before the program runs
     imported = imported or import_program(path, args=args, costs=costs, refresh=refresh)
     graph, lines = what_if(imported.graph, changes)

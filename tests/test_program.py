@@ -3,6 +3,7 @@ of a graph described as data, the what-ifs, the CLI's options, docs/importing.md
 
 from __future__ import annotations
 
+import dataclasses
 import doctest
 import re
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 from helpers import one_clear_line
 
-from simsync.ir import sync_points
+from simsync.ir import Cost, sync_points
 from simsync.tf_backend.program.convert import convert
 from simsync.tf_backend.program.whatif import with_towers
 
@@ -265,7 +266,7 @@ def test_the_tower_loop_as_asynchronous_threads():
     from simsync.engine import simulate, summary
     from simsync.errors import UsageError
     from simsync.scenario import ClusterConfig, Scenario
-    from simsync.tf_backend.program.whatif import as_async
+    from simsync.tf_backend.program.modes import as_async
 
     graph, _ = convert(_two_towers(), None)
     threads, line = as_async(graph)
@@ -331,7 +332,97 @@ def test_a_mode_no_program_can_change_to_is_one_line_before_the_program_runs(tmp
         [sys.executable, "-m", "simsync", "simulate", str(program), "--mode", "sync"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    one_clear_line(ran, "--mode sync: a program runs as it was written", "changed to are async")
+    one_clear_line(
+        ran, "--mode sync: a program runs as it was written", "changed to are async, sync_replicas"
+    )
+
+
+@pytest.mark.parametrize(
+    "options, said",
+    [
+        (["--replicas", "2"], "--replicas 2: it goes with --mode sync_replicas"),
+        (["--mode", "async", "--replicas", "2"], "--mode async takes no --replicas"),
+    ],
+)
+def test_replicas_without_a_mode_that_aggregates_is_one_line_before_the_program_runs(
+    tmp_path, options, said
+):
+    program = tmp_path / "train.py"
+    program.write_text("raise SystemExit('this program must not run')\n")
+    ran = subprocess.run(
+        [sys.executable, "-m", "simsync", "simulate", str(program), *options],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    one_clear_line(ran, said)
+
+
+def test_the_tower_loop_wrapped_in_sync_replicas():
+    """--mode sync_replicas: each tower's thread pushes its own gradient to the variable's
+    accumulator and takes a token; the chief takes R, runs the program's apply once per step,
+    moves the global step and puts a token for every thread. R below the towers drops the
+    slower tower's gradients; R above them is refused."""
+    from simsync.engine import simulate, summary
+    from simsync.errors import UsageError
+    from simsync.scenario import ClusterConfig, Scenario
+    from simsync.tf_backend.program.modes import as_sync_replicas
+
+    graph, _ = convert(_two_towers(), None)
+    graph.replace_op(dataclasses.replace(graph.op("tower_0/grad"), cost=Cost(0.002)))
+    # tower 1 is the slower: twice the work
+    graph.replace_op(dataclasses.replace(graph.op("tower_1/grad"), cost=Cost(0.004)))
+    graph.replace_op(dataclasses.replace(graph.op("concat"), cost=Cost(0.001)))
+    wrapped, line = as_sync_replicas(graph)
+    assert line == (
+        "SyncReplicasOptimizer: 2 threads, one per tower, push gradients; the chief applies "
+        "2 of 2 once per step, 1 op of the averaging left out"
+    )
+    clients = {c.name: (c.fetches, c.until, c.daemon) for c in wrapped.clients}
+    assert clients == {
+        "queue_runner": (("sync_replicas/enqueue_tokens",), None, True),
+        # the program's own step counter ('step' writes no trainable variable): one is added
+        "thread_0": (("sync_replicas/dequeue_token [tower_0]",), "global_step", False),
+        "thread_1": (("sync_replicas/dequeue_token [tower_1]",), "global_step", False),
+    }
+    push = "sync_replicas/push_gradients/w [tower_1]"
+    assert [t.src for t in wrapped.inputs(push)] == ["ExpandDims_1"]
+    assert wrapped.op(push).resource == "w/grad_accum" and wrapped.op(push).device == "/cpu:0"
+    take = wrapped.op("sync_replicas/take_gradients/w")
+    assert take.amount == 2 and take.cost.mean == 0.001  # the concat's cost, for 2 of 2
+    assert [t.src for t in wrapped.inputs("apply")] == ["sync_replicas/take_gradients/w"]
+    assert "concat" not in wrapped.nx and wrapped.resources["sync_token_q"].initial == 2
+    scenario = Scenario("replicas", cluster=ClusterConfig(2)).with_run(steps=10)
+    every = summary(simulate(scenario, numerics=False, graph=wrapped))
+    assert every["workers"] == 2 and every["updates_applied"] == 10
+    assert every["sync_points"] == ["sync_replicas/take_gradients/w"]
+    assert every["gradients"]["dropped"] <= 2  # at most the last step's, left in flight
+    assert every["step_time"]["p50"] >= 0.004  # it waits for the slower tower
+    one, line = as_sync_replicas(graph, 1)
+    assert "the chief applies 1 of 2 once per step" in line
+    first = summary(simulate(scenario, numerics=False, graph=one))
+    assert first["updates_applied"] == 10 and first["sync_points"] == []
+    by = first["gradients"]["by_worker"]
+    assert by["thread_1"]["dropped"] > by["thread_0"]["dropped"]  # the slower tower's
+    assert first["step_time"]["p50"] < every["step_time"]["p50"]  # no wait for it
+    with pytest.raises(UsageError, match="--replicas 3: the gradients each step applies must"):
+        as_sync_replicas(graph, 3)
+    with pytest.raises(UsageError, match="already runs 2 threads"):
+        as_sync_replicas(wrapped)
+
+
+def test_sync_replicas_counts_steps_with_the_programs_global_step():
+    """A program whose update moves a global step: SyncReplicas' tokens carry it, and the
+    threads stop when it reaches the steps; no counter of its own is added."""
+    from simsync.ir import Variable
+    from simsync.tf_backend.program.modes import as_sync_replicas
+
+    graph, _ = convert(_two_towers(), None)
+    graph.variables["w"] = dataclasses.replace(graph.variables["w"], trainable=True)
+    graph.add_variable(Variable("global_step", "/cpu:0", nbytes=8, trainable=False))
+    graph.replace_op(dataclasses.replace(graph.op("step"), writes=("global_step",)))
+    wrapped, _ = as_sync_replicas(graph)
+    assert {c.until for c in wrapped.clients if not c.daemon} == {"global_step"}
+    assert "sync_replicas/apply_gradients" not in wrapped.nx
+    assert [t.src for t in wrapped.inputs("sync_replicas/enqueue_tokens")] == ["step"]
 
 
 def test_a_graphs_key_does_not_depend_on_the_order_of_its_control_inputs():

@@ -28,6 +28,7 @@ __all__ = [
 PROGRAM_OPTIONS = {
     "towers": "--towers",
     "mode": "--mode",
+    "replicas": "--replicas",
     "speeds": "--speeds",
     "link_bandwidth": "--link-bandwidth",
     "latency": "--latency",
@@ -116,7 +117,17 @@ def add_program_options(parser: argparse.ArgumentParser, *, crosscheck: bool = F
             "--mode",
             metavar="MODE",
             help="async: the tower loop as one thread per tower, each applying its own "
-            "gradients (the averaging left out)",
+            "gradients (the averaging left out); sync_replicas: wrapped in "
+            "SyncReplicasOptimizer, one thread per tower pushing its gradients and a chief "
+            "applying each step once",
+        )
+        group.add_argument(
+            "--replicas",
+            type=_towers,  # as many as towers can be
+            metavar="R",
+            help="with --mode sync_replicas: the gradients each step applies "
+            "(replicas_to_aggregate; default: one per tower); below the towers, the slowest "
+            "towers' gradients are dropped",
         )
     group.add_argument(
         "--speeds", type=_speeds, metavar="S,S,...", help="the towers' device speeds, repeated"
@@ -152,6 +163,10 @@ def add_program_options(parser: argparse.ArgumentParser, *, crosscheck: bool = F
         )
 
 
+#: where a scenario says what a program's option changes (the rest is its [cluster])
+_SCENARIO_KEYS = {"mode": "[training] mode", "replicas": "[training] replicas_to_aggregate"}
+
+
 def refuse_program_options(
     args: argparse.Namespace, names: Iterable[str] = tuple(PROGRAM_OPTIONS)
 ) -> None:
@@ -168,7 +183,7 @@ def refuse_program_options(
             raise UsageError(
                 f"{flag} changes an imported TensorFlow program (PROGRAM.py, .meta, .pbtxt); "
                 f"{args.file} is a scenario: change its "
-                f"{'[training] mode' if name == 'mode' else '[cluster]'} instead"
+                f"{_SCENARIO_KEYS.get(name, '[cluster]')} instead"
             )
 
 
@@ -179,6 +194,7 @@ def simulate_program_command(args: argparse.Namespace, console: Any) -> int:
     changes = WhatIf(
         towers=args.towers,
         mode=args.mode,
+        replicas=args.replicas,
         speeds=args.speeds or (),
         bandwidth_gbps=args.link_bandwidth,
         latency_us=args.latency,

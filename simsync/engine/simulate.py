@@ -191,8 +191,9 @@ def _summary(sim: Simulation) -> Summary:
         "mode": graph.facts.get("mode"),
         "aggregation": graph.facts.get("aggregation"),
         "towers": max(len(graph.towers), 1),  # the graph's, not the scenario's
-        # a timing-only graph (imported) computes no loss: its workers are the updating clients
-        "workers": len(training or updating),
+        # a timing-only graph (imported) computes no loss: its workers are its loops (a
+        # daemon, a queue runner, is none)
+        "workers": len(training or [c for c in graph.clients if not c.daemon]),
         "updating_clients": len(updating),
         "steps": len(steps),
         "seed": scenario.run.seed,

@@ -14,7 +14,10 @@ __all__ = [
     "PARAMETER_SERVER",
     "QUEUE_RUNNER",
     "TOKEN_QUEUE",
+    "accumulator",
+    "accumulator_note",
     "build_sync_replicas",
+    "take_op",
     "update_op",
     "worker_device",
 ]
@@ -31,6 +34,17 @@ QUEUE_RUNNER = "queue_runner"
 APPLY_GRADIENTS = "sync_replicas/apply_gradients"
 #: The queue runner's op that hands out the next step's tokens.
 ENQUEUE_TOKENS_OP = "sync_replicas/enqueue_tokens"
+
+
+def accumulator(variable: str) -> str:
+    """The ConditionalAccumulator of one variable's gradients: ``<variable>/grad_accum``."""
+    return f"{variable}/grad_accum"
+
+
+def take_op(variable: str) -> str:
+    """The queue runner's take of one variable's gradients:
+    ``sync_replicas/take_gradients/<variable>``."""
+    return f"sync_replicas/take_gradients/{variable}"
 
 
 def update_op(variable: str) -> str:
@@ -101,9 +115,9 @@ def build_sync_replicas(scenario: Scenario) -> Graph:
     graph.add_variable(Variable(GLOBAL_STEP, PARAMETER_SERVER, trainable=False))
     init_tokens = replicas if training.init_tokens is None else training.init_tokens
     graph.add_resource(Resource(TOKEN_QUEUE, "queue", PARAMETER_SERVER, initial=init_tokens))
-    note = _accumulator_note(workers, replicas, init_tokens)
+    note = accumulator_note(workers, replicas, init_tokens)
     for variable in variables:
-        graph.add_resource(Resource(f"{variable}/grad_accum", "accumulator", PARAMETER_SERVER,
+        graph.add_resource(Resource(accumulator(variable), "accumulator", PARAMETER_SERVER,
                                     note=note))  # fmt: skip
     for worker in range(workers):
         _add_worker(graph, scenario, worker, variables)
@@ -138,7 +152,7 @@ def _devices(scenario: Scenario) -> Graph:
     return graph
 
 
-def _accumulator_note(workers: int, replicas: int, init_tokens: int) -> str:
+def accumulator_note(workers: int, replicas: int, init_tokens: int) -> str:
     """What an accumulator needs to make progress, for a deadlock's explanation."""
     if replicas > workers and init_tokens < replicas - workers:
         return (
@@ -166,7 +180,7 @@ def _add_worker(graph: Graph, scenario: Scenario, worker: int, variables: tuple[
         push = f"{scope}/push_gradients/{variable}"
         graph.add_op(Op(push, "push_gradients", PARAMETER_SERVER,
                         Cost(costs.get("push_gradients", 0.0)), tower=worker, reads=(local_step,),
-                        resource=f"{variable}/grad_accum", gradient=variable))  # fmt: skip
+                        resource=accumulator(variable), gradient=variable))  # fmt: skip
         shape = graph.variables[variable].shape
         graph.add_tensor(Tensor(f"{scope}/gradients", push, graph.variables[variable].nbytes,
                                 shape=shape, dtype="float32"))  # fmt: skip
@@ -186,11 +200,11 @@ def _add_queue_runner(
                     Cost(costs.get("enqueue_tokens", 0.0)), reads=(GLOBAL_STEP,),
                     resource=TOKEN_QUEUE, amount=tokens))  # fmt: skip
     for variable in variables:
-        take = f"sync_replicas/take_gradients/{variable}"
+        take = take_op(variable)
         update = update_op(variable)
         graph.add_op(Op(take, "take_gradients", PARAMETER_SERVER,
                         Cost(costs.get("take_gradients", 0.0)),
-                        resource=f"{variable}/grad_accum", amount=replicas))  # fmt: skip
+                        resource=accumulator(variable), amount=replicas))  # fmt: skip
         graph.add_op(Op(update, "apply", PARAMETER_SERVER, Cost(costs.get("apply", 0.0)),
                         writes=(variable,)))  # fmt: skip
         graph.add_tensor(Tensor(take, update, graph.variables[variable].nbytes))

@@ -139,6 +139,9 @@ def convert(
         overhead = overheads.get(client["thread"], {}).get("overhead", 0.0)
         graph.add_client(Client(client["name"], fetches, overhead=float(overhead)))
     graph.facts["source"] = data["program"]
+    steps = [n for n in data.get("collections", {}).get("global_step", []) if n in graph.variables]
+    if steps:  # the program's global step (tf.train.get_or_create_global_step)
+        graph.facts["global_step"] = steps[0]
     return graph, _report(data, ops, needed, reasons, kept, towers, untimed, profile)
 
 

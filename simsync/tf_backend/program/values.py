@@ -46,6 +46,13 @@ def replay_plan(
     docstring."""
     ops = {op["name"]: op for op in data["ops"]}
     made = [op.name for op in graph.ops() if copied_from(op.name)[0] not in ops]
+    added = [op for op in graph.ops() if op.name in made and op.kind != "generic"]
+    if added:  # an accumulator's or a token queue's (SyncReplicas): not the program's ops
+        raise NoValues(
+            f"the what-if added {len(added)} ops of simsync's own (such as '{added[0].name}', "
+            f"{added[0].kind}): the replay computes with the program's ops only, and has "
+            "none for these yet"
+        )
     if made:
         raise NoValues(
             f"the what-if made {len(made)} ops the program does not have (such as "

@@ -10,11 +10,7 @@ new :class:`~simsync.ir.Graph` and a line for the report.
   ``concat`` and ``Mean`` of N inputs). A client that runs one tower's work alone (a thread
   of asynchronous training, running its own train op) is copied with its tower: N towers, N
   threads.
-- :func:`as_async`: the tower loop as asynchronous threads (``--mode async``), the pattern of
-  lesson 4's program: one thread per tower, each running its tower's work and then the
-  update (the ops where the towers meet that write variables, and those after them), copied
-  for it and fed by its own tower's gradients; the ops that only average the towers'
-  gradients (``concat``, ``Mean``) are left out. Each thread loops as the program's loop did.
+- the mode changes (``--mode``) are in :mod:`simsync.tf_backend.program.modes`.
 - :func:`with_speeds`: device speeds, one per tower's device, repeated.
 - :func:`with_link`: every device's port bandwidth and latency.
 
@@ -43,17 +39,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable
 
 from simsync.errors import UsageError
 from simsync.ir import (
-    Client,
     Graph,
     Link,
     Op,
-    Tensor,
     run_orders,
-    topological_order,
     tower_dependencies,
     tower_work,
 )
@@ -61,10 +53,12 @@ from simsync.words import plural
 
 __all__ = [
     "MAX_TOWERS",
-    "MODE_CHANGES",
-    "as_async",
+    "bytes_out",
     "copied_from",
+    "run_only",
     "scaled",
+    "state_of",
+    "thread_copy",
     "with_link",
     "with_speeds",
     "with_towers",
@@ -93,7 +87,7 @@ def with_towers(graph: Graph, towers: int) -> tuple[Graph, str]:
     first = [op for op in graph.ops() if work.get(op.name) == 0]
     scope = _scope(first)
     own = _own_device(first)
-    new = _state_of(graph, graph.link)
+    new = state_of(graph, graph.link)
     devices = dict(graph.devices)
     depends = tower_dependencies(graph)
     renamed: dict[tuple[str, int], str] = {}
@@ -235,138 +229,14 @@ def _line(towers: int, had: int, scope: str | None) -> str:
     )
 
 
-def as_async(graph: Graph) -> tuple[Graph, str]:
-    """The tower loop as asynchronous threads (``--mode async``): one client per tower, each
-    running that tower's work and applying its own gradients (see the module's docstring)."""
-    have = sorted(graph.towers)
-    loops = [client for client in graph.clients if not client.daemon]
-    if len(have) < 2:
-        raise UsageError(
-            f"--mode async: the program's graph has {plural(len(have), 'tower')}; "
-            "it needs two or more to run as threads"
-        )
-    if len(loops) != 1:
-        raise UsageError(
-            f"--mode async: the program already runs {plural(len(loops), 'thread')}, each "
-            "with a loop of its own; --mode async turns one loop over every tower into one "
-            "thread per tower"
-        )
-    meeting = _Meeting.of(graph)
-    new = _state_of(graph, graph.link)
-    for device in graph.devices.values():
-        new.add_device(device)
-    for op in graph.ops():
-        if op.name not in meeting.shared:
-            new.add_op(op)
-    for tensor in graph.edges():
-        if tensor.src in new.nx and tensor.dst in new.nx:
-            new.add_tensor(tensor)
-    (main,) = loops
-    for client in graph.clients:
-        if client is not main:
-            new.add_client(client)
-    for tower in have:
-        meeting.add_thread(new, tower, main)
-    new, unfed = _run_only(new)
-    dropped = len(meeting.averaging) + unfed
-    left = (
-        f", {plural(dropped, 'op')} where the towers met left out (the averaging)"
-        if dropped
-        else ""
-    )
-    return new, (
-        f"asynchronous: {plural(len(have), 'thread')}, one per tower, each applying its own "
-        f"gradients{left}"
-    )
-
-
-@dataclasses.dataclass
-class _Meeting:
-    """Where a tower loop's towers meet: the update (the ops there that write variables, and
-    those after them) that each thread gets a copy of, and the averaging left out."""
-
-    graph: Graph
-    work: dict[str, int]
-    shared: set[str]
-    update: set[str]
-    averaging: set[str]
-
-    @classmethod
-    def of(cls, graph: Graph) -> _Meeting:
-        depends = tower_dependencies(graph)
-        shared = {op.name for op in graph.ops() if len(depends[op.name]) > 1}
-        update = {name for name in shared if graph.op(name).writes}
-        if not update:
-            raise UsageError(
-                "--mode async: no op where the towers meet updates a variable: there is no "
-                "update for each thread to apply on its own"
-            )
-        for name in topological_order(graph):  # the applies, and what follows them
-            if name in shared and any(t.src in update for t in graph.inputs(name)):
-                update.add(name)
-        return cls(graph, tower_work(graph), shared, update, shared - update)
-
-    def add_thread(self, new: Graph, tower: int, main: Client) -> None:
-        """Tower ``tower``'s copy of the update, fed by its own work, and its client."""
-        graph, update = self.graph, self.update
-        for name in update:
-            new.add_op(dataclasses.replace(graph.op(name), name=_in(name, tower), tower=tower))
-        joined: set[tuple[str, str]] = set()
-        for name in update:
-            for tensor in graph.inputs(name):
-                for source, nbytes in self._sources(tensor, tower):
-                    if (source, _in(name, tower)) not in joined:
-                        joined.add((source, _in(name, tower)))
-                        new.add_tensor(
-                            dataclasses.replace(
-                                tensor, src=source, dst=_in(name, tower), nbytes=nbytes
-                            )
-                        )
-        fetches: list[str] = []
-        for name in main.fetches:
-            if name in update:
-                fetches.append(_in(name, tower))
-            elif name in self.averaging:  # its own part of what was averaged (its loss)
-                fetches += self._feeders(name, tower)
-            elif self._ours(name, tower):
-                fetches.append(name)
-        new.add_client(
-            dataclasses.replace(main, name=f"thread_{tower}", fetches=tuple(dict.fromkeys(fetches)))
-        )
-
-    def _ours(self, name: str, tower: int) -> bool:
-        """Whether ``name`` is ``tower``'s work or no tower's (another tower's is not)."""
-        return self.work.get(name, tower) == tower
-
-    def _sources(self, tensor: Tensor, tower: int) -> list[tuple[str, int]]:
-        """What feeds the thread's copy of ``tensor``'s consumer, and with how many bytes."""
-        if tensor.src in self.update:
-            return [(_in(tensor.src, tower), tensor.nbytes)]
-        if tensor.src in self.averaging:
-            return [(src, _bytes_out(self.graph, src)) for src in self._feeders(tensor.src, tower)]
-        return [(tensor.src, tensor.nbytes)] if self._ours(tensor.src, tower) else []
-
-    def _feeders(self, name: str, tower: int) -> list[str]:
-        """The ops of ``tower``'s work that feed the averaging ops up from ``name``."""
-        found, todo, seen = [], [name], {name}
-        while todo:
-            for tensor in self.graph.inputs(todo.pop()):
-                if tensor.src in self.averaging and tensor.src not in seen:
-                    seen.add(tensor.src)
-                    todo.append(tensor.src)
-                elif self.work.get(tensor.src) == tower:
-                    found.append(tensor.src)
-        return list(dict.fromkeys(found))
-
-
-def _run_only(graph: Graph) -> tuple[Graph, int]:
+def run_only(graph: Graph) -> tuple[Graph, int]:
     """``graph`` without the ops no client runs (a tower's ops that fed only the averaging
     left out, nothing fetched), and how many there were."""
     run = set().union(*run_orders(graph, [client.fetches for client in graph.clients]))
     unrun = [op.name for op in graph.ops() if op.name not in run]
     if not unrun:
         return graph, 0
-    new = _state_of(graph, graph.link)
+    new = state_of(graph, graph.link)
     for device in graph.devices.values():
         new.add_device(device)
     for op in graph.ops():
@@ -380,7 +250,7 @@ def _run_only(graph: Graph) -> tuple[Graph, int]:
     return new, len(unrun)
 
 
-def _in(name: str, tower: int) -> str:
+def thread_copy(name: str, tower: int) -> str:
     """The name of ``name``'s copy in tower ``tower``'s thread (:func:`copied_from` reads it)."""
     return f"{name} [tower_{tower}]"
 
@@ -392,7 +262,7 @@ def copied_from(name: str) -> tuple[str, int | None]:
     """The program's op an op of a what-if is, and the tower of the thread whose copy it is
     (None: the program's op itself).
 
-    >>> copied_from(_in("GradientDescent/update_w/ResourceApplyGradientDescent", 1))
+    >>> copied_from(thread_copy("GradientDescent/update_w/ResourceApplyGradientDescent", 1))
     ('GradientDescent/update_w/ResourceApplyGradientDescent', 1)
     >>> copied_from("concat")
     ('concat', None)
@@ -401,11 +271,7 @@ def copied_from(name: str) -> tuple[str, int | None]:
     return (found["name"], int(found["tower"])) if found else (name, None)
 
 
-#: The mode changes ``--mode`` offers, by name: each a transformation of the imported graph.
-MODE_CHANGES: dict[str, Callable[[Graph], tuple[Graph, str]]] = {"async": as_async}
-
-
-def _bytes_out(graph: Graph, name: str) -> int:
+def bytes_out(graph: Graph, name: str) -> int:
     """The bytes an op sends on (the most it sends on any one tensor)."""
     return max((t.nbytes for t in graph.outputs(name)), default=0)
 
@@ -467,7 +333,7 @@ def scaled(graph: Graph, scale: float) -> Graph:
     return new
 
 
-def _state_of(graph: Graph, link: Link) -> Graph:
+def state_of(graph: Graph, link: Link) -> Graph:
     """A new graph with ``graph``'s facts, host tables, variables and resources (no devices,
     ops, tensors or clients yet)."""
     new = Graph(name=graph.name, link=link)
@@ -482,7 +348,7 @@ def _state_of(graph: Graph, link: Link) -> Graph:
 
 
 def _copy(graph: Graph, link: Link | None = None) -> Graph:
-    new = _state_of(graph, link or graph.link)
+    new = state_of(graph, link or graph.link)
     for device in graph.devices.values():
         new.add_device(device)
     for op in graph.ops():
