@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from simsync.tutor.check import check_lesson
 from simsync.tutor.content import lessons_root, load_lesson
 from simsync.tutor.progress import Progress
+from simsync.tutor.questions import expected_answer
 from simsync.tutor.runner import LessonRunner
 
 pytestmark = pytest.mark.tf
@@ -107,6 +109,35 @@ def test_editing_the_program_changes_what_the_lesson_shows(copy: Path) -> None:
     )
     shown = program_step(copy)
     assert "sync point" not in shown and "simulated: 2 towers" in shown
+
+
+def test_a_question_about_the_program_is_answered_from_the_graph_it_builds(copy: Path) -> None:
+    """Lesson 1 asks how many sync points average_gradients makes in the program: the answer
+    is counted in the graph the program builds, so a layer more in it makes two more (and the
+    lesson's text, which names the four, says it no longer holds)."""
+    from simsync.tutor.claims import StepFacts, broken_claims
+
+    lesson = load_lesson(copy)
+    (question,) = [s for s in lesson.questions if s.get("program")]
+    assert question.needs_tensorflow and expected_answer(lesson, question) == 4
+    assert check_lesson(lesson, tensorflow=True) == []
+    edit(
+        copy / "tower_loop.py",
+        "    return _dense(hidden, CLASSES, 'softmax_linear', None)",
+        "    hidden = _dense(hidden, 128, 'hidden_2', tf.nn.relu)\n"
+        "    return _dense(hidden, CLASSES, 'softmax_linear', None)",
+    )
+    edited = load_lesson(copy)
+    (question,) = [s for s in edited.questions if s.get("program")]
+    assert expected_answer(edited, question) == 6
+    assert broken_claims(question, StepFacts(edited, question)) == ["len(sync_points) == 4"]
+
+
+def test_lesson_2_asks_which_tower_of_its_program_comes_last() -> None:
+    lesson = load_lesson(lessons_root() / "02-the-synchronization-point")
+    assert check_lesson(lesson, tensorflow=True) == []
+    (question,) = [s for s in lesson.questions if s.get("program")]
+    assert expected_answer(lesson, question) == "tower_2"
 
 
 LESSON_4 = lessons_root() / "04-asynchronous-updates-and-stale-gradients"

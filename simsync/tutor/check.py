@@ -13,8 +13,10 @@ from simsync.tutor.questions import expected_answer
 __all__ = ["check_lesson"]
 
 
-def check_lesson(lesson: Lesson) -> list[str]:
-    """Problems found in ``lesson``, one line each (empty: all good)."""
+def check_lesson(lesson: Lesson, tensorflow: bool = False) -> list[str]:
+    """Problems found in ``lesson``, one line each (empty: all good). A question about the
+    graph a program builds has its program checked to be there, and its answer and claims
+    computed only with ``tensorflow`` (the program is run, in the sandbox)."""
     from simsync.patterns import build
     from simsync.scenario import load_scenario
 
@@ -28,6 +30,11 @@ def check_lesson(lesson: Lesson) -> list[str]:
                 step.read()
             elif step.kind == "program":
                 _check_program(step)
+            elif step.get("program"):
+                if not step.path("program").is_file():
+                    raise LessonError(f"its program {step.path('program')} is not there")
+                if tensorflow:
+                    _check_question(step, expected_answer(lesson, step), set())
             elif step.kind == "race" or step.get("race"):
                 for path in lesson.race_paths(step):
                     build(load_scenario(path))
@@ -40,7 +47,7 @@ def check_lesson(lesson: Lesson) -> list[str]:
                     _check_question(step, expected_answer(lesson, step), set(graph.nx))
         except (SimsyncError, OSError, ValueError) as error:
             problems.append(f"{where}: {error}")
-    return problems + (lesson_problems(lesson) if not problems else [])
+    return problems + (lesson_problems(lesson, tensorflow) if not problems else [])
 
 
 def _check_question(step: Step, expected: Any, ops: set[str]) -> None:

@@ -10,11 +10,12 @@ points, a maximum, a count of steps) is either **computed** or **checked**:
   words ("the three fast towers wait half of every step": ``max_wait * 2 == ...``).
 
 The facts of a step are those of its scenario (:func:`simsync.tutor.facts.scenario_facts`),
-plus ``race`` (the facts of the race its ``race`` key, or the lesson's race step, lists) and
-``scenarios`` (any scenario of the lesson's folder by file name:
-``scenarios["bounded.toml"].staleness.max``). ``simsync lessons check`` and the lessons' test
-fail on a claim that does not hold; a learner who runs a lesson whose claim does not hold is
-told so, under the text, rather than shown it as true.
+or, for a question with ``program``, of the graph that program builds
+(:func:`~simsync.tutor.facts.program_facts`), plus ``race`` (the facts of the race its
+``race`` key, or the lesson's race step, lists) and ``scenarios`` (any scenario of the
+lesson's folder by file name: ``scenarios["bounded.toml"].staleness.max``). ``simsync
+lessons check`` and the lessons' test fail on a claim that does not hold; a learner who runs
+a lesson whose claim does not hold is told so, under the text, rather than shown it as true.
 """
 
 from __future__ import annotations
@@ -25,7 +26,13 @@ from typing import Any
 
 from simsync.errors import SimsyncError
 from simsync.tutor.content import Lesson, Step
-from simsync.tutor.facts import ExpressionError, evaluate, race_facts, scenario_facts
+from simsync.tutor.facts import (
+    ExpressionError,
+    evaluate,
+    program_facts,
+    race_facts,
+    scenario_facts,
+)
 
 __all__ = ["PLACEHOLDER", "StepFacts", "broken_claims", "lesson_problems", "render", "texts"]
 
@@ -43,6 +50,8 @@ class StepFacts(Mapping[str, Any]):
         self.lesson, self.step = lesson, step
 
     def _timing(self) -> dict[str, Any]:
+        if self.step.get("program"):  # a question about the graph a program builds
+            return program_facts(*self.lesson.program_setup(self.step))
         return scenario_facts(self.lesson.scenario_path(self.step))
 
     def _extra(self, key: str) -> Any:
@@ -50,7 +59,7 @@ class StepFacts(Mapping[str, Any]):
             return race_facts(tuple(self.lesson.race_paths(self._race_step())))
         if key == "scenarios":
             return _Scenarios(self.lesson)
-        if key in ("loss", "final_loss"):
+        if key in ("loss", "final_loss") and not self.step.get("program"):
             return scenario_facts(self.lesson.scenario_path(self.step), numerics=True)[key]
         raise KeyError(key)
 
@@ -149,11 +158,14 @@ def texts(lesson: Lesson, step: Step) -> list[str]:
     return found
 
 
-def lesson_problems(lesson: Lesson) -> list[str]:
+def lesson_problems(lesson: Lesson, tensorflow: bool = False) -> list[str]:
     """Every placeholder of ``lesson`` that cannot be computed and every claim that does not
-    hold, one line each, naming the step."""
+    hold, one line each, naming the step; the steps that run TensorFlow (a question about a
+    program's graph) only with ``tensorflow``."""
     problems = []
     for index, step in enumerate(lesson.steps, 1):
+        if step.needs_tensorflow and not tensorflow:
+            continue
         where = f"{lesson.slug} step {index} ({step.kind})"
         facts = StepFacts(lesson, step)
         try:

@@ -43,7 +43,17 @@ STEP_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "timeline": ((), ("scenario", "steps", "text", "claims")),
     "question": (
         ("id", "type", "prompt", "answer"),
-        ("unit", "tolerance", "choices", "hints", "explain", "scenario", "race", "claims"),
+        (
+            "unit",
+            "tolerance",
+            "choices",
+            "hints",
+            "explain",
+            "scenario",
+            "race",
+            "program",
+            "claims",
+        ),
     ),
     "verify": ((), ("scenario", "text", "claims")),
     "ledger": ((), ("scenario", "rows", "text", "claims")),
@@ -94,6 +104,7 @@ KEY_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
             "answer",
             "unit",
             "explain",
+            "program",
         )
     },
     "steps": (_count, "an integer from 1 to 1000"),
@@ -119,6 +130,12 @@ class Step:
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.data.get(key, default)
+
+    @property
+    def needs_tensorflow(self) -> bool:
+        """Whether showing the step runs TensorFlow: a check on TensorFlow, a program step,
+        and a question asked of the graph a program builds (``program``)."""
+        return self.kind in ("verify", "program") or "program" in self.data
 
     def try_towers(self) -> int:
         """The towers a program step suggests trying its program with (``--towers``)."""
@@ -161,6 +178,15 @@ class Lesson:
     def scenario_path(self, step: Step) -> Path:
         """The scenario a step works on: its own, or the lesson's."""
         return step.path("scenario", self.scenario)
+
+    def program_setup(self, step: Step) -> tuple[Path, int | None, tuple[float, ...]]:
+        """The program a question is asked of (its ``program``), with the towers and speeds
+        of the lesson's program step that shows it: the graph the question is about is the
+        one that step drew."""
+        path = step.path("program")
+        shows = [s for s in self.steps if s.kind == "program" and s.path("file") == path]
+        setup = shows[0] if shows else step
+        return path, setup.get("towers"), tuple(setup.get("speeds", ()))
 
     def race_paths(self, step: Step) -> list[Path]:
         """The scenarios a ``race`` key lists, in the lesson's folder."""
@@ -243,6 +269,8 @@ def _step(source: Path, index: int, raw: Any, folder: Path) -> Step:
         )
     if raw["kind"] == "program" and not data["file"].endswith(".py"):
         raise LessonError(f"{source}: {where}: a program step's 'file' is a Python program (*.py)")
+    if not str(data.get("program", ".py")).endswith(".py"):
+        raise LessonError(f"{source}: {where}: 'program' names a Python program (*.py)")
     if raw["kind"] == "question" and data["type"] == "choice" and not data.get("choices"):
         raise LessonError(f"{source}: {where}: a choice question needs 'choices'")
     return Step(raw["kind"], data, folder)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ExpressionError",
     "evaluate",
+    "program_facts",
     "race_facts",
     "scenario_facts",
     "simulation_facts",
@@ -136,6 +137,40 @@ def simulation_facts(sim: Simulation) -> dict[str, Any]:
             "variable_updates_per_step": _updates_of_one_variable(sim) / max(result["steps"], 1),
         }
     )
+    return facts
+
+
+#: Steps a question about a program simulates (as its lesson's program step does).
+PROGRAM_STEPS = 20
+#: Facts of a scenario's set-up that an imported program does not have.
+_SCENARIO_ONLY = ("compute_mean", "expected_max")
+
+
+def program_facts(
+    path: Path, towers: int | None = None, speeds: tuple[float, ...] = ()
+) -> dict[str, Any]:
+    """The facts of the graph the TensorFlow program at ``path`` builds (imported in the
+    sandbox, with ``towers`` and ``speeds`` as the what-if), simulated for
+    :data:`PROGRAM_STEPS` steps: those of :func:`simulation_facts`, less what only a
+    scenario sets (the towers' compute mean), with the program's ``speeds``. Kept while the
+    file is unchanged: a learner who edits it gets the facts of the new graph."""
+    stat = path.stat()
+    return _program_facts(path, stat.st_mtime_ns, stat.st_size, towers, speeds)
+
+
+@functools.cache
+def _program_facts(
+    path: Path, _mtime: int, _size: int, towers: int | None, speeds: tuple[float, ...]
+) -> dict[str, Any]:
+    from simsync.programs import WhatIf, simulate_program
+
+    run = simulate_program(path, WhatIf(towers=towers, speeds=speeds), steps=PROGRAM_STEPS)
+    facts = simulation_facts(run.simulation)
+    for key in _SCENARIO_ONLY:
+        del facts[key]
+    every = [1.0] * max(len(run.graph.towers), 1)
+    facts["speeds"] = [speeds[i % len(speeds)] for i in range(len(every))] if speeds else every
+    facts["slowest_speed"] = min(facts["speeds"])
     return facts
 
 

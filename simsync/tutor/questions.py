@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from simsync.tutor.content import Lesson, Step
-from simsync.tutor.facts import ExpressionError, evaluate, race_facts, scenario_facts
+from simsync.tutor.facts import (
+    ExpressionError,
+    evaluate,
+    program_facts,
+    race_facts,
+    scenario_facts,
+)
 
 __all__ = ["MAX_TRIES", "choice_label", "expected_answer", "is_right", "readable", "shown"]
 
@@ -14,11 +20,14 @@ MAX_TRIES = 3
 
 
 def expected_answer(lesson: Lesson, step: Step) -> Any:
-    """The answer of a question step: its expression over its scenario's facts, or over the
-    facts of a race between the scenarios its ``race`` key lists."""
+    """The answer of a question step: its expression over its scenario's facts, over the
+    facts of a race between the scenarios its ``race`` key lists, or over those of the graph
+    its ``program`` builds."""
     expression = step.get("answer")
     if step.get("race"):
         facts = race_facts(tuple(lesson.race_paths(step)))
+    elif step.get("program"):  # the graph the program builds: imported, then simulated
+        facts = program_facts(*lesson.program_setup(step))
     else:
         facts = scenario_facts(lesson.scenario_path(step), numerics="loss" in expression)
     value = evaluate(expression, facts)

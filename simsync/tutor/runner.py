@@ -38,6 +38,8 @@ from simsync.words import plural
 NEEDS_TENSORFLOW = {
     "verify": "(The TensorFlow check is skipped in this run.)",
     "program": "(Running the program needs TensorFlow: skipped in this run.)",
+    "question": "(This question is about the graph the program builds, and running it needs "
+    "TensorFlow: skipped in this run.)",
 }
 
 if TYPE_CHECKING:  # the cross-check imports the simulator: only when a verify step starts
@@ -108,8 +110,9 @@ class LessonRunner:
                 self._pause()
         self.outcome.finished = True
         answers = self.progress.of(self.lesson.slug)["answers"]
-        self.outcome.asked = len(self.lesson.questions)
-        given = [answers.get(q.get("id"), {}) for q in self.lesson.questions]
+        asked = [q for q in self.lesson.questions if self.verify or not q.needs_tensorflow]
+        self.outcome.asked = len(asked)
+        given = [answers.get(q.get("id"), {}) for q in asked]
         self.outcome.right = sum(1 for a in given if a.get("correct"))
         self.outcome.first_try = sum(1 for a in given if a.get("correct") and a.get("tries") == 1)
         return self.outcome
@@ -127,7 +130,7 @@ class LessonRunner:
         if not 0 < start < len(steps) or steps[start].kind != "question":
             return
         index = next((i for i in range(start - 1, -1, -1) if steps[i].kind != "question"), None)
-        if index is None or steps[index].kind in NEEDS_TENSORFLOW:
+        if index is None or steps[index].needs_tensorflow:
             return
         self._heading(index, " · again")
         self._show(steps[index])
@@ -137,7 +140,7 @@ class LessonRunner:
         """Run a step. In a real terminal a step taller than the screen is shown a screenful
         at a time, so nothing scrolls away unread; slow work (TensorFlow, a race) runs first,
         behind its spinner."""
-        if step.kind in NEEDS_TENSORFLOW and not self.verify:
+        if step.needs_tensorflow and not self.verify:
             self.console.print(Text(NEEDS_TENSORFLOW[step.kind], style="dim"))
             return
         prepare = getattr(self, f"_prepare_{step.kind}", None)

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from simsync.ir import Graph, tower_work
+from simsync.kinds import kind_of
 from simsync.tf_backend.program.whatif import copied_from
 from simsync.trace import Trace, VariableAccess
 
@@ -46,8 +47,9 @@ def replay_plan(
     docstring."""
     ops = {op["name"]: op for op in data["ops"]}
     made = [op.name for op in graph.ops() if copied_from(op.name)[0] not in ops]
-    added = [op for op in graph.ops() if op.name in made and op.kind != "generic"]
-    if added:  # an accumulator's or a token queue's (SyncReplicas): not the program's ops
+    # ops on an accumulator or a token queue (SyncReplicas): made by the what-if, not copied
+    added = [op for op in graph.ops() if op.name in made and kind_of(op.kind).action]
+    if added:
         raise NoValues(
             f"the what-if added {len(added)} ops of simsync's own (such as '{added[0].name}', "
             f"{added[0].kind}): the replay computes with the program's ops only, and has "
