@@ -216,6 +216,26 @@ def test_the_program_report_checks_order_arrivals_and_step_time():
     assert step["error"] == pytest.approx((step["predicted"] - 0.003) / 0.003)
 
 
+def test_towers_of_equal_work_have_no_predicted_last():
+    """With equal towers the simulation's pool takes them in some order and one comes last
+    every step: that order is not a prediction, and the report names no tower."""
+    from simsync.crosscheck.program import program_report
+    from simsync.engine import simulate
+    from simsync.scenario import ClusterConfig, Scenario
+
+    graph = _two_tower_graph()
+    graph.replace_op(dataclasses.replace(graph.op("tower_1/grad"), cost=Cost(0.001)))
+    scenario = Scenario("two", cluster=ClusterConfig(devices=2)).with_run(steps=10)
+    simulation = simulate(scenario, numerics=False, graph=graph)
+    steps = [[["tower_0/grad", "/gpu:0", 0.0, 1.0], ["tower_1/grad", "/gpu:1", 0.0, 1.2],
+              ["concat", "/cpu:0", 1.5, 2.0]]] * 10  # fmt: skip
+    runs = [{"clients": {"MainThread": {"walls": [0.002] * 5, "steps": steps}}}]
+    report = program_report(graph, simulation, runs, {"MainThread": "main"}, set(graph.nx))
+    (last,) = report["arrivals"]
+    assert last["predicted"] is None and last["equal_work"] is True
+    assert last["verdict"] == "inconclusive"
+
+
 def test_the_summary_of_imported_threads_names_its_workers_and_no_mode():
     """An imported graph has no pattern: its header says what ran (workers), not "None"."""
     import io
@@ -487,3 +507,39 @@ def test_a_run_that_is_not_one_computation_has_no_values(accesses, words):
 
     with pytest.raises(NoValues, match=words):
         _compute_points(accesses)
+
+
+def _timed_towers():
+    """Two towers of 1 ms each on a machine of 2 cores, meeting in a concat of 0.1 ms; the
+    loop's sess.run costs 0.05 ms of its own."""
+    graph, _ = convert(_two_towers(), None)
+    graph.host_cores["localhost"] = 2
+    for op in graph.ops():
+        cost = 0.0005 if op.tower is not None else 0.0001
+        graph.replace_op(dataclasses.replace(op, cost=Cost(cost)))
+    client = dataclasses.replace(graph.clients[0], overhead=5e-5)
+    graph.clients[0] = client
+    return graph
+
+
+@pytest.mark.parametrize("wall", [0.0015, 0.0040])
+def test_a_step_longer_than_its_traced_ops_is_tensorflows_own_work_per_run(wall):
+    """The untraced step is longer than the ops as traced: the rest is each run's own work
+    (its ops keep their costs); shorter: every op is scaled down. Either way the fitted
+    graph's simulated step is the untraced one."""
+    from simsync.tf_backend.program.fit import apply_fit, fit_costs, simulate_graph
+
+    graph = _timed_towers()
+    alone = simulate_graph(graph, 6).trace.steps[-1].duration
+    fitted, found = fit_costs(graph, {"main": wall})
+    assert found["wall"] == wall and abs(found["simulated"] - wall) < 1e-6
+    if wall > alone:
+        assert found["scale"] == 1.0 and found["per_run"] > 0
+        assert fitted.op("tower_0/fwd").cost == graph.op("tower_0/fwd").cost
+        assert fitted.clients[0].overhead == pytest.approx(5e-5 + found["per_run"])
+    else:
+        assert found["scale"] < 1.0 and found["per_run"] == 0.0
+        assert fitted.clients[0].overhead == 5e-5
+    again = apply_fit(graph, found)  # what a cached fit gives
+    assert again.clients[0].overhead == fitted.clients[0].overhead
+    assert again.op("concat").cost == fitted.op("concat").cost

@@ -104,3 +104,21 @@ def test_copied_towers_have_no_values_and_say_why():
     assert values["computed"] is False
     assert "ops the program does not have" in values["why"]
     assert "run the program built that way" in values["why"]
+
+
+def test_the_program_wrapped_in_sync_replicas_applies_once_a_step_and_says_why_no_values():
+    """--mode sync_replicas --replicas 1 on the real program, tower 1 twenty times slower (its
+    few microseconds of work must outweigh a run's own time): one apply of the program's own
+    update per step, counted by the program's global step; the slow tower's gradients come
+    too late and are dropped; no values yet, and the summary says so."""
+    changes = WhatIf(mode="sync_replicas", replicas=1, speeds=(1.0, 0.05))
+    run = simulate_program(PROGRAM, changes, steps=10, values=True)
+    result = program_summary(run)
+    assert {c.until for c in run.graph.clients if not c.daemon} == {"global_step"}
+    apply = "GradientDescent/update_w/ResourceApplyGradientDescent"
+    applied = [u for u in run.simulation.trace.updates if u.op == apply and u.applied]
+    assert len(applied) == 10
+    by = result["gradients"]["by_worker"]
+    assert by["thread_1"]["dropped"] > by["thread_0"]["dropped"]
+    assert result["values"]["computed"] is False
+    assert "has none for these yet" in result["values"]["why"]

@@ -163,6 +163,10 @@ def add_program_options(parser: argparse.ArgumentParser, *, crosscheck: bool = F
         )
 
 
+#: what the prediction of who comes last says when it names no tower, by whether the
+#: towers' work is equal (then which comes last is the order the threads take them in)
+_NO_TOWER = {False: "no single tower", True: "no single tower (the towers do equal work)"}
+
 #: where a scenario says what a program's option changes (the rest is its [cluster])
 _SCENARIO_KEYS = {"mode": "[training] mode", "replicas": "[training] replicas_to_aggregate"}
 
@@ -298,7 +302,8 @@ def _print_crosscheck(report: dict[str, Any], out: Any) -> None:
         out.print(
             f"  last at {found['sync_point']}: measured {found['measured'] or 'no single tower'}"
             f" (last in {counts} of {found['steps']} steps), predicted "
-            f"{found['predicted'] or 'no single tower'}: {found['verdict']}",
+            f"{found['predicted'] or _NO_TOWER[bool(found.get('equal_work'))]}: "
+            f"{found['verdict']}",
             markup=False,
         )
     for step in report["step_time"]:

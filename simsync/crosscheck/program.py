@@ -92,8 +92,9 @@ def program_report(
         if simulated is None or not simulated["steps"] or not measured["steps"]:
             sim_last, verdict = None, INCONCLUSIVE
         elif not measured["expected"]:  # the towers' work is equal: which one comes last is
-            # the order the threads take them in, which the simulation does not know
-            sim_last, verdict = usually_last_of(simulated["last"], simulated["steps"]), INCONCLUSIVE
+            # the order the threads take them in, which the simulation does not know (its
+            # pool's order would name one: no prediction)
+            sim_last, verdict = None, INCONCLUSIVE
         else:
             sim_last = usually_last_of(simulated["last"], simulated["steps"])
             verdict = last_verdict(sim_last, real_last)
@@ -104,6 +105,7 @@ def program_report(
                 "measured_last": measured["last"],
                 "measured": real_last,
                 "predicted": sim_last,
+                "equal_work": not measured["expected"],
                 "verdict": verdict,
             }
         )

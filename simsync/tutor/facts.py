@@ -25,6 +25,7 @@ __all__ = [
     "ExpressionError",
     "evaluate",
     "program_facts",
+    "program_run",
     "race_facts",
     "scenario_facts",
     "simulation_facts",
@@ -146,25 +147,32 @@ PROGRAM_STEPS = 20
 _SCENARIO_ONLY = ("compute_mean", "expected_max")
 
 
-def program_facts(
-    path: Path, towers: int | None = None, speeds: tuple[float, ...] = ()
-) -> dict[str, Any]:
-    """The facts of the graph the TensorFlow program at ``path`` builds (imported in the
-    sandbox, with ``towers`` and ``speeds`` as the what-if), simulated for
-    :data:`PROGRAM_STEPS` steps: those of :func:`simulation_facts`, less what only a
-    scenario sets (the towers' compute mean), with the program's ``speeds``. Kept while the
-    file is unchanged: a learner who edits it gets the facts of the new graph."""
+def program_run(path: Path, towers: int | None = None, speeds: tuple[float, ...] = ()) -> Any:
+    """The TensorFlow program at ``path`` imported (in the sandbox) and simulated for
+    :data:`PROGRAM_STEPS` steps with ``towers`` and ``speeds`` as the what-if (a
+    :class:`~simsync.programs.ProgramRun`): what a lesson's program step shows and its
+    questions about the program ask. Kept while the file is unchanged, so the step and its
+    questions see one run; a learner who edits the file gets the new graph's."""
     stat = path.stat()
-    return _program_facts(path, stat.st_mtime_ns, stat.st_size, towers, speeds)
+    return _program_run(path, stat.st_mtime_ns, stat.st_size, towers, speeds)
 
 
 @functools.cache
-def _program_facts(
+def _program_run(
     path: Path, _mtime: int, _size: int, towers: int | None, speeds: tuple[float, ...]
-) -> dict[str, Any]:
+) -> Any:
     from simsync.programs import WhatIf, simulate_program
 
-    run = simulate_program(path, WhatIf(towers=towers, speeds=speeds), steps=PROGRAM_STEPS)
+    return simulate_program(path, WhatIf(towers=towers, speeds=speeds), steps=PROGRAM_STEPS)
+
+
+def program_facts(
+    path: Path, towers: int | None = None, speeds: tuple[float, ...] = ()
+) -> dict[str, Any]:
+    """The facts of the graph the TensorFlow program at ``path`` builds
+    (:func:`program_run`): those of :func:`simulation_facts`, less what only a scenario sets
+    (the towers' compute mean), with the program's ``speeds``."""
+    run = program_run(path, towers, speeds)
     facts = simulation_facts(run.simulation)
     for key in _SCENARIO_ONLY:
         del facts[key]

@@ -281,12 +281,13 @@ class LessonRunner:
     def _prepare_program(self, step: Step) -> dict[str, Any] | SimsyncError:
         """What simsync makes of the lesson's program: run in the sandbox, its graph
         imported and simulated (``towers``: replicated to that many), or the error."""
-        from simsync.programs import WhatIf, program_summary, simulate_program
+        from simsync.programs import program_summary
+        from simsync.tutor.facts import program_run
 
         try:
             with self.console.status("Running the program to capture the graph it builds..."):
-                changes = WhatIf(towers=step.get("towers"), speeds=tuple(step.get("speeds", ())))
-                return program_summary(simulate_program(step.path("file"), changes, steps=20))
+                speeds = tuple(step.get("speeds", ()))
+                return program_summary(program_run(step.path("file"), step.get("towers"), speeds))
         except SimsyncError as error:
             return error
 

@@ -138,8 +138,10 @@ def values_lines(values: Mapping[str, Any] | None) -> list[str]:
 def fit_line(fit: Mapping[str, Any] | None) -> str:
     """How the traced times were fitted to the untraced step (empty when there is no fit).
 
-    >>> fit_line({"scale": 0.78, "wall": 6.24e-4, "simulated": 6.2e-4})
+    >>> fit_line({"scale": 0.78, "per_run": 0.0, "wall": 6.24e-4, "simulated": 6.2e-4})
     'timed: traced op times x0.78, to the untraced step of the program (0.624 ms)'
+    >>> fit_line({"scale": 1.0, "per_run": 1.71e-4, "wall": 4.1e-4})  # doctest: +ELLIPSIS
+    "timed: ops as traced, and 0.171 ms of TensorFlow's own work in every step, to ... (0.410 ms)"
     >>> fit_line({"scale": 1.0, "why": "2 threads loop: each was timed alone"})
     'timed: traced times as measured (2 threads loop: each was timed alone)'
     """
@@ -149,10 +151,13 @@ def fit_line(fit: Mapping[str, Any] | None) -> str:
         return f"timed: traced times as measured ({fit.get('why', '')})"
     if fit.get("why"):
         return f"timed: traced op times x{fit['scale']:g} ({fit['why']})"
-    return (
-        f"timed: traced op times x{fit['scale']:.2f}, to the untraced step of the program "
-        f"({fit['wall'] * 1e3:.3f} ms)"
-    )
+    to = f"to the untraced step of the program ({fit['wall'] * 1e3:.3f} ms)"
+    if fit.get("per_run", 0.0) > 0:
+        return (
+            f"timed: ops as traced, and {fit['per_run'] * 1e3:.3f} ms of TensorFlow's own "
+            f"work in every step, {to}"
+        )
+    return f"timed: traced op times x{fit['scale']:.2f}, {to}"
 
 
 def _count(why: str, count: int) -> str:

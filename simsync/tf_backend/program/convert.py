@@ -138,6 +138,8 @@ def convert(
             )
         overhead = overheads.get(client["thread"], {}).get("overhead", 0.0)
         graph.add_client(Client(client["name"], fetches, overhead=float(overhead)))
+        # a sess.run of one NoOp: what a run of another client (a what-if's) costs at least
+        graph.facts["session_run"] = float(overhead)
     graph.facts["source"] = data["program"]
     steps = [n for n in data.get("collections", {}).get("global_step", []) if n in graph.variables]
     if steps:  # the program's global step (tf.train.get_or_create_global_step)

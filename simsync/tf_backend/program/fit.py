@@ -1,12 +1,20 @@
-"""An imported program's traced latencies, scaled to its untraced step (no TensorFlow here).
+"""An imported program's traced op times, fitted to its untraced step (no TensorFlow here).
 
 A traced ``sess.run`` is slower than an untraced one (``step_stats`` are collected for every
 op), and the few traced steps of a profile see a different share of this machine's cores
 than a steady loop does. The profile times both (:mod:`simsync.tf_backend.program.profile`):
 a block of untraced steps (the step's wall time, as a cross-check measures it) and the traced
-latencies. :func:`fit_costs` scales every op's latency by one factor, found by simulating the
-graph as written, so that its simulated step is the untraced median wall time; what a
-``sess.run`` costs beyond its ops (the client's overhead, measured apart) is not scaled.
+op times. :func:`fit_costs` simulates the graph as written with the ops as traced, then:
+
+- where the simulated step is **shorter** than the untraced one, the ops keep their times and
+  the rest is work of TensorFlow's own in every run (``per_run``: the executor starting the
+  run, the client's Python), added to the client's overhead: it holds a core, and it does
+  not grow with the towers, as a factor on every op would make it;
+- where it is **longer**, the traced ops ran slower than untraced ones: every op's time is
+  scaled down by one factor (``scale``).
+
+What a ``sess.run`` of one ``NoOp`` costs (the client's overhead, measured apart) is never
+scaled. Either way the fitted graph's simulated step is the untraced median wall time.
 
 So for a program as written the simulated step is its own profiling run's step, by
 construction: a cross-check of it tests how well that run foretells fresh ones. A what-if
@@ -25,9 +33,9 @@ from typing import Any
 from simsync.engine import Simulation, simulate
 from simsync.ir import Graph
 from simsync.scenario import ClusterConfig, Scenario
-from simsync.tf_backend.program.whatif import scaled
+from simsync.tf_backend.program.whatif import scaled, with_overheads
 
-__all__ = ["FIT_STEPS", "fit_costs", "simulate_graph"]
+__all__ = ["FIT_STEPS", "apply_fit", "fit_costs", "simulate_graph"]
 
 #: steps simulated for each try of a scale (the median step is kept)
 FIT_STEPS = 6
@@ -36,9 +44,10 @@ LOWEST, HIGHEST = 0.05, 20.0
 
 
 def fit_costs(graph: Graph, walls: Mapping[str, float]) -> tuple[Graph, dict[str, Any]]:
-    """``graph`` with every op's cost scaled so that its one client's simulated median step
-    is ``walls[client]`` (the profile's untraced median wall time), and what was done:
-    ``{"scale", "wall", "simulated"}``, or ``{"scale": 1.0, "why"}`` when nothing was."""
+    """``graph`` fitted so that its one client's simulated median step is ``walls[client]``
+    (the profile's untraced median wall time), and what was done (see the module's
+    docstring): ``{"scale", "per_run", "wall", "simulated"}``, or ``{"scale": 1.0, "why"}``
+    when nothing was."""
     if len(graph.clients) != 1:
         why = f"{len(graph.clients)} threads loop: each was timed alone"
         return graph, {"scale": 1.0, "why": why}
@@ -51,21 +60,47 @@ def fit_costs(graph: Graph, walls: Mapping[str, float]) -> tuple[Graph, dict[str
     if work <= 0 or at_one <= 0:
         why = "the step is all sess.run's own work" if work <= 0 else "the ops take no time"
         return graph, {"scale": 1.0, "why": why}
-    scale = _bounded(work / at_one)
-    fitted = scaled(graph, scale)
-    # once more: transfers and waits do not scale with the ops, so the step is not linear
-    again = _simulated_step(fitted) - client.overhead
-    if again > 0:
-        scale = _bounded(scale * work / again)
-        fitted = scaled(graph, scale)
-    found: dict[str, Any] = {
-        "scale": round(scale, 4),
-        "wall": wall,
-        "simulated": _simulated_step(fitted),
-    }
-    if scale in (LOWEST, HIGHEST):
-        found["why"] = f"at its bound, {scale:g}: the traced steps are not this loop's"
+    if work >= at_one:  # the ops as traced leave time over: TensorFlow's own work per run
+        found = _per_run(graph, wall, wall - at_one - client.overhead)
+    else:  # the traced ops take longer than the step: they ran slower traced
+        found = _scale(graph, work, at_one, client.overhead)
+    fitted = apply_fit(graph, found)
+    found["simulated"] = _simulated_step(fitted)
+    if found["scale"] in (LOWEST, HIGHEST):
+        found["why"] = f"at its bound, {found['scale']:g}: the traced steps are not this loop's"
     return fitted, found
+
+
+def _per_run(graph: Graph, wall: float, extra: float) -> dict[str, Any]:
+    """The time a run takes beyond its ops as traced, once more after a first try: the
+    cores it holds slow the ops beside it (the queue runners'), so the step is not linear
+    in it."""
+    found: dict[str, Any] = {"scale": 1.0, "per_run": extra, "wall": wall}
+    again = _simulated_step(apply_fit(graph, found))
+    found["per_run"] = round(max(0.0, extra + wall - again), 9)
+    return found
+
+
+def _scale(graph: Graph, work: float, at_one: float, overhead: float) -> dict[str, Any]:
+    """One factor for every op's cost, once more after a first try: transfers and waits do
+    not scale with the ops, so the step is not linear in it."""
+    found: dict[str, Any] = {"scale": _bounded(work / at_one), "per_run": 0.0}
+    again = _simulated_step(apply_fit(graph, found)) - overhead
+    if again > 0:
+        found["scale"] = round(_bounded(found["scale"] * work / again), 4)
+    found["wall"] = work + overhead
+    return found
+
+
+def apply_fit(graph: Graph, fit: Mapping[str, Any]) -> Graph:
+    """``graph`` with a fit applied: every op's cost times ``scale``, and ``per_run`` more
+    seconds of the client's own work in every run (it holds a core, as TensorFlow's start of
+    a run does)."""
+    scale, extra = float(fit.get("scale", 1.0)), float(fit.get("per_run", 0.0))
+    fitted = graph if scale == 1.0 else scaled(graph, scale)
+    if extra > 0:
+        fitted = with_overheads(fitted, extra)
+    return fitted
 
 
 def simulate_graph(

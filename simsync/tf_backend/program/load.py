@@ -29,8 +29,7 @@ from simsync.sandbox.bubblewrap import Limits, Sandbox, find_sandbox, run_child
 from simsync.tf_backend.profile.machine import cached_efficiency
 from simsync.tf_backend.program import costs as cost_cache
 from simsync.tf_backend.program.convert import convert
-from simsync.tf_backend.program.fit import fit_costs
-from simsync.tf_backend.program.whatif import scaled
+from simsync.tf_backend.program.fit import apply_fit, fit_costs
 
 __all__ = [
     "PROGRAM_SUFFIXES",
@@ -45,7 +44,7 @@ __all__ = [
 #: processes whose median step time the profile's is the median of (:func:`_more_walls`)
 PROFILE_PROCESSES = 3
 #: the form of a kept fit: a fit kept in another form is found again
-FIT_FORM = 1
+FIT_FORM = 2
 #: what ``simsync simulate FILE`` reads as a program rather than a scenario
 PROGRAM_SUFFIXES = (".py", ".meta", ".pbtxt")
 #: the program's folder: files copied beside it (its own modules), at most, and their size;
@@ -207,8 +206,7 @@ def _fitted(
     known = profile.get("fit")
     if ours and isinstance(known, dict) and known.get("basis") == basis:
         report = dict(known.get("report") or {})
-        scale = float(report.get("scale", 1.0))
-        return (graph if scale == 1.0 else scaled(graph, scale)), report
+        return apply_fit(graph, report), report
     graph, fitted = fit_costs(graph, basis["walls"])
     if ours:
         profile["fit"] = {"basis": basis, "report": fitted}

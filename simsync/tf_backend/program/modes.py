@@ -20,7 +20,8 @@ increment) and the **averaging** (the other ops there: ``average_gradients``' ``
   is left out: each take averages what it took, and costs what the program's averaging of
   that variable cost, for R gradients where it had N. Pushes, tokens and the global step's
   own increment (when the program has none) cost their transfers only: the program never
-  ran them, so no profile has their times.
+  ran them, so no profile has their times. The chief's ``sess.run`` costs what one of a
+  ``NoOp`` did in the profile; each thread's, what the program's loop's did.
 """
 
 from __future__ import annotations
@@ -337,7 +338,9 @@ def _add_chief(
     new.add_op(enqueue)
     for name in ends:
         new.add_tensor(Tensor(name, ENQUEUE_TOKENS_OP, control=True))
-    new.add_client(Client(QUEUE_RUNNER, (ENQUEUE_TOKENS_OP,), overhead=main.overhead,
+    # the chief's sess.run of its few ops costs what one of a NoOp did, not the loop's own
+    overhead = float(graph.facts.get("session_run", main.overhead))
+    new.add_client(Client(QUEUE_RUNNER, (ENQUEUE_TOKENS_OP,), overhead=overhead,
                           daemon=True))  # fmt: skip
 
 

@@ -60,6 +60,7 @@ __all__ = [
     "state_of",
     "thread_copy",
     "with_link",
+    "with_overheads",
     "with_speeds",
     "with_towers",
 ]
@@ -333,6 +334,21 @@ def scaled(graph: Graph, scale: float) -> Graph:
     return new
 
 
+def with_overheads(graph: Graph, extra: float) -> Graph:
+    """A copy of ``graph`` whose clients each spend ``extra`` more seconds of their own work
+    in every run (the fit of a step longer than its traced ops:
+    :mod:`simsync.tf_backend.program.fit`).
+
+    >>> from simsync.ir import Client, Op
+    >>> g = Graph()
+    >>> _ = g.add_op(Op("a", "generic", "/cpu:0"))
+    >>> g.add_client(Client("main", ("a",), overhead=1e-4))
+    >>> round(with_overheads(g, 2e-4).clients[0].overhead, 9), g.clients[0].overhead
+    (0.0003, 0.0001)
+    """
+    return _copy(graph, overhead=extra)
+
+
 def state_of(graph: Graph, link: Link) -> Graph:
     """A new graph with ``graph``'s facts, host tables, variables and resources (no devices,
     ops, tensors or clients yet)."""
@@ -347,7 +363,8 @@ def state_of(graph: Graph, link: Link) -> Graph:
     return new
 
 
-def _copy(graph: Graph, link: Link | None = None) -> Graph:
+def _copy(graph: Graph, link: Link | None = None, overhead: float = 0.0) -> Graph:
+    """A copy of ``graph``, with ``link`` its link and ``overhead`` more for each client."""
     new = state_of(graph, link or graph.link)
     for device in graph.devices.values():
         new.add_device(device)
@@ -356,5 +373,7 @@ def _copy(graph: Graph, link: Link | None = None) -> Graph:
     for tensor in graph.edges():
         new.add_tensor(tensor)
     for client in graph.clients:
-        new.add_client(client)
+        new.add_client(
+            dataclasses.replace(client, overhead=client.overhead + overhead) if overhead else client
+        )
     return new
