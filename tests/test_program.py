@@ -543,3 +543,30 @@ def test_a_step_longer_than_its_traced_ops_is_tensorflows_own_work_per_run(wall)
     again = apply_fit(graph, found)  # what a cached fit gives
     assert again.clients[0].overhead == fitted.clients[0].overhead
     assert again.op("concat").cost == fitted.op("concat").cost
+
+
+def test_every_op_is_for_a_program_only():
+    ran = subprocess.run(
+        [sys.executable, "-m", "simsync", "graph", str(ROOT / "examples" / "four_towers.toml"),
+         "--every-op"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    one_clear_line(ran, "--every-op unfolds a TensorFlow program's graph", "is a scenario")
+
+
+def test_a_cycle_between_scopes_becomes_one_box():
+    """Two scopes that feed each other (a -> b -> a) cannot be two boxes of a dataflow
+    graph: they are drawn as one."""
+    from simsync.ir import Client, Device, Graph, Op
+    from simsync.viz import folded_by_scope
+
+    graph = Graph()
+    graph.add_device(Device("/cpu:0"))
+    for name in ("a/x", "b/y", "a/z"):
+        graph.add_op(Op(name, "generic", "/cpu:0", Cost(1.0)))
+    graph.connect("a/x", "b/y")
+    graph.connect("b/y", "a/z")
+    graph.add_client(Client("main", ("a/z",)))
+    folded = folded_by_scope(graph)
+    assert [op.name for op in folded.ops()] == ["a + b (3 ops)"]
+    assert folded.op("a + b (3 ops)").cost.mean == 3.0

@@ -5,6 +5,7 @@ structure (its NUM_GPUS, its variables, its threads), never from simsync's outpu
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -152,3 +153,31 @@ def test_crosscheck_of_more_towers_runs_the_program_built_with_them():
     for found in report["arrivals"]:
         assert set(found["measured_last"]) == {f"tower_{i}" for i in range(4)}
     assert report["step_time"][0]["measured"] > 0
+
+
+def test_the_graph_of_a_program_is_drawn_one_box_per_name_scope(cpu_variables):
+    """towers_cpu_variables.py: 3 towers, each with its layers (hidden, softmax_linear) and
+    its gradients in its scope; the averaging's concat of each of the 4 variables is one
+    box, and the sync point. --every-op draws every TensorFlow op instead."""
+    from simsync.viz import folded_by_scope
+
+    folded = folded_by_scope(cpu_variables.graph)
+    names = {op.name for op in folded.ops()}
+    assert {f"tower_{i}/gradients" for i in range(3)} <= {n.split(" (")[0] for n in names}
+    assert "concat (4 ops)" in names and sync_points(folded) == ["concat (4 ops)"]
+    assert sorted(folded.towers) == [0, 1, 2]
+    assert sum(op.cost.expected for op in folded.ops()) == pytest.approx(
+        sum(op.cost.expected for op in cpu_variables.graph.ops())
+    )
+    program = str(PROGRAMS / "towers_cpu_variables.py")
+    shown = subprocess.run(
+        [sys.executable, "-m", "simsync", "graph", program], capture_output=True, text=True,
+        timeout=600, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert "concat (4 ops)" in shown.stdout and "concat_3" not in shown.stdout
+    every = subprocess.run(
+        [sys.executable, "-m", "simsync", "graph", program, "--every-op"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert every.returncode == 0 and "concat_3" in every.stdout

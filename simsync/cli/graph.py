@@ -21,7 +21,9 @@ def add(commands: Any) -> None:
         help="show the dataflow graph a scenario (or your TensorFlow program) builds",
         description="Show the dataflow graph a scenario builds: in the terminal with towers as "
         "lanes and sync points marked, as Graphviz DOT, or as a PNG (matplotlib; no system "
-        "binaries needed).",
+        "binaries needed). Your TensorFlow program (PROGRAM.py, .meta, .pbtxt) is imported "
+        "first (docs/importing.md), and its graph drawn one box per name scope of each tower "
+        "(--every-op: one per TensorFlow op).",
     )
     p.add_argument(
         "--format",
@@ -44,6 +46,12 @@ def add(commands: Any) -> None:
         metavar="K",
         help="lanes shown before eliding the rest (text, png; default 4)",
     )
+    p.add_argument(
+        "--every-op",
+        action="store_true",
+        help="your TensorFlow program's graph with one box per TensorFlow op (default: one "
+        "per name scope of each tower, and one per name scope of the shared ops)",
+    )
     p.set_defaults(run=graph)
 
 
@@ -54,6 +62,11 @@ def graph(args: argparse.Namespace) -> int:
 
     if not is_program(args.file):  # graph's --towers counts lanes: only -- ARGS is a program's
         refuse_program_options(args, ["program_args"])
+        if args.every_op:
+            raise UsageError(
+                f"--every-op unfolds a TensorFlow program's graph; {args.file} is a scenario, "
+                "whose graph has one box per op already"
+            )
     built = graph_program(args) if is_program(args.file) else build(load(args.file))
     check_writable(args.output, [args.file])
     if args.format == "png":

@@ -338,7 +338,10 @@ def _print_crosscheck(report: dict[str, Any], out: Any) -> None:
 
 
 def graph_program(args: argparse.Namespace) -> Any:
-    """The imported graph of ``simsync graph PROGRAM.py``."""
+    """The imported graph of ``simsync graph PROGRAM.py``, folded by name scope unless
+    ``--every-op``."""
     from simsync.tf_backend.program import import_program
+    from simsync.viz import folded_by_scope
 
-    return import_program(args.file, args=getattr(args, "program_args", ())).graph
+    graph = import_program(args.file, args=getattr(args, "program_args", ())).graph
+    return graph if getattr(args, "every_op", False) else folded_by_scope(graph)

@@ -39,7 +39,7 @@ STEP_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "text": (("file",), ("scenario", "claims")),
     "code": (("file",), ("title", "text", "claims")),
     "program": (("file",), ("text", "towers", "speeds", "try_towers")),
-    "graph": ((), ("scenario", "text", "claims")),
+    "graph": ((), ("scenario", "program", "text", "claims")),
     "timeline": ((), ("scenario", "steps", "text", "claims")),
     "question": (
         ("id", "type", "prompt", "answer"),
@@ -134,7 +134,7 @@ class Step:
     @property
     def needs_tensorflow(self) -> bool:
         """Whether showing the step runs TensorFlow: a check on TensorFlow, a program step,
-        and a question asked of the graph a program builds (``program``)."""
+        and a question or a graph about the graph a program builds (``program``)."""
         return self.kind in ("verify", "program") or "program" in self.data
 
     def try_towers(self) -> int:
@@ -180,9 +180,9 @@ class Lesson:
         return step.path("scenario", self.scenario)
 
     def program_setup(self, step: Step) -> tuple[Path, int | None, tuple[float, ...]]:
-        """The program a question is asked of (its ``program``), with the towers and speeds
-        of the lesson's program step that shows it: the graph the question is about is the
-        one that step drew."""
+        """The program a step is about (its ``program``: a question's, a graph's), with the
+        towers and speeds of the lesson's program step that shows it: the graph the step is
+        about is the one that step simulated."""
         path = step.path("program")
         shows = [s for s in self.steps if s.kind == "program" and s.path("file") == path]
         setup = shows[0] if shows else step

@@ -40,10 +40,12 @@ NEEDS_TENSORFLOW = {
     "program": "(Running the program needs TensorFlow: skipped in this run.)",
     "question": "(This question is about the graph the program builds, and running it needs "
     "TensorFlow: skipped in this run.)",
+    "graph": "(Drawing the graph the program builds needs TensorFlow: skipped in this run.)",
 }
 
 if TYPE_CHECKING:  # the cross-check imports the simulator: only when a verify step starts
     from simsync.crosscheck.report import Report
+    from simsync.ir import Graph
 
 __all__ = ["LessonRunner", "Outcome", "Quit", "copy_folder"]
 
@@ -141,7 +143,8 @@ class LessonRunner:
         at a time, so nothing scrolls away unread; slow work (TensorFlow, a race) runs first,
         behind its spinner."""
         if step.needs_tensorflow and not self.verify:
-            self.console.print(Text(NEEDS_TENSORFLOW[step.kind], style="dim"))
+            said = NEEDS_TENSORFLOW.get(step.kind, "(This step runs TensorFlow: skipped here.)")
+            self.console.print(Text(said, style="dim"))
             return
         prepare = getattr(self, f"_prepare_{step.kind}", None)
         kind = getattr(self, f"_{step.kind}")
@@ -201,16 +204,32 @@ class LessonRunner:
         self.console.print(Panel(code, title=step.get("title", ""), title_align="left"))
         self._say(step, step.get("text"))
 
-    def _graph(self, step: Step) -> None:
+    def _prepare_graph(self, step: Step) -> Graph | SimsyncError:
+        """The graph a graph step draws: its scenario's, or the one its program builds (run
+        in the sandbox and imported: the run the program step shows), folded by name scope."""
         from simsync.patterns import build
         from simsync.scenario import load_scenario
+        from simsync.tutor.facts import program_run
+        from simsync.viz import folded_by_scope
+
+        if not step.get("program"):
+            return build(load_scenario(self.lesson.scenario_path(step)))
+        try:
+            with self.console.status("Running the program to capture the graph it builds..."):
+                return folded_by_scope(program_run(*self.lesson.program_setup(step)).graph)
+        except SimsyncError as error:
+            return error
+
+    def _graph(self, step: Step, graph: Graph | SimsyncError) -> None:
         from simsync.viz import GraphView
 
         self._say(step, step.get("text"))
-        path = self.lesson.scenario_path(step)
-        scenario = load_scenario(path)
-        self.console.print(GraphView(build(scenario)))  # the slow towers stay unfolded
-        self._try_it("Try it yourself", ["graph", path.name])
+        if isinstance(graph, Exception):
+            self.console.print(Text(f"The program could not be imported: {graph}", "yellow"))
+            return
+        self.console.print(GraphView(graph))  # the slow towers stay unfolded
+        source = step.get("program") or self.lesson.scenario_path(step).name
+        self._try_it("Try it yourself", ["graph", source])
 
     def _timeline(self, step: Step) -> None:
         from simsync.engine import simulate, summary

@@ -9,6 +9,7 @@ from simsync.viz.chrome import chrome_trace, overlaps, write_chrome_trace
 from simsync.viz.crosscheck import CrossCheckView, ProfileView
 from simsync.viz.curves import LossCurves, write_loss_png
 from simsync.viz.dot import to_dot
+from simsync.viz.fold import folded_by_scope
 from simsync.viz.graph_text import GraphView
 from simsync.viz.png import write_png
 from simsync.viz.program import ProgramView, simulated_line
@@ -27,6 +28,7 @@ __all__ = [
     "Timeline",
     "chrome_trace",
     "device_sort_key",
+    "folded_by_scope",
     "kind_style",
     "legend_order",
     "overlaps",

@@ -1,0 +1,103 @@
+"""A large graph folded by name scope: one box per scope of each tower, for reading.
+
+A TensorFlow program's graph has a hundred ops or more per tower (each ``MatMul``, each
+``ReadVariableOp``, each op of the gradients), too many to draw one per box in a terminal.
+:func:`folded_by_scope` groups them the way the program named them: the ops of one tower under
+one top-level name scope below the tower's own (``tower_0/gradients/...``: ``gradients``),
+and the shared ops by their top-level scope, a number at its end dropped (``concat``,
+``concat_1``, ...: ``concat``). A tower's work outside its scope (its ``ExpandDims`` before
+``average_gradients``' ``concat``) goes with its tower. A box costs what its ops cost, sits on
+the device most of them run on, and takes an arrow from another box wherever one of its ops
+takes a tensor from one of the other's. Where two boxes would feed each other, they are one.
+
+>>> from simsync.ir import Cost, Device, Graph, Op
+>>> g = Graph()
+>>> for d in ("/cpu:0", "/gpu:0", "/gpu:1"):
+...     g.add_device(Device(d))
+>>> for i in (0, 1):
+...     fwd = g.add_op(Op(f"tower_{i}/hidden/MatMul", "generic", f"/gpu:{i}", Cost(1.0), tower=i))
+...     relu = g.add_op(Op(f"tower_{i}/hidden/Relu", "generic", f"/gpu:{i}", Cost(1.0), tower=i))
+...     grad = g.add_op(Op(f"tower_{i}/gradients/MatMul_grad", "generic", f"/gpu:{i}", tower=i))
+...     g.connect(fwd, relu)
+...     g.connect(relu, grad)
+...     expand = g.add_op(Op(f"ExpandDims_{i}" if i else "ExpandDims", "generic", "/cpu:0"))
+...     g.connect(grad, expand)
+>>> concat = g.add_op(Op("concat", "generic", "/cpu:0"))
+>>> for name in ("ExpandDims", "ExpandDims_1"):
+...     g.connect(name, concat)
+>>> folded = folded_by_scope(g)
+>>> sorted(op.name for op in folded.ops())  # doctest: +NORMALIZE_WHITESPACE
+['ExpandDims [tower_0]', 'ExpandDims [tower_1]', 'concat', 'tower_0/gradients',
+ 'tower_0/hidden (2 ops)', 'tower_1/gradients', 'tower_1/hidden (2 ops)']
+>>> folded.op("tower_1/hidden (2 ops)").cost.mean, folded.op("tower_1/hidden (2 ops)").tower
+(2.0, 1)
+>>> [t.src for t in folded.inputs("concat")]
+['ExpandDims [tower_0]', 'ExpandDims [tower_1]']
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+
+import networkx as nx
+
+from simsync.ir import Cost, Graph, Op, Tensor, tower_work
+
+__all__ = ["folded_by_scope"]
+
+#: a trailing number TensorFlow adds to a name taken already (``concat_3``)
+_TAKEN = re.compile(r"_\d+$")
+
+
+def folded_by_scope(graph: Graph) -> Graph:
+    """``graph`` with its ops grouped by name scope (see the module's docstring)."""
+    work = tower_work(graph)
+    groups: dict[str, list[Op]] = defaultdict(list)
+    for op in graph.ops():
+        groups[_group(op, work.get(op.name))].append(op)
+    of = {op.name: key for key, ops in groups.items() for op in ops}
+    links = nx.DiGraph()
+    links.add_nodes_from(groups)
+    for tensor in graph.edges():
+        if of[tensor.src] != of[tensor.dst]:
+            links.add_edge(of[tensor.src], of[tensor.dst])
+    merged = nx.condensation(links)  # boxes that would feed each other become one
+    members = merged.graph["mapping"]
+    boxes: dict[int, list[str]] = defaultdict(list)
+    for key, box in members.items():
+        boxes[box].append(key)
+    names = {box: _name(sorted(keys), groups) for box, keys in boxes.items()}
+    folded = Graph(name=graph.name, link=graph.link)
+    for placed in graph.devices.values():
+        folded.add_device(placed)
+    for box, keys in boxes.items():
+        ops = [op for key in keys for op in groups[key]]
+        device = Counter(op.device for op in ops).most_common(1)[0][0]
+        towers = {work.get(op.name, op.tower) for op in ops}
+        tower = towers.pop() if len(towers) == 1 else None
+        total = sum(op.cost.expected for op in ops)
+        folded.add_op(Op(names[box], "generic", device, Cost(total), tower=tower))
+    for src, dst in merged.edges():
+        folded.add_tensor(Tensor(names[src], names[dst]))
+    return folded
+
+
+def _group(op: Op, tower: int | None) -> str:
+    """The box of ``op``: its tower's scope and its own top-level scope below it, or its
+    top-level scope (a number at its end dropped) and the tower whose work it is."""
+    parts = op.name.split("/")
+    if op.tower is not None and len(parts) > 2 and _TAKEN.sub("", parts[0]) != parts[0]:
+        return f"{parts[0]}/{_TAKEN.sub('', parts[1])}"
+    if op.tower is not None and len(parts) == 2:
+        return op.name
+    top = _TAKEN.sub("", parts[0])
+    return top if tower is None else f"{top} [tower_{tower}]"
+
+
+def _name(keys: list[str], groups: dict[str, list[Op]]) -> str:
+    """A box's name: its groups' (joined where several had to merge), and how many ops it
+    holds when more than one."""
+    count = sum(len(groups[key]) for key in keys)
+    name = " + ".join(keys)
+    return f"{name} ({count} ops)" if count > 1 else name
