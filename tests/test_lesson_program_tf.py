@@ -25,22 +25,23 @@ LESSON_1 = lessons_root() / "01-building-is-not-running"
 LESSON_7 = lessons_root() / "07-batch-norm-across-towers"
 
 
-def program_step(folder: Path) -> str:
-    """What the lesson's program step shows, for the lesson in ``folder``: the lesson as it
-    is, cut down to that one step (the rest needs no TensorFlow and is tested elsewhere)."""
+def program_step(folder: Path, kind: str = "program") -> str:
+    """What the lesson's program step shows (``kind``: or its step of that kind about the
+    program), for the lesson in ``folder``: the lesson as it is, cut down to that one step
+    (the rest needs no TensorFlow and is tested elsewhere)."""
     lesson = load_lesson(folder)
-    (step,) = [s for s in lesson.steps if s.kind == "program"]
+    (step,) = [s for s in lesson.steps if s.kind == kind and s.needs_tensorflow]
     scratch = Path(tempfile.mkdtemp(prefix="simsync-lesson-"))  # never beside the lesson
     try:
         only = scratch / folder.name
         shutil.copytree(folder, only)
         keys = "".join(
             f"{key} = {json.dumps(step.get(key))}\n"
-            for key in ("file", "towers", "speeds", "try_towers")
+            for key in ("file", "program", "towers", "speeds", "try_towers")
             if step.get(key) is not None
         )  # the step as the lesson has it, its text aside (TOML takes these as JSON writes them)
         (only / "lesson.toml").write_text(
-            f'title = "{lesson.title}"\n[[steps]]\nkind = "program"\n{keys}'
+            f'title = "{lesson.title}"\n[[steps]]\nkind = "{kind}"\n{keys}'
         )
         out = io.StringIO()
         console = Console(file=out, width=120, color_system=None)
@@ -90,9 +91,14 @@ def test_lesson_7_shows_the_gate_making_every_op_under_it_a_sync_point(tmp_path:
     assert f"sync points made in train (update_ops_program.py:{apply})" in shown
     assert "sync points made in average_gradients (update_ops_program.py:" in shown
     # without the gate, only the averaging waits for both towers: no sync point in train
+    drawn = program_step(folder, "graph")  # one box per scope: all four under the gate wait
+    for box in ("ExpandDims (12 ops)", "concat (6 ops)", "Mean (6 ops)", "GradientDescent"):
+        assert f"◆ {box}" in drawn, box
     edit(folder / "update_ops_program.py", "with tf.control_dependencies(update_ops):", "if 1:")
     shown = program_step(folder)
     assert "made in train" not in shown and "made in average_gradients" in shown
+    drawn = program_step(folder, "graph")
+    assert "◆ GradientDescent" not in drawn and "◆ ExpandDims" not in drawn
 
 
 def test_editing_the_program_changes_what_the_lesson_shows(copy: Path) -> None:

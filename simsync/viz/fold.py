@@ -3,7 +3,8 @@
 A TensorFlow program's graph has a hundred ops or more per tower (each ``MatMul``, each
 ``ReadVariableOp``, each op of the gradients), too many to draw one per box in a terminal.
 :func:`folded_by_scope` groups them the way the program named them: the ops of one tower under
-one top-level name scope below the tower's own (``tower_0/gradients/...``: ``gradients``),
+one name scope below the tower's own (``tower_0/gradients/...``: ``gradients``; below the
+scopes every op of the tower shares, when it was built under one more: ``tower_0/foo/...``),
 and the shared ops by their top-level scope, a number at its end dropped (``concat``,
 ``concat_1``, ...: ``concat``). A tower's work outside its scope (its ``ExpandDims`` before
 ``average_gradients``' ``concat``) goes with its tower. A box costs what its ops cost, sits on
@@ -53,9 +54,10 @@ _TAKEN = re.compile(r"_\d+$")
 def folded_by_scope(graph: Graph) -> Graph:
     """``graph`` with its ops grouped by name scope (see the module's docstring)."""
     work = tower_work(graph)
+    common = _common_scopes(graph)
     groups: dict[str, list[Op]] = defaultdict(list)
     for op in graph.ops():
-        groups[_group(op, work.get(op.name))].append(op)
+        groups[_group(op, work.get(op.name), common)].append(op)
     of = {op.name: key for key, ops in groups.items() for op in ops}
     links = nx.DiGraph()
     links.add_nodes_from(groups)
@@ -83,16 +85,36 @@ def folded_by_scope(graph: Graph) -> Graph:
     return folded
 
 
-def _group(op: Op, tower: int | None) -> str:
-    """The box of ``op``: its tower's scope and its own top-level scope below it, or its
-    top-level scope (a number at its end dropped) and the tower whose work it is."""
+def _group(op: Op, tower: int | None, common: dict[str, int]) -> str:
+    """The box of ``op``: its tower's scope and the scope below the ones every op of that
+    tower shares (``common``: how many, by tower scope), or its top-level scope (a number at
+    its end dropped) and the tower whose work it is."""
     parts = op.name.split("/")
-    if op.tower is not None and len(parts) > 2 and _TAKEN.sub("", parts[0]) != parts[0]:
-        return f"{parts[0]}/{_TAKEN.sub('', parts[1])}"
-    if op.tower is not None and len(parts) == 2:
+    if op.tower is not None and _TAKEN.sub("", parts[0]) != parts[0] and len(parts) > 1:
+        depth = 1 + common.get(parts[0], 0)
+        if len(parts) > depth + 1:
+            return "/".join([*parts[:depth], _TAKEN.sub("", parts[depth])])
         return op.name
     top = _TAKEN.sub("", parts[0])
     return top if tower is None else f"{top} [tower_{tower}]"
+
+
+def _common_scopes(graph: Graph) -> dict[str, int]:
+    """For each tower's scope (``tower_0``), how many scopes below it every op in it shares
+    (``tower_0/foo/...`` for all: 1), so that a tower built under one more scope of its own
+    is still folded into its parts."""
+    scopes: dict[str, list[list[str]]] = defaultdict(list)
+    for op in graph.ops():
+        parts = op.name.split("/")
+        if op.tower is not None and len(parts) > 1 and _TAKEN.sub("", parts[0]) != parts[0]:
+            scopes[parts[0]].append(parts[1:-1])
+    common = {}
+    for scope, paths in scopes.items():
+        depth = 0
+        while all(len(p) > depth and p[depth] == paths[0][depth] for p in paths):
+            depth += 1
+        common[scope] = depth
+    return common
 
 
 def _name(keys: list[str], groups: dict[str, list[Op]]) -> str:
