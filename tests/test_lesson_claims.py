@@ -144,3 +144,20 @@ def test_the_tensorflow_check_runs_the_set_up_the_questions_asked(lesson) -> Non
         asked |= {set_up(p) for p in [*paths, lesson.scenario_path(question)]}
     for step in (s for s in lesson.steps if s.kind == "verify"):
         assert set_up(lesson.scenario_path(step)) in asked, lesson.scenario_path(step).name
+
+
+def test_a_claim_of_a_check_on_tensorflow_is_checked_without_it(tmp_path: Path) -> None:
+    """A verify step's claims are of its scenario's simulation: the lesson's check computes
+    them with no TensorFlow, as it does every step's but those about a program's graph."""
+    source = next(lesson for lesson in LESSONS if lesson.number == 6)
+    folder = tmp_path / source.slug
+    shutil.copytree(source.folder, folder)
+    toml = folder / "lesson.toml"
+    text = toml.read_text(encoding="utf-8")
+    toml.write_text(
+        text.replace('"gradients.dropped_per_step > 0",', '"gradients.dropped_per_step > 1e6",'),
+        "utf-8",
+    )
+    problems = lesson_problems(load_lesson(folder))
+    assert len(problems) == 1 and "gradients.dropped_per_step > 1e6" in problems[0], problems
+    assert "(verify)" in problems[0]

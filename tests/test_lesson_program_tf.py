@@ -118,14 +118,15 @@ def test_editing_the_program_changes_what_the_lesson_shows(copy: Path) -> None:
 
 
 def test_a_question_about_the_program_is_answered_from_the_graph_it_builds(copy: Path) -> None:
-    """Lesson 1 asks how many sync points average_gradients makes in the program: the answer
-    is counted in the graph the program builds, so a layer more in it makes two more (and the
-    lesson's text, which names the four, says it no longer holds)."""
+    """Lesson 1 asks how many sync points average_gradients would make with one more layer:
+    the answer is counted in the graph the program builds, so a layer added to it first makes
+    two more (and the lesson's claim of four today says it no longer holds)."""
     from simsync.tutor.claims import StepFacts, broken_claims
 
     lesson = load_lesson(copy)
     (question,) = [s for s in lesson.questions if s.get("program")]
-    assert question.needs_tensorflow and expected_answer(lesson, question) == 4
+    # four sync points today (two layers' weights and biases): one more layer makes 6
+    assert question.needs_tensorflow and expected_answer(lesson, question) == 6
     assert check_lesson(lesson, tensorflow=True) == []
     edit(
         copy / "tower_loop.py",
@@ -135,7 +136,7 @@ def test_a_question_about_the_program_is_answered_from_the_graph_it_builds(copy:
     )
     edited = load_lesson(copy)
     (question,) = [s for s in edited.questions if s.get("program")]
-    assert expected_answer(edited, question) == 6
+    assert expected_answer(edited, question) == 8
     assert broken_claims(question, StepFacts(edited, question)) == ["len(sync_points) == 4"]
 
 
@@ -201,3 +202,25 @@ def test_lesson_2_shows_one_sync_point_per_variable_and_who_is_waited_for(tmp_pa
     found = re.search(r"tower_2 came last at all 4 sync points, in (\d+)(?: to \d+)? of 20", shown)
     assert found and int(found[1]) >= 15, shown
     assert "simsync simulate average_gradients.py --towers 8 --speeds 1,0.8,0.5,1" in shown
+
+
+def test_a_program_that_cannot_be_imported_skips_its_steps_and_question(copy: Path) -> None:
+    """The learner broke their program: the program step, the graph and the question about
+    it each say so in a line, the question is not asked (nor counted), and the lesson goes
+    on to its end."""
+    (copy / "tower_loop.py").write_text("def train(:\n")
+    lesson = load_lesson(copy)
+    keep = [s for s in lesson.steps if s.needs_tensorflow and s.kind != "verify"]
+    assert [s.kind for s in keep] == ["program", "graph", "question"]
+    lines = [f'title = "{lesson.title}"']
+    for step in keep:
+        lines.append(f'[[steps]]\nkind = "{step.kind}"')
+        lines += [f"{key} = {json.dumps(value)}" for key, value in step.data.items()]
+    (copy / "lesson.toml").write_text("\n".join(lines) + "\n")
+    out = io.StringIO()
+    console = Console(file=out, width=120, color_system=None)
+    outcome = LessonRunner(load_lesson(copy), Progress.scratch(), console, no_input=True).run()
+    shown = out.getvalue()
+    assert outcome.finished and outcome.asked == 0
+    assert shown.count("could not be imported") == 3 and "not asked" in shown
+    assert "tower_loop.py:1: SyntaxError" in shown

@@ -292,7 +292,7 @@ def test_the_tower_loop_as_asynchronous_threads():
     threads, line = as_async(graph)
     assert line == (
         "asynchronous: 2 threads, one per tower, each applying its own gradients, "
-        "1 op where the towers met left out (the averaging)"
+        "1 op of the averaging left out"
     )
     assert {c.name: c.fetches for c in threads.clients} == {
         "thread_0": ("step [tower_0]",),
@@ -379,8 +379,9 @@ def test_replicas_without_a_mode_that_aggregates_is_one_line_before_the_program_
 def test_the_tower_loop_wrapped_in_sync_replicas():
     """--mode sync_replicas: each tower's thread pushes its own gradient to the variable's
     accumulator and takes a token; the chief takes R, runs the program's apply once per step,
-    moves the global step and puts a token for every thread. R below the towers drops the
-    slower tower's gradients; R above them is refused."""
+    moves the global step and puts a token for every thread. Each step takes exactly R
+    gradients (a quick thread may fill two slots of one step, as in TensorFlow); with R below
+    the towers the slower tower's come too late and are dropped; R above them works too."""
     from simsync.engine import simulate, summary
     from simsync.errors import UsageError
     from simsync.scenario import ClusterConfig, Scenario
@@ -394,7 +395,7 @@ def test_the_tower_loop_wrapped_in_sync_replicas():
     wrapped, line = as_sync_replicas(graph)
     assert line == (
         "SyncReplicasOptimizer: 2 threads, one per tower, push gradients; the chief applies "
-        "2 of 2 once per step, 1 op of the averaging left out"
+        "2 per step, once, 1 op of the averaging left out"
     )
     clients = {c.name: (c.fetches, c.until, c.daemon) for c in wrapped.clients}
     assert clients == {
@@ -414,19 +415,59 @@ def test_the_tower_loop_wrapped_in_sync_replicas():
     every = summary(simulate(scenario, numerics=False, graph=wrapped))
     assert every["workers"] == 2 and every["updates_applied"] == 10
     assert every["sync_points"] == ["sync_replicas/take_gradients/w"]
-    assert every["gradients"]["dropped"] <= 2  # at most the last step's, left in flight
+    pushed = every["gradients"]
+    assert pushed["accepted"] == 2 * 10 and pushed["pushed"] == 20 + pushed["dropped"]
     assert every["step_time"]["p50"] >= 0.004  # it waits for the slower tower
     one, line = as_sync_replicas(graph, 1)
-    assert "the chief applies 1 of 2 once per step" in line
+    assert "the chief applies 1 per step, once" in line
     first = summary(simulate(scenario, numerics=False, graph=one))
     assert first["updates_applied"] == 10 and first["sync_points"] == []
     by = first["gradients"]["by_worker"]
+    assert first["gradients"]["accepted"] == 10
     assert by["thread_1"]["dropped"] > by["thread_0"]["dropped"]  # the slower tower's
     assert first["step_time"]["p50"] < every["step_time"]["p50"]  # no wait for it
-    with pytest.raises(UsageError, match="--replicas 3: the gradients each step applies must"):
-        as_sync_replicas(graph, 3)
+    three = summary(simulate(scenario, numerics=False, graph=as_sync_replicas(graph, 3)[0]))
+    assert three["updates_applied"] == 10 and three["gradients"]["accepted"] == 3 * 10
+    with pytest.raises(UsageError, match="--replicas 0: a step applies at least 1 gradient"):
+        as_sync_replicas(graph, 0)
     with pytest.raises(UsageError, match="already runs 2 threads"):
         as_sync_replicas(wrapped)
+
+
+def test_sync_replicas_runs_what_a_tower_gave_the_update_beside_its_gradients():
+    """A tower's batch-norm update grouped into the train op (cifar10_multi_gpu_train's
+    tf.group(apply_gradient_op, batchnorm_updates_op)): each worker's train op runs its own
+    before its token, and it is not counted as averaging. Towers that apply nothing averaged
+    (each its own apply) are refused in one line."""
+    from simsync.errors import UsageError
+    from simsync.tf_backend.program.modes import as_sync_replicas
+
+    data = _two_towers()
+    for i in (0, 1):
+        data["ops"].insert(1, _op(f"tower_{i}/bn_update", "AssignSubVariableOp", ["mm"],
+                                  device=f"/device:GPU:{i}"))  # fmt: skip
+        data["order"].insert(1, f"tower_{i}/bn_update")
+    data["ops"].insert(0, _op("mm", "VarHandleOp", device="/device:CPU:0"))
+    data["order"].insert(0, "mm")
+    data["ops"].append(_op("train", "NoOp", control=["step", "tower_0/bn_update",
+                                                     "tower_1/bn_update"]))  # fmt: skip
+    data["order"].append("train")
+    data["clients"][0]["fetches"] = ["train"]
+    graph, _ = convert(data, None)
+    wrapped, line = as_sync_replicas(graph)
+    assert line.endswith(", 1 op of the averaging left out")
+    dequeue = "sync_replicas/dequeue_token [tower_1]"
+    assert "tower_1/bn_update" in {t.src for t in wrapped.inputs(dequeue)}
+    # each tower applying its own gradients, one loop counting the steps where they meet:
+    # nothing there takes an average
+    alone = _async_threads()
+    alone["ops"] += [_op("count", "VarHandleOp", device="/device:CPU:0"),
+                     _op("count_up", "AssignAddVariableOp", ["count"], control=["apply", "apply_1"],
+                         device="/device:CPU:0")]  # fmt: skip
+    alone["order"] += ["count", "count_up"]
+    alone["clients"] = [{"thread": "MainThread", "name": "main", "fetches": ["count_up"]}]
+    with pytest.raises(UsageError, match="no op where the towers meet takes what their"):
+        as_sync_replicas(convert(alone, None)[0])
 
 
 def test_sync_replicas_counts_steps_with_the_programs_global_step():
@@ -536,12 +577,14 @@ def test_a_step_longer_than_its_traced_ops_is_tensorflows_own_work_per_run(wall)
     if wall > alone:
         assert found["scale"] == 1.0 and found["per_run"] > 0
         assert fitted.op("tower_0/fwd").cost == graph.op("tower_0/fwd").cost
-        assert fitted.clients[0].overhead == pytest.approx(5e-5 + found["per_run"])
+        # TensorFlow's own work in a run: a core, not the GIL (the client's overhead is)
+        assert fitted.clients[0].run_work == found["per_run"]
+        assert fitted.clients[0].overhead == 5e-5
     else:
         assert found["scale"] < 1.0 and found["per_run"] == 0.0
-        assert fitted.clients[0].overhead == 5e-5
+        assert fitted.clients[0].overhead == 5e-5 and fitted.clients[0].run_work == 0.0
     again = apply_fit(graph, found)  # what a cached fit gives
-    assert again.clients[0].overhead == fitted.clients[0].overhead
+    assert again.clients[0] == fitted.clients[0]
     assert again.op("concat").cost == fitted.op("concat").cost
 
 

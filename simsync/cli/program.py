@@ -126,8 +126,8 @@ def add_program_options(parser: argparse.ArgumentParser, *, crosscheck: bool = F
             type=_towers,  # as many as towers can be
             metavar="R",
             help="with --mode sync_replicas: the gradients each step applies "
-            "(replicas_to_aggregate; default: one per tower); below the towers, the slowest "
-            "towers' gradients are dropped",
+            "(replicas_to_aggregate; default: one per tower); a gradient pushed after the "
+            "step's R have arrived is dropped",
         )
     group.add_argument(
         "--speeds", type=_speeds, metavar="S,S,...", help="the towers' device speeds, repeated"

@@ -223,6 +223,8 @@ class Engine:
             version = self.versions[plan.until] if plan.until is not None else 0
             if plan.overhead > 0:  # the client's own time before the first op
                 yield from self._client_work(plan.name, plan.overhead)
+            if plan.run_work > 0:  # TensorFlow starting the run: a core, not the GIL
+                yield from self._client_work(plan.name, plan.run_work, gil=False)
             for root in plan.roots:
                 Execution(self, run, plan.ops[root])
             yield run.done
@@ -251,17 +253,20 @@ class Engine:
             f"{self.env.now:.6g} s; give its ops a cost, or let it wait on a resource"
         )
 
-    def _client_work(self, client: str, seconds: float) -> Generator[simpy.Event, Any, None]:
+    def _client_work(
+        self, client: str, seconds: float, gil: bool = True
+    ) -> Generator[simpy.Event, Any, None]:
         """A client's own work: on a shared host, on a core (and on this host under the
-        GIL)."""
+        GIL, unless ``gil`` is False: TensorFlow's own work in a run)."""
         shared = self.client_host.get(client)
         if shared is None:
             yield self.env.timeout(seconds)
             return
-        gil, cores = shared
-        if gil is not None:
+        lock, cores = shared
+        gil_slot = lock if gil else None
+        if gil_slot is not None:
             granted = self.env.event()
-            gil.request(_succeed(granted))
+            gil_slot.request(_succeed(granted))
             yield granted
         granted = self.env.event()  # a thread of the pool: the event's value
         cores.request(lambda event: _pass_on(granted, event), first=True)
@@ -270,8 +275,8 @@ class Engine:
         cores.run(seconds, _succeed(done))
         yield done
         cores.release(thread)
-        if gil is not None:
-            gil.release()
+        if gil_slot is not None:
+            gil_slot.release()
 
     # -- resources ------------------------------------------------------------------------
     def resource_wait(self, run: Run, planned: PlannedOp) -> simpy.Event:

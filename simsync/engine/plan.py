@@ -99,6 +99,7 @@ class Plan:
     name: str
     steps: int
     overhead: float
+    run_work: float
     ops: list[PlannedOp]
     roots: list[int]
     groups: dict[str, Cost]
@@ -159,6 +160,7 @@ def _plan(
         client.name,
         steps,
         client.overhead,
+        client.run_work,
         planned,
         roots,
         groups,

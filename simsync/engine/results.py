@@ -42,7 +42,7 @@ class Summary(TypedDict):
     mode: str | None  # the pattern's facts (None for a graph built by hand)
     aggregation: str | None
     towers: int  # the graph's towers (its ops' tower indices; 1 when none has one)
-    workers: int  # clients that train on a batch (timing only: the clients that update)
+    workers: int  # clients that train on a batch (timing only: the loops, daemons aside)
     updating_clients: int  # clients whose runs update the model
     steps: int  # runs of the updating clients (of every non-daemon client if none updates)
     seed: int

@@ -287,7 +287,11 @@ class Client:
         How many runs; ``None``: the scenario's ``[run] steps`` (``simulate``'s ``steps``).
     overhead : float, optional
         Seconds each ``sess.run`` spends outside the ops (feeding, starting the executor,
-        fetching), charged before the run's first op.
+        fetching), charged before the run's first op, under the process's GIL.
+    run_work : float, optional
+        Seconds of TensorFlow's own work in each run after ``overhead`` and before the first
+        op (the executor starting a large graph's run, as an imported program's fit finds
+        it): like the ops, it holds a core and not the GIL, so threads pay it side by side.
     staleness_bound : int, optional
         Clients with a bound s run stale-synchronously: one starts its run k only when every
         such client has finished k - s runs.
@@ -313,6 +317,7 @@ class Client:
     fetches: tuple[str, ...]
     steps: int | None = None
     overhead: float = 0.0
+    run_work: float = 0.0
     staleness_bound: int | None = None
     shared_steps: bool = False
     until: str | None = None

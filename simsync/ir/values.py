@@ -230,6 +230,7 @@ CLIENT: dict[str, Rule] = {
     "fetches": NAMES,
     "steps": _optional(_integer(1, MAX_STEPS, allowed=f"an integer from 1 to {MAX_STEPS}")),
     "overhead": SECONDS,
+    "run_work": SECONDS,
     "staleness_bound": _optional(COUNT),
     "shared_steps": FLAG,
     "until": _optional(TEXT),

@@ -8,6 +8,7 @@ from typing import Any
 from simsync.errors import SimsyncError
 from simsync.tutor.claims import lesson_problems
 from simsync.tutor.content import Lesson, LessonError, Step
+from simsync.tutor.facts import program_run
 from simsync.tutor.questions import expected_answer
 
 __all__ = ["check_lesson"]
@@ -30,11 +31,12 @@ def check_lesson(lesson: Lesson, tensorflow: bool = False) -> list[str]:
                 step.read()
             elif step.kind == "program":
                 _check_program(step)
-            elif step.get("program"):
+            elif step.about_program:
                 if not step.path("program").is_file():
                     raise LessonError(f"its program {step.path('program')} is not there")
-                if tensorflow:
-                    _check_question(step, expected_answer(lesson, step), set())
+                if tensorflow and step.kind == "question":
+                    built = program_run(*lesson.program_setup(step)).graph
+                    _check_question(step, expected_answer(lesson, step), set(built.nx))
             elif step.kind == "race" or step.get("race"):
                 for path in lesson.race_paths(step):
                     build(load_scenario(path))

@@ -160,11 +160,11 @@ def texts(lesson: Lesson, step: Step) -> list[str]:
 
 def lesson_problems(lesson: Lesson, tensorflow: bool = False) -> list[str]:
     """Every placeholder of ``lesson`` that cannot be computed and every claim that does not
-    hold, one line each, naming the step; the steps that run TensorFlow (a question about a
-    program's graph) only with ``tensorflow``."""
+    hold, one line each, naming the step; the steps about the graph a program builds (their
+    facts run the program, with TensorFlow) only with ``tensorflow``."""
     problems = []
     for index, step in enumerate(lesson.steps, 1):
-        if step.needs_tensorflow and not tensorflow:
+        if step.about_program and not tensorflow:
             continue
         where = f"{lesson.slug} step {index} ({step.kind})"
         facts = StepFacts(lesson, step)

@@ -132,10 +132,16 @@ class Step:
         return self.data.get(key, default)
 
     @property
+    def about_program(self) -> bool:
+        """Whether the step's facts are those of the graph a program builds (a question's or
+        a graph's ``program``): computing them runs the program, with TensorFlow."""
+        return "program" in self.data
+
+    @property
     def needs_tensorflow(self) -> bool:
         """Whether showing the step runs TensorFlow: a check on TensorFlow, a program step,
-        and a question or a graph about the graph a program builds (``program``)."""
-        return self.kind in ("verify", "program") or "program" in self.data
+        and a step about the graph a program builds."""
+        return self.kind in ("verify", "program") or self.about_program
 
     def try_towers(self) -> int:
         """The towers a program step suggests trying its program with (``--towers``)."""

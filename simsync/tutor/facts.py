@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import hashlib
 import operator
 from collections.abc import Callable
 from pathlib import Path
@@ -151,16 +152,22 @@ def program_run(path: Path, towers: int | None = None, speeds: tuple[float, ...]
     """The TensorFlow program at ``path`` imported (in the sandbox) and simulated for
     :data:`PROGRAM_STEPS` steps with ``towers`` and ``speeds`` as the what-if (a
     :class:`~simsync.programs.ProgramRun`): what a lesson's program step shows and its
-    questions about the program ask. Kept while the file is unchanged, so the step and its
-    questions see one run; a learner who edits the file gets the new graph's."""
-    stat = path.stat()
-    return _program_run(path, stat.st_mtime_ns, stat.st_size, towers, speeds)
+    questions about the program ask. Kept while the program and the Python files beside it
+    (which it may import) are unchanged, so the step and its questions see one run; a
+    learner who edits them gets the new graph's."""
+    return _program_run(path, _sources_digest(path), towers, speeds)
 
 
-@functools.cache
-def _program_run(
-    path: Path, _mtime: int, _size: int, towers: int | None, speeds: tuple[float, ...]
-) -> Any:
+def _sources_digest(path: Path) -> str:
+    """A digest of the program and the Python files in its folder, by content."""
+    digest = hashlib.sha256()
+    for source in sorted({path, *path.parent.glob("*.py")}):
+        digest.update(source.name.encode() + b"\0" + source.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=8)
+def _program_run(path: Path, _sources: str, towers: int | None, speeds: tuple[float, ...]) -> Any:
     from simsync.programs import WhatIf, simulate_program
 
     return simulate_program(path, WhatIf(towers=towers, speeds=speeds), steps=PROGRAM_STEPS)

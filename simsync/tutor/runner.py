@@ -96,6 +96,8 @@ class LessonRunner:
         self.answers, self.no_input = answers, no_input
         self.interactive = answers is None and not no_input
         self.outcome = Outcome()
+        #: the questions not asked in this run: their program could not be imported
+        self.unasked: set[str] = set()
 
     def run(self, start: int = 0) -> Outcome:
         """Show the steps from ``start`` on; save progress after each."""
@@ -112,7 +114,11 @@ class LessonRunner:
                 self._pause()
         self.outcome.finished = True
         answers = self.progress.of(self.lesson.slug)["answers"]
-        asked = [q for q in self.lesson.questions if self.verify or not q.needs_tensorflow]
+        asked = [
+            q
+            for q in self.lesson.questions
+            if (self.verify or not q.needs_tensorflow) and q.get("id") not in self.unasked
+        ]
         self.outcome.asked = len(asked)
         given = [answers.get(q.get("id"), {}) for q in asked]
         self.outcome.right = sum(1 for a in given if a.get("correct"))
@@ -149,10 +155,12 @@ class LessonRunner:
         prepare = getattr(self, f"_prepare_{step.kind}", None)
         kind = getattr(self, f"_{step.kind}")
         args = (step, prepare(step)) if prepare is not None else (step,)
+        failed = len(args) > 1 and isinstance(args[1], SimsyncError)
 
         def show(*args: Any) -> None:
             kind(*args)
-            self._claims(step)
+            if not failed:  # what it could not compute, its claims cannot either
+                self._claims(step)
 
         if step.kind == "question" or not (self.interactive and self.console.is_terminal):
             show(*args)
@@ -333,7 +341,28 @@ class LessonRunner:
             return
         self.console.print(CrossCheckView(report))
 
-    def _question(self, step: Step) -> None:
+    def _prepare_question(self, step: Step) -> SimsyncError | None:
+        """A question about the graph a program builds: the program imported first, behind
+        a spinner, or the error that stopped it (the question is then not asked)."""
+        from simsync.tutor.facts import program_facts
+
+        if not step.about_program:
+            return None
+        try:
+            with self.console.status("Running the program to capture the graph it builds..."):
+                program_facts(*self.lesson.program_setup(step))
+        except SimsyncError as error:
+            return error
+        return None
+
+    def _question(self, step: Step, failed: SimsyncError | None = None) -> None:
+        if failed is not None:
+            self.console.print(Text(f"The program could not be imported: {failed}", "yellow"))
+            self.console.print(
+                Text("This question is about the graph it builds: not asked.", style="dim")
+            )
+            self.unasked.add(step.get("id"))
+            return
         expected = expected_answer(self.lesson, step)
         self._say(step, step.get("prompt"))
         for index, choice in enumerate(step.get("choices", [])):

@@ -149,9 +149,9 @@ def fit_line(fit: Mapping[str, Any] | None) -> str:
         return ""
     if "wall" not in fit:
         return f"timed: traced times as measured ({fit.get('why', '')})"
-    if fit.get("why"):
-        return f"timed: traced op times x{fit['scale']:g} ({fit['why']})"
     to = f"to the untraced step of the program ({fit['wall'] * 1e3:.3f} ms)"
+    if fit.get("why"):
+        to = fit["why"]
     if fit.get("per_run", 0.0) > 0:
         return (
             f"timed: ops as traced, and {fit['per_run'] * 1e3:.3f} ms of TensorFlow's own "
@@ -163,8 +163,8 @@ def fit_line(fit: Mapping[str, Any] | None) -> str:
 def _count(why: str, count: int) -> str:
     """``constants (why)`` and 68 as ``constants: 68 (why)``: it reads right for any count.
 
-    >>> _count("queues and accumulators (kept as resources)", 1)
-    'queues and accumulators: 1 (kept as resources)'
+    >>> _count("queues and accumulators (their ops run, never blocking)", 1)
+    'queues and accumulators: 1 (their ops run, never blocking)'
     """
     what, _, note = why.partition(" (")
     return f"{what}: {count}" + (f" ({note}" if note else "")

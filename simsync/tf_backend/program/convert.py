@@ -22,9 +22,9 @@ control inputs, and where the program made it), and :func:`convert` turns that i
   a ``--speeds`` what-if. On real GPUs each op keeps its own cost: a GPU may really be slower.
 - **Ignored, and counted in the report**: constants (their values exist before a step
   starts), fed placeholders, the ops that make variables (``VarHandleOp``: the variable
-  becomes an IR :class:`~simsync.ir.Variable`) and queues and accumulators (noted as
-  resources), and every op the training loop never runs (initialisers, queue runners'
-  enqueues, savers), by type.
+  becomes an IR :class:`~simsync.ir.Variable`) and queues and accumulators (their ops run
+  as generic ops: a dequeue never waits for an empty queue), and every op the training loop
+  never runs (initialisers, queue runners' enqueues, savers), by type.
 - **Variables**: an op that takes a variable's handle reads it, or writes it when its type
   applies, assigns or scatters (``ResourceApplyGradientDescent``, ``AssignAddVariableOp``).
 - **Tensors** carry their real bytes: the static shape's when it is known, else the bytes the
@@ -90,7 +90,9 @@ def convert(
         elif kind in VARIABLES:
             reasons[name] = "variables (kept as variables, not ops)"
         elif kind in RESOURCES:
-            reasons[name] = "queues and accumulators (kept as resources)"
+            reasons[name] = (
+                "queues and accumulators (their ops run, never blocking: a queue is never empty)"
+            )
     kept = [name for name in data["order"] if name in needed and name not in reasons]
     devices = {name: _device(name, ops, timed) for name in ops}
     towers = find_towers(kept, {name: devices[name] for name in kept})

@@ -8,8 +8,8 @@ op times. :func:`fit_costs` simulates the graph as written with the ops as trace
 
 - where the simulated step is **shorter** than the untraced one, the ops keep their times and
   the rest is work of TensorFlow's own in every run (``per_run``: the executor starting the
-  run, the client's Python), added to the client's overhead: it holds a core, and it does
-  not grow with the towers, as a factor on every op would make it;
+  run), the client's ``run_work``: it holds a core but not the GIL, and it does not grow
+  with the towers, as a factor on every op would make it;
 - where it is **longer**, the traced ops ran slower than untraced ones: every op's time is
   scaled down by one factor (``scale``).
 
@@ -33,7 +33,7 @@ from typing import Any
 from simsync.engine import Simulation, simulate
 from simsync.ir import Graph
 from simsync.scenario import ClusterConfig, Scenario
-from simsync.tf_backend.program.whatif import scaled, with_overheads
+from simsync.tf_backend.program.whatif import scaled, with_run_work
 
 __all__ = ["FIT_STEPS", "apply_fit", "fit_costs", "simulate_graph"]
 
@@ -41,6 +41,9 @@ __all__ = ["FIT_STEPS", "apply_fit", "fit_costs", "simulate_graph"]
 FIT_STEPS = 6
 #: the scales a fit may take: beyond them the profile is not this graph's steady loop
 LOWEST, HIGHEST = 0.05, 20.0
+#: the most of a step that TensorFlow's own work in a run may take: beyond it, as beyond the
+#: scales' bounds, the profile is not this graph's steady loop
+MOST_PER_RUN = 0.9
 
 
 def fit_costs(graph: Graph, walls: Mapping[str, float]) -> tuple[Graph, dict[str, Any]]:
@@ -61,13 +64,18 @@ def fit_costs(graph: Graph, walls: Mapping[str, float]) -> tuple[Graph, dict[str
         why = "the step is all sess.run's own work" if work <= 0 else "the ops take no time"
         return graph, {"scale": 1.0, "why": why}
     if work >= at_one:  # the ops as traced leave time over: TensorFlow's own work per run
-        found = _per_run(graph, wall, wall - at_one - client.overhead)
+        found = _per_run(graph, wall, work - at_one)
     else:  # the traced ops take longer than the step: they ran slower traced
-        found = _scale(graph, work, at_one, client.overhead)
+        found = _scale(graph, wall, at_one, client.overhead)
     fitted = apply_fit(graph, found)
     found["simulated"] = _simulated_step(fitted)
     if found["scale"] in (LOWEST, HIGHEST):
         found["why"] = f"at its bound, {found['scale']:g}: the traced steps are not this loop's"
+    elif found["per_run"] > MOST_PER_RUN * wall:
+        share = found["per_run"] / wall
+        found["why"] = (
+            f"{share:.0%} of the step outside its ops: the traced steps are not this loop's"
+        )
     return fitted, found
 
 
@@ -81,25 +89,25 @@ def _per_run(graph: Graph, wall: float, extra: float) -> dict[str, Any]:
     return found
 
 
-def _scale(graph: Graph, work: float, at_one: float, overhead: float) -> dict[str, Any]:
+def _scale(graph: Graph, wall: float, at_one: float, overhead: float) -> dict[str, Any]:
     """One factor for every op's cost, once more after a first try: transfers and waits do
     not scale with the ops, so the step is not linear in it."""
-    found: dict[str, Any] = {"scale": _bounded(work / at_one), "per_run": 0.0}
+    work = wall - overhead
+    found: dict[str, Any] = {"scale": _bounded(work / at_one), "per_run": 0.0, "wall": wall}
     again = _simulated_step(apply_fit(graph, found)) - overhead
     if again > 0:
         found["scale"] = round(_bounded(found["scale"] * work / again), 4)
-    found["wall"] = work + overhead
     return found
 
 
 def apply_fit(graph: Graph, fit: Mapping[str, Any]) -> Graph:
-    """``graph`` with a fit applied: every op's cost times ``scale``, and ``per_run`` more
-    seconds of the client's own work in every run (it holds a core, as TensorFlow's start of
-    a run does)."""
+    """``graph`` with a fit applied: every op's cost times ``scale``, and ``per_run``
+    seconds of TensorFlow's own work in every run (``Client.run_work``: a core, not the
+    GIL; a thread of a mode change, which copies the client, does it too)."""
     scale, extra = float(fit.get("scale", 1.0)), float(fit.get("per_run", 0.0))
     fitted = graph if scale == 1.0 else scaled(graph, scale)
     if extra > 0:
-        fitted = with_overheads(fitted, extra)
+        fitted = with_run_work(fitted, extra)
     return fitted
 
 

@@ -68,15 +68,9 @@ def as_async(graph: Graph, replicas: int | None = None) -> tuple[Graph, str]:
     for tower in sorted(graph.towers):
         meeting.add_thread(new, tower, main)
     new, unfed = run_only(new)
-    dropped = len(meeting.averaging) + unfed
-    left = (
-        f", {plural(dropped, 'op')} where the towers met left out (the averaging)"
-        if dropped
-        else ""
-    )
     return new, (
         f"asynchronous: {plural(len(graph.towers), 'thread')}, one per tower, each applying "
-        f"its own gradients{left}"
+        f"its own gradients{_left_out(len(meeting.averaging), unfed)}"
     )
 
 
@@ -87,14 +81,16 @@ def as_sync_replicas(graph: Graph, replicas: int | None = None) -> tuple[Graph, 
     meeting = _Meeting.of(graph, "sync_replicas")
     towers = sorted(graph.towers)
     aggregate = len(towers) if replicas is None else replicas
-    if not 1 <= aggregate <= len(towers):
-        raise UsageError(
-            f"--replicas {aggregate}: the gradients each step applies must be from 1 to the "
-            f"{plural(len(towers), 'tower')} that push them"
-        )
+    if aggregate < 1:
+        raise UsageError(f"--replicas {aggregate}: a step applies at least 1 gradient")
     applies = meeting.applies()
+    if not applies:
+        raise UsageError(
+            "--mode sync_replicas: no op where the towers meet takes what their averaging "
+            "made: there are no averaged gradients to aggregate"
+        )
     new = meeting.without_shared()
-    counter = _global_step(graph, meeting, new)
+    counter = _global_step(graph, meeting, applies, new)
     queue_device = new.variables[counter].device
     tokens = Resource(TOKEN_QUEUE, "queue", queue_device, initial=aggregate)
     new.add_resource(tokens)
@@ -106,12 +102,25 @@ def as_sync_replicas(graph: Graph, replicas: int | None = None) -> tuple[Graph, 
     for tower in towers:
         _add_worker(new, meeting, applies, tower, main, counter)
     new, unfed = run_only(new)
-    dropped = len(meeting.averaging) + unfed
     return new, (
         f"SyncReplicasOptimizer: {plural(len(towers), 'thread')}, one per tower, push "
-        f"gradients; the chief applies {aggregate} of {len(towers)} once per step, "
-        f"{plural(dropped, 'op')} of the averaging left out"
+        f"gradients; the chief applies {aggregate} per step, once"
+        f"{_left_out(len(meeting.averaging), unfed)}"
     )
+
+
+def _left_out(averaging: int, unfed: int) -> str:
+    """What a mode change left out: the averaging, and ops no thread runs any more.
+
+    >>> _left_out(8, 0), _left_out(0, 0)
+    (', 8 ops of the averaging left out', '')
+    >>> _left_out(8, 2)
+    ', 8 ops of the averaging left out, 2 ops no thread runs'
+    """
+    parts = [f"{plural(averaging, 'op')} of the averaging left out"] if averaging else []
+    if unfed:
+        parts.append(f"{plural(unfed, 'op')} no thread runs")
+    return "".join(f", {part}" for part in parts)
 
 
 @dataclass(frozen=True)
@@ -201,9 +210,10 @@ class _Meeting:
                 ]
                 if len(writes) != 1:
                     raise UsageError(
-                        f"--mode sync_replicas: '{name}' takes the averaged gradients but "
-                        f"writes {plural(len(writes), 'trainable variable')}: SyncReplicas "
-                        "needs one accumulator per variable it updates"
+                        f"--mode sync_replicas: '{name}' takes what the towers' averaging made "
+                        f"and writes {plural(len(writes), 'trainable variable')}: "
+                        "SyncReplicas aggregates one variable's gradients per accumulator, "
+                        "each applied to that variable"
                     )
                 found[name] = writes[0]
         return found
@@ -278,7 +288,7 @@ class _Meeting:
         return total
 
 
-def _global_step(graph: Graph, meeting: _Meeting, new: Graph) -> str:
+def _global_step(graph: Graph, meeting: _Meeting, applies: dict[str, str], new: Graph) -> str:
     """The variable counting the chief's applies: the program's global step where its update
     moves it (the one in its ``GLOBAL_STEP`` collection, else one named ``global_step``);
     otherwise one added, with the op that moves it (SyncReplicasOptimizer needs one: its
@@ -290,9 +300,9 @@ def _global_step(graph: Graph, meeting: _Meeting, new: Graph) -> str:
         if step in moved and not graph.variables[step].trainable:
             return str(step)
     name = GLOBAL_STEP if GLOBAL_STEP not in graph.variables else f"sync_replicas/{GLOBAL_STEP}"
-    device = next(iter(graph.variables[v].device for v in meeting.applies().values()))
+    device = graph.variables[next(iter(applies.values()))].device
     new.add_variable(Variable(name, device, nbytes=8, trainable=False))
-    new.add_op(Op(APPLY_GRADIENTS, "generic", device, writes=(name,)))
+    new.add_op(Op(APPLY_GRADIENTS, "apply", device, writes=(name,)))  # as the pattern's
     return name
 
 
@@ -374,4 +384,11 @@ def _add_worker(
                         new.add_tensor(Tensor(source, push, nbytes, shape=tensor.shape,
                                               dtype=tensor.dtype))  # fmt: skip
         new.add_tensor(Tensor(push, dequeue, control=True))
+    # what the tower's own work gave the update beside its gradients (its batch norm's
+    # UPDATE_OPS grouped into the train op): the worker's train op runs it before its token
+    for name in meeting.update:
+        for tensor in graph.inputs(name):
+            source = tensor.src
+            if meeting.work.get(source) == tower and not new.nx.has_edge(source, dequeue):
+                new.add_tensor(Tensor(source, dequeue, control=True))
     new.add_client(dataclasses.replace(meeting.thread(main, tower, (dequeue,)), until=counter))

@@ -60,7 +60,7 @@ __all__ = [
     "state_of",
     "thread_copy",
     "with_link",
-    "with_overheads",
+    "with_run_work",
     "with_speeds",
     "with_towers",
 ]
@@ -334,19 +334,20 @@ def scaled(graph: Graph, scale: float) -> Graph:
     return new
 
 
-def with_overheads(graph: Graph, extra: float) -> Graph:
-    """A copy of ``graph`` whose clients each spend ``extra`` more seconds of their own work
-    in every run (the fit of a step longer than its traced ops:
+def with_run_work(graph: Graph, seconds: float) -> Graph:
+    """A copy of ``graph`` whose clients each do ``seconds`` of TensorFlow's own work in
+    every run (``Client.run_work``: the fit of a step longer than its traced ops,
     :mod:`simsync.tf_backend.program.fit`).
 
     >>> from simsync.ir import Client, Op
     >>> g = Graph()
     >>> _ = g.add_op(Op("a", "generic", "/cpu:0"))
     >>> g.add_client(Client("main", ("a",), overhead=1e-4))
-    >>> round(with_overheads(g, 2e-4).clients[0].overhead, 9), g.clients[0].overhead
-    (0.0003, 0.0001)
+    >>> fitted = with_run_work(g, 2e-4).clients[0]
+    >>> fitted.run_work, fitted.overhead, g.clients[0].run_work
+    (0.0002, 0.0001, 0.0)
     """
-    return _copy(graph, overhead=extra)
+    return _copy(graph, run_work=seconds)
 
 
 def state_of(graph: Graph, link: Link) -> Graph:
@@ -363,8 +364,8 @@ def state_of(graph: Graph, link: Link) -> Graph:
     return new
 
 
-def _copy(graph: Graph, link: Link | None = None, overhead: float = 0.0) -> Graph:
-    """A copy of ``graph``, with ``link`` its link and ``overhead`` more for each client."""
+def _copy(graph: Graph, link: Link | None = None, run_work: float | None = None) -> Graph:
+    """A copy of ``graph``, with ``link`` its link and ``run_work`` each client's."""
     new = state_of(graph, link or graph.link)
     for device in graph.devices.values():
         new.add_device(device)
@@ -374,6 +375,6 @@ def _copy(graph: Graph, link: Link | None = None, overhead: float = 0.0) -> Grap
         new.add_tensor(tensor)
     for client in graph.clients:
         new.add_client(
-            dataclasses.replace(client, overhead=client.overhead + overhead) if overhead else client
+            client if run_work is None else dataclasses.replace(client, run_work=run_work)
         )
     return new
