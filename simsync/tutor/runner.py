@@ -44,6 +44,8 @@ NEEDS_TENSORFLOW = {
 }
 
 if TYPE_CHECKING:  # the cross-check imports the simulator: only when a verify step starts
+    from pathlib import Path
+
     from simsync.crosscheck.report import Report
     from simsync.ir import Graph
 
@@ -217,16 +219,12 @@ class LessonRunner:
         in the sandbox and imported: the run the program step shows), folded by name scope."""
         from simsync.patterns import build
         from simsync.scenario import load_scenario
-        from simsync.tutor.facts import program_run
         from simsync.viz import folded_by_scope
 
-        if not step.get("program"):
+        if not step.about_program:
             return build(load_scenario(self.lesson.scenario_path(step)))
-        try:
-            with self.console.status("Running the program to capture the graph it builds..."):
-                return folded_by_scope(program_run(*self.lesson.program_setup(step)).graph)
-        except SimsyncError as error:
-            return error
+        run = self._run_program(*self.lesson.program_setup(step))
+        return run if isinstance(run, SimsyncError) else folded_by_scope(run.graph)
 
     def _graph(self, step: Step, graph: Graph | SimsyncError) -> None:
         from simsync.viz import GraphView
@@ -309,12 +307,20 @@ class LessonRunner:
         """What simsync makes of the lesson's program: run in the sandbox, its graph
         imported and simulated (``towers``: replicated to that many), or the error."""
         from simsync.programs import program_summary
+
+        speeds = tuple(step.get("speeds", ()))
+        run = self._run_program(step.path("file"), step.get("towers"), speeds)
+        return run if isinstance(run, SimsyncError) else program_summary(run)
+
+    def _run_program(self, path: Path, towers: int | None, speeds: tuple[float, ...]) -> Any:
+        """The lesson's program imported and simulated (:func:`~simsync.tutor.facts.
+        program_run`, kept for the steps after), behind a spinner; or the error that stopped
+        it."""
         from simsync.tutor.facts import program_run
 
         try:
             with self.console.status("Running the program to capture the graph it builds..."):
-                speeds = tuple(step.get("speeds", ()))
-                return program_summary(program_run(step.path("file"), step.get("towers"), speeds))
+                return program_run(path, towers, speeds)
         except SimsyncError as error:
             return error
 
@@ -344,16 +350,10 @@ class LessonRunner:
     def _prepare_question(self, step: Step) -> SimsyncError | None:
         """A question about the graph a program builds: the program imported first, behind
         a spinner, or the error that stopped it (the question is then not asked)."""
-        from simsync.tutor.facts import program_facts
-
         if not step.about_program:
             return None
-        try:
-            with self.console.status("Running the program to capture the graph it builds..."):
-                program_facts(*self.lesson.program_setup(step))
-        except SimsyncError as error:
-            return error
-        return None
+        run = self._run_program(*self.lesson.program_setup(step))
+        return run if isinstance(run, SimsyncError) else None
 
     def _question(self, step: Step, failed: SimsyncError | None = None) -> None:
         if failed is not None:

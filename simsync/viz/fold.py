@@ -90,13 +90,19 @@ def _group(op: Op, tower: int | None, common: dict[str, int]) -> str:
     tower shares (``common``: how many, by tower scope), or its top-level scope (a number at
     its end dropped) and the tower whose work it is."""
     parts = op.name.split("/")
-    if op.tower is not None and _TAKEN.sub("", parts[0]) != parts[0] and len(parts) > 1:
+    if _in_tower_scope(op, parts):
         depth = 1 + common.get(parts[0], 0)
         if len(parts) > depth + 1:
             return "/".join([*parts[:depth], _TAKEN.sub("", parts[depth])])
         return op.name
     top = _TAKEN.sub("", parts[0])
     return top if tower is None else f"{top} [tower_{tower}]"
+
+
+def _in_tower_scope(op: Op, parts: list[str]) -> bool:
+    """Whether ``op`` (its name cut at ``/`` into ``parts``) is in its tower's numbered scope
+    (``tower_0/...``), not a tower's op outside it."""
+    return op.tower is not None and len(parts) > 1 and _TAKEN.sub("", parts[0]) != parts[0]
 
 
 def _common_scopes(graph: Graph) -> dict[str, int]:
@@ -106,7 +112,7 @@ def _common_scopes(graph: Graph) -> dict[str, int]:
     scopes: dict[str, list[list[str]]] = defaultdict(list)
     for op in graph.ops():
         parts = op.name.split("/")
-        if op.tower is not None and len(parts) > 1 and _TAKEN.sub("", parts[0]) != parts[0]:
+        if _in_tower_scope(op, parts):
             scopes[parts[0]].append(parts[1:-1])
     common = {}
     for scope, paths in scopes.items():

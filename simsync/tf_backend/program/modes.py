@@ -266,26 +266,25 @@ class _Meeting:
 
     def feeders(self, name: str, tower: int) -> list[str]:
         """The ops of ``tower``'s work that feed the averaging ops up from ``name``."""
-        found, todo, seen = [], [name], {name}
-        while todo:
-            for tensor in self.graph.inputs(todo.pop()):
-                if tensor.src in self.averaging and tensor.src not in seen:
-                    seen.add(tensor.src)
-                    todo.append(tensor.src)
-                elif self.work.get(tensor.src) == tower:
-                    found.append(tensor.src)
+        found = [t.src for t in self._up(name) if self.work.get(t.src) == tower]
         return list(dict.fromkeys(found))
 
     def averaging_cost(self, name: str) -> float:
         """What the averaging ops that feed ``name`` cost, in all."""
-        total, todo, seen = 0.0, [name], {name}
+        above = {t.src for t in self._up(name) if t.src in self.averaging}
+        return sum(self.graph.op(src).cost.mean for src in above)
+
+    def _up(self, name: str) -> list[Tensor]:
+        """The tensors into ``name`` and into the averaging ops up from it, walking up
+        through the averaging only."""
+        found, todo, seen = [], [name], {name}
         while todo:
             for tensor in self.graph.inputs(todo.pop()):
+                found.append(tensor)
                 if tensor.src in self.averaging and tensor.src not in seen:
                     seen.add(tensor.src)
                     todo.append(tensor.src)
-                    total += self.graph.op(tensor.src).cost.mean
-        return total
+        return found
 
 
 def _global_step(graph: Graph, meeting: _Meeting, applies: dict[str, str], new: Graph) -> str:
