@@ -262,6 +262,9 @@ def program_summary(run: ProgramRun) -> dict[str, Any]:
         "towers_in_program": report["towers"],
         "clients": report["clients"],
         "queue_runners": report["queue_runners"],
+        # the threads of the FIFO queues' runners, simulated beside the loop, and their ops
+        "queue_runner_threads": report.get("queue_runner_threads", 0),
+        "queue_runner_ops": report.get("queue_runner_ops", 0),
         "collections": report["collections"],
         "costs": report["costs"],
         "fit": report.get("fit"),

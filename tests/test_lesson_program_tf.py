@@ -199,8 +199,8 @@ def test_lesson_2_shows_one_sync_point_per_variable_and_who_is_waited_for(tmp_pa
     # the slow tower is waited for at every sync point, in most steps: which thread TensorFlow's
     # pool gives a step's first ops is drawn at random, and now and then the slow tower's
     # starts first and another one comes last
-    found = re.search(r"tower_2 came last at all 4 sync points, in (\d+)(?: to \d+)? of 20", shown)
-    assert found and int(found[1]) >= 15, shown
+    found = re.search(r"tower_2 came last at all 4 sync points, in (\d+)(?: to \d+)? of 40", shown)
+    assert found and int(found[1]) > 20, shown
     assert "simsync simulate average_gradients.py --towers 8 --speeds 1,0.8,0.5,1" in shown
 
 

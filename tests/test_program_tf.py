@@ -17,6 +17,7 @@ from simsync.ir import sync_points
 from simsync.programs import WhatIf, crosscheck_program, program_summary, simulate_program
 from simsync.sandbox.bubblewrap import Limits
 from simsync.tf_backend.program import ProgramError, import_program
+from simsync.tf_backend.program.profile import QUEUE_STEPS
 
 pytestmark = pytest.mark.tf
 PROGRAMS = Path(__file__).parent / "fixtures" / "programs"
@@ -52,7 +53,30 @@ def test_towers_and_sync_points_of_the_tutorials_loop(cpu_variables):
         "/gpu:2"
     }
     assert cpu_variables.report["queue_runners"][0]["threads"] == 2
-    assert [c.name for c in graph.clients] == ["main"]
+    assert [c.name for c in graph.clients if not c.daemon] == ["main"]
+
+
+def test_the_input_queue_and_its_runners_threads(cpu_variables, gpu_variables):
+    """FIFOQueue(2 * NUM_GPUS) filled by QueueRunner(queue, [enqueue] * 2): a queue of 6
+    with its two threads, each tower's dequeue taking one batch from it; the elements they
+    make are timed by the profile."""
+    graph = cpu_variables.graph
+    queue = graph.resources["fifo_queue"]
+    assert (queue.kind, queue.capacity, queue.item) == ("queue", 6, "element")
+    assert 0 <= queue.initial <= 6
+    dequeues = [op for op in graph.ops() if op.kind == "dequeue_elements"]
+    assert sorted(op.tower for op in dequeues) == [0, 1, 2]
+    assert {(op.resource, op.amount) for op in dequeues} == {("fifo_queue", 1)}
+    runners = [c for c in graph.clients if c.daemon]
+    assert [c.fetches for c in runners] == [("fifo_queue_enqueue",)] * 2
+    made = [op for op in graph.ops() if op.name.startswith("random_normal/")]
+    assert made and all(op.cost.mean > 0 for op in made if op.name.endswith("Normal"))
+    # filled 20 times with 200 batches before the loop, nothing fills it while it trains:
+    # the loop's first run took two
+    queue = gpu_variables.graph.resources["fifo_queue"]
+    assert (queue.capacity, queue.initial) == (10000, 3998)
+    assert "nothing fills 'fifo_queue' while the program trains" in queue.note
+    assert not [c for c in gpu_variables.graph.clients if c.daemon]
 
 
 def test_variables_made_in_a_towers_device_land_there(gpu_variables):
@@ -137,6 +161,13 @@ def test_crosscheck_runs_the_program_again_and_checks_its_graph(cpu_variables):
     (step,) = report["step_time"]  # one thread loops
     assert step["client"] == "main" and len(step["run_medians"]) == 1
     assert step["predicted"] > 0 and step["measured"] > 0
+    # its input queue: 3 batches a step from a queue of 6 its two runner threads fill, which
+    # keep up in the runs (measured: short at 5 of 300 step starts on a quiet machine, 37
+    # under load) and in the simulation
+    (queue,) = report["input_queues"]
+    assert (queue["queue"], queue["takes"], queue["capacity"]) == ("fifo_queue", 3, 6)
+    assert queue["steps"]["measured"] == QUEUE_STEPS and queue["steps"]["simulated"] > 0
+    assert queue["keeps_up"] == {"simulated": True, "measured": True} and queue["agree"]
 
 
 def test_crosscheck_of_more_towers_runs_the_program_built_with_them():

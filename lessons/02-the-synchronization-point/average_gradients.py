@@ -55,7 +55,7 @@ def train(num_gpus, max_steps):
             sess.run(train_op)                       # every tower, then the average, then apply
 
 
-# ---- the stand-ins: a small model and an input queue of random examples ----------------
+# ---- the stand-ins: a small model and random examples ----------------------------------
 FEATURES, CLASSES, BATCH = 64, 10, 32
 
 
@@ -75,13 +75,18 @@ def _dense(inputs, width, name, activation):
         return activation(out) if activation else out
 
 
+class RandomBatches:
+    """Each dequeue() makes a batch of random (images, labels) in the tower itself: no queue
+    and no queue runner threads, so that only the towers' work decides who comes last.
+    (Lesson 1's tower_loop.py has a real FIFOQueue filled by queue runner threads.)"""
+
+    def dequeue(self):
+        return (tf.random.normal([BATCH, FEATURES]),
+                tf.random.uniform([BATCH], 0, CLASSES, dtype=tf.int32))
+
+
 def make_batch_queue():
-    """A FIFO queue of (images, labels) batches, filled by a queue runner on /cpu:0."""
-    queue = tf.FIFOQueue(4, [tf.float32, tf.int32], shapes=[[BATCH, FEATURES], [BATCH]])
-    batch = [tf.random.normal([BATCH, FEATURES]),
-             tf.random.uniform([BATCH], 0, CLASSES, dtype=tf.int32)]
-    tf.train.add_queue_runner(tf.train.QueueRunner(queue, [queue.enqueue(batch)] * 2))
-    return queue
+    return RandomBatches()
 
 
 if __name__ == '__main__':

@@ -22,6 +22,9 @@ step time is predicted from one run and measured in others.
    (:mod:`simsync.tf_backend.program.fit`), so the prediction for a program as written is
    that run's step, and the runs here say how well one run foretells others; a what-if
    tests the simulator.
+4. **Input queues**: for each FIFO queue the loop's steps take elements from, in how many
+   steps it held fewer than a step takes as the step began, in the simulation and in the
+   runs (:func:`_input_queues`): whether the queue runners keep up, both ways.
 """
 
 from __future__ import annotations
@@ -33,10 +36,12 @@ from typing import Any
 from simsync.crosscheck.compare import relative_error, structure
 from simsync.crosscheck.evidence import INCONCLUSIVE, arrivals, last_verdict, usually_last_of
 from simsync.engine import Simulation
-from simsync.ir import Graph
+from simsync.ir import Graph, run_order
+from simsync.ir.resources import ACTIONS, DEQUEUE_ELEMENTS
+from simsync.kinds import kind_of
 from simsync.trace import OpRecord, StepRecord, Trace
 
-__all__ = ["STEP_TOLERANCE", "program_report", "real_trace"]
+__all__ = ["STEP_TOLERANCE", "program_report", "queue_held", "real_trace"]
 
 #: the measured median step time the prediction must be within, relatively
 STEP_TOLERANCE = 0.10
@@ -116,6 +121,7 @@ def program_report(
         "structure": {**found, "among": len(among), "not_timed": len(graph) - len(among)},
         "arrivals": last,
         "step_time": _step_times(simulation, runs, threads, profiled),
+        "input_queues": _input_queues(graph, simulation, runs, threads),
     }
 
 
@@ -189,4 +195,76 @@ def _step_times(
                 "verdict": _step_verdict(ok, predicted, measured, medians, profiled),
             }
         )
+    return found
+
+
+def queue_held(trace: Trace, queue: str, times: Sequence[float]) -> list[int]:
+    """How many elements ``queue`` held at each of ``times`` (in order), by its events in
+    ``trace`` (its initial elements, its enqueues, its dequeues) up to that time.
+
+    >>> from simsync.trace import ResourceEvent
+    >>> t = Trace(resources=[ResourceEvent("q", "enqueue", "q/initial", "", 0, 0.0, 0, 2),
+    ...                      ResourceEvent("q", "dequeue_elements", "d", "main", 0, 1.0, 0, 2),
+    ...                      ResourceEvent("q", "enqueue", "e", "r", 0, 1.5, 0, 1)])
+    >>> queue_held(t, "q", [0.5, 1.2, 2.0])
+    [2, 0, 1]
+    """
+    events = [e for e in trace.resources if e.resource == queue]
+    held, index, found = 0, 0, []
+    for time in times:
+        while index < len(events) and events[index].time <= time:
+            event = events[index]
+            held += event.amount if ACTIONS[event.action].puts else -event.amount
+            index += 1
+        found.append(held)
+    return found
+
+
+def _input_queues(
+    graph: Graph,
+    simulation: Simulation,
+    runs: Sequence[Mapping[str, Any]],
+    threads: Mapping[str, str],
+) -> list[dict[str, Any]]:
+    """Per looping client and FIFO queue its steps take from: the steps that began with
+    fewer elements in the queue than a step takes, simulated and measured; ``keeps_up``
+    each way is whether that was so in fewer than half of them."""
+    found = []
+    for thread, client in threads.items():
+        fetches = next((c.fetches for c in graph.clients if c.name == client), ())
+        takes: dict[str, int] = {}
+        for name in run_order(graph, fetches):
+            op = graph.op(name)
+            if kind_of(op.kind).action is DEQUEUE_ELEMENTS and op.resource is not None:
+                takes[op.resource] = takes.get(op.resource, 0) + op.amount
+        starts = [s.start for s in simulation.trace.steps if s.client == client]
+        for queue, take in sorted(takes.items()):
+            simulated = queue_held(simulation.trace, queue, starts)
+            measured = [
+                size
+                for run in runs
+                for size in run["clients"].get(thread, {}).get("queues", {}).get(queue, [])
+            ]
+            if not simulated or not measured:
+                continue
+            short = {
+                "simulated": sum(1 for held in simulated if held < take),
+                "measured": sum(1 for held in measured if held < take),
+            }
+            keeps_up = {
+                "simulated": short["simulated"] < len(simulated) / 2,
+                "measured": short["measured"] < len(measured) / 2,
+            }
+            found.append(
+                {
+                    "client": client,
+                    "queue": queue,
+                    "takes": take,
+                    "capacity": graph.resources[queue].capacity,
+                    "steps": {"simulated": len(simulated), "measured": len(measured)},
+                    "short": short,
+                    "keeps_up": keeps_up,
+                    "agree": keeps_up["simulated"] == keeps_up["measured"],
+                }
+            )
     return found

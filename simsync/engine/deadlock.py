@@ -35,15 +35,18 @@ def explain_deadlock(
     waits, notes = [], []
     blocked: dict[str, str] = {}
     putters = {str(p.op.resource) for plan in plans for p in plan.ops if p.puts}
+    getters = {str(p.op.resource) for plan in plans for p in plan.ops if p.waits and not p.puts}
     for name, resource in resources.items():
-        for waiter in resource.waiters:
+        for waiter in [*resource.waiters, *resource.putters]:
             blocked[waiter.client] = name
         waits += resource.waiting()
         if resource.waiters:
+            if resource.resource.note:
+                notes.append(resource.resource.note)
             if name not in putters:
                 notes.append(f"no client runs an op that puts into {name}")
-            elif resource.resource.note:
-                notes.append(resource.resource.note)
+        if resource.putters and name not in getters:  # a full queue nobody takes from
+            notes.append(f"no client runs an op that takes from {name}")
     if not waits:
         return SimulationError(
             f"deadlock: client(s) {', '.join(stuck)} wait for ops that can never run"

@@ -225,6 +225,8 @@ class Engine:
                 yield from self._client_work(plan.name, plan.overhead)
             if plan.run_work > 0:  # TensorFlow starting the run: a core, not the GIL
                 yield from self._client_work(plan.name, plan.run_work, gil=False)
+            if plan.run_latency > 0:  # handing the run to the executor's threads: nothing held
+                yield env.timeout(plan.run_latency)
             for root in plan.roots:
                 Execution(self, run, plan.ops[root])
             yield run.done
@@ -280,18 +282,23 @@ class Engine:
 
     # -- resources ------------------------------------------------------------------------
     def resource_wait(self, run: Run, planned: PlannedOp) -> simpy.Event:
-        """The event an op that gets from a resource (a dequeue, a take) waits for before it
-        may start."""
+        """The event an op that gets from a resource (a dequeue, a take), or puts into a
+        queue with a capacity (room for its items), waits for before it may start."""
         op = planned.op
-        return self.resources[str(op.resource)].get(op.amount, run.plan.name, op.name)
+        resource = self.resources[str(op.resource)]
+        if planned.puts:
+            return resource.room(op.amount, run.plan.name, op.name)
+        return resource.get(op.amount, run.plan.name, op.name)
 
     def record_reads(self, run: Run, op: Op, time: float) -> None:
         """An op that reads variables starts: the versions it sees (the recorder's)."""
         self.recorder.reads(run, op, time)
 
-    def served(self, run: Run, planned: PlannedOp, got: Got[Arrived]) -> None:
-        """An op got what it waited for (a token, the gradients averaged)."""
+    def served(self, run: Run, planned: PlannedOp, got: Got[Arrived] | None) -> None:
+        """An op got what it waited for (a token, the gradients averaged; room: None)."""
         assert planned.action is not None
+        if got is None:  # room for a put: what it puts is recorded when it ends
+            return
         if planned.sets_counter:  # a token: it becomes the worker's local step
             run.token = got.value
         self.recorder.got(run, planned.op, planned.action, got, self.env.now)

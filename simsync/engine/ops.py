@@ -32,7 +32,7 @@ class EngineLike(Protocol):
 
     def resource_wait(self, run: Run, planned: PlannedOp) -> simpy.Event: ...
 
-    def served(self, run: Run, planned: PlannedOp, got: Got[Arrived]) -> None: ...
+    def served(self, run: Run, planned: PlannedOp, got: Got[Arrived] | None) -> None: ...
 
     def record_reads(self, run: Run, op: Op, time: float) -> None: ...
 
@@ -114,7 +114,7 @@ class Execution:
 
     def _served(self, event: simpy.Event) -> None:
         self.blocked = self.engine.env.now - self.ready
-        self.engine.served(self.run, self.planned, cast("Got[Arrived]", event.value))
+        self.engine.served(self.run, self.planned, cast("Got[Arrived] | None", event.value))
         self._acquire(None)
 
     def _acquire(self, _event: simpy.Event | None) -> None:

@@ -62,12 +62,14 @@ class PlannedOp:
     ring: float  # all-reduce communication seconds
     inputs: list[int] = field(default_factory=list)
     outputs: list[Output] = field(default_factory=list)
+    #: puts into a queue with a capacity: waits for room first
+    room: bool = False
     # read off the op and its kind once, for the hot path
     group: str | None = field(init=False)
     fraction: float = field(init=False)
     overhead: float = field(init=False)
     action: Action | None = field(init=False)
-    waits: bool = field(init=False)  # gets from a resource (a token, gradients) first
+    waits: bool = field(init=False)  # gets from a resource (a token, gradients), or room, first
     puts: bool = field(init=False)  # puts into a resource when it ends
     sets_counter: bool = field(init=False)  # what it gets becomes the counter it writes
     reads: bool = field(init=False)
@@ -77,7 +79,7 @@ class PlannedOp:
         cost, action = self.op.cost, self.kind.action
         self.group, self.fraction, self.overhead = cost.group, cost.fraction, cost.overhead
         self.action = action
-        self.waits = action is not None and not action.puts
+        self.waits = action is not None and (not action.puts or self.room)
         self.puts = action is not None and action.puts
         self.sets_counter = action is not None and action.sets_counter
         self.reads, self.writes = bool(self.op.reads), bool(self.op.writes)
@@ -107,6 +109,7 @@ class Plan:
     shared: bool = False
     until: str | None = None
     daemon: bool = False
+    run_latency: float = 0.0
     #: per planned op, how many inputs it waits for
     pending: list[int] = field(init=False)
     #: whether any op takes a thread of a host's pool (only then are threads tracked)
@@ -168,6 +171,7 @@ def _plan(
         client.shared_steps,
         client.until,
         client.daemon,
+        client.run_latency,
     )
 
 
@@ -181,6 +185,7 @@ def _runs_many(graph: Graph, name: str) -> bool:
 
 def _planned(graph: Graph, places: Places, op: Op, index: int) -> PlannedOp:
     host = graph.devices[op.device].host
+    resource = graph.resources.get(op.resource) if op.resource is not None else None
     return PlannedOp(
         op,
         kind_of(op.kind),
@@ -191,6 +196,7 @@ def _planned(graph: Graph, places: Places, op: Op, index: int) -> PlannedOp:
         fixed=op.cost.mean * op.cost.fraction,
         speed=op_speed(graph, op),
         ring=communication_time(graph, op),
+        room=resource is not None and resource.capacity > 0,
     )
 
 

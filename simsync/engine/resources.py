@@ -280,8 +280,12 @@ class Waitable:
     def __init__(self, env: simpy.Environment, resource: Resource) -> None:
         self.env, self.resource = env, resource
         #: an accumulator's items: which op pushed each gradient, and when
-        self.state: ResourceState[Arrived] = new_state(resource.kind, resource.initial)
+        self.state: ResourceState[Arrived] = new_state(
+            resource.kind, resource.initial, resource.capacity, resource.item
+        )
         self.waiters: deque[Waiter] = deque()
+        #: enqueues waiting for room in a full queue
+        self.putters: deque[Waiter] = deque()
 
     def get(self, amount: int, client: str, op: str) -> simpy.Event:
         """An event that succeeds with what the get took (a :class:`~simsync.ir.resources.Got`)
@@ -291,25 +295,45 @@ class Waitable:
         self._trigger_get()
         return event
 
+    def room(self, amount: int, client: str, op: str) -> simpy.Event:
+        """An event that succeeds once room for a put of ``amount`` is reserved (at once
+        but in a full queue with a capacity), after every put that waited before it."""
+        event = self.env.event()
+        self.putters.append(Waiter(client, op, amount, event))
+        self._trigger_room()
+        return event
+
     def put(self, value: int, amount: int, item: Arrived | None = None) -> Put:
-        """Put (never blocks), then serve the waiting gets the resource now can. ``item``:
-        the putting op and the time, which a take hands on as its inputs' arrivals."""
+        """Put (into the room it reserved), then serve the waiting gets the resource now
+        can. ``item``: the putting op and the time, which a take hands on as its inputs'
+        arrivals."""
         done = self.state.do_put(value, amount, item)
         self._trigger_get()
         return done
 
     def _trigger_get(self) -> None:
+        served = False
         while self.waiters:
             got = self.state.do_get(self.waiters[0].amount)
             if got is None:
-                return
+                break
             self.waiters.popleft().event.succeed(got)
+            served = True
+        if served and self.putters:  # a get made room
+            self._trigger_room()
+
+    def _trigger_room(self) -> None:
+        while self.putters and self.state.do_room(self.putters[0].amount):
+            self.putters.popleft().event.succeed(None)
 
     def waiting(self) -> list[str]:
         """Who waits for what, one line per waiter (a deadlock's explanation)."""
         state = self.state.describe()
+        name = self.resource.name
         return [
-            f"{w.client} waits in {w.op} for {self.state.wants(w.amount)} from "
-            f"{self.resource.name} ({state})"
+            f"{w.client} waits in {w.op} for {self.state.wants(w.amount)} from {name} ({state})"
             for w in self.waiters
+        ] + [
+            f"{w.client} waits in {w.op} for {self.state.wants_room(w.amount)} in {name} ({state})"
+            for w in self.putters
         ]

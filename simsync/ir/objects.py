@@ -143,8 +143,10 @@ class Variable:
 class Resource:
     """State that outlives one ``sess.run`` besides variables.
 
-    ``kind`` is ``"queue"`` (a FIFO of tokens: enqueue, enqueue_many, blocking dequeue; it
-    starts with ``initial`` tokens of value 0) or ``"accumulator"`` (a ConditionalAccumulator:
+    ``kind`` is ``"queue"`` (a FIFO: enqueue, enqueue_many, blocking dequeue; it starts with
+    ``initial`` items of value 0; with a ``capacity`` above 0 an enqueue waits for room, as a
+    ``tf.queue.FIFOQueue(capacity)``'s does; ``item`` names what it holds, in a learner's
+    words: ``"token"``, ``"element"``) or ``"accumulator"`` (a ConditionalAccumulator:
     gradients pushed with a local step are accepted if not stale; a take of R blocks until R
     were accepted, returns their mean and bumps the accumulator's step). ``note`` says, in a
     learner's words, what the resource needs to make progress: a deadlock's explanation quotes
@@ -156,9 +158,29 @@ class Resource:
     device: str
     initial: int = 0
     note: str = ""
+    capacity: int = 0
+    item: str = "token"
 
     def __post_init__(self) -> None:
-        values.check_fields(self, f"resource '{self.name}'", values.RESOURCE)
+        owner = f"resource '{self.name}'"
+        values.check_fields(self, owner, values.RESOURCE)
+        if self.capacity and self.initial > self.capacity:
+            raise GraphError(
+                f"{owner}: initial {self.initial}: must be at most its capacity {self.capacity}"
+            )
+
+    @property
+    def noun(self) -> str:
+        """What it is, in a learner's words.
+
+        >>> Resource("q", "queue", "/cpu:0").noun
+        'a token queue'
+        >>> Resource("f", "queue", "/cpu:0", item="element").noun
+        'a queue of elements'
+        """
+        if self.kind == "queue":
+            return "a token queue" if self.item == "token" else f"a queue of {self.item}s"
+        return "an accumulator"
 
 
 @dataclass(frozen=True)
@@ -292,6 +314,10 @@ class Client:
         Seconds of TensorFlow's own work in each run after ``overhead`` and before the first
         op (the executor starting a large graph's run, as an imported program's fit finds
         it): like the ops, it holds a core and not the GIL, so threads pay it side by side.
+    run_latency : float, optional
+        Seconds each run waits after ``run_work``, holding nothing: TensorFlow handing the
+        run to its executor's threads and back, as a ``sess.run`` of one ``NoOp`` measures
+        it beyond the CPU time it takes.
     staleness_bound : int, optional
         Clients with a bound s run stale-synchronously: one starts its run k only when every
         such client has finished k - s runs.
@@ -318,6 +344,7 @@ class Client:
     steps: int | None = None
     overhead: float = 0.0
     run_work: float = 0.0
+    run_latency: float = 0.0
     staleness_bound: int | None = None
     shared_steps: bool = False
     until: str | None = None

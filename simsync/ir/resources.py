@@ -1,16 +1,19 @@
-"""What a resource does: the one definition of the token queue, the ConditionalAccumulator and
-the four actions ops take on them.
+"""What a resource does: the one definition of a queue (the token queue, a program's input
+queue), the ConditionalAccumulator and the five actions ops take on them.
 
 A :class:`~simsync.ir.Resource` declares a queue or an accumulator; an op acts on it through its
 kind's :class:`Action`. What the action does is defined here once, as pure state machines with
 no clock and no SimPy, in the manner of SimPy's ``BaseResource``: a resource answers
-``do_put`` (an op puts when it ends; a put never blocks) and ``do_get`` (an op gets before it
-starts: the answer is ``None`` while the resource cannot serve it, and the op waits). The
+``do_put`` (an op puts when it ends; a put into a queue with a capacity first reserves room
+with ``do_room`` before it starts, waiting while there is none) and ``do_get`` (an op gets
+before it starts: the answer is ``None`` while the resource cannot serve it, and the op
+waits). The
 engine wraps the same states in SimPy events (:mod:`simsync.engine.resources`); the replay and
 the statistics of a trace drive :class:`Accumulator` with the events a trace recorded, so
 "which gradients did a take average" has one answer everywhere.
 
-- :class:`TokenQueue` (``sync_token_q``): ``enqueue`` puts ``amount`` tokens of one value;
+- :class:`TokenQueue` (``sync_token_q``, or a program's input queue): ``enqueue`` puts
+  ``amount`` items of one value (waiting for room first when the queue has a capacity);
   ``dequeue`` gets the oldest, and waits while there is none.
 - :class:`Accumulator` (TensorFlow's ``ConditionalAccumulator``): ``push`` puts one gradient
   tagged with its worker's local step; it is accepted unless the local step is below the
@@ -37,6 +40,7 @@ from typing import Generic, NamedTuple, Protocol, TypeVar
 __all__ = [
     "ACTIONS",
     "DEQUEUE",
+    "DEQUEUE_ELEMENTS",
     "ENQUEUE",
     "PUSH",
     "RESOURCE_KINDS",
@@ -58,8 +62,9 @@ class Action:
     """What an op does to its resource, declared once.
 
     ``resource`` is the kind of resource it acts on (``"queue"`` or ``"accumulator"``).
-    ``puts``: the op puts when it ends and never blocks; otherwise it gets, and waits for the
-    resource once its inputs are there, before it starts, holding no device.
+    ``puts``: the op puts when it ends (on a queue with a capacity it first waits for room,
+    as a get waits); otherwise it gets, and waits for the resource once its inputs are
+    there, before it starts, holding no device.
     ``sets_counter``: the value it gets becomes the counter its op writes (a dequeued token is
     the worker's local step), with no line in the ledger of updates.
     """
@@ -74,12 +79,16 @@ class Action:
 PUSH = Action("push", "accumulator", puts=True)
 #: The chief takes the mean of R or more accepted gradients (``accumulator.take_grad(R)``).
 TAKE = Action("take", "accumulator", puts=False)
-#: The chief puts tokens carrying the global step on the queue (``enqueue_many``).
+#: The chief puts tokens carrying the global step on the queue (``enqueue_many``); a
+#: program's queue runner puts elements on its input queue (``enqueue``).
 ENQUEUE = Action("enqueue", "queue", puts=True)
 #: A worker takes a token, which becomes its local step (``dequeue``).
 DEQUEUE = Action("dequeue", "queue", puts=False, sets_counter=True)
+#: A tower takes elements (its batch) from a program's input queue (``dequeue``,
+#: ``dequeue_many``).
+DEQUEUE_ELEMENTS = Action("dequeue_elements", "queue", puts=False)
 #: Every action, by the name a :class:`~simsync.trace.ResourceEvent` records.
-ACTIONS: dict[str, Action] = {a.name: a for a in (PUSH, TAKE, ENQUEUE, DEQUEUE)}
+ACTIONS: dict[str, Action] = {a.name: a for a in (PUSH, TAKE, ENQUEUE, DEQUEUE, DEQUEUE_ELEMENTS)}
 
 
 class Put(NamedTuple):
@@ -118,45 +127,89 @@ class ResourceState(Protocol[Item]):
         """What a get of ``amount`` waits for, in words."""
         ...
 
+    def do_room(self, amount: int) -> bool:
+        """Reserve room for a put of ``amount``, if there is; False: the putter waits."""
+        ...
+
+    def wants_room(self, amount: int) -> str:
+        """What a put of ``amount`` waits for, in words."""
+        ...
+
     def describe(self) -> str:
         """What the resource holds now, in words."""
         ...
 
 
 class TokenQueue(Generic[Item]):
-    """A FIFO queue of integer tokens that starts with ``initial`` tokens of value 0.
+    """A FIFO queue of integer items that starts with ``initial`` items of value 0: the
+    token queue (``item`` ``"token"``), or a program's input queue of elements.
 
-    A get takes one token, whatever ``amount`` says (a dequeue, not a dequeue_many).
+    A get takes ``amount`` items (at least one: a dequeue, a dequeue_many). With a
+    ``capacity`` above 0, an enqueue first reserves room for its items
+    (:meth:`do_room`), as a ``tf.queue.FIFOQueue``'s enqueue blocks while the queue is
+    full; an enqueue of more than the capacity waits for an empty queue (TensorFlow puts its
+    items in as room appears).
+
+    >>> q = TokenQueue(initial=1, capacity=2, item="element")
+    >>> q.do_room(1), q.do_room(1)
+    (True, False)
+    >>> q.do_put(0, 1, None).amount, q.describe(), q.do_get(2).amount, q.describe()
+    (1, '2 of 2 element(s)', 2, '0 of 2 element(s)')
     """
 
-    noun = "a token queue"
-
-    def __init__(self, initial: int = 0) -> None:
-        self.initial = initial
+    def __init__(self, initial: int = 0, capacity: int = 0, item: str = "token") -> None:
+        self.initial, self.capacity, self.item = initial, capacity, item
         self.tokens: deque[int] = deque([0] * initial)
+        #: room held by enqueues that have started and not yet put
+        self.reserved = 0
 
     def start(self) -> Put | None:
-        """The initial tokens, as one enqueue of value 0 (None: it starts empty)."""
+        """The initial items, as one enqueue of value 0 (None: it starts empty)."""
         return Put(0, self.initial, True) if self.initial else None
 
+    def do_room(self, amount: int) -> bool:
+        """Reserve room for an enqueue of ``amount``, if there is (always, without a
+        capacity); False: the enqueue waits."""
+        if not self.capacity:
+            return True
+        need = min(max(1, amount), self.capacity)
+        if len(self.tokens) + self.reserved + need > self.capacity:
+            return False
+        self.reserved += need
+        return True
+
     def do_put(self, value: int, amount: int, item: Item) -> Put:
-        """An enqueue: ``amount`` tokens of ``value`` at the back (``item`` is unused)."""
+        """An enqueue: ``amount`` items of ``value`` at the back (``item`` is unused), into
+        the room it reserved."""
         self.tokens.extend([value] * amount)
+        if self.capacity:
+            self.reserved = max(0, self.reserved - min(amount, self.capacity))
         return Put(value, amount, True)
 
     def do_get(self, amount: int) -> Got[Item] | None:
-        """A dequeue: the oldest token; None while the queue is empty."""
-        if not self.tokens:
+        """A dequeue of ``amount`` items (at least one), the oldest; None while fewer are
+        there. The value got is the last item's."""
+        want = max(1, amount)
+        if len(self.tokens) < want:
             return None
-        return Got(self.tokens.popleft(), 1, ())
+        taken = [self.tokens.popleft() for _ in range(want)]
+        return Got(taken[-1], want, ())
 
     def wants(self, amount: int) -> str:
         """What a dequeue waits for."""
-        return "a token"
+        want = max(1, amount)
+        article = "an" if self.item[:1] in "aeiou" else "a"
+        return f"{article} {self.item}" if want == 1 else f"{want} {self.item}s"
+
+    def wants_room(self, amount: int) -> str:
+        """What an enqueue waits for."""
+        return f"room for {min(max(1, amount), self.capacity or 1)} {self.item}(s)"
 
     def describe(self) -> str:
-        """How many tokens the queue holds."""
-        return f"{len(self.tokens)} token(s)" if self.tokens else "empty"
+        """How many items the queue holds."""
+        if self.capacity:
+            return f"{len(self.tokens)} of {self.capacity} {self.item}(s)"
+        return f"{len(self.tokens)} {self.item}(s)" if self.tokens else "empty"
 
 
 @dataclass
@@ -172,8 +225,6 @@ class Accumulator(Generic[Item]):
     >>> acc.push(0, "w2"), acc.push(1, "w3")  # w2 is stale now
     (False, True)
     """
-
-    noun = "an accumulator"
 
     step: int = 0
     accepted: list[Item] = field(default_factory=list)
@@ -219,6 +270,14 @@ class Accumulator(Generic[Item]):
         """What a take of ``amount`` waits for."""
         return f"{amount} gradient(s)"
 
+    def do_room(self, amount: int) -> bool:
+        """Always: a push never waits (a stale one is dropped)."""
+        return True
+
+    def wants_room(self, amount: int) -> str:
+        """Nothing: a push never waits."""
+        return "nothing"
+
     def describe(self) -> str:
         """How many gradients it has accepted since the last take."""
         return f"it has {len(self.accepted)}"
@@ -231,12 +290,15 @@ RESOURCE_KINDS: dict[str, type[TokenQueue[object]] | type[Accumulator[object]]] 
 }
 
 
-def new_state(kind: str, initial: int = 0) -> ResourceState[Item]:
-    """A fresh state of a resource of ``kind``; a queue starts with ``initial`` tokens.
+def new_state(
+    kind: str, initial: int = 0, capacity: int = 0, item: str = "token"
+) -> ResourceState[Item]:
+    """A fresh state of a resource of ``kind``; a queue starts with ``initial`` items (of
+    ``item``) and holds at most ``capacity`` (0: any number).
 
     >>> new_state("accumulator").describe(), new_state("queue", 2).describe()
     ('it has 0', '2 token(s)')
     """
     if kind == "queue":
-        return TokenQueue(initial)
+        return TokenQueue(initial, capacity, item)
     return Accumulator()

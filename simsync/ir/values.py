@@ -190,6 +190,8 @@ RESOURCE: dict[str, Rule] = {
     "device": TEXT,
     "initial": TOKENS,
     "note": TEXT,
+    "capacity": TOKENS,
+    "item": TEXT,
 }
 OP: dict[str, Rule] = {
     "name": TEXT,
@@ -231,6 +233,7 @@ CLIENT: dict[str, Rule] = {
     "steps": _optional(_integer(1, MAX_STEPS, allowed=f"an integer from 1 to {MAX_STEPS}")),
     "overhead": SECONDS,
     "run_work": SECONDS,
+    "run_latency": SECONDS,
     "staleness_bound": _optional(COUNT),
     "shared_steps": FLAG,
     "until": _optional(TEXT),

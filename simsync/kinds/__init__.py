@@ -22,6 +22,7 @@ from simsync.kinds import (  # noqa: F401  (each module registers its kind, in t
     push_gradients,
     take_gradients,
     tokens,
+    input_queue,
     generic,
 )
 from simsync.kinds.apply import fresh_enough, sgd_step

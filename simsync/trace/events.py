@@ -125,8 +125,10 @@ class ResourceEvent(NamedTuple):
 
     ``action`` and what ``value`` and ``amount`` mean for it:
 
-    - ``enqueue``: ``amount`` tokens of value ``value`` (a global step) put on the queue;
+    - ``enqueue``: ``amount`` tokens of value ``value`` (a global step) put on the queue, or
+      ``amount`` elements (value 0) on a program's input queue;
     - ``dequeue``: one token of value ``value`` taken off it;
+    - ``dequeue_elements``: ``amount`` elements taken off a program's input queue;
     - ``push``: one gradient tagged with local step ``value``; ``accepted`` is False when the
       accumulator dropped it as stale (``value`` below the accumulator's step);
     - ``take``: the mean of the ``amount`` gradients accumulated since the last take; ``value``

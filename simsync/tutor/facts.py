@@ -143,7 +143,7 @@ def simulation_facts(sim: Simulation) -> dict[str, Any]:
 
 
 #: Steps a question about a program simulates (as its lesson's program step does).
-PROGRAM_STEPS = 20
+PROGRAM_STEPS = 40
 #: Facts of a scenario's set-up that an imported program does not have.
 _SCENARIO_ONLY = ("compute_mean", "expected_max")
 

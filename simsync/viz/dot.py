@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections import defaultdict
 
 from simsync.ir import Graph, Op, crosses_devices
-from simsync.ir.resources import RESOURCE_KINDS
 from simsync.kinds import kind_of, resource_users, sync_points
 from simsync.viz.graph_text import format_devices, lane_of, short_name
 from simsync.viz.timeline import device_sort_key, kind_style
@@ -82,7 +81,7 @@ def resource_id(graph: Graph, name: str) -> str:
 
 def _resource_node(graph: Graph, name: str) -> str:
     resource = graph.resource(name)
-    label = f"{name}\n{RESOURCE_KINDS[resource.kind].noun}"
+    label = f"{name}\n{resource.noun}"
     if resource.note:
         label += f"\n{resource.note}"
     return f"{resource_id(graph, name)} [label={quote(label)}, {RESOURCE_STYLE}];"

@@ -10,6 +10,7 @@ and the shared ops by their top-level scope, a number at its end dropped (``conc
 ``average_gradients``' ``concat``) goes with its tower. A box costs what its ops cost, sits on
 the device most of them run on, and takes an arrow from another box wherever one of its ops
 takes a tensor from one of the other's. Where two boxes would feed each other, they are one.
+A box of one op keeps its kind (an input queue's dequeue, with the queue it takes from).
 
 >>> from simsync.ir import Cost, Device, Graph, Op
 >>> g = Graph()
@@ -73,13 +74,21 @@ def folded_by_scope(graph: Graph) -> Graph:
     folded = Graph(name=graph.name, link=graph.link)
     for placed in graph.devices.values():
         folded.add_device(placed)
+    for queue in graph.resources.values():  # an input queue: its ops are boxes of their own
+        folded.add_resource(queue)
     for box, keys in boxes.items():
         ops = [op for key in keys for op in groups[key]]
         device = Counter(op.device for op in ops).most_common(1)[0][0]
         towers = {work.get(op.name, op.tower) for op in ops}
         tower = towers.pop() if len(towers) == 1 else None
         total = sum(op.cost.expected for op in ops)
-        folded.add_op(Op(names[box], "generic", device, Cost(total), tower=tower))
+        one = ops[0] if len(ops) == 1 else None  # a box of one op keeps its kind
+        kind, resource, amount = (
+            (one.kind, one.resource, one.amount) if one else ("generic", None, 0)
+        )
+        folded.add_op(
+            Op(names[box], kind, device, Cost(total), tower=tower, resource=resource, amount=amount)
+        )
     for src, dst in merged.edges():
         folded.add_tensor(Tensor(names[src], names[dst]))
     return folded

@@ -20,7 +20,6 @@ from rich.table import Table
 from rich.text import Text
 
 from simsync.ir import Graph, Op, generations, lane_unit, op_speed, run_orders
-from simsync.ir.resources import RESOURCE_KINDS
 from simsync.kinds import input_towers, resource_users, sync_points
 from simsync.viz.timeline import SYNC_MARK, kind_style, legend_order, wrap_items
 
@@ -383,8 +382,11 @@ def resource_lines(graph: Graph) -> list[str]:
     for name, resource in graph.resources.items():
         putters = _scopes(graph.op(op) for op in users[name].puts)
         takers = _scopes(graph.op(op) for op in users[name].gets)
-        what = RESOURCE_KINDS[resource.kind].noun
-        start = f", {resource.initial} tokens at start" if resource.kind == "queue" else ""
+        what = resource.noun
+        start = ""
+        if resource.kind == "queue":
+            most = f" (at most {resource.capacity})" if resource.capacity else ""
+            start = f", {resource.initial} {resource.item}s at start{most}"
         lines.append(
             f"{name}: {what} on {resource.device}{start}; put by {putters or 'nobody'}, "
             f"taken by {takers or 'nobody'}"

@@ -18,7 +18,6 @@ from typing import Any
 
 from simsync.files import atomic_writer
 from simsync.ir import Graph, Op, crosses_devices, generations
-from simsync.ir.resources import RESOURCE_KINDS
 from simsync.kinds import resource_users, sync_points
 from simsync.viz.dot import RESOURCE_EDGE, RESOURCE_FILL
 from simsync.viz.graph_text import (
@@ -222,7 +221,7 @@ def _draw_resources(ax: Any, graph: Graph, layout: _Layout) -> None:
     for name, (x, y) in layout.resources.items():
         resource = graph.resource(name)
         _box(ax, x, y, RESOURCE_FILL, RESOURCE_EDGE, 1.4, rounding=0.25)
-        noun = RESOURCE_KINDS[resource.kind].noun.removeprefix("a ").removeprefix("an ")
+        noun = resource.noun.removeprefix("a ").removeprefix("an ")
         ax.text(x, y, f"{name}\n({noun})", ha="center", va="center", fontsize=6.5, zorder=4)
         for ops, puts in ((users[name].puts, True), (users[name].gets, False)):
             for op in ops:

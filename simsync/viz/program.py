@@ -160,6 +160,18 @@ def fit_line(fit: Mapping[str, Any] | None) -> str:
     return f"timed: traced op times x{fit['scale']:.2f}, {to}"
 
 
+def _runners(imported: Mapping[str, Any]) -> str:
+    """What the queue runners' threads run beside the steps, in words (empty: none).
+
+    >>> _runners({"queue_runner_threads": 2, "queue_runner_ops": 7})
+    ', its queue runners 7 more (2 threads)'
+    """
+    threads = imported.get("queue_runner_threads", 0)
+    if not threads:
+        return ""
+    return f", its queue runners {imported['queue_runner_ops']} more ({plural(threads, 'thread')})"
+
+
 def _count(why: str, count: int) -> str:
     """``constants (why)`` and 68 as ``constants: 68 (why)``: it reads right for any count.
 
@@ -207,7 +219,7 @@ class ProgramView:
             Text.assemble((str(result["source"]), "bold"), ": imported"),
             Text(
                 f"  {imported['tensorflow_ops']} TensorFlow ops; a step runs {imported['ops']} of "
-                f"them; {towers}"
+                f"them{_runners(imported)}; {towers}"
             ),
             Text(f"  ignored: {ignored or 'nothing'}"),
         ]

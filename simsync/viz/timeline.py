@@ -345,7 +345,7 @@ class Timeline:
             items.append((f"{WAIT} waiting at a sync point", "red"))
             items.append((f"{SYNC_MARK} sync point starts", "bold red"))
         if self.blocked_lanes:
-            items.append((f"{BLOCKED} blocked on a token or on gradients", "yellow"))
+            items.append((f"{BLOCKED} blocked on a queue or on gradients", "yellow"))
         if grid.drew_instant:
             items.append(("lowercase: op shorter than a character", ""))
         yield from wrap_items(items, width)

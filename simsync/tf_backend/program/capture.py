@@ -32,6 +32,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "DEQUEUES",
+    "ENQUEUES",
+    "FIFO_QUEUES",
     "LOGICAL_DEVICES",
     "Call",
     "Ended",
@@ -48,6 +51,15 @@ SETTLE_SECONDS = 0.5
 #: at most this long, whatever happens
 SETTLE_MOST_SECONDS = 5.0
 _GPU = re.compile(r"(?i)/(?:device:)?gpu:(\d+)")
+
+#: the queues whose waits simsync models: FIFO order, a capacity, nothing else to wait for
+FIFO_QUEUES = frozenset({"FIFOQueueV2", "FIFOQueue", "PaddingFIFOQueueV2", "PaddingFIFOQueue"})
+#: queue ops and how many elements each moves (``n`` of a dequeue_many is its second input)
+ENQUEUES = frozenset({"QueueEnqueueV2", "QueueEnqueue", "QueueEnqueueManyV2", "QueueEnqueueMany"})
+DEQUEUES = frozenset(
+    {"QueueDequeueV2", "QueueDequeue", "QueueDequeueManyV2", "QueueDequeueMany",
+     "QueueDequeueUpToV2", "QueueDequeueUpTo"}
+)  # fmt: skip
 
 
 @dataclass

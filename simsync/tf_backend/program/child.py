@@ -31,6 +31,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from simsync.tf_backend.program.capture import DEQUEUES, ENQUEUES, FIFO_QUEUES
+
 __all__ = ["graph_data", "main", "thread_names"]
 
 
@@ -140,8 +142,10 @@ def _answer(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any) ->
         "devices": f"{gpus} GPU(s)" if gpus else "logical CPU devices",
         "processor": processor(),
         "cores": os.cpu_count() or 1,
-        # what a profile holds: 2 since its step time is timed in a block of untraced steps
-        "profile_form": 2,
+        # what a profile holds: 2 since its step time is timed in a block of untraced steps,
+        # 3 since it times the work of the queue runners' enqueues, 6 since it splits a
+        # sess.run's own cost into the GIL's part, CPU and waiting
+        "profile_form": 6,
     }
     key = graph_key(data, machine)
     say(graph=data)
@@ -228,9 +232,12 @@ def graph_data(tf: Any, loop: Any, program: str, gpus: int) -> dict[str, Any]:
                 "queue": runner.queue.name,
                 "threads": len(runner.enqueue_ops),
                 "enqueue": sorted({op.name for op in runner.enqueue_ops}),
+                # one thread per enqueue op listed (the same op twice: two threads)
+                "enqueue_ops": [op.name for op in runner.enqueue_ops],
             }
             for runner in runners
         ],
+        "queue_sizes": queue_sizes(tf, loop),
         "collections": {
             "update_ops": [op.name for op in graph.get_collection(keys.UPDATE_OPS)],
             "train_op": [_name(item) for item in graph.get_collection(keys.TRAIN_OP)],
@@ -240,6 +247,22 @@ def graph_data(tf: Any, loop: Any, program: str, gpus: int) -> dict[str, Any]:
         "cores": os.cpu_count() or 1,
         "runs_before_loop": loop.runs_before,
     }
+
+
+def queue_sizes(tf: Any, loop: Any) -> dict[str, int]:
+    """How many elements each FIFO queue of the loop's graph holds as the loop starts: what
+    the program (and its queue runners, until now) put in before its training loop."""
+    from simsync.tf_backend.program.profile import queue_size_ops
+
+    sizes = queue_size_ops(tf, loop.graph)
+    return (
+        {
+            name: int(size)
+            for name, size in zip(sizes, loop.session.run(list(sizes.values())), strict=True)
+        }
+        if sizes
+        else {}
+    )
 
 
 def _name(item: Any) -> str:
@@ -265,6 +288,19 @@ def _op_data(op: Any, folder: str) -> dict[str, Any]:
         dims = shape.as_list() if shape.rank is not None else None
         data["shape"] = dims
         data["bytes"] = _nbytes(dims, op.get_attr("dtype"))
+    elif op.type in FIFO_QUEUES:
+        data["capacity"] = int(op.get_attr("capacity"))
+    elif op.type in ENQUEUES:
+        many = "Many" in op.type and op.inputs[1].shape.rank
+        data["elements"] = op.inputs[1].shape.as_list()[0] if many else 1
+    elif op.type in DEQUEUES:
+        if "Many" in op.type or "UpTo" in op.type:
+            import tensorflow as tf
+
+            n = tf.get_static_value(op.inputs[1])
+            data["elements"] = int(n) if n is not None else None
+        else:
+            data["elements"] = 1
     return data
 
 

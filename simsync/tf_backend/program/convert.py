@@ -20,11 +20,21 @@ control inputs, and where the program made it), and :func:`convert` turns that i
   TensorFlow happened to run last in the few profiled steps measured twice as slow, and the
   simulation then named them the stragglers of every step. A tower slower by its device is
   a ``--speeds`` what-if. On real GPUs each op keeps its own cost: a GPU may really be slower.
+- **Input queues** (``tf.queue.FIFOQueue``, padding or not) become queue resources
+  (:class:`~simsync.ir.Resource`) with the program's capacity, holding as many elements as
+  they held when the training loop started. Their dequeues are ``dequeue_elements`` ops (a
+  tower waits while the queue holds too few), their enqueues ``enqueue_elements`` ops (they
+  wait while it is full), and each thread of a queue runner (``QueueRunner(queue, [enqueue]
+  * 2)``: two) is a daemon client looping over its enqueue op and what it needs, timed by
+  the profile; the enqueue itself costs what the dequeue costs (a copy of the elements).
+  Kinds: :mod:`simsync.kinds.input_queue`.
 - **Ignored, and counted in the report**: constants (their values exist before a step
   starts), fed placeholders, the ops that make variables (``VarHandleOp``: the variable
-  becomes an IR :class:`~simsync.ir.Variable`) and queues and accumulators (their ops run
-  as generic ops: a dequeue never waits for an empty queue), and every op the training loop
-  never runs (initialisers, queue runners' enqueues, savers), by type.
+  becomes an IR :class:`~simsync.ir.Variable`) and FIFO queues (the queue becomes a
+  resource), other queues and accumulators (a random shuffle queue, a
+  ``ConditionalAccumulator``: their ops run as generic ops, and never wait), and every op
+  neither the training loop nor a FIFO queue's runner runs (initialisers, savers), by
+  type.
 - **Variables**: an op that takes a variable's handle reads it, or writes it when its type
   applies, assigns or scatters (``ResourceApplyGradientDescent``, ``AssignAddVariableOp``).
 - **Tensors** carry their real bytes: the static shape's when it is known, else the bytes the
@@ -32,7 +42,10 @@ control inputs, and where the program made it), and :func:`convert` turns that i
 - **Devices** are the profile's placement (where each op really ran), else the program's
   requested device, its colocation, or its first input's device, else ``/cpu:0``.
 - **Towers** from names and devices (:mod:`simsync.tf_backend.program.towers`).
-- **Clients**: one per thread that loops, with its fetches and its measured overhead.
+- **Clients**: one per thread that loops, with its fetches and what a ``sess.run`` costs
+  beyond its ops (:func:`session_client`): its Python side holds the GIL (the client's
+  overhead), the rest of its CPU time a core (``run_work``), the rest of its wall time
+  nothing (``run_latency``); one daemon per thread of a FIFO queue's runners.
 """
 
 from __future__ import annotations
@@ -44,21 +57,35 @@ from collections import Counter
 from typing import Any
 
 from simsync.errors import GraphError
-from simsync.ir import LOCALHOST, Client, Cost, Device, Graph, Op, Tensor, Variable, tower_work
-from simsync.tf_backend.program.capture import program_device
+from simsync.ir import (
+    LOCALHOST,
+    Client,
+    Cost,
+    Device,
+    Graph,
+    Op,
+    Resource,
+    Tensor,
+    Variable,
+    tower_work,
+)
+from simsync.ir.values import MAX_TOKENS
+from simsync.kinds.input_queue import DEQUEUE_ELEMENTS, ENQUEUE_ELEMENTS
+from simsync.tf_backend.program.capture import DEQUEUES, ENQUEUES, FIFO_QUEUES, program_device
 from simsync.tf_backend.program.towers import find_towers
 
-__all__ = ["CONSTANTS", "FED", "MAX_OPS", "RESOURCES", "VARIABLES", "convert"]
+__all__ = ["CONSTANTS", "FED", "MAX_OPS", "RESOURCES", "VARIABLES", "convert", "session_client"]
 
 #: a step of at most this many ops is simulated; more is refused in one line
 MAX_OPS = 20_000
 CONSTANTS = frozenset({"Const", "HostConst"})
 FED = frozenset({"Placeholder"})
 VARIABLES = frozenset({"VarHandleOp", "VariableV2", "Variable", "VarHandleOpV2"})
+#: resources whose ops run as generic ops (FIFO queues, :data:`FIFO_QUEUES`, are modelled)
 RESOURCES = frozenset(
     {
-        "FIFOQueueV2", "FIFOQueue", "RandomShuffleQueueV2", "PaddingFIFOQueueV2",
-        "PriorityQueueV2", "ConditionalAccumulator", "SparseConditionalAccumulator",
+        "RandomShuffleQueueV2", "RandomShuffleQueue", "PriorityQueueV2", "PriorityQueue",
+        "ConditionalAccumulator", "SparseConditionalAccumulator",
         "ResourceConditionalAccumulator", "MutexV2",
     }
 )  # fmt: skip
@@ -74,7 +101,9 @@ def convert(
     ``efficiency`` is how fast this machine's cores run when all are busy (its profile's)."""
     ops = {op["name"]: op for op in data["ops"]}
     clients = data["clients"]
-    needed = _closure(ops, [name for client in clients for name in client["fetches"]])
+    runners = _runner_threads(data, ops)
+    stepped = _closure(ops, [name for client in clients for name in client["fetches"]])
+    needed = stepped | _closure(ops, [enqueue for _, enqueue in runners])
     if len(needed) > MAX_OPS:
         raise GraphError(
             f"a step runs {len(needed):,} TensorFlow ops: simsync simulates at most {MAX_OPS:,}"
@@ -89,9 +118,12 @@ def convert(
             reasons[name] = "placeholders (fed by sess.run)"
         elif kind in VARIABLES:
             reasons[name] = "variables (kept as variables, not ops)"
+        elif kind in FIFO_QUEUES:
+            reasons[name] = "FIFO queues (kept as queues, not ops)"
         elif kind in RESOURCES:
             reasons[name] = (
-                "queues and accumulators (their ops run, never blocking: a queue is never empty)"
+                "random shuffle or priority queues and accumulators (their ops run, never "
+                "waiting: such a queue is never empty)"
             )
     kept = [name for name in data["order"] if name in needed and name not in reasons]
     devices = {name: _device(name, ops, timed) for name in ops}
@@ -109,22 +141,29 @@ def convert(
         cpu = device.startswith("/cpu:")
         graph.add_device(Device(device, kind="cpu" if cpu else "gpu", concurrent=cpu))
     variables = _variables(graph, ops, needed, devices, data)
+    queues = _queues(graph, ops, needed, devices, data, runners)
     untimed = 0
     for name in kept:
         op = ops[name]
         handles = [i["op"] for i in op["inputs"] if i["op"] in variables]
         writes = any(word in op["type"] for word in _WRITES)
-        if profile and name not in timed:
+        kind, queue, elements = _queue_op(op, queues)
+        cost = timed.get(name, {}).get(seconds)
+        if cost is None and kind == ENQUEUE_ELEMENTS.name:
+            cost = _dequeue_cost(ops, kept, timed, seconds, str(queue))
+        elif profile and name not in timed:
             untimed += 1  # folded by TensorFlow before the step (constant folding)
         graph.add_op(
             Op(
                 name,
-                "generic",
+                kind,
                 devices[name],
-                Cost(float(timed.get(name, {}).get(seconds, 0.0))),
+                Cost(float(cost or 0.0)),
                 tower=towers.of(name),
                 reads=() if writes else tuple(dict.fromkeys(handles)),
                 writes=tuple(dict.fromkeys(handles)) if writes else (),
+                resource=queue,
+                amount=elements,
             )
         )
     _tensors(graph, ops, kept, (profile or {}).get("tensors", {}))
@@ -138,15 +177,148 @@ def convert(
                 f"the loop of thread '{client['thread']}' fetches only constants "
                 f"({', '.join(client['fetches'])}): nothing runs"
             )
-        overhead = overheads.get(client["thread"], {}).get("overhead", 0.0)
-        graph.add_client(Client(client["name"], fetches, overhead=float(overhead)))
         # a sess.run of one NoOp: what a run of another client (a what-if's) costs at least
-        graph.facts["session_run"] = float(overhead)
+        costs = _run_cost(overheads.get(client["thread"], {}))
+        graph.facts.update(costs)
+        graph.add_client(session_client(graph, client["name"], fetches))
+    for name, enqueue in runners:  # a queue runner's thread: sess.run(enqueue) in a loop
+        graph.add_client(session_client(graph, name, (enqueue,), daemon=True))
     graph.facts["source"] = data["program"]
     steps = [n for n in data.get("collections", {}).get("global_step", []) if n in graph.variables]
     if steps:  # the program's global step (tf.train.get_or_create_global_step)
         graph.facts["global_step"] = steps[0]
-    return graph, _report(data, ops, needed, reasons, kept, towers, untimed, profile)
+    report = _report(data, ops, needed, reasons, kept, towers, untimed, profile)
+    # what the loop's steps run, and what only the queue runners' threads do
+    report["ops"] = sum(1 for name in kept if name in stepped)
+    report["queue_runner_ops"] = len(kept) - report["ops"]
+    report["queue_runner_threads"] = len(runners)
+    return graph, report
+
+
+def _run_cost(measured: dict[str, Any]) -> dict[str, float]:
+    """A ``sess.run``'s own cost, as the profile measured it
+    (:func:`~simsync.tf_backend.program.profile.session_run_split`), as the facts
+    :func:`session_client` reads: the part that holds the GIL (Python's side), the rest of its
+    CPU time (TensorFlow's, a core without the GIL) and the rest of its wall time (waiting
+    for the executor's threads, holding nothing). A profile that did not split it: all of
+    it holds the GIL.
+
+    >>> _run_cost({"overhead": 6e-05, "python": 2e-05, "cpu": 3.5e-05})
+    {'session_run': 2e-05, 'session_run_work': 1.5e-05, 'session_run_latency': 2.5e-05}
+    >>> _run_cost({"overhead": 6e-05})["session_run"]
+    6e-05
+    """
+    total = float(measured.get("overhead", 0.0))
+    python = min(total, float(measured.get("python", total)))
+    cpu = min(total, max(python, float(measured.get("cpu", python))))
+    return {
+        "session_run": python,
+        "session_run_work": round(cpu - python, 12),
+        "session_run_latency": round(total - cpu, 12),
+    }
+
+
+def session_client(
+    graph: Graph, name: str, fetches: tuple[str, ...], *, daemon: bool = False
+) -> Client:
+    """A client of an imported graph whose ``sess.run`` costs, beyond its ops, what one of
+    one ``NoOp`` cost the program's session: its ``overhead``, ``run_work`` and
+    ``run_latency`` (:func:`_run_cost`)."""
+    return Client(
+        name,
+        fetches,
+        overhead=float(graph.facts.get("session_run", 0.0)),
+        run_work=float(graph.facts.get("session_run_work", 0.0)),
+        run_latency=float(graph.facts.get("session_run_latency", 0.0)),
+        daemon=daemon,
+    )
+
+
+def _runner_threads(data: dict[str, Any], ops: dict[str, Any]) -> list[tuple[str, str]]:
+    """Each thread of the FIFO queues' runners: its client's name
+    (``fifo_queue_runner_0``) and the enqueue op it loops over."""
+    threads = []
+    for runner in data.get("queue_runners", []):
+        queue = runner["queue"]
+        if ops.get(queue, {}).get("type") not in FIFO_QUEUES:
+            continue
+        slug = queue.replace("/", "_")
+        enqueues = runner.get("enqueue_ops") or runner["enqueue"] * runner["threads"]
+        threads += [
+            (f"{slug}_runner_{index}", enqueue)
+            for index, enqueue in enumerate(e for e in enqueues if e in ops)
+        ]
+    return threads
+
+
+def _queues(
+    graph: Graph,
+    ops: dict[str, Any],
+    needed: set[str],
+    devices: dict[str, str],
+    data: dict[str, Any],
+    runners: list[tuple[str, str]],
+) -> set[str]:
+    """The FIFO queues the steps use, as queue resources (see the module's docstring)."""
+    fed = Counter(ops[enqueue]["inputs"][0]["op"] for _, enqueue in runners)
+    sizes = data.get("queue_sizes", {})
+    names = set()
+    for name in sorted(needed):
+        op = ops[name]
+        if op["type"] not in FIFO_QUEUES:
+            continue
+        capacity = min(max(0, int(op.get("capacity") or 0)), MAX_TOKENS)
+        initial = min(int(sizes.get(name, 0)), capacity or MAX_TOKENS)
+        if fed[name]:
+            note = f"{fed[name]} queue runner thread(s) fill '{name}'"
+        else:
+            note = (
+                f"nothing fills '{name}' while the program trains: it held {initial} "
+                "element(s) when its training loop began"
+            )
+        graph.add_resource(
+            Resource(
+                name,
+                "queue",
+                devices[name],
+                initial=initial,
+                capacity=capacity,
+                item="element",
+                note=note,
+            )
+        )
+        names.add(name)
+    return names
+
+
+def _queue_op(op: dict[str, Any], queues: set[str]) -> tuple[str, str | None, int]:
+    """An op's kind, and for an enqueue or dequeue of a FIFO queue of ``queues``, its queue
+    and how many elements it moves (as known before it runs; else a generic op)."""
+    handle = op["inputs"][0]["op"] if op["inputs"] else None
+    elements = op.get("elements")
+    if handle in queues and elements:
+        if op["type"] in ENQUEUES:
+            return ENQUEUE_ELEMENTS.name, handle, int(elements)
+        if op["type"] in DEQUEUES:
+            return DEQUEUE_ELEMENTS.name, handle, int(elements)
+    return "generic", None, 0
+
+
+def _dequeue_cost(
+    ops: dict[str, Any], kept: list[str], timed: dict[str, Any], seconds: str, queue: str
+) -> float | None:
+    """What an enqueue of ``queue`` costs, not traced (the profile runs what it puts, not
+    the enqueue, which would wait on a full queue): the median of the traced dequeues of the
+    same queue, a copy of elements as well."""
+    found = [
+        float(timed[name][seconds])
+        for name in kept
+        if name in timed
+        and ops[name]["type"] in DEQUEUES
+        and ops[name]["inputs"]
+        and ops[name]["inputs"][0]["op"] == queue
+    ]
+    return statistics.median(found) if found else None
 
 
 def _same_costs(graph: Graph, ops: dict[str, Any]) -> None:

@@ -13,15 +13,18 @@ op times. :func:`fit_costs` simulates the graph as written with the ops as trace
 - where it is **longer**, the traced ops ran slower than untraced ones: every op's time is
   scaled down by one factor (``scale``).
 
-What a ``sess.run`` of one ``NoOp`` costs (the client's overhead, measured apart) is never
-scaled. Either way the fitted graph's simulated step is the untraced median wall time.
+What a ``sess.run`` of one ``NoOp`` costs (the client's overhead, ``run_work`` and
+``run_latency`` as imported, measured apart) is never scaled; ``per_run`` comes on top of
+it. Either way the fitted graph's simulated step is the untraced median wall time.
 
 So for a program as written the simulated step is its own profiling run's step, by
 construction: a cross-check of it tests how well that run foretells fresh ones. A what-if
 (``--towers``, ``--speeds``, a link, a mode) is where the simulator's model is tested.
 
 Only a loop of one client is fitted: the profile times each client alone, and clients that
-run together share the machine in ways one factor cannot hold apart.
+run together share the machine in ways one factor cannot hold apart. Queue runners' threads
+(daemons) ran beside it in the profile as in the simulation: their ops are scaled too, and
+they do no ``per_run`` work.
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ __all__ = ["FIT_STEPS", "apply_fit", "fit_costs", "simulate_graph"]
 FIT_STEPS = 6
 #: the scales a fit may take: beyond them the profile is not this graph's steady loop
 LOWEST, HIGHEST = 0.05, 20.0
+#: how close to the untraced step a fit's simulated step must come, relatively, and in how
+#: many tries at most
+CLOSE, TRIES = 0.01, 4
 #: the most of a step that TensorFlow's own work in a run may take: beyond it, as beyond the
 #: scales' bounds, the profile is not this graph's steady loop
 MOST_PER_RUN = 0.9
@@ -51,22 +57,25 @@ def fit_costs(graph: Graph, walls: Mapping[str, float]) -> tuple[Graph, dict[str
     (the profile's untraced median wall time), and what was done (see the module's
     docstring): ``{"scale", "per_run", "wall", "simulated"}``, or ``{"scale": 1.0, "why"}``
     when nothing was."""
-    if len(graph.clients) != 1:
-        why = f"{len(graph.clients)} threads loop: each was timed alone"
+    loops = [client for client in graph.clients if not client.daemon]  # not queue runners
+    if len(loops) != 1:
+        why = f"{len(loops)} threads loop: each was timed alone"
         return graph, {"scale": 1.0, "why": why}
-    client = graph.clients[0]
+    client = loops[0]
     wall = walls.get(client.name)
     if not wall or wall <= 0:
         return graph, {"scale": 1.0, "why": "the profile has no untraced step time"}
-    work = wall - client.overhead
-    at_one = _simulated_step(graph) - client.overhead
+    # a sess.run of one NoOp, measured apart
+    fixed = client.overhead + client.run_work + client.run_latency
+    work = wall - fixed
+    at_one = _simulated_step(graph) - fixed
     if work <= 0 or at_one <= 0:
         why = "the step is all sess.run's own work" if work <= 0 else "the ops take no time"
         return graph, {"scale": 1.0, "why": why}
     if work >= at_one:  # the ops as traced leave time over: TensorFlow's own work per run
         found = _per_run(graph, wall, work - at_one)
     else:  # the traced ops take longer than the step: they ran slower traced
-        found = _scale(graph, wall, at_one, client.overhead)
+        found = _scale(graph, wall, at_one, fixed)
     fitted = apply_fit(graph, found)
     found["simulated"] = _simulated_step(fitted)
     if found["scale"] in (LOWEST, HIGHEST):
@@ -80,28 +89,34 @@ def fit_costs(graph: Graph, walls: Mapping[str, float]) -> tuple[Graph, dict[str
 
 
 def _per_run(graph: Graph, wall: float, extra: float) -> dict[str, Any]:
-    """The time a run takes beyond its ops as traced, once more after a first try: the
-    cores it holds slow the ops beside it (the queue runners'), so the step is not linear
-    in it."""
+    """The time a run takes beyond its ops as traced, tried again until the step is within
+    :data:`CLOSE` of the wall (:data:`TRIES` at most): the cores it holds slow the ops beside
+    it (a queue runner's), so the step is not linear in it."""
     found: dict[str, Any] = {"scale": 1.0, "per_run": extra, "wall": wall}
-    again = _simulated_step(apply_fit(graph, found))
-    found["per_run"] = round(max(0.0, extra + wall - again), 9)
+    for _ in range(TRIES):
+        again = _simulated_step(apply_fit(graph, found))
+        if abs(again - wall) <= CLOSE * wall:
+            break
+        found["per_run"] = round(max(0.0, found["per_run"] + wall - again), 9)
     return found
 
 
-def _scale(graph: Graph, wall: float, at_one: float, overhead: float) -> dict[str, Any]:
-    """One factor for every op's cost, once more after a first try: transfers and waits do
-    not scale with the ops, so the step is not linear in it."""
-    work = wall - overhead
+def _scale(graph: Graph, wall: float, at_one: float, fixed: float) -> dict[str, Any]:
+    """One factor for every op's cost, tried again until the step is within :data:`CLOSE`
+    of the wall (:data:`TRIES` at most): transfers, waits and a queue runner's runs do not
+    scale with the ops, so the step is not linear in it."""
+    work = wall - fixed
     found: dict[str, Any] = {"scale": _bounded(work / at_one), "per_run": 0.0, "wall": wall}
-    again = _simulated_step(apply_fit(graph, found)) - overhead
-    if again > 0:
-        found["scale"] = round(_bounded(found["scale"] * work / again), 4)
+    for _ in range(TRIES):
+        again = _simulated_step(apply_fit(graph, found))
+        if again - fixed <= 0 or abs(again - wall) <= CLOSE * wall:
+            break
+        found["scale"] = round(_bounded(found["scale"] * work / (again - fixed)), 4)
     return found
 
 
 def apply_fit(graph: Graph, fit: Mapping[str, Any]) -> Graph:
-    """``graph`` with a fit applied: every op's cost times ``scale``, and ``per_run``
+    """``graph`` with a fit applied: every op's cost times ``scale``, and ``per_run`` more
     seconds of TensorFlow's own work in every run (``Client.run_work``: a core, not the
     GIL; a thread of a mode change, which copies the client, does it too)."""
     scale, extra = float(fit.get("scale", 1.0)), float(fit.get("per_run", 0.0))
@@ -122,8 +137,10 @@ def simulate_graph(
 
 
 def _simulated_step(graph: Graph) -> float:
+    """The simulated median step of the graph's loop (not its queue runners' runs)."""
     simulation = simulate_graph(graph, FIT_STEPS, name="fit")
-    return statistics.median(step.duration for step in simulation.trace.steps)
+    loops = {client.name for client in graph.clients if not client.daemon}
+    return statistics.median(s.duration for s in simulation.trace.steps if s.client in loops)
 
 
 def _bounded(scale: float) -> float:

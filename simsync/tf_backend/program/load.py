@@ -44,7 +44,7 @@ __all__ = [
 #: processes whose median step time the profile's is the median of (:func:`_more_walls`)
 PROFILE_PROCESSES = 3
 #: the form of a kept fit: a fit kept in another form is found again
-FIT_FORM = 2
+FIT_FORM = 4  # 3: per_run on top of a NoOp run's run_work; 4: tried until within 1 %
 #: what ``simsync simulate FILE`` reads as a program rather than a scenario
 PROGRAM_SUFFIXES = (".py", ".meta", ".pbtxt")
 #: the program's folder: files copied beside it (its own modules), at most, and their size;

@@ -53,6 +53,7 @@ from simsync.patterns.sync_replicas import (
     accumulator_note,
     take_op,
 )
+from simsync.tf_backend.program.convert import session_client
 from simsync.tf_backend.program.whatif import bytes_out, run_only, state_of, thread_copy
 from simsync.words import plural
 
@@ -348,9 +349,7 @@ def _add_chief(
     for name in ends:
         new.add_tensor(Tensor(name, ENQUEUE_TOKENS_OP, control=True))
     # the chief's sess.run of its few ops costs what one of a NoOp did, not the loop's own
-    overhead = float(graph.facts.get("session_run", main.overhead))
-    new.add_client(Client(QUEUE_RUNNER, (ENQUEUE_TOKENS_OP,), overhead=overhead,
-                          daemon=True))  # fmt: skip
+    new.add_client(session_client(graph, QUEUE_RUNNER, (ENQUEUE_TOKENS_OP,), daemon=True))
 
 
 def _add_worker(

@@ -9,9 +9,10 @@ step began) to its end, which holds the kernel, the executor's hand-over to it a
 for a core on this machine (on a 2-core machine running 17 logical devices, most of a small
 op's time). Each output's allocated bytes are kept too. What a run costs beyond its ops is
 what a ``sess.run`` of one ``NoOp`` costs on a session configured the same way
-(:func:`session_run_cost`): the client's overhead. Traced steps run slower than untraced ones,
-so the latencies are scaled when the graph is imported until the simulated step is the
-untraced wall time (:mod:`simsync.tf_backend.program.fit`).
+(:func:`session_run_split`): the client's overhead, of which only the Python side holds the
+GIL, and only its CPU time a core. Traced steps run slower than untraced ones, so the
+latencies are scaled when the graph is imported until the simulated step is the untraced
+wall time (:mod:`simsync.tf_backend.program.fit`).
 
 The result is a plain dict (:func:`profile_loop`), the form the cache keeps
 (:mod:`simsync.tf_backend.program.costs`):
@@ -22,28 +23,39 @@ The result is a plain dict (:func:`profile_loop`), the form the cache keeps
 ``tensors``
     ``{"op:slot": bytes}`` as allocated;
 ``clients``
-    ``{thread: {"overhead": s, "wall": median s, "span": median s, "walls": [...]}}``: the
-    walls of the untraced block, the median span of the traced steps.
+    ``{thread: {"overhead": s, "python": s, "cpu": s, "wall": median s, "span": median s,
+    "walls": [...]}}``: a ``sess.run``'s own cost, the part of it that holds the GIL and its
+    CPU time (:func:`session_run_split`), the walls of the untraced block, the median span
+    of the traced steps.
+
+The queue runners' threads run beside all this, as they do in the program. What each of
+their enqueue ops needs (the elements it puts: reading, decoding, making a batch) is traced
+as well, a few runs of its inputs alone (:func:`_runner_work`); the enqueue itself is not
+run here, as it would wait on a full queue. Its cost, a copy of the elements into the queue,
+is taken as the dequeue's out of it (:mod:`~simsync.tf_backend.program.convert`).
 """
 
 from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
-from simsync.tf_backend.program.capture import Loop, program_device
+from simsync.tf_backend.program.capture import FIFO_QUEUES, Loop, program_device
 from simsync.tf_backend.session.step_stats import read_step_stats, tracer_lane
 
 __all__ = [
     "MOST_TIMED",
+    "QUEUE_STEPS",
     "TIMED_SECONDS",
     "TRACED_STEPS",
     "UNTRACED_STEPS",
     "WARMUP_STEPS",
     "measure_loop",
     "profile_loop",
-    "session_run_cost",
+    "queue_size_ops",
+    "session_run_split",
     "step_stats_records",
 ]
 
@@ -54,6 +66,8 @@ UNTRACED_STEPS = 30
 TIMED_SECONDS = 1.0
 MOST_TIMED = 400
 WARMUP_STEPS = 5
+#: runs of each client, after its measured ones, that also fetch its FIFO queues' sizes
+QUEUE_STEPS = 100
 
 
 def profile_loop(
@@ -61,10 +75,7 @@ def profile_loop(
 ) -> dict[str, Any]:
     """Trace ``steps`` runs of each looping client, after ``untraced`` timed ones; see the
     module's docstring."""
-    durations: dict[str, list[float]] = {}
-    busy: dict[str, list[float]] = {}
-    devices: dict[str, str] = {}
-    tensors: dict[str, int] = {}
+    found = _Found()
     clients: dict[str, Any] = {}
     run = loop.session.run
     waits = {
@@ -79,39 +90,76 @@ def profile_loop(
             metadata = tf.compat.v1.RunMetadata()
             run(call.raw_fetches, call.feed_dict, options=options, run_metadata=metadata)
             records = step_stats_records(metadata.step_stats)
-            for record in records:  # its own time, before the wait for it is added
-                busy.setdefault(record["name"], []).append(record["end"] - record["start"])
-            _latencies(records, waits)
+            found.keep(records, waits)
             if records:
                 spans.append(max(r["end"] for r in records) - min(r["start"] for r in records))
-            for record in records:
-                durations.setdefault(record["name"], []).append(record["end"] - record["start"])
-                devices[record["name"]] = record["device"]
-                tensors.update(record["outputs"])
         clients[thread] = {
             "wall": statistics.median(walls),
             "span": statistics.median(spans) if spans else 0.0,
             "walls": walls,
         }
+    for records in _runner_work(tf, loop, steps):
+        found.keep(records, waits)
     # after the timed runs: a second session slows the program's own in the same process
-    session_run = session_run_cost(tf, loop.session)
+    session_run = session_run_split(tf, loop.session)
     for client in clients.values():
-        client["overhead"] = session_run
+        client.update(session_run)
     names = set(op.name for op in loop.graph.get_operations())
     return {
         "ops": {
             name: {
-                "device": devices[name],
+                "device": found.devices[name],
                 "seconds": statistics.median(seconds),
-                "busy": statistics.median(busy[name]),
+                "busy": statistics.median(found.busy[name]),
             }
-            for name, seconds in durations.items()
+            for name, seconds in found.durations.items()
             if name in names
         },
-        "tensors": tensors,
+        "tensors": found.tensors,
         "clients": clients,
         "steps": steps,
     }
+
+
+@dataclass
+class _Found:
+    """What the traced runs found, per op: its latencies and busy times, its device, and
+    the bytes of its outputs."""
+
+    durations: dict[str, list[float]] = field(default_factory=dict)
+    busy: dict[str, list[float]] = field(default_factory=dict)
+    devices: dict[str, str] = field(default_factory=dict)
+    tensors: dict[str, int] = field(default_factory=dict)
+
+    def keep(self, records: list[dict[str, Any]], waits: dict[str, list[str]]) -> None:
+        """Keep one traced run's records (their starts move back: :func:`_latencies`)."""
+        for record in records:  # its own time, before the wait for it is added
+            self.busy.setdefault(record["name"], []).append(record["end"] - record["start"])
+        _latencies(records, waits)
+        for record in records:
+            self.durations.setdefault(record["name"], []).append(record["end"] - record["start"])
+            self.devices[record["name"]] = record["device"]
+            self.tensors.update(record["outputs"])
+
+
+def _runner_work(tf: Any, loop: Loop, steps: int) -> list[list[dict[str, Any]]]:
+    """The records of ``steps`` traced runs of what each queue runner's enqueue op puts on
+    its queue (its inputs but the queue's handle), one enqueue op after the other."""
+    enqueues: dict[str, Any] = {}
+    for runner in loop.graph.get_collection(tf.compat.v1.GraphKeys.QUEUE_RUNNERS):
+        for op in runner.enqueue_ops:
+            enqueues.setdefault(op.name, op)
+    options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+    found = []
+    for op in enqueues.values():
+        elements = list(op.inputs[1:])
+        if not elements:
+            continue
+        for _ in range(steps):
+            metadata = tf.compat.v1.RunMetadata()
+            loop.session.run(elements, options=options, run_metadata=metadata)
+            found.append(step_stats_records(metadata.step_stats))
+    return found
 
 
 def _timed_runs(tf: Any, run: Any, call: Any, least: int) -> list[float]:
@@ -141,23 +189,52 @@ def _timed_runs(tf: Any, run: Any, call: Any, least: int) -> list[float]:
     return walls
 
 
-def session_run_cost(tf: Any, session: Any, runs: int = 30) -> float:
-    """What one ``sess.run`` costs beyond its ops on this machine: the median time of
-    running one ``NoOp``, in a graph of its own, on a session configured as the program's
-    (its devices and thread pools), after a few runs to warm it up."""
+def session_run_split(tf: Any, session: Any, runs: int = 100) -> dict[str, float]:
+    """What one ``sess.run`` costs beyond its ops on this machine, and how, over ``runs``
+    runs of one ``NoOp`` in a graph of its own, on a session configured as the program's
+    (its devices and thread pools), after a few runs to warm it up:
+
+    - ``overhead``: the median wall time;
+    - ``python``: the part outside TensorFlow's ``TF_SessionRun``, which holds Python's GIL
+      (``TF_SessionRun`` releases it: ``Py_BEGIN_ALLOW_THREADS`` in ``tf_session_helper.cc``);
+    - ``cpu``: the CPU time of the calling thread (the Python side and TensorFlow's work on
+      that thread); the rest of the wall time the run waits for the executor's threads.
+
+    ``python`` and ``cpu`` are the lower quartiles: work of a fixed size that whatever else
+    runs on this machine only makes look longer (their medians moved by half from one
+    profile to the next here, their lower quartiles by a tenth).
+    """
     graph = tf.Graph()
     with graph.as_default():
         nothing = tf.no_op()
     config = getattr(session, "_config", None)
     with tf.compat.v1.Session(graph=graph, config=config) as alone:
+        inside: list[float] = []
+        call = alone._call_tf_sessionrun
+
+        def timed_call(*args: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return call(*args)
+            finally:
+                inside.append(time.perf_counter() - started)
+
+        alone._call_tf_sessionrun = timed_call
         for _ in range(WARMUP_STEPS):
             alone.run(nothing)
-        times = []
+        inside.clear()
+        walls, cpus = [], []
         for _ in range(runs):
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.thread_time()
             alone.run(nothing)
-            times.append(time.perf_counter() - started)
-    return statistics.median(times)
+            walls.append(time.perf_counter() - started)
+            cpus.append(time.thread_time() - cpu)
+    python = [w - i for w, i in zip(walls, inside, strict=True)]
+    return {
+        "overhead": statistics.median(walls),
+        "python": statistics.quantiles(python, n=4)[0],
+        "cpu": statistics.quantiles(cpus, n=4)[0],
+    }
 
 
 def _latencies(records: list[dict[str, Any]], waits: dict[str, list[str]]) -> None:
@@ -209,16 +286,40 @@ def step_stats_records(step_stats: Any) -> list[dict[str, Any]]:
     return records
 
 
+def queue_size_ops(tf: Any, graph: Any) -> dict[str, Any]:
+    """A ``QueueSize`` op for each FIFO queue of ``graph`` (added to it, once), by queue."""
+    made = getattr(graph, "_simsync_queue_sizes", None)
+    if made is not None:
+        return dict(made)
+    queues = [op for op in graph.get_operations() if op.type in FIFO_QUEUES]
+    if not queues:
+        graph._simsync_queue_sizes = {}
+        return {}
+    if graph.finalized:  # a MonitoredTrainingSession's graph: the size ops go in too
+        graph._unsafe_unfinalize()
+    with graph.as_default(), tf.name_scope("simsync_queue_size"):
+        sizes = {
+            op.name: (tf.raw_ops.QueueSizeV2 if op.type.endswith("V2") else tf.raw_ops.QueueSize)(
+                handle=op.outputs[0]
+            )
+            for op in queues
+        }
+    graph._simsync_queue_sizes = sizes
+    return dict(sizes)
+
+
 def measure_loop(tf: Any, loop: Loop, traced: int, untraced: int) -> dict[str, Any]:
     """What ``simsync crosscheck PROGRAM.py`` compares with its prediction, measured in a run
     of its own (a process other than the one that measured the costs): for each looping
     client in turn, alone, :data:`WARMUP_STEPS` untraced runs, ``untraced`` runs timed around
     ``sess.run`` (the measured step times), then ``traced`` runs traced (each op's device,
     start and end, for the happens-before relations and who arrived last at each sync
-    point).
+    point), then :data:`QUEUE_STEPS` runs that also fetch the size of each FIFO queue (how
+    many elements it held as the run began: its ``QueueSize`` op has no input and runs
+    first, beside the dequeues).
 
     ``{"clients": {thread: {"walls": [s, ...], "steps": [[[name, device, start, end],
-    ...], ...]}}}``, times in seconds."""
+    ...], ...], "queues": {queue: [size, ...]}}}}``, times in seconds."""
     run = loop.session.run
     options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
     clients: dict[str, Any] = {}
@@ -234,5 +335,13 @@ def measure_loop(tf: Any, loop: Loop, traced: int, untraced: int) -> dict[str, A
                     for r in step_stats_records(metadata.step_stats)
                 ]
             )
-        clients[thread] = {"walls": walls, "steps": steps}
+        clients[thread] = {"walls": walls, "steps": steps, "queues": {}}
+    sizes = queue_size_ops(tf, loop.graph)
+    for thread, call in loop.calls.items() if sizes else ():
+        found: dict[str, list[int]] = {name: [] for name in sizes}
+        for _ in range(QUEUE_STEPS):
+            _, held = run([call.raw_fetches, list(sizes.values())], call.feed_dict)
+            for name, size in zip(sizes, held, strict=True):
+                found[name].append(int(size))
+        clients[thread]["queues"] = found
     return {"clients": clients}

@@ -69,6 +69,8 @@ def replay_plan(
     threads = {client["name"]: client["thread"] for client in data["clients"]}
     clients: dict[str, Any] = {}
     for client in graph.clients:
+        if client.daemon and client.name not in threads:
+            continue  # a queue runner's thread: its elements are the program's own
         thread = threads.get(client.name)
         if thread is None:  # a thread of --mode async: the program's one loop, per tower
             if len(threads) != 1:

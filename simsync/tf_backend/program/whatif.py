@@ -335,9 +335,10 @@ def scaled(graph: Graph, scale: float) -> Graph:
 
 
 def with_run_work(graph: Graph, seconds: float) -> Graph:
-    """A copy of ``graph`` whose clients each do ``seconds`` of TensorFlow's own work in
-    every run (``Client.run_work``: the fit of a step longer than its traced ops,
-    :mod:`simsync.tf_backend.program.fit`).
+    """A copy of ``graph`` whose clients each do ``seconds`` more of TensorFlow's own work
+    in every run (``Client.run_work``: the fit of a step longer than its traced ops,
+    :mod:`simsync.tf_backend.program.fit`); not its daemons (a queue runner's thread runs
+    a few ops of its own).
 
     >>> from simsync.ir import Client, Op
     >>> g = Graph()
@@ -365,7 +366,8 @@ def state_of(graph: Graph, link: Link) -> Graph:
 
 
 def _copy(graph: Graph, link: Link | None = None, run_work: float | None = None) -> Graph:
-    """A copy of ``graph``, with ``link`` its link and ``run_work`` each client's."""
+    """A copy of ``graph``, with ``link`` its link and ``run_work`` more for each client but
+    the daemons."""
     new = state_of(graph, link or graph.link)
     for device in graph.devices.values():
         new.add_device(device)
@@ -375,6 +377,8 @@ def _copy(graph: Graph, link: Link | None = None, run_work: float | None = None)
         new.add_tensor(tensor)
     for client in graph.clients:
         new.add_client(
-            client if run_work is None else dataclasses.replace(client, run_work=run_work)
+            client
+            if run_work is None or client.daemon
+            else dataclasses.replace(client, run_work=client.run_work + run_work)
         )
     return new
