@@ -206,9 +206,11 @@ def crosscheck_program(
         # the graph as imported, among the ops its profile saw run
         checked, timed = imported.graph, set(imported.profile.get("ops", {}))
         threads = {c["thread"]: c["name"] for c in imported.data["clients"]}
+        queues = imported.report.get("input_queues", {})
     else:
         # the graph the program built with real_args, among the ops its runs traced
-        checked = convert(data, None)[0]
+        checked, built = convert(data, None)
+        queues = built.get("input_queues", {})
         timed = {r[0] for one in measured for c in one["clients"].values()
                  for step in c["steps"] for r in step}  # fmt: skip
         threads = {c["thread"]: c["name"] for c in data["clients"]}
@@ -217,7 +219,9 @@ def crosscheck_program(
         for client in imported.profile.get("clients", {}).values()
         for wall in client.get("process_walls", ())
     ]
-    report = program_report(checked, run.simulation, measured, threads, timed, profiled)
+    report = program_report(
+        checked, run.simulation, measured, threads, timed, profiled, queues=queues
+    )
     report["source"] = str(path)
     report["costs"] = imported.costs_from
     report["what_if"] = run.changes

@@ -26,10 +26,10 @@ def _op(name, kind="MatMul", inputs=(), device="", **more):
     }  # fmt: skip
 
 
-def _queued(capacity=2, held=2, threads=1, runner=True):
+def _queued(capacity=2, held=2, threads=1, runner=True, simulated=True):
     """Two towers, each dequeuing one batch from a FIFO queue of ``capacity`` on the CPU that
     holds ``held`` batches as the loop starts; a queue runner of ``threads`` threads makes
-    each batch (``make``) and enqueues it."""
+    each batch (``make``) and enqueues it (its threads ``simulated``, or not)."""
     cpu = "/device:CPU:0"
     ops = [
         _op("w", "VarHandleOp", device=cpu),
@@ -61,6 +61,7 @@ def _queued(capacity=2, held=2, threads=1, runner=True):
             "trainable": ["w"], "queue_runners": runners, "queue_sizes": {"fifo_queue": held},
         },
         None,
+        queue_runners=simulated,
     )  # fmt: skip
     for op in graph.ops():
         cost = MAKE if op.name == "make" else TOWER if op.name.endswith("/grad") else 1e-5
@@ -83,7 +84,7 @@ def test_a_fifo_queue_becomes_a_queue_with_its_capacity_and_its_runner_a_daemon(
     graph, report = _queued(threads=2)
     queue = graph.resources["fifo_queue"]
     assert (queue.kind, queue.capacity, queue.initial, queue.item) == ("queue", 2, 2, "element")
-    assert "2 queue runner thread(s) fill 'fifo_queue'" in queue.note
+    assert "2 queue runner threads fill 'fifo_queue'" in queue.note
     assert graph.op("tower_1/fifo_queue_Dequeue").kind == "dequeue_elements"
     assert graph.op("tower_1/fifo_queue_Dequeue").resource == "fifo_queue"
     assert graph.op("fifo_queue_enqueue").kind == "enqueue_elements"
@@ -96,6 +97,28 @@ def test_a_fifo_queue_becomes_a_queue_with_its_capacity_and_its_runner_a_daemon(
     # the runner's own ops are run (by its threads), not ignored as never run
     assert "not run by the training loop" not in report["ignored"]
     assert graph.op("make").tower is None
+
+
+def test_by_default_a_queue_its_runners_fill_is_never_short():
+    """Not simulating the runners' threads (the default), their queue is none: its dequeues
+    never wait; a queue nothing fills still is one. The report says which is which."""
+    graph, report = _queued(threads=2, simulated=False)
+    assert not graph.resources and not [c for c in graph.clients if c.daemon]
+    assert graph.op("tower_0/fifo_queue_Dequeue").kind == "generic"
+    assert "make" not in graph.nx  # the runners' work is not run
+    assert (
+        report["ignored"][
+            "FIFO queues filled by queue runners (their threads are not simulated: a dequeue "
+            "never waits)"
+        ]
+        == 1
+    )
+    assert report["input_queues"] == {"fifo_queue": {"takes": 2, "simulated": False}}
+    steps = [s for s in simulate_graph(graph, 5).trace.steps if s.client == "main"]
+    assert max(step.duration for step in steps) < 2 * TOWER
+    once, report = _queued(capacity=10, held=10, runner=False, simulated=False)
+    assert once.resources["fifo_queue"].initial == 10
+    assert report["input_queues"] == {"fifo_queue": {"takes": 2, "simulated": True}}
 
 
 def test_a_slow_queue_runner_sets_the_pace_of_the_steps():
@@ -135,7 +158,7 @@ def test_a_queue_nothing_fills_runs_dry_and_says_why():
         simulate_graph(graph, 2)
     said = str(error.value)
     assert "main waits in tower_1/fifo_queue_Dequeue for an element from fifo_queue" in said
-    assert "(0 of 10 element(s))" in said
+    assert "(0 of 10 elements)" in said
     assert "nothing fills 'fifo_queue' while the program trains: it held 3" in said
 
 
@@ -174,3 +197,13 @@ def test_the_fit_is_of_the_loop_not_of_its_queue_runners():
         "fifo_queue_runner_0": 0.0,
         "fifo_queue_runner_1": 0.0,
     }
+
+
+def test_an_enqueue_of_nothing_gives_its_room_back():
+    from simsync.ir.resources import TokenQueue
+
+    queue = TokenQueue(capacity=2, item="element")
+    for _ in range(3):
+        assert queue.do_room(0)
+        queue.do_put(0, 0, None)
+    assert queue.do_room(2) and not queue.do_room(1)

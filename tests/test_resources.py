@@ -86,7 +86,7 @@ def test_the_engine_serves_waiting_gets_in_order_when_a_put_lets_it() -> None:
     assert first.triggered and not second.triggered  # one token: the first waiter's
     assert queue.waiting() == ["w1 waits in w1/dequeue for a token from q (empty)"]
     queue.put(5, 2)
-    assert second.triggered and queue.state.describe() == "1 token(s)"
+    assert second.triggered and queue.state.describe() == "1 token"
     env.run()
     assert (first.value.value, second.value.value) == (4, 5)
 

@@ -338,13 +338,17 @@ def _print_crosscheck(report: dict[str, Any], out: Any) -> None:
     for queue in report.get("input_queues", ()):
         short, steps = queue["short"], queue["steps"]
         keeps = {True: "keeps up", False: "runs short"}
+        simulated = (
+            f"{short['simulated']} of {steps['simulated']} simulated "
+            f"({keeps[queue['keeps_up']['simulated']]})"
+            if queue["simulated_as_queue"]
+            else "simulated never (its queue runners are taken to keep up)"
+        )
         out.print(
             f"  input queue {queue['queue']} ({queue['client']}): held fewer than the "
             f"{queue['takes']} elements a step takes as {short['measured']} of "
             f"{steps['measured']} measured steps began ({keeps[queue['keeps_up']['measured']]}),"
-            f" {short['simulated']} of {steps['simulated']} simulated "
-            f"({keeps[queue['keeps_up']['simulated']]}): "
-            f"{'agree' if queue['agree'] else 'DISAGREE'}",
+            f" {simulated}: {'agree' if queue['agree'] else 'DISAGREE'}",
             markup=False,
         )
 

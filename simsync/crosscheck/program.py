@@ -36,9 +36,8 @@ from typing import Any
 from simsync.crosscheck.compare import relative_error, structure
 from simsync.crosscheck.evidence import INCONCLUSIVE, arrivals, last_verdict, usually_last_of
 from simsync.engine import Simulation
-from simsync.ir import Graph, run_order
-from simsync.ir.resources import ACTIONS, DEQUEUE_ELEMENTS
-from simsync.kinds import kind_of
+from simsync.ir import Graph
+from simsync.ir.resources import ACTIONS
 from simsync.trace import OpRecord, StepRecord, Trace
 
 __all__ = ["STEP_TOLERANCE", "program_report", "queue_held", "real_trace"]
@@ -80,6 +79,7 @@ def program_report(
     threads: Mapping[str, str],
     timed: set[str],
     profiled: Sequence[float] = (),
+    queues: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The report of ``simsync crosscheck PROGRAM.py``: the measured ``runs`` of the
     program whose graph is ``graph`` (checked among the ``timed`` ops: those the profile saw
@@ -121,7 +121,7 @@ def program_report(
         "structure": {**found, "among": len(among), "not_timed": len(graph) - len(among)},
         "arrivals": last,
         "step_time": _step_times(simulation, runs, threads, profiled),
-        "input_queues": _input_queues(graph, simulation, runs, threads),
+        "input_queues": _input_queues(queues or {}, simulation, runs, threads),
     }
 
 
@@ -221,38 +221,36 @@ def queue_held(trace: Trace, queue: str, times: Sequence[float]) -> list[int]:
 
 
 def _input_queues(
-    graph: Graph,
+    queues: Mapping[str, Mapping[str, Any]],
     simulation: Simulation,
     runs: Sequence[Mapping[str, Any]],
     threads: Mapping[str, str],
 ) -> list[dict[str, Any]]:
-    """Per looping client and FIFO queue its steps take from: the steps that began with
-    fewer elements in the queue than a step takes, simulated and measured; ``keeps_up``
+    """Per looping client and FIFO queue its steps take from (``queues``: the import's
+    report's ``input_queues``, how many elements a step takes from each): the steps that
+    began with fewer elements in the queue than a step takes, measured and, where the
+    simulation has the queue, simulated (else its dequeues never wait: none); ``keeps_up``
     each way is whether that was so in fewer than half of them."""
     found = []
     for thread, client in threads.items():
-        fetches = next((c.fetches for c in graph.clients if c.name == client), ())
-        takes: dict[str, int] = {}
-        for name in run_order(graph, fetches):
-            op = graph.op(name)
-            if kind_of(op.kind).action is DEQUEUE_ELEMENTS and op.resource is not None:
-                takes[op.resource] = takes.get(op.resource, 0) + op.amount
         starts = [s.start for s in simulation.trace.steps if s.client == client]
-        for queue, take in sorted(takes.items()):
-            simulated = queue_held(simulation.trace, queue, starts)
+        for queue, about in sorted(queues.items()):
+            take = int(about["takes"])
             measured = [
                 size
                 for run in runs
                 for size in run["clients"].get(thread, {}).get("queues", {}).get(queue, [])
             ]
-            if not simulated or not measured:
+            if not measured:
                 continue
+            modelled = queue in simulation.graph.resources
+            simulated = queue_held(simulation.trace, queue, starts) if modelled else []
             short = {
-                "simulated": sum(1 for held in simulated if held < take),
+                "simulated": sum(1 for held in simulated if held < take) if modelled else 0,
                 "measured": sum(1 for held in measured if held < take),
             }
             keeps_up = {
-                "simulated": short["simulated"] < len(simulated) / 2,
+                "simulated": short["simulated"] < max(len(simulated), 1) / 2,
                 "measured": short["measured"] < len(measured) / 2,
             }
             found.append(
@@ -260,7 +258,7 @@ def _input_queues(
                     "client": client,
                     "queue": queue,
                     "takes": take,
-                    "capacity": graph.resources[queue].capacity,
+                    "simulated_as_queue": modelled,
                     "steps": {"simulated": len(simulated), "measured": len(measured)},
                     "short": short,
                     "keeps_up": keeps_up,

@@ -187,6 +187,7 @@ class Engine:
         # the trace alive until the next full collection)
         for resource in self.resources.values():
             resource.waiters.clear()
+            resource.putters.clear()
         for client in clients:
             client.close()
         self.trace.events = self.env.events
@@ -288,7 +289,8 @@ class Engine:
         resource = self.resources[str(op.resource)]
         if planned.puts:
             return resource.room(op.amount, run.plan.name, op.name)
-        return resource.get(op.amount, run.plan.name, op.name)
+        # a token (its value the worker's local step) is one, whatever the op's amount
+        return resource.get(1 if planned.sets_counter else op.amount, run.plan.name, op.name)
 
     def record_reads(self, run: Run, op: Op, time: float) -> None:
         """An op that reads variables starts: the versions it sees (the recorder's)."""

@@ -274,7 +274,7 @@ class Waitable:
     >>> queue.put(3, 2)
     Put(value=3, amount=2, accepted=True)
     >>> got.value, queue.state.describe()
-    (Got(value=3, amount=1, items=()), '1 token(s)')
+    (Got(value=3, amount=1, items=()), '1 token')
     """
 
     def __init__(self, env: simpy.Environment, resource: Resource) -> None:

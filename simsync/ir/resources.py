@@ -28,7 +28,7 @@ the statistics of a trace drive :class:`Accumulator` with the events a trace rec
 >>> queue.do_put(5, 2, None)
 Put(value=5, amount=2, accepted=True)
 >>> queue.do_get(1).value, queue.describe()
-(5, '1 token(s)')
+(5, '1 token')
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Generic, NamedTuple, Protocol, TypeVar
+
+from simsync.words import plural
 
 __all__ = [
     "ACTIONS",
@@ -154,7 +156,7 @@ class TokenQueue(Generic[Item]):
     >>> q.do_room(1), q.do_room(1)
     (True, False)
     >>> q.do_put(0, 1, None).amount, q.describe(), q.do_get(2).amount, q.describe()
-    (1, '2 of 2 element(s)', 2, '0 of 2 element(s)')
+    (1, '2 of 2 elements', 2, '0 of 2 elements')
     """
 
     def __init__(self, initial: int = 0, capacity: int = 0, item: str = "token") -> None:
@@ -167,12 +169,16 @@ class TokenQueue(Generic[Item]):
         """The initial items, as one enqueue of value 0 (None: it starts empty)."""
         return Put(0, self.initial, True) if self.initial else None
 
+    def _room(self, amount: int) -> int:
+        """The room an enqueue of ``amount`` reserves, and gives back as it puts."""
+        return min(max(1, amount), self.capacity)
+
     def do_room(self, amount: int) -> bool:
         """Reserve room for an enqueue of ``amount``, if there is (always, without a
         capacity); False: the enqueue waits."""
         if not self.capacity:
             return True
-        need = min(max(1, amount), self.capacity)
+        need = self._room(amount)
         if len(self.tokens) + self.reserved + need > self.capacity:
             return False
         self.reserved += need
@@ -183,7 +189,7 @@ class TokenQueue(Generic[Item]):
         the room it reserved."""
         self.tokens.extend([value] * amount)
         if self.capacity:
-            self.reserved = max(0, self.reserved - min(amount, self.capacity))
+            self.reserved -= self._room(amount)
         return Put(value, amount, True)
 
     def do_get(self, amount: int) -> Got[Item] | None:
@@ -199,17 +205,17 @@ class TokenQueue(Generic[Item]):
         """What a dequeue waits for."""
         want = max(1, amount)
         article = "an" if self.item[:1] in "aeiou" else "a"
-        return f"{article} {self.item}" if want == 1 else f"{want} {self.item}s"
+        return f"{article} {self.item}" if want == 1 else plural(want, self.item)
 
     def wants_room(self, amount: int) -> str:
         """What an enqueue waits for."""
-        return f"room for {min(max(1, amount), self.capacity or 1)} {self.item}(s)"
+        return f"room for {plural(self._room(amount) if self.capacity else 1, self.item)}"
 
     def describe(self) -> str:
         """How many items the queue holds."""
         if self.capacity:
-            return f"{len(self.tokens)} of {self.capacity} {self.item}(s)"
-        return f"{len(self.tokens)} {self.item}(s)" if self.tokens else "empty"
+            return f"{len(self.tokens)} of {plural(self.capacity, self.item)}"
+        return plural(len(self.tokens), self.item) if self.tokens else "empty"
 
 
 @dataclass
@@ -297,7 +303,7 @@ def new_state(
     ``item``) and holds at most ``capacity`` (0: any number).
 
     >>> new_state("accumulator").describe(), new_state("queue", 2).describe()
-    ('it has 0', '2 token(s)')
+    ('it has 0', '2 tokens')
     """
     if kind == "queue":
         return TokenQueue(initial, capacity, item)

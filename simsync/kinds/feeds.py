@@ -15,6 +15,7 @@ from typing import NamedTuple
 from simsync.ir import Graph
 from simsync.ir import input_towers as ir_input_towers
 from simsync.ir import sync_points as ir_sync_points
+from simsync.ir.resources import TAKE
 from simsync.kinds.registry import kind_of
 
 __all__ = ["Users", "input_towers", "resource_feeds", "resource_users", "sync_points"]
@@ -55,13 +56,14 @@ def resource_feeds(graph: Graph) -> dict[str, tuple[str, ...]]:
 
 
 def _feeds(graph: Graph) -> dict[str, tuple[str, ...]]:
-    # a get of one (a token's dequeue, a take of R = 1) waits for nobody in particular
+    # a take of R >= 2 waits for R pushes; a take of R = 1, a dequeue of a token or of a
+    # program's elements waits for nobody in particular
     return {
         getter: tuple(users.puts)
         for users in resource_users(graph).values()
         if users.puts
         for getter in users.gets
-        if graph.op(getter).amount >= 2
+        if graph.op(getter).amount >= 2 and kind_of(graph.op(getter).kind).action is TAKE
     }
 
 

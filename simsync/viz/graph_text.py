@@ -22,6 +22,7 @@ from rich.text import Text
 from simsync.ir import Graph, Op, generations, lane_unit, op_speed, run_orders
 from simsync.kinds import input_towers, resource_users, sync_points
 from simsync.viz.timeline import SYNC_MARK, kind_style, legend_order, wrap_items
+from simsync.words import plural
 
 __all__ = [
     "GraphView",
@@ -386,7 +387,7 @@ def resource_lines(graph: Graph) -> list[str]:
         start = ""
         if resource.kind == "queue":
             most = f" (at most {resource.capacity})" if resource.capacity else ""
-            start = f", {resource.initial} {resource.item}s at start{most}"
+            start = f", {plural(resource.initial, resource.item)} at start{most}"
         lines.append(
             f"{name}: {what} on {resource.device}{start}; put by {putters or 'nobody'}, "
             f"taken by {takers or 'nobody'}"

@@ -290,9 +290,12 @@ def _op_data(op: Any, folder: str) -> dict[str, Any]:
         data["bytes"] = _nbytes(dims, op.get_attr("dtype"))
     elif op.type in FIFO_QUEUES:
         data["capacity"] = int(op.get_attr("capacity"))
-    elif op.type in ENQUEUES:
-        many = "Many" in op.type and op.inputs[1].shape.rank
-        data["elements"] = op.inputs[1].shape.as_list()[0] if many else 1
+    elif op.type in ENQUEUES:  # enqueue_many: its components' first dimension, if known
+        shape = op.inputs[1].shape
+        if "Many" not in op.type:
+            data["elements"] = 1
+        else:
+            data["elements"] = shape.as_list()[0] if shape.rank else None
     elif op.type in DEQUEUES:
         if "Many" in op.type or "UpTo" in op.type:
             import tensorflow as tf

@@ -314,9 +314,10 @@ def measure_loop(tf: Any, loop: Loop, traced: int, untraced: int) -> dict[str, A
     client in turn, alone, :data:`WARMUP_STEPS` untraced runs, ``untraced`` runs timed around
     ``sess.run`` (the measured step times), then ``traced`` runs traced (each op's device,
     start and end, for the happens-before relations and who arrived last at each sync
-    point), then :data:`QUEUE_STEPS` runs that also fetch the size of each FIFO queue (how
-    many elements it held as the run began: its ``QueueSize`` op has no input and runs
-    first, beside the dequeues).
+    point), then :data:`QUEUE_STEPS` runs that also fetch the size of each FIFO queue (its
+    ``QueueSize`` op takes the queue's handle, as the dequeues do, and runs beside them:
+    it may see the queue after some of the step's dequeues, so it counts a step short more
+    often than the queue really was as the step began, never less).
 
     ``{"clients": {thread: {"walls": [s, ...], "steps": [[[name, device, start, end],
     ...], ...], "queues": {queue: [size, ...]}}}}``, times in seconds."""
