@@ -207,3 +207,24 @@ def test_an_enqueue_of_nothing_gives_its_room_back():
         assert queue.do_room(0)
         queue.do_put(0, 0, None)
     assert queue.do_room(2) and not queue.do_room(1)
+
+
+def test_a_dropped_simulation_with_runners_waiting_for_room_frees_its_trace():
+    """The runners end blocked on a full queue: nothing of theirs may keep the trace alive
+    once the simulation is dropped (the engine runs with the cyclic collector paused)."""
+    import gc
+    import weakref
+
+    graph, _ = _queued(capacity=2, held=2, threads=2)
+    graph.replace_op(dataclasses.replace(graph.op("make"), cost=Cost(1e-6)))
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        sim = simulate_graph(graph, 5)
+        assert max(_lengths(sim.trace)) >= 2  # the queue filled: the runners ended waiting
+        trace = weakref.ref(sim.trace)
+        del sim
+        assert trace() is None
+    finally:
+        if collecting:
+            gc.enable()
