@@ -228,3 +228,37 @@ def test_a_dropped_simulation_with_runners_waiting_for_room_frees_its_trace():
     finally:
         if collecting:
             gc.enable()
+
+
+def test_a_runner_of_a_group_of_enqueues_is_read():
+    """QueueRunner(queue, [tf.group(enqueue_a, enqueue_b)]): its thread loops over the
+    group, an op with no input of its own; read either way, never a traceback."""
+    cpu = "/device:CPU:0"
+    ops = [
+        _op("w", "VarHandleOp", device=cpu),
+        _op("fifo_queue", "FIFOQueueV2", device=cpu, capacity=4),
+        _op("make", "RandomStandardNormal", device=cpu),
+        _op("enqueue_a", "QueueEnqueueV2", ["fifo_queue", "make"], cpu, elements=1),
+        _op("enqueue_b", "QueueEnqueueV2", ["fifo_queue", "make"], cpu, elements=1),
+        {**_op("both", "NoOp", device=cpu), "control": ["enqueue_a", "enqueue_b"]},
+        _op("tower_0/deq", "QueueDequeueV2", ["fifo_queue"], "/device:GPU:0", elements=1),
+        _op("tower_0/grad", "MatMul", ["w", "tower_0/deq"], "/device:GPU:0"),
+        _op("apply", "ResourceApplyGradientDescent", ["w", "tower_0/grad"], cpu),
+    ]
+    data = {
+        "program": "group.py", "order": [op["name"] for op in ops], "ops": ops,
+        "clients": [{"thread": "MainThread", "name": "main", "fetches": ["apply"]}],
+        "trainable": ["w"], "queue_sizes": {"fifo_queue": 4},
+        "queue_runners": [{"queue": "fifo_queue", "threads": 1, "enqueue": ["both"],
+                           "enqueue_ops": ["both"]}],
+    }  # fmt: skip
+    graph, report = convert(data, None)
+    assert not graph.resources and graph.op("tower_0/deq").kind == "generic"
+    assert report["input_queues"] == {"fifo_queue": {"takes": 1, "simulated": False}}
+    graph, _ = convert(data, None, queue_runners=True)
+    assert [(c.name, c.fetches) for c in graph.clients if c.daemon] == [
+        ("fifo_queue_runner_0", ("both",))
+    ]
+    assert graph.op("enqueue_a").kind == graph.op("enqueue_b").kind == "enqueue_elements"
+    takes = [e for e in simulate_graph(graph, 6).trace.resources if e.action == "dequeue_elements"]
+    assert len(takes) == 6

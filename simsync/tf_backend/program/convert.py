@@ -60,7 +60,7 @@ import dataclasses
 import re
 import statistics
 from collections import Counter
-from typing import Any
+from typing import Any, NamedTuple
 
 from simsync.errors import GraphError
 from simsync.ir import (
@@ -114,11 +114,11 @@ def convert(
     ops = {op["name"]: op for op in data["ops"]}
     clients = data["clients"]
     runners = _runner_threads(data, ops)
-    fed = {ops[enqueue]["inputs"][0]["op"] for _, enqueue in runners}
+    fed = {thread.queue for thread in runners}
     if not queue_runners:  # their queues are taken to be never short (see the docstring)
         runners = []
     stepped = _closure(ops, [name for client in clients for name in client["fetches"]])
-    needed = stepped | _closure(ops, [enqueue for _, enqueue in runners])
+    needed = stepped | _closure(ops, [thread.enqueue for thread in runners])
     if len(needed) > MAX_OPS:
         raise GraphError(
             f"a step runs {len(needed):,} TensorFlow ops: simsync simulates at most {MAX_OPS:,}"
@@ -201,7 +201,7 @@ def convert(
         costs = _run_cost(overheads.get(client["thread"], {}))
         graph.facts.update(costs)
         graph.add_client(session_client(graph, client["name"], fetches))
-    for name, enqueue in runners:  # a queue runner's thread: sess.run(enqueue) in a loop
+    for name, enqueue, _ in runners:  # a queue runner's thread: sess.run(enqueue) in a loop
         graph.add_client(session_client(graph, name, (enqueue,), daemon=True))
     graph.facts["source"] = data["program"]
     steps = [n for n in data.get("collections", {}).get("global_step", []) if n in graph.variables]
@@ -270,20 +270,31 @@ def _input_queues(
     return found
 
 
-def _runner_threads(data: dict[str, Any], ops: dict[str, Any]) -> list[tuple[str, str]]:
-    """Each thread of the FIFO queues' runners: its client's name
-    (``fifo_queue_runner_0``) and the enqueue op it loops over."""
-    threads = []
+class _Thread(NamedTuple):
+    """A thread of a FIFO queue's runner: its client's name, the op it loops over (an
+    enqueue, or a group of them), the queue it fills."""
+
+    name: str
+    enqueue: str
+    queue: str
+
+
+def _runner_threads(data: dict[str, Any], ops: dict[str, Any]) -> list[_Thread]:
+    """Each thread of the FIFO queues' runners (one per op of its ``enqueue_ops``), named
+    ``fifo_queue_runner_0``, ... (a name taken already gets a number more)."""
+    threads: list[_Thread] = []
+    taken: set[str] = set()
     for runner in data.get("queue_runners", []):
-        queue = runner["queue"]
+        queue = str(runner["queue"])
         if ops.get(queue, {}).get("type") not in FIFO_QUEUES:
             continue
         slug = queue.replace("/", "_")
-        enqueues = runner.get("enqueue_ops") or runner["enqueue"] * runner["threads"]
-        threads += [
-            (f"{slug}_runner_{index}", enqueue)
-            for index, enqueue in enumerate(e for e in enqueues if e in ops)
-        ]
+        for enqueue in (e for e in runner.get("enqueue_ops", runner["enqueue"]) if e in ops):
+            name = f"{slug}_runner_{sum(1 for t in threads if t.queue == queue)}"
+            while name in taken:
+                name += "_"
+            taken.add(name)
+            threads.append(_Thread(name, enqueue, queue))
     return threads
 
 
@@ -293,10 +304,10 @@ def _queues(
     needed: set[str],
     devices: dict[str, str],
     data: dict[str, Any],
-    runners: list[tuple[str, str]],
+    runners: list[_Thread],
 ) -> set[str]:
     """The FIFO queues the steps use, as queue resources (see the module's docstring)."""
-    fed = Counter(ops[enqueue]["inputs"][0]["op"] for _, enqueue in runners)
+    fed = Counter(thread.queue for thread in runners)
     sizes = data.get("queue_sizes", {})
     names = set()
     for name in sorted(needed):
