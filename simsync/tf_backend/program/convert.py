@@ -31,7 +31,7 @@ control inputs, and where the program made it), and :func:`convert` turns that i
   dequeue costs: a copy of the elements). By default such a queue is taken to be never
   short (its dequeues are generic ops that never wait, and the runners' threads are not
   simulated): measured here, the runners' threads kept the queues of the test programs
-  full enough at all but 0 to 4 % of the steps' starts, while simulated they fell behind
+  full enough at all but 0 to 7 % of the steps' starts, while simulated they fell behind
   with four towers (the step 22 to 34 % too slow), so the default holds what was measured;
   ``simsync crosscheck`` measures it for each program (``input_queues``).
 - **Ignored, and counted in the report**: constants (their values exist before a step
