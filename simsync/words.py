@@ -1,8 +1,9 @@
-"""Words in messages: the one place for counting nouns ("1 lesson", "2 lessons")."""
+"""Words in messages: the one place for counting nouns ("1 lesson", "2 lessons") and for
+their article ("a queue", "an element")."""
 
 from __future__ import annotations
 
-__all__ = ["plural"]
+__all__ = ["article", "plural"]
 
 
 def plural(count: float, noun: str, many: str | None = None) -> str:
@@ -20,3 +21,12 @@ def plural(count: float, noun: str, many: str | None = None) -> str:
     """
     shown = f"{count:,}" if isinstance(count, int) else f"{count:g}"
     return f"{shown} {noun if count == 1 else many or noun + 's'}"
+
+
+def article(noun: str) -> str:
+    """``noun`` with its indefinite article.
+
+    >>> article("queue"), article("element")
+    ('a queue', 'an element')
+    """
+    return f"an {noun}" if noun[:1] in "aeiou" else f"a {noun}"

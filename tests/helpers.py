@@ -4,10 +4,24 @@ path, as pytest puts it there)."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import signal
 import subprocess
 from collections.abc import Iterator
 from typing import Any
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off in the block, as the engine runs: what the block
+    drops must be freed by reference counts alone."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 class Hang(Exception):

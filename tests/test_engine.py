@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import itertools
 import math
 import random
@@ -13,6 +12,7 @@ from collections.abc import Generator
 import numpy as np
 import pytest
 import simpy
+from helpers import collector_paused
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -429,16 +429,11 @@ def test_a_dropped_simulation_frees_its_trace_without_the_collector(mode: str) -
         compute=ComputeConfig("exponential", 0.01),
         training=TrainingConfig(mode=mode),
     ).with_run(steps=20)
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         sim = simulate(scenario)
         trace = weakref.ref(sim.trace)
         del sim
         assert trace() is None
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _loop_graph(daemon_cost: float, until: bool = False):

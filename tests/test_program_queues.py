@@ -212,22 +212,18 @@ def test_an_enqueue_of_nothing_gives_its_room_back():
 def test_a_dropped_simulation_with_runners_waiting_for_room_frees_its_trace():
     """The runners end blocked on a full queue: nothing of theirs may keep the trace alive
     once the simulation is dropped (the engine runs with the cyclic collector paused)."""
-    import gc
     import weakref
+
+    from helpers import collector_paused
 
     graph, _ = _queued(capacity=2, held=2, threads=2)
     graph.replace_op(dataclasses.replace(graph.op("make"), cost=Cost(1e-6)))
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         sim = simulate_graph(graph, 5)
         assert max(_lengths(sim.trace)) >= 2  # the queue filled: the runners ended waiting
         trace = weakref.ref(sim.trace)
         del sim
         assert trace() is None
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def test_a_runner_of_a_group_of_enqueues_is_read():

@@ -246,7 +246,7 @@ def _input_queues(
             modelled = queue in simulation.graph.resources
             simulated = queue_held(simulation.trace, queue, starts) if modelled else []
             short = {
-                "simulated": sum(1 for held in simulated if held < take) if modelled else 0,
+                "simulated": sum(1 for held in simulated if held < take),
                 "measured": sum(1 for held in measured if held < take),
             }
             keeps_up = {

@@ -37,7 +37,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Generic, NamedTuple, Protocol, TypeVar
 
-from simsync.words import plural
+from simsync.words import article, plural
 
 __all__ = [
     "ACTIONS",
@@ -204,8 +204,7 @@ class TokenQueue(Generic[Item]):
     def wants(self, amount: int) -> str:
         """What a dequeue waits for."""
         want = max(1, amount)
-        article = "an" if self.item[:1] in "aeiou" else "a"
-        return f"{article} {self.item}" if want == 1 else plural(want, self.item)
+        return article(self.item) if want == 1 else plural(want, self.item)
 
     def wants_room(self, amount: int) -> str:
         """What an enqueue waits for."""

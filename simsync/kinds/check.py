@@ -47,6 +47,7 @@ from simsync.kinds.contract import ROLES, Abstract, Input, Inputs, OpLike, the
 from simsync.kinds.registry import KINDS, OpKind, known_kinds, providers
 from simsync.numerics import ModelSpec, parameter_shapes
 from simsync.numerics.batch_norm import moving_shapes
+from simsync.words import article
 
 __all__ = ["check_graph", "values_skipped"]
 
@@ -168,13 +169,13 @@ def _resource(graph: Graph, op: Op, kind: OpKind) -> None:
     how = f"set resource= to one (Resource(name, '{wanted}', device))"
     if op.resource is None:
         raise GraphError(
-            f"op '{op.name}' ({kind.name}) acts on {_article(wanted)} but names none: {how}"
+            f"op '{op.name}' ({kind.name}) acts on {article(wanted)} but names none: {how}"
         )
     actual = graph.resources[op.resource].kind
     if actual != wanted:
         raise GraphError(
-            f"op '{op.name}' ({kind.name}) acts on {_article(wanted)}, but '{op.resource}' is "
-            f"{_article(actual)}: {how}"
+            f"op '{op.name}' ({kind.name}) acts on {article(wanted)}, but '{op.resource}' is "
+            f"{article(actual)}: {how}"
         )
 
 
@@ -345,10 +346,6 @@ class _Model(_Context):
         self.trainable_order = list(parameter_shapes(spec))
         self.trainable = frozenset(self.trainable_order)
         self.moving = frozenset(moving_shapes(spec))
-
-
-def _article(noun: str) -> str:
-    return f"an {noun}" if noun[:1] in "aeiou" else f"a {noun}"
 
 
 def _count(most: int) -> str:

@@ -255,14 +255,8 @@ def queue_sizes(tf: Any, loop: Any) -> dict[str, int]:
     from simsync.tf_backend.program.profile import queue_size_ops
 
     sizes = queue_size_ops(tf, loop.graph)
-    return (
-        {
-            name: int(size)
-            for name, size in zip(sizes, loop.session.run(list(sizes.values())), strict=True)
-        }
-        if sizes
-        else {}
-    )
+    held = loop.session.run(list(sizes.values())) if sizes else []
+    return {name: int(size) for name, size in zip(sizes, held, strict=True)}
 
 
 def _name(item: Any) -> str:

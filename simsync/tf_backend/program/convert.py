@@ -263,7 +263,7 @@ def _input_queues(
     found: dict[str, dict[str, Any]] = {}
     for name in sorted(stepped):
         op = ops[name]
-        handle = str(op["inputs"][0]["op"]) if op["inputs"] else ""
+        handle = _queue_of(op)
         if op["type"] in DEQUEUES and ops.get(handle, {}).get("type") in FIFO_QUEUES:
             queue = found.setdefault(handle, {"takes": 0, "simulated": handle in simulated})
             queue["takes"] += int(op.get("elements") or 1)
@@ -341,7 +341,7 @@ def _queues(
 def _queue_op(op: dict[str, Any], queues: set[str]) -> tuple[OpKind, str | None, int]:
     """An op's kind, and for an enqueue or dequeue of a FIFO queue of ``queues``, its queue
     and how many elements it moves (as known before it runs; else a generic op)."""
-    handle = op["inputs"][0]["op"] if op["inputs"] else None
+    handle = _queue_of(op)
     elements = op.get("elements")
     if handle in queues and elements:
         if op["type"] in ENQUEUES:
@@ -349,6 +349,12 @@ def _queue_op(op: dict[str, Any], queues: set[str]) -> tuple[OpKind, str | None,
         if op["type"] in DEQUEUES:
             return DEQUEUE_ELEMENTS, handle, int(elements)
     return GENERIC, None, 0
+
+
+def _queue_of(op: dict[str, Any]) -> str:
+    """The op whose handle a queue op (an enqueue, a dequeue) takes first: its queue ("" for
+    an op with no input)."""
+    return str(op["inputs"][0]["op"]) if op["inputs"] else ""
 
 
 def _dequeue_cost(
@@ -360,10 +366,7 @@ def _dequeue_cost(
     found = [
         float(timed[name][seconds])
         for name in kept
-        if name in timed
-        and ops[name]["type"] in DEQUEUES
-        and ops[name]["inputs"]
-        and ops[name]["inputs"][0]["op"] == queue
+        if name in timed and ops[name]["type"] in DEQUEUES and _queue_of(ops[name]) == queue
     ]
     return statistics.median(found) if found else None
 
