@@ -269,6 +269,9 @@ def program_summary(run: ProgramRun) -> dict[str, Any]:
         # the threads of the FIFO queues' runners, simulated beside the loop, and their ops
         "queue_runner_threads": report.get("queue_runner_threads", 0),
         "queue_runner_ops": report.get("queue_runner_ops", 0),
+        # its own SyncReplicasOptimizer's accumulators and token queue, as resources
+        "accumulators": report.get("accumulators", []),
+        "token_queues": report.get("token_queues", []),
         "collections": report["collections"],
         "costs": report["costs"],
         "fit": report.get("fit"),

@@ -16,9 +16,10 @@ step time is predicted from one run and measured in others.
    half the steps, beyond chance (:func:`~simsync.crosscheck.evidence.usually_last_of`), and
    the two are compared by :func:`~simsync.crosscheck.evidence.last_verdict`.
 3. **Step time**: the simulated median against the median of the runs' median wall times
-   (within :data:`STEP_TOLERANCE`), per client; inconclusive when the prediction misses
-   that but lies among the runs' own medians, and they differ from each other by more. The
-   imported costs are fitted to the untraced step of the import's own run
+   (within :data:`STEP_TOLERANCE`), per client (for a loop of several threads only when
+   they ran together, as workers of ``SyncReplicasOptimizer`` do); inconclusive when the
+   prediction misses that but lies among the runs' own medians, and they differ from each
+   other by more. The imported costs are fitted to the untraced step of the import's own run
    (:mod:`simsync.tf_backend.program.fit`), so the prediction for a program as written is
    that run's step, and the runs here say how well one run foretells others; a what-if
    tests the simulator.
@@ -165,10 +166,14 @@ def _step_times(
     profiled: Sequence[float] = (),
 ) -> list[dict[str, Any]]:
     """Per client: the simulated median step against the median of the runs' medians. Only
-    for a loop of one client: the runs measure each client alone, while the simulation runs
-    them together."""
+    for a loop of one client, or of clients the runs measured together (workers of
+    ``SyncReplicasOptimizer``): the runs measure other clients alone, while the simulation
+    runs them together."""
     found: list[dict[str, Any]] = []
-    if len(threads) != 1:
+    together = all(
+        run["clients"].get(thread, {}).get("together") for run in runs for thread in threads
+    )
+    if len(threads) != 1 and not (runs and together):
         return found
     for thread, client in threads.items():
         simulated = [s.duration for s in simulation.trace.steps if s.client == client]

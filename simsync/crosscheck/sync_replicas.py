@@ -39,7 +39,7 @@ from simsync.engine import simulate
 from simsync.engine.draws import DrawStreams
 from simsync.errors import UsageError
 from simsync.files import InputError, read_json
-from simsync.ir import Graph, run_order, updating_clients
+from simsync.ir import Graph, counter_readers, run_order, updating_clients
 from simsync.kinds import kind_of
 from simsync.patterns import build
 from simsync.replay import replay
@@ -199,7 +199,7 @@ def _protocol(trace: Trace, graph: Graph, global_step: int) -> ProtocolSide:
         {name for client in graph.clients if client.name in updating
          for name in run_order(graph, client.fetches) if graph.op(name).writes}
     )  # fmt: skip
-    gradients = gradient_stats(trace)
+    gradients = gradient_stats(trace, counter_readers(graph))
     return {
         "global_step": global_step,
         "applies": len(per_run),

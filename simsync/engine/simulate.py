@@ -17,7 +17,7 @@ from typing import TypedDict
 from simsync.engine.collection import with_collector_paused
 from simsync.engine.executor import Engine, StepCallback
 from simsync.engine.results import BatchNormSummary, Summary
-from simsync.ir import Graph, critical_path, run_orders, updating_clients
+from simsync.ir import Graph, counter_readers, critical_path, run_orders, updating_clients
 from simsync.kinds import check_graph, kind_of, resource_feeds, sync_points
 from simsync.kinds.moving_average import race_outcomes
 from simsync.numerics import ModelSpec
@@ -208,7 +208,7 @@ def _summary(sim: Simulation) -> Summary:
         "updates_applied": ledger["updates_applied"],
         "updates_dropped": ledger["updates_dropped"],
         "staleness_by_client": staleness_by_client(trace, runs),
-        "gradients": gradient_stats(trace),
+        "gradients": gradient_stats(trace, counter_readers(graph)),
         "sync_points": sim.sync_points,
         "wait": {w.sync_point: w.mean_wait for w in waits},
         "waited_for": {w.sync_point: w.last for w in waits},

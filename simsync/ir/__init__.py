@@ -5,6 +5,7 @@ Knows nothing of SimPy, TensorFlow or rich.
 
 from simsync.ir.analysis import (
     Feeds,
+    counter_readers,
     critical_path,
     generations,
     input_towers,
@@ -57,6 +58,7 @@ __all__ = [
     "Tensor",
     "Variable",
     "communication_time",
+    "counter_readers",
     "critical_path",
     "crosses_devices",
     "expected_duration",

@@ -19,6 +19,7 @@ Feeds = Mapping[str, Sequence[str]]
 
 __all__ = [
     "Feeds",
+    "counter_readers",
     "critical_path",
     "generations",
     "input_towers",
@@ -34,6 +35,28 @@ __all__ = [
     "tower_work",
     "updating_clients",
 ]
+
+
+def counter_readers(graph: Graph) -> frozenset[str]:
+    """The ops that read counters only (a global or local step), not the model: a run's read
+    of the model is its first read of another op (a program's ``ReadVariableOp`` of its local
+    step may run before it).
+
+    >>> from simsync.ir.objects import Device, Op, Variable
+    >>> g = Graph()
+    >>> g.add_device(Device("/cpu:0"))
+    >>> g.add_variable(Variable("w", "/cpu:0", trainable=True))
+    >>> g.add_variable(Variable("step", "/cpu:0", trainable=False))
+    >>> _ = g.add_op(Op("read_step", "generic", "/cpu:0", reads=("step",)))
+    >>> _ = g.add_op(Op("read_w", "generic", "/cpu:0", reads=("w", "step")))
+    >>> sorted(counter_readers(g))
+    ['read_step']
+    """
+    return frozenset(
+        op.name
+        for op in graph.ops()
+        if op.reads and all(graph.variables[v].counter for v in op.reads)
+    )
 
 
 def topological_order(graph: Graph) -> list[str]:

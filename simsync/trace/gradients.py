@@ -88,10 +88,11 @@ class GradientStats(GradientCounts):
     staleness: StalenessDistribution  # of the accepted gradients
 
 
-def gradient_stats(trace: Trace) -> GradientStats | None:
+def gradient_stats(trace: Trace, counting: frozenset[str] = frozenset()) -> GradientStats | None:
     """``pushed``, ``accepted``, ``dropped`` and ``split`` gradients overall and ``by_worker``,
     ``per_step`` (dropped per take), and the ``staleness`` (mean, max, histogram) of the accepted
-    ones; None when nothing was pushed.
+    ones; None when nothing was pushed. ``counting``: the ops that read counters only
+    (:func:`simsync.ir.counter_readers`), whose reads say nothing of the model's version.
 
     >>> from simsync.trace.events import Read, ResourceEvent
     >>> t = Trace(resources=[ResourceEvent("a", "push", "p", "w0", 0, 1.0, 0, 1, True),
@@ -129,7 +130,7 @@ def gradient_stats(trace: Trace) -> GradientStats | None:
             for client, counts in sorted(by_worker.items(), key=lambda item: natural_key(item[0]))
         },
         "dropped_per_step": totals["dropped"] / len(averaged) if averaged else None,
-        "staleness": _staleness(trace, averaged),
+        "staleness": _staleness(trace, averaged, counting),
     }
 
 
@@ -137,12 +138,14 @@ def _outcome(flags: list[bool]) -> str:
     return "accepted" if all(flags) else "dropped" if not any(flags) else "split"
 
 
-def _staleness(trace: Trace, averaged: list[Averaged]) -> StalenessDistribution:
+def _staleness(
+    trace: Trace, averaged: list[Averaged], counting: frozenset[str]
+) -> StalenessDistribution:
     """Per accepted gradient of one accumulator: the step of the take that averaged it minus
     the version its run read."""
     read: dict[tuple[str, int], int] = {}
-    for r in trace.reads:  # a run's first read is of the model (later ones read its counters)
-        if r.versions:
+    for r in trace.reads:  # a run's first read of the model, not of its counters
+        if r.versions and r.op not in counting:
             read.setdefault((r.client, r.step), r.versions[0])
     values: list[int] = []
     for take, pushes in averaged:

@@ -172,6 +172,21 @@ def _runners(imported: Mapping[str, Any]) -> str:
     return f", its queue runners {imported['queue_runner_ops']} more ({plural(threads, 'thread')})"
 
 
+def _accumulators(imported: Mapping[str, Any]) -> list[str]:
+    """The program's own SyncReplicasOptimizer, in words (none: no line).
+
+    >>> _accumulators({"accumulators": ["a", "b"], "token_queues": ["sync_token_q"]})
+    ['SyncReplicasOptimizer: 2 accumulators its workers push to, the token queue sync_token_q']
+    """
+    accumulators, tokens = imported.get("accumulators") or [], imported.get("token_queues") or []
+    if not accumulators:
+        return []
+    line = f"SyncReplicasOptimizer: {plural(len(accumulators), 'accumulator')} its workers push to"
+    if tokens:
+        line += f", the token queue {', '.join(tokens)}"
+    return [line]
+
+
 def _count(why: str, count: int) -> str:
     """``constants (why)`` and 68 as ``constants: 68 (why)``: it reads right for any count.
 
@@ -223,6 +238,7 @@ class ProgramView:
             ),
             Text(f"  ignored: {ignored or 'nothing'}"),
         ]
+        lines += [Text(f"  {line}") for line in _accumulators(imported)]
         lines += [Text(f"  {line}") for line in made_in_lines(result["sync_points_made_in"])]
         lines.append(Text(f"  costs: {imported['costs']}"))
         fit = fit_line(imported.get("fit"))

@@ -14,10 +14,18 @@ What is observed, by wrapping ``BaseSession.__init__`` and ``BaseSession.run`` (
 3. **Runs**: every ``sess.run`` is recorded (its thread, its fetches, its feeds) and then runs
    as the program asked (initialisers, a queue filled, a first step). The **training loop**
    of a thread is found when it calls ``run`` a second time with the same fetches, and they
-   update a trainable variable. The first thread to get
+   update a trainable variable or push a gradient to a ``ConditionalAccumulator`` (a worker
+   of ``SyncReplicasOptimizer``). A queue runner's thread runs its enqueue op through
+   ``make_callable``, not ``run``, so it is never a loop (though the chief's runner of
+   ``SyncReplicasOptimizer`` runs the update). The first thread to get
    there waits until no other thread joins a loop for :data:`SETTLE_SECONDS`, so N threads
    calling ``sess.run(train_op)`` are N clients; the others block where they are. Then the
    loop is :class:`Loop`, handed to ``on_loop`` (which profiles it and ends the process).
+
+The queue runners the program starts (``QueueRunner.create_threads``) are kept: the chief's
+of ``SyncReplicasOptimizer`` is in no collection. While :attr:`Observer.tracing` is set (the
+profile's own runs), the runs of a queue runner whose enqueue waits for an accumulator (the
+chief's) are traced: their step stats go to :attr:`Loop.runner_stats`.
 
 A program that ends without a loop is a :class:`Ended`, which says why in one line.
 """
@@ -27,25 +35,35 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "ACCUMULATORS",
     "DEQUEUES",
     "ENQUEUES",
     "FIFO_QUEUES",
     "LOGICAL_DEVICES",
+    "PROFILE_THREAD",
+    "PUSHES",
+    "TAKES",
     "Call",
     "Ended",
     "Loop",
     "Observer",
     "fetch_names",
     "program_device",
+    "upstream",
 ]
 
 #: CPU devices every observed session has: ``CPU:0`` and one per ``/gpu:i`` up to 16
 LOGICAL_DEVICES = 17
+#: the chief's runner (SyncReplicasOptimizer) traces this many of its runs, one in so many
+RUNNER_TRACES = 5
+RUNNER_TRACE_EVERY = 4
+#: the name of the threads the profile starts to run a loop's clients together
+PROFILE_THREAD = "simsync-profile"
 #: how long the first thread in its loop waits for no other thread to join one
 SETTLE_SECONDS = 0.5
 #: at most this long, whatever happens
@@ -60,6 +78,11 @@ DEQUEUES = frozenset(
     {"QueueDequeueV2", "QueueDequeue", "QueueDequeueManyV2", "QueueDequeueMany",
      "QueueDequeueUpToV2", "QueueDequeueUpTo"}
 )  # fmt: skip
+#: a ``ConditionalAccumulator`` (dense gradients; SyncReplicasOptimizer's, one per variable),
+#: a push to one (``apply_grad``, with the worker's local step) and a take (``take_grad(R)``)
+ACCUMULATORS = frozenset({"ConditionalAccumulator", "ResourceConditionalAccumulator"})
+PUSHES = frozenset({"AccumulatorApplyGradient", "ResourceAccumulatorApplyGradient"})
+TAKES = frozenset({"AccumulatorTakeGradient", "ResourceAccumulatorTakeGradient"})
 
 
 @dataclass
@@ -80,6 +103,12 @@ class Loop:
     graph: Any
     calls: dict[str, Call]
     runs_before: int
+    #: the queue runners the program made (its collection's and those it started itself)
+    runners: list[Any] = field(default_factory=list)
+    #: step stats of the traced runs of the runners that wait for an accumulator
+    runner_stats: list[Any] = field(default_factory=list)
+    #: the observer (its ``tracing`` turns the tracing of those runs on and off)
+    observer: Any = None
 
 
 class Ended(Exception):
@@ -101,12 +130,26 @@ class Observer:
     _leader: str | None = None
     _placed: dict[int, int] = field(default_factory=dict)
     _trains: dict[tuple[str, ...], bool] = field(default_factory=dict)
+    #: the queue runners started by the program (``create_threads``), in order
+    runners: list[Any] = field(default_factory=list)
+    #: set by the profile: trace the runs of the runners that wait for an accumulator
+    tracing: bool = False
+    runner_stats: list[Any] = field(default_factory=list)
+    runner_runs: int = 0
+    #: held by a traced run: TensorFlow traces one run at a time in a process
+    trace_lock: threading.Lock = field(default_factory=threading.Lock)
+    #: the loop was handed to ``on_loop``
+    handed: bool = False
+    _waiting: dict[tuple[str, ...], bool] = field(default_factory=dict)
 
     def install(self) -> None:
         from tensorflow.python.client import session as session_module
+        from tensorflow.python.training import queue_runner_impl
 
         base = session_module.BaseSession
-        real_init, real_run = base.__init__, base.run
+        real_init, real_run, real_make_callable = base.__init__, base.run, base.make_callable
+        runner_class = queue_runner_impl.QueueRunner
+        real_create = runner_class.create_threads
         observer = self
 
         def __init__(self: Any, target: str = "", graph: Any = None, config: Any = None) -> None:
@@ -117,8 +160,47 @@ class Observer:
             observer.before_run(self, fetches, feed_dict)
             return real_run(self, fetches, feed_dict, *args, **kwargs)
 
+        def make_callable(self: Any, fetches: Any, *args: Any, **kwargs: Any) -> Any:
+            """A queue runner's thread runs its enqueue op through a callable: one that
+            traces its runs while :attr:`tracing` is set, for the chief's runner."""
+            if args or kwargs or not observer.waits_for_accumulator(self.graph, fetches):
+                return real_make_callable(self, fetches, *args, **kwargs)
+            inner = real_make_callable(self, fetches, accept_options=True)
+
+            def runner_run() -> Any:
+                # a few of its runs, every RUNNER_TRACE_EVERY-th (a traced run holds the
+                # trace lock while the take waits for the workers, whose runs are traced
+                # too); one traced run at a time in a process (TensorFlow's profiler):
+                # untraced while another is
+                observer.runner_runs += 1
+                if (
+                    not observer.tracing
+                    or observer.runner_runs % RUNNER_TRACE_EVERY
+                    or len(observer.runner_stats) >= RUNNER_TRACES
+                    or not observer.trace_lock.acquire(blocking=False)
+                ):
+                    return inner()
+                try:
+                    tf = observer.tf.compat.v1
+                    metadata = tf.RunMetadata()
+                    options = tf.RunOptions(trace_level=tf.RunOptions.FULL_TRACE)
+                    out = inner(options=options, run_metadata=metadata)
+                finally:
+                    observer.trace_lock.release()
+                observer.runner_stats.append(metadata.step_stats)
+                return out
+
+            return runner_run
+
+        def create_threads(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if all(self is not known for known in observer.runners):
+                observer.runners.append(self)
+            return real_create(self, *args, **kwargs)
+
         base.__init__ = __init__
         base.run = run
+        base.make_callable = make_callable
+        runner_class.create_threads = create_threads
         self.real_run = real_run
 
     def configure(self, config: Any) -> Any:
@@ -133,6 +215,11 @@ class Observer:
         return merged
 
     def before_run(self, session: Any, fetches: Any, feed_dict: Any) -> None:
+        """Record the call; block it if its thread loops (the first thread to loop profiles
+        and ends the process). The profile's own threads (:data:`PROFILE_THREAD`) run freely
+        once the loop is known."""
+        if self.handed and threading.current_thread().name.startswith(PROFILE_THREAD):
+            return
         graph = session.graph
         self.place(graph)
         thread = threading.current_thread().name
@@ -151,30 +238,56 @@ class Observer:
             threading.Event().wait()  # the leader profiles, then ends the process
         self._settle()
         with self._lock:
-            loop = Loop(session, graph, dict(self.looping), len(self.calls))
+            loop = Loop(
+                session,
+                graph,
+                dict(self.looping),
+                len(self.calls),
+                self.all_runners(graph),
+                self.runner_stats,
+                self,
+            )
+            self.handed = True
         self.on_loop(loop)
 
+    def all_runners(self, graph: Any) -> list[Any]:
+        """The queue runners of ``graph``: its ``QUEUE_RUNNERS`` collection's, then those
+        the program started itself (SyncReplicasOptimizer's chief queue runner is not in
+        the collection)."""
+        found = list(graph.get_collection(self.tf.compat.v1.GraphKeys.QUEUE_RUNNERS))
+        found += [r for r in self.runners if all(r is not f for f in found)]
+        return found
+
+    def waits_for_accumulator(self, graph: Any, fetches: Any) -> bool:
+        """Whether running ``fetches`` takes from an accumulator (once per fetch set; False
+        for fetches that are not the graph's)."""
+        try:
+            names = fetch_names(graph, fetches)
+        except (TypeError, ValueError, KeyError):
+            return False
+        if names not in self._waiting:
+            ops = [graph.get_operation_by_name(name) for name in names]
+            self._waiting[names] = any(op.type in TAKES for op in upstream(ops))
+        return self._waiting[names]
+
     def trains(self, graph: Any, call: Call) -> bool:
-        """Whether the call's fetches update a trainable variable (once per fetch set): a
-        loop that only fills a queue is not the training loop."""
+        """Whether the call's fetches update a trainable variable or push a gradient to an
+        accumulator (once per fetch set): a loop that only fills a queue is not the training
+        loop."""
         if call.fetches not in self._trains:
             trainable = set()
             for variable in graph.get_collection("trainable_variables"):
                 handle = getattr(variable, "handle", None)
                 trainable.add((handle if handle is not None else variable).op.name)
-            seen: set[str] = set()
-            stack = [graph.get_operation_by_name(name) for name in call.fetches]
-            found = False
-            while stack and not found:
-                op = stack.pop()
-                if op.name in seen:
-                    continue
-                seen.add(op.name)
+
+            def updates(op: Any) -> bool:
                 writes = any(word in op.type for word in ("Apply", "Assign", "Scatter"))
-                found = writes and any(t.op.name in trainable for t in op.inputs[:1])
-                stack.extend(t.op for t in op.inputs)
-                stack.extend(op.control_inputs)
-            self._trains[call.fetches] = found
+                if writes and any(t.op.name in trainable for t in op.inputs[:1]):
+                    return True
+                return op.type in PUSHES
+
+            ops = [graph.get_operation_by_name(name) for name in call.fetches]
+            self._trains[call.fetches] = any(updates(op) for op in upstream(ops))
         return self._trains[call.fetches]
 
     def _settle(self) -> None:
@@ -223,6 +336,20 @@ class Observer:
             "training loop: simsync imports a thread calling sess.run(train_op) again and "
             "again, where train_op updates a trainable variable"
         )
+
+
+def upstream(ops: Iterable[Any]) -> list[Any]:
+    """``ops`` and every op they need (inputs and control inputs, transitively)."""
+    seen: dict[str, Any] = {}
+    stack = list(ops)
+    while stack:
+        op = stack.pop()
+        if op.name in seen:
+            continue
+        seen[op.name] = op
+        stack.extend(t.op for t in op.inputs)
+        stack.extend(op.control_inputs)
+    return list(seen.values())
 
 
 def fetch_names(graph: Any, fetches: Any) -> tuple[str, ...]:

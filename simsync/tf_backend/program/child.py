@@ -31,7 +31,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from simsync.tf_backend.program.capture import DEQUEUES, ENQUEUES, FIFO_QUEUES
+from simsync.tf_backend.program.capture import ACCUMULATORS, DEQUEUES, ENQUEUES, FIFO_QUEUES, TAKES
 
 __all__ = ["graph_data", "main", "thread_names"]
 
@@ -129,7 +129,8 @@ def _meta(tf: Any, path: Path, observer: Any, request: dict[str, Any]) -> None:
         tf.compat.v1.train.start_queue_runners(sess=session)
         fetches = [op.name for op in train]
         call = Call("MainThread", tuple(fetches), fetches)
-        observer.on_loop(Loop(session, graph, {"MainThread": call}, 0))
+        runners = observer.all_runners(graph)
+        observer.on_loop(Loop(session, graph, {"MainThread": call}, 0, runners))
 
 
 def _answer(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any) -> None:
@@ -217,7 +218,7 @@ def graph_data(tf: Any, loop: Any, program: str, gpus: int) -> dict[str, Any]:
     fetches = {thread: tuple(call.fetches) for thread, call in loop.calls.items()}
     names = thread_names(fetches, [op["name"] for op in ops])
     keys = tf.compat.v1.GraphKeys
-    runners = graph.get_collection(keys.QUEUE_RUNNERS)
+    runners = loop.runners
     return {
         "program": program,
         "order": [op["name"] for op in ops],
@@ -282,8 +283,17 @@ def _op_data(op: Any, folder: str) -> dict[str, Any]:
         dims = shape.as_list() if shape.rank is not None else None
         data["shape"] = dims
         data["bytes"] = _nbytes(dims, op.get_attr("dtype"))
-    elif op.type in FIFO_QUEUES:
+    if op.type in FIFO_QUEUES or op.type in ACCUMULATORS:
+        # ops of one shared name on one device are one queue, one accumulator (the workers'
+        # SyncReplicasOptimizers share the token queue and the accumulators so)
+        data["shared_name"] = op.get_attr("shared_name").decode()
+    if op.type in FIFO_QUEUES:
         data["capacity"] = int(op.get_attr("capacity"))
+    elif op.type in TAKES:  # take_grad(R): R, if known
+        import tensorflow as tf
+
+        n = tf.get_static_value(op.inputs[1])
+        data["elements"] = int(n) if n is not None else None
     elif op.type in ENQUEUES:  # enqueue_many: its components' first dimension, if known
         shape = op.inputs[1].shape
         if "Many" not in op.type:

@@ -34,12 +34,22 @@ control inputs, and where the program made it), and :func:`convert` turns that i
   full enough at all but 0 to 7 % of the steps' starts, while simulated they fell behind
   with four towers (the step 22 to 34 % too slow), so the default holds what was measured;
   ``simsync crosscheck`` measures it for each program (``input_queues``).
+- **SyncReplicasOptimizer in one process** (a worker thread per optimizer): queue and
+  accumulator ops of one shared name on one device are one resource (:func:`_shared`), as
+  they are in the session. A worker's ``apply_grad`` is a ``push_gradients`` op tagged with
+  its local step, its dequeue of a token a ``dequeue_token`` op that writes its local step
+  (the ``assign`` after it writes nothing more), the chief's ``take_grad(R)`` a
+  ``take_gradients`` op (it costs what a push to its accumulator does: traced, it held its
+  wait for the pushes) and its enqueue an ``enqueue_tokens`` op reading the global step.
+  The chief's queue runner is a daemon client always (its tokens pace the workers), and the
+  workers run until the global step reaches the steps simulated.
 - **Ignored, and counted in the report**: constants (their values exist before a step
   starts), fed placeholders, the ops that make variables (``VarHandleOp``: the variable
-  becomes an IR :class:`~simsync.ir.Variable`) and FIFO queues (the queue becomes a
-  resource, or, filled by queue runners, is never short), other queues and accumulators (a
-  random shuffle queue, a ``ConditionalAccumulator``: their ops run as generic ops, and
-  never wait), and every op the simulation does not run (initialisers, savers, the queue
+  becomes an IR :class:`~simsync.ir.Variable`), FIFO queues (the queue becomes a
+  resource, or, filled by queue runners, is never short) and ``ConditionalAccumulator`` ops
+  (an accumulator resource), other queues and accumulators (a random shuffle queue, a
+  ``SparseConditionalAccumulator``: their ops run as generic ops, and never wait), and every
+  op the simulation does not run (initialisers, savers, the queue
   runners' enqueues unless they are simulated), by type.
 - **Variables**: an op that takes a variable's handle reads it, or writes it when its type
   applies, assigns or scatters (``ResourceApplyGradientDescent``, ``AssignAddVariableOp``).
@@ -78,8 +88,19 @@ from simsync.ir import (
 from simsync.ir.values import MAX_TOKENS
 from simsync.kinds.generic import GENERIC
 from simsync.kinds.input_queue import DEQUEUE_ELEMENTS, ENQUEUE_ELEMENTS
+from simsync.kinds.push_gradients import PUSH_GRADIENTS
 from simsync.kinds.registry import OpKind
-from simsync.tf_backend.program.capture import DEQUEUES, ENQUEUES, FIFO_QUEUES, program_device
+from simsync.kinds.take_gradients import TAKE_GRADIENTS
+from simsync.kinds.tokens import DEQUEUE_TOKEN, ENQUEUE_TOKENS
+from simsync.tf_backend.program.capture import (
+    ACCUMULATORS,
+    DEQUEUES,
+    ENQUEUES,
+    FIFO_QUEUES,
+    PUSHES,
+    TAKES,
+    program_device,
+)
 from simsync.tf_backend.program.towers import find_towers
 from simsync.words import plural
 
@@ -94,8 +115,7 @@ VARIABLES = frozenset({"VarHandleOp", "VariableV2", "Variable", "VarHandleOpV2"}
 RESOURCES = frozenset(
     {
         "RandomShuffleQueueV2", "RandomShuffleQueue", "PriorityQueueV2", "PriorityQueue",
-        "ConditionalAccumulator", "SparseConditionalAccumulator",
-        "ResourceConditionalAccumulator", "MutexV2",
+        "SparseConditionalAccumulator", "MutexV2",
     }
 )  # fmt: skip
 _WRITES = ("Apply", "Assign", "Scatter")
@@ -113,10 +133,14 @@ def convert(
     ``efficiency`` is how fast this machine's cores run when all are busy (its profile's)."""
     ops = {op["name"]: op for op in data["ops"]}
     clients = data["clients"]
-    runners = _runner_threads(data, ops)
-    fed = {thread.queue for thread in runners}
+    shared = _shared(ops)
+    tokens = _token_queues(ops, shared)
+    runners = _runner_threads(data, ops, shared)
+    # the chief's runner of SyncReplicasOptimizer is always simulated: its tokens pace the
+    # workers; an input queue's runners only when asked (see the docstring)
+    fed = {thread.queue for thread in runners if thread.queue not in tokens}
     if not queue_runners:  # their queues are taken to be never short (see the docstring)
-        runners = []
+        runners = [thread for thread in runners if thread.queue in tokens]
     stepped = _closure(ops, [name for client in clients for name in client["fetches"]])
     needed = stepped | _closure(ops, [thread.enqueue for thread in runners])
     if len(needed) > MAX_OPS:
@@ -133,13 +157,15 @@ def convert(
             reasons[name] = "placeholders (fed by sess.run)"
         elif kind in VARIABLES:
             reasons[name] = "variables (kept as variables, not ops)"
-        elif kind in FIFO_QUEUES and name in fed and not queue_runners:
+        elif kind in FIFO_QUEUES and shared[name] in fed and not queue_runners:
             reasons[name] = (
                 "FIFO queues filled by queue runners (their threads are not simulated: a "
                 "dequeue never waits)"
             )
         elif kind in FIFO_QUEUES:
             reasons[name] = "FIFO queues (kept as queues, not ops)"
+        elif kind in ACCUMULATORS:
+            reasons[name] = "accumulators (kept as accumulators, not ops)"
         elif kind in RESOURCES:
             reasons[name] = (
                 "random shuffle or priority queues and accumulators (their ops run, never "
@@ -161,16 +187,31 @@ def convert(
         cpu = device.startswith("/cpu:")
         graph.add_device(Device(device, kind="cpu" if cpu else "gpu", concurrent=cpu))
     variables = _variables(graph, ops, needed, devices, data)
-    queues = _queues(graph, ops, needed - (set() if queue_runners else fed), devices, data, runners)
+    unsimulated = set() if queue_runners else {n for n in needed if shared.get(n) in fed}
+    queues = _queues(graph, ops, needed - unsimulated, devices, data, runners, shared, tokens)
+    counters = {name for name, v in graph.variables.items() if v.counter}
+    assigned = _assigned_tokens(ops, kept, tokens, shared, counters)
     untimed = 0
     for name in kept:
         op = ops[name]
         handles = [i["op"] for i in op["inputs"] if i["op"] in variables]
+        if name in assigned:  # the token's dequeue writes the counter
+            handles = [h for h in handles if h != assigned[name][1]]
         writes = any(word in op["type"] for word in _WRITES)
-        kind, queue, elements = _queue_op(op, queues)
+        kind, queue, elements = _queue_op(op, queues, shared, tokens)
+        reads = () if writes else tuple(dict.fromkeys(handles))
+        written = tuple(dict.fromkeys(handles)) if writes else ()
+        if kind is PUSH_GRADIENTS:  # apply_grad(grad, local_step): tagged with the local step
+            reads = _counter_read(ops, op["inputs"][1:2], counters)
+        elif kind is ENQUEUE_TOKENS:  # fill([N], global_step): tokens of the global step
+            reads = _counter_read(ops, op["inputs"][1:], counters)
+        elif kind is DEQUEUE_TOKEN:
+            written = tuple(v for d, v in assigned.values() if d == name)
         cost = timed.get(name, {}).get(seconds)
         if cost is None and kind is ENQUEUE_ELEMENTS:
-            cost = _dequeue_cost(ops, kept, timed, seconds, str(queue))
+            cost = _put_cost(ops, kept, timed, seconds, str(queue), DEQUEUES, shared)
+        elif kind is TAKE_GRADIENTS:  # it waited for the pushes while traced: a copy as theirs
+            cost = _put_cost(ops, kept, timed, seconds, str(queue), PUSHES, shared)
         elif profile and name not in timed:
             untimed += 1  # folded by TensorFlow before the step (constant folding)
         graph.add_op(
@@ -179,9 +220,10 @@ def convert(
                 kind.name,
                 devices[name],
                 Cost(float(cost or 0.0)),
-                tower=towers.of(name),
-                reads=() if writes else tuple(dict.fromkeys(handles)),
-                writes=tuple(dict.fromkeys(handles)) if writes else (),
+                # the chief's take is the workers' meeting, though made in tower 0's scope
+                tower=None if kind is TAKE_GRADIENTS else towers.of(name),
+                reads=reads,
+                writes=written,
                 resource=queue,
                 amount=elements,
             )
@@ -200,7 +242,10 @@ def convert(
         # a sess.run of one NoOp: what a run of another client (a what-if's) costs at least
         costs = _run_cost(overheads.get(client["thread"], {}))
         graph.facts.update(costs)
-        graph.add_client(session_client(graph, client["name"], fetches))
+        until = _global_step_of(graph, ops, fetches)
+        graph.add_client(
+            dataclasses.replace(session_client(graph, client["name"], fetches), until=until)
+        )
     for name, enqueue, _ in runners:  # a queue runner's thread: sess.run(enqueue) in a loop
         graph.add_client(session_client(graph, name, (enqueue,), daemon=True))
     graph.facts["source"] = data["program"]
@@ -212,8 +257,25 @@ def convert(
     report["ops"] = sum(1 for name in kept if name in stepped)
     report["queue_runner_ops"] = len(kept) - report["ops"]
     report["queue_runner_threads"] = len(runners)
-    report["input_queues"] = _input_queues(ops, stepped, set(graph.resources))
+    report["input_queues"] = _input_queues(ops, stepped, set(graph.resources), shared, tokens)
+    report["accumulators"] = sorted(
+        name for name, resource in graph.resources.items() if resource.kind == "accumulator"
+    )
+    report["token_queues"] = sorted(tokens & set(graph.resources))
     return graph, report
+
+
+def _global_step_of(graph: Graph, ops: dict[str, Any], fetches: tuple[str, ...]) -> str | None:
+    """For a worker of the program's own ``SyncReplicasOptimizer`` (its runs push to an
+    accumulator): the step its tokens carry (the global step, which the chief's enqueue of
+    tokens reads), which it runs until (``Client.until``), as its loop stops at a global
+    step. A worker stopped at a count of its own would leave the others waiting for its
+    gradients: a deadlock, in TensorFlow too. None for other clients."""
+    steps = {v for op in graph.ops() if op.kind == ENQUEUE_TOKENS.name for v in op.reads}
+    pushes = {op.name for op in graph.ops() if op.kind == PUSH_GRADIENTS.name}
+    if len(steps) != 1 or not pushes & _closure(ops, list(fetches)):
+        return None
+    return next(iter(steps))
 
 
 def _run_cost(measured: dict[str, Any]) -> dict[str, float]:
@@ -256,14 +318,20 @@ def session_client(
 
 
 def _input_queues(
-    ops: dict[str, Any], stepped: set[str], simulated: set[str]
+    ops: dict[str, Any],
+    stepped: set[str],
+    simulated: set[str],
+    shared: dict[str, str],
+    tokens: set[str],
 ) -> dict[str, dict[str, Any]]:
-    """Each FIFO queue the loop's steps take elements from: how many a step takes, and
-    whether the simulation has it as a queue (else its dequeues never wait)."""
+    """Each FIFO queue the loop's steps take elements from (not tokens): how many a step
+    takes, and whether the simulation has it as a queue (else its dequeues never wait)."""
     found: dict[str, dict[str, Any]] = {}
     for name in sorted(stepped):
         op = ops[name]
-        handle = _queue_of(op)
+        handle = shared.get(_queue_of(op), "")
+        if handle in tokens:
+            continue
         if op["type"] in DEQUEUES and ops.get(handle, {}).get("type") in FIFO_QUEUES:
             queue = found.setdefault(handle, {"takes": 0, "simulated": handle in simulated})
             queue["takes"] += int(op.get("elements") or 1)
@@ -279,13 +347,15 @@ class _Thread(NamedTuple):
     queue: str
 
 
-def _runner_threads(data: dict[str, Any], ops: dict[str, Any]) -> list[_Thread]:
+def _runner_threads(
+    data: dict[str, Any], ops: dict[str, Any], shared: dict[str, str]
+) -> list[_Thread]:
     """Each thread of the FIFO queues' runners (one per op of its ``enqueue_ops``), named
     ``fifo_queue_runner_0``, ... (a name taken already gets a number more)."""
     threads: list[_Thread] = []
     taken: set[str] = set()
     for runner in data.get("queue_runners", []):
-        queue = str(runner["queue"])
+        queue = shared.get(str(runner["queue"]), "")
         if ops.get(queue, {}).get("type") not in FIFO_QUEUES:
             continue
         slug = queue.replace("/", "_")
@@ -305,14 +375,24 @@ def _queues(
     devices: dict[str, str],
     data: dict[str, Any],
     runners: list[_Thread],
+    shared: dict[str, str],
+    tokens: set[str],
 ) -> set[str]:
-    """The FIFO queues the steps use, as queue resources (see the module's docstring)."""
+    """The FIFO queues and the accumulators the steps use, as resources (see the module's
+    docstring), each under the name of its first op (ops of one shared name are one)."""
     fed = Counter(thread.queue for thread in runners)
     sizes = data.get("queue_sizes", {})
     names = set()
-    for name in sorted(needed):
+    for name in sorted({shared[n] for n in needed if n in shared}):
         op = ops[name]
-        if op["type"] not in FIFO_QUEUES:
+        if op["type"] in ACCUMULATORS:
+            users = sum(1 for other in shared.values() if other == name)
+            note = (
+                f"{plural(users, 'ConditionalAccumulator op')} of shared name "
+                f"'{op.get('shared_name') or name}': the queue runner takes what they push"
+            )
+            graph.add_resource(Resource(name, "accumulator", devices[name], note=note))
+            names.add(name)
             continue
         capacity = min(max(0, int(op.get("capacity") or 0)), MAX_TOKENS)
         initial = min(int(sizes.get(name, 0)), capacity or MAX_TOKENS)
@@ -330,7 +410,7 @@ def _queues(
                 devices[name],
                 initial=initial,
                 capacity=capacity,
-                item="element",
+                item="token" if name in tokens else "element",
                 note=note,
             )
         )
@@ -338,17 +418,98 @@ def _queues(
     return names
 
 
-def _queue_op(op: dict[str, Any], queues: set[str]) -> tuple[OpKind, str | None, int]:
-    """An op's kind, and for an enqueue or dequeue of a FIFO queue of ``queues``, its queue
-    and how many elements it moves (as known before it runs; else a generic op)."""
-    handle = _queue_of(op)
+def _queue_op(
+    op: dict[str, Any], queues: set[str], shared: dict[str, str], tokens: set[str]
+) -> tuple[OpKind, str | None, int]:
+    """An op's kind, and for an op on a resource of ``queues`` (an enqueue or dequeue of a
+    FIFO queue, a push to or take from an accumulator), the resource and how many elements it
+    moves (as known before it runs; else a generic op)."""
+    handle = shared.get(_queue_of(op), "")
     elements = op.get("elements")
-    if handle in queues and elements:
-        if op["type"] in ENQUEUES:
-            return ENQUEUE_ELEMENTS, handle, int(elements)
-        if op["type"] in DEQUEUES:
-            return DEQUEUE_ELEMENTS, handle, int(elements)
+    if handle not in queues:
+        return GENERIC, None, 0
+    if op["type"] in PUSHES:
+        return PUSH_GRADIENTS, handle, 1
+    if op["type"] in TAKES and elements:
+        return TAKE_GRADIENTS, handle, int(elements)
+    if op["type"] in DEQUEUES and handle in tokens and elements == 1:
+        return DEQUEUE_TOKEN, handle, 1
+    if op["type"] in ENQUEUES and elements:
+        return (ENQUEUE_TOKENS if handle in tokens else ENQUEUE_ELEMENTS), handle, int(elements)
+    if op["type"] in DEQUEUES and elements and handle not in tokens:
+        return DEQUEUE_ELEMENTS, handle, int(elements)
     return GENERIC, None, 0
+
+
+def _shared(ops: dict[str, Any]) -> dict[str, str]:
+    """For each FIFO queue and accumulator op, the resource it is: the first op of its kind
+    with its shared name on its device (ops of one shared name are one resource in a
+    session, as the token queue and the accumulators of the workers' SyncReplicasOptimizers
+    are), else itself."""
+    first: dict[tuple[str, str, str], str] = {}
+    found: dict[str, str] = {}
+    for name, op in ops.items():
+        if op["type"] not in FIFO_QUEUES and op["type"] not in ACCUMULATORS:
+            continue
+        family = "queue" if op["type"] in FIFO_QUEUES else "accumulator"
+        key = (family, op.get("shared_name") or name, op["device"])
+        found[name] = first.setdefault(key, name)
+    return found
+
+
+def _token_queues(ops: dict[str, Any], shared: dict[str, str]) -> set[str]:
+    """The FIFO queues of tokens: a dequeue of one (of one element) becomes a variable's
+    value (``SyncReplicasOptimizer``: a worker's ``local_step = sync_token_q.dequeue()``)."""
+    found = set()
+    for op in ops.values():
+        if "Assign" not in op["type"] or len(op["inputs"]) < 2:
+            continue
+        source = ops.get(op["inputs"][1]["op"], {})
+        if source.get("type") in DEQUEUES and source.get("elements") == 1:
+            queue = shared.get(_queue_of(source))
+            if queue is not None:
+                found.add(queue)
+    return found
+
+
+def _assigned_tokens(
+    ops: dict[str, Any],
+    kept: list[str],
+    tokens: set[str],
+    shared: dict[str, str],
+    counters: set[str],
+) -> dict[str, tuple[str, str]]:
+    """For each op that assigns a dequeued token to a counter (a worker's local step), the
+    dequeue and the counter: the dequeue is what sets it (:data:`~simsync.ir.resources.DEQUEUE`
+    makes the token it takes the counter's value), so the assign writes nothing more."""
+    found = {}
+    for name in kept:
+        op = ops[name]
+        if "Assign" not in op["type"] or len(op["inputs"]) < 2:
+            continue
+        variable, source = op["inputs"][0]["op"], op["inputs"][1]["op"]
+        if variable in counters and shared.get(_queue_of(ops[source]), "") in tokens:
+            found[name] = (source, variable)
+    return found
+
+
+def _counter_read(
+    ops: dict[str, Any], inputs: list[dict[str, Any]], counters: set[str]
+) -> tuple[str, ...]:
+    """The counter whose value ``inputs`` carry (through its read and the ops that copy or
+    fill it: ``fill([N], global_step)``), as the reads of the op that puts it (a push tagged
+    with the local step, tokens of the global step)."""
+    stack = [i["op"] for i in inputs]
+    seen: set[str] = set()
+    while stack:
+        name = stack.pop()
+        if name in counters:
+            return (name,)
+        if name in seen or name not in ops:
+            continue
+        seen.add(name)
+        stack.extend(i["op"] for i in ops[name]["inputs"])
+    return ()
 
 
 def _queue_of(op: dict[str, Any]) -> str:
@@ -357,16 +518,26 @@ def _queue_of(op: dict[str, Any]) -> str:
     return str(op["inputs"][0]["op"]) if op["inputs"] else ""
 
 
-def _dequeue_cost(
-    ops: dict[str, Any], kept: list[str], timed: dict[str, Any], seconds: str, queue: str
+def _put_cost(
+    ops: dict[str, Any],
+    kept: list[str],
+    timed: dict[str, Any],
+    seconds: str,
+    queue: str,
+    types: frozenset[str],
+    shared: dict[str, str],
 ) -> float | None:
-    """What an enqueue of ``queue`` costs, not traced (the profile runs what it puts, not
-    the enqueue, which would wait on a full queue): the median of the traced dequeues of the
-    same queue, a copy of elements as well."""
+    """What an op on ``queue`` costs whose traced time is none or held a wait: the median of
+    the traced ops of ``types`` on the same resource, a copy of the same things. An enqueue
+    of elements is not traced (the profile runs what it puts, not the enqueue, which would
+    wait on a full queue): it costs as the dequeues. A take from an accumulator was traced
+    waiting for the workers' pushes: it costs as the pushes."""
     found = [
         float(timed[name][seconds])
         for name in kept
-        if name in timed and ops[name]["type"] in DEQUEUES and _queue_of(ops[name]) == queue
+        if name in timed
+        and ops[name]["type"] in types
+        and shared.get(_queue_of(ops[name])) == queue
     ]
     return statistics.median(found) if found else None
 

@@ -21,8 +21,10 @@ So for a program as written the simulated step is its own profiling run's step, 
 construction: a cross-check of it tests how well that run foretells fresh ones. A what-if
 (``--towers``, ``--speeds``, a link, a mode) is where the simulator's model is tested.
 
-Only a loop of one client is fitted: the profile times each client alone, and clients that
-run together share the machine in ways one factor cannot hold apart. Queue runners' threads
+A loop of one client is fitted, and a loop of clients the profile timed together (workers of
+``SyncReplicasOptimizer``, which cannot run alone): to the median of their untraced steps.
+Other clients (threads of asynchronous training) are timed alone, and clients that run
+together share the machine in ways one factor cannot hold apart. Queue runners' threads
 (daemons) ran beside it in the profile as in the simulation: their ops are scaled too, and
 they do no ``per_run`` work.
 """
@@ -52,17 +54,21 @@ CLOSE, TRIES = 0.01, 4
 MOST_PER_RUN = 0.9
 
 
-def fit_costs(graph: Graph, walls: Mapping[str, float]) -> tuple[Graph, dict[str, Any]]:
+def fit_costs(
+    graph: Graph, walls: Mapping[str, float], together: bool = False
+) -> tuple[Graph, dict[str, Any]]:
     """``graph`` fitted so that its one client's simulated median step is ``walls[client]``
-    (the profile's untraced median wall time), and what was done (see the module's
+    (the profile's untraced median wall time), or its clients' median step the median of
+    their walls when they were timed ``together``, and what was done (see the module's
     docstring): ``{"scale", "per_run", "wall", "simulated"}``, or ``{"scale": 1.0, "why"}``
     when nothing was."""
     loops = [client for client in graph.clients if not client.daemon]  # not queue runners
-    if len(loops) != 1:
+    if len(loops) != 1 and not together:
         why = f"{len(loops)} threads loop: each was timed alone"
         return graph, {"scale": 1.0, "why": why}
     client = loops[0]
-    wall = walls.get(client.name)
+    found_walls = [walls[c.name] for c in loops if walls.get(c.name)]
+    wall = statistics.median(found_walls) if found_walls else None
     if not wall or wall <= 0:
         return graph, {"scale": 1.0, "why": "the profile has no untraced step time"}
     # a sess.run of one NoOp, measured apart

@@ -133,6 +133,8 @@ def import_program(
     }
     basis = {
         "walls": walls,
+        # its clients were timed together (workers of SyncReplicasOptimizer)
+        "together": all(c.get("together") for c in profile.get("clients", {}).values()),
         "efficiency": efficiency,
         "cores": data.get("cores"),
         "logical_devices": data.get("logical_devices"),
@@ -207,7 +209,7 @@ def _fitted(
     if ours and isinstance(known, dict) and known.get("basis") == basis:
         report = dict(known.get("report") or {})
         return apply_fit(graph, report), report
-    graph, fitted = fit_costs(graph, basis["walls"])
+    graph, fitted = fit_costs(graph, basis["walls"], bool(basis.get("together")))
     if ours:
         profile["fit"] = {"basis": basis, "report": fitted}
         cost_cache.save_costs(key, said.get("machine", {}), profile)

@@ -32,17 +32,30 @@ The queue runners' threads run beside all this, as they do in the program. What 
 their enqueue ops needs (the elements it puts: reading, decoding, making a batch) is traced
 as well, a few runs of its inputs alone (:func:`_runner_work`); the enqueue itself is not
 run here, as it would wait on a full queue. Its cost, a copy of the elements into the queue,
-is taken as the dequeue's out of it (:mod:`~simsync.tf_backend.program.convert`).
+is taken as the dequeue's out of it (:mod:`~simsync.tf_backend.program.convert`). The chief's
+queue runner of ``SyncReplicasOptimizer`` (its enqueue of tokens waits for the takes of
+gradients the workers push) is not run here: its own runs are traced while the clients run
+(:attr:`~simsync.tf_backend.program.capture.Observer.tracing`).
 """
 
 from __future__ import annotations
 
 import statistics
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from simsync.tf_backend.program.capture import FIFO_QUEUES, Loop, program_device
+from simsync.tf_backend.program.capture import (
+    FIFO_QUEUES,
+    PROFILE_THREAD,
+    PUSHES,
+    TAKES,
+    Loop,
+    program_device,
+    upstream,
+)
 from simsync.tf_backend.session.step_stats import read_step_stats, tracer_lane
 
 __all__ = [
@@ -68,6 +81,13 @@ MOST_TIMED = 400
 WARMUP_STEPS = 5
 #: runs of each client, after its measured ones, that also fetch its FIFO queues' sizes
 QUEUE_STEPS = 100
+#: clients run together (workers of SyncReplicasOptimizer): a run longer than this (ms) is
+#: given up, as it waits for workers that are done
+TOGETHER_TIMEOUT_MS = 5000
+#: ... and once steps were timed, this many steps (at least LEAST_TIMEOUT_MS)
+TIMEOUT_STEPS, LEAST_TIMEOUT_MS = 100, 250
+#: a client run with others tries at most this many runs per traced one it needs
+TRACE_TRIES = 20
 
 
 def profile_loop(
@@ -76,28 +96,37 @@ def profile_loop(
     """Trace ``steps`` runs of each looping client, after ``untraced`` timed ones; see the
     module's docstring."""
     found = _Found()
-    clients: dict[str, Any] = {}
     run = loop.session.run
     waits = {
         op.name: [t.op.name for t in op.inputs] + [c.name for c in op.control_inputs]
         for op in loop.graph.get_operations()
     }
-    options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
-    for thread, call in loop.calls.items():
-        walls = _timed_runs(tf, run, call, untraced)
+    lock, keeping = trace_lock(loop), threading.Lock()
+
+    def profile_client(thread: str, call: Any, together: _Together | None) -> dict[str, Any]:
+        walls = _timed_runs(tf, run, call, untraced, together)
+        if together is not None:
+            together.shorten(walls)
         spans = []
-        for _ in range(steps):
-            metadata = tf.compat.v1.RunMetadata()
-            run(call.raw_fetches, call.feed_dict, options=options, run_metadata=metadata)
+        for metadata in _traced_runs(tf, loop, thread, call, steps, lock, together):
             records = step_stats_records(metadata.step_stats)
-            found.keep(records, waits)
+            with keeping:
+                found.keep(records, waits)
             if records:
                 spans.append(max(r["end"] for r in records) - min(r["start"] for r in records))
-        clients[thread] = {
-            "wall": statistics.median(walls),
+        return {
+            "wall": statistics.median(walls) if walls else 0.0,
             "span": statistics.median(spans) if spans else 0.0,
             "walls": walls,
         }
+
+    if loop.observer is not None:  # the chief's runs (SyncReplicasOptimizer), as they come
+        loop.observer.tracing = True
+    clients = _each_client(tf, loop, profile_client)
+    if loop.observer is not None:
+        loop.observer.tracing = False
+    for stats in list(loop.runner_stats):
+        found.keep(step_stats_records(stats), waits)
     for records in _runner_work(tf, loop, steps):
         found.keep(records, waits)
     # after the timed runs: a second session slows the program's own in the same process
@@ -144,16 +173,17 @@ class _Found:
 
 def _runner_work(tf: Any, loop: Loop, steps: int) -> list[list[dict[str, Any]]]:
     """The records of ``steps`` traced runs of what each queue runner's enqueue op puts on
-    its queue (its inputs but the queue's handle), one enqueue op after the other."""
+    its queue (its inputs but the queue's handle), one enqueue op after the other; not of
+    one that takes from an accumulator (it would wait for pushes that do not come)."""
     enqueues: dict[str, Any] = {}
-    for runner in loop.graph.get_collection(tf.compat.v1.GraphKeys.QUEUE_RUNNERS):
+    for runner in loop.runners:
         for op in runner.enqueue_ops:
             enqueues.setdefault(op.name, op)
     options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
     found = []
     for op in enqueues.values():
         elements = list(op.inputs[1:])
-        if not elements:
+        if not elements or any(o.type in TAKES for o in upstream([t.op for t in elements])):
             continue
         for _ in range(steps):
             metadata = tf.compat.v1.RunMetadata()
@@ -162,16 +192,146 @@ def _runner_work(tf: Any, loop: Loop, steps: int) -> list[list[dict[str, Any]]]:
     return found
 
 
-def _timed_runs(tf: Any, run: Any, call: Any, least: int) -> list[float]:
+def trace_lock(loop: Loop) -> threading.Lock:
+    """The lock a traced run holds (the observer's, shared with the chief's runner)."""
+    if loop.observer is None:
+        return threading.Lock()
+    lock: threading.Lock = loop.observer.trace_lock
+    return lock
+
+
+def _together(tf: Any, loop: Loop) -> bool:
+    """Whether the loop's clients push gradients to accumulators (workers of
+    ``SyncReplicasOptimizer``): then each waits for the others' pushes, and they run
+    together."""
+    ops = [
+        loop.graph.get_operation_by_name(n) for call in loop.calls.values() for n in call.fetches
+    ]
+    return any(op.type in PUSHES for op in upstream(ops))
+
+
+@dataclass
+class _Together:
+    """Clients that run together (workers of ``SyncReplicasOptimizer``): each run is given up
+    after ``timeout`` ms, and none stops before every one has its traced runs, since the
+    others would wait for its gradients (measured: with one worker done, the other two wait
+    for their tokens for ever)."""
+
+    clients: int
+    timeout: int = TOGETHER_TIMEOUT_MS
+    traced: set[str] = field(default_factory=set)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def shorten(self, walls: list[float]) -> None:
+        """A timeout of :data:`TIMEOUT_STEPS` steps of ``walls`` (at least
+        :data:`LEAST_TIMEOUT_MS`), once a thread has timed its steps, if shorter."""
+        if walls:
+            steps = int(TIMEOUT_STEPS * statistics.median(walls) * 1000)
+            self.timeout = min(self.timeout, max(LEAST_TIMEOUT_MS, steps))
+
+    def done(self, thread: str) -> None:
+        """``thread`` has its traced runs (or gave up on them); the last one stops all."""
+        self.traced.add(thread)
+        if len(self.traced) >= self.clients:
+            self.stop.set()
+
+
+def _each_client(
+    tf: Any, loop: Loop, work: Callable[[str, Any, _Together | None], dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """``work(thread, call, together)`` for each looping client: in turn, each alone; or,
+    when they push to accumulators (:func:`_together`), all at once, each on a thread of its
+    own as the program runs them (:class:`_Together`). Alone, a worker of
+    ``SyncReplicasOptimizer`` whose local step fell behind while the others ran has its
+    gradients dropped, and waits for a token nobody puts: measured, it never ends.
+    Together, each ``work`` says ``"together": True``."""
+    if not _together(tf, loop):
+        return {thread: work(thread, call, None) for thread, call in loop.calls.items()}
+    together = _Together(len(loop.calls))
+    results: dict[str, dict[str, Any]] = {}
+    failed: list[BaseException] = []
+
+    def one(thread: str, call: Any) -> None:
+        try:
+            results[thread] = {**work(thread, call, together), "together": True}
+        except BaseException as error:  # said in the leader's thread
+            failed.append(error)
+        finally:
+            together.done(thread)
+
+    threads = [
+        threading.Thread(target=one, args=item, name=f"{PROFILE_THREAD}-{index}", daemon=True)
+        for index, item in enumerate(loop.calls.items())
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failed:
+        raise failed[0]
+    return {thread: results[thread] for thread in loop.calls}
+
+
+def _traced_runs(
+    tf: Any,
+    loop: Loop,
+    thread: str,
+    call: Any,
+    steps: int,
+    lock: threading.Lock,
+    together: _Together | None = None,
+) -> list[Any]:
+    """The run metadata of ``steps`` traced runs of ``call``. TensorFlow traces one run at a
+    time in a process: a client that runs with others runs untraced while another's run is
+    traced, and tries again (at most :data:`TRACE_TRIES` runs per traced one); then it goes
+    on running untraced until the others have theirs, or a run waits past the timeout."""
+    timeout = together.timeout if together else 0
+    options = tf.compat.v1.RunOptions(
+        trace_level=tf.compat.v1.RunOptions.FULL_TRACE, timeout_in_ms=timeout
+    )
+    untraced = tf.compat.v1.RunOptions(timeout_in_ms=timeout)
+    found: list[Any] = []
+    for tries in range(10**9):
+        if together is None and len(found) >= steps:
+            break
+        if together is not None:
+            if len(found) >= steps or tries >= steps * TRACE_TRIES:
+                together.done(thread)
+            if together.stop.is_set():
+                break
+        mine = len(found) < steps and lock.acquire(blocking=together is None)
+        metadata = tf.compat.v1.RunMetadata()
+        try:
+            loop.session.run(
+                call.raw_fetches,
+                call.feed_dict,
+                options=options if mine else untraced,
+                run_metadata=metadata,
+            )
+        except tf.errors.DeadlineExceededError:
+            break
+        finally:
+            if mine:
+                lock.release()
+        if mine:
+            found.append(metadata)
+    return found
+
+
+def _timed_runs(
+    tf: Any, run: Any, call: Any, least: int, together: _Together | None = None
+) -> list[float]:
     """:data:`WARMUP_STEPS` runs of ``call``, then at least ``least`` more, each timed around
     ``sess.run`` (seconds), until :data:`TIMED_SECONDS` have passed or :data:`MOST_TIMED`
     runs were timed: the same block in the profile and in a cross-check's runs. On a busy
     machine a sub-millisecond step's median over 40 steps moves by half from one moment to
     the next; over 400, from one process to the next, by about a tenth. No more: a program's
     input may hold only so many batches (a queue filled once), and a step that waits for
-    one that never comes would stop the import at its time limit."""
+    one that never comes would stop the import at its time limit. Run with others, a run
+    past their timeout ends the block."""
+    options = tf.compat.v1.RunOptions(timeout_in_ms=together.timeout if together else 0)
     for _ in range(WARMUP_STEPS):
-        run(call.raw_fetches, call.feed_dict)
+        run(call.raw_fetches, call.feed_dict, options=options)
     walls: list[float] = []
     least = min(least, MOST_TIMED)
     began = time.perf_counter()
@@ -180,8 +340,10 @@ def _timed_runs(tf: Any, run: Any, call: Any, least: int) -> list[float]:
     ):
         started = time.perf_counter()
         try:
-            run(call.raw_fetches, call.feed_dict)
-        except tf.errors.OutOfRangeError:  # its input ran out (a queue closed, an epoch)
+            run(call.raw_fetches, call.feed_dict, options=options)
+        except (tf.errors.OutOfRangeError, tf.errors.DeadlineExceededError):
+            # its input ran out (a queue closed, an epoch), or it waited for a token no
+            # worker will bring (the others are done)
             if not walls:
                 raise
             break
@@ -311,33 +473,35 @@ def queue_size_ops(tf: Any, graph: Any) -> dict[str, Any]:
 def measure_loop(tf: Any, loop: Loop, traced: int, untraced: int) -> dict[str, Any]:
     """What ``simsync crosscheck PROGRAM.py`` compares with its prediction, measured in a run
     of its own (a process other than the one that measured the costs): for each looping
-    client in turn, alone, :data:`WARMUP_STEPS` untraced runs, ``untraced`` runs timed around
+    client in turn, alone (together, for workers of ``SyncReplicasOptimizer``:
+    :func:`_each_client`), :data:`WARMUP_STEPS` untraced runs, ``untraced`` runs timed around
     ``sess.run`` (the measured step times), then ``traced`` runs traced (each op's device,
     start and end, for the happens-before relations and who arrived last at each sync
     point), then :data:`QUEUE_STEPS` runs that also fetch the size of each FIFO queue (its
     ``QueueSize`` op takes the queue's handle, as the dequeues do, and runs beside them:
     it may see the queue after some of the step's dequeues, so it counts a step short more
-    often than the queue really was as the step began, never less).
+    often than the queue really was as the step began, never less; not for workers, which
+    cannot run alone).
 
     ``{"clients": {thread: {"walls": [s, ...], "steps": [[[name, device, start, end],
     ...], ...], "queues": {queue: [size, ...]}}}}``, times in seconds."""
     run = loop.session.run
-    options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
-    clients: dict[str, Any] = {}
-    for thread, call in loop.calls.items():
-        walls = _timed_runs(tf, run, call, untraced)
-        steps = []
-        for _ in range(traced):
-            metadata = tf.compat.v1.RunMetadata()
-            run(call.raw_fetches, call.feed_dict, options=options, run_metadata=metadata)
-            steps.append(
-                [
-                    [r["name"], r["device"], r["start"], r["end"]]
-                    for r in step_stats_records(metadata.step_stats)
-                ]
-            )
-        clients[thread] = {"walls": walls, "steps": steps, "queues": {}}
-    sizes = queue_size_ops(tf, loop.graph)
+
+    def measure_client(thread: str, call: Any, together: _Together | None) -> dict[str, Any]:
+        walls = _timed_runs(tf, run, call, untraced, together)
+        if together is not None:
+            together.shorten(walls)
+        steps = [
+            [
+                [r["name"], r["device"], r["start"], r["end"]]
+                for r in step_stats_records(metadata.step_stats)
+            ]
+            for metadata in _traced_runs(tf, loop, thread, call, traced, trace_lock(loop), together)
+        ]
+        return {"walls": walls, "steps": steps, "queues": {}}
+
+    clients = _each_client(tf, loop, measure_client)
+    sizes = {} if _together(tf, loop) else queue_size_ops(tf, loop.graph)
     for thread, call in loop.calls.items() if sizes else ():
         found: dict[str, list[int]] = {name: [] for name in sizes}
         for _ in range(QUEUE_STEPS):

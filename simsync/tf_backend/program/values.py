@@ -17,7 +17,8 @@ of ``--mode async``, an input the averaging fed (ops the mode left out) takes th
 of the thread's tower that went into the averaging: its own gradient instead of the mean.
 
 What cannot be replayed raises :class:`NoValues` with the reason: a what-if whose ops the
-program does not have (towers copied from ``tower_0``, or dropped from its averaging).
+program does not have (towers copied from ``tower_0``, or dropped from its averaging), and a
+program whose workers push to accumulators (its own ``SyncReplicasOptimizer``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from simsync.ir import Graph, tower_work
 from simsync.kinds import kind_of
 from simsync.tf_backend.program.whatif import copied_from
 from simsync.trace import Trace, VariableAccess
+from simsync.words import plural
 
 __all__ = ["NoValues", "replay_plan"]
 
@@ -60,6 +62,13 @@ def replay_plan(
             f"the what-if made {len(made)} ops the program does not have (such as "
             f"'{made[0]}'): TensorFlow has nothing to compute them with; run the program "
             "built that way instead"
+        )
+    pooled = sorted(name for name, r in graph.resources.items() if r.kind == "accumulator")
+    if pooled:  # the program's own SyncReplicasOptimizer
+        raise NoValues(
+            f"its workers push their gradients to {plural(len(pooled), 'accumulator')} (such "
+            f"as '{pooled[0]}'), and the replay has no accumulator yet: it would apply "
+            "each worker's gradient where TensorFlow applies their mean once per step"
         )
     if sorted(graph.towers) != sorted(original.towers):
         raise NoValues(

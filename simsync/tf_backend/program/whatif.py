@@ -9,7 +9,8 @@ new :class:`~simsync.ir.Graph` and a line for the report.
   meet take every tower's inputs, and their cost grows with the number of towers (the
   ``concat`` and ``Mean`` of N inputs). A client that runs one tower's work alone (a thread
   of asynchronous training, running its own train op) is copied with its tower: N towers, N
-  threads.
+  threads. A program's own SyncReplicasOptimizer then hands out ``max(N, R)`` tokens a step
+  (one per worker), where it handed out ``max(its workers, R)``.
 - the mode changes (``--mode``) are in :mod:`simsync.tf_backend.program.modes`.
 - :func:`with_speeds`: device speeds, one per tower's device, repeated.
 - :func:`with_link`: every device's port bandwidth and latency.
@@ -49,6 +50,8 @@ from simsync.ir import (
     tower_dependencies,
     tower_work,
 )
+from simsync.kinds.take_gradients import TAKE_GRADIENTS
+from simsync.kinds.tokens import ENQUEUE_TOKENS
 from simsync.words import plural
 
 __all__ = [
@@ -153,7 +156,26 @@ def with_towers(graph: Graph, towers: int) -> tuple[Graph, str]:
                 match = [o.name for o in graph.ops() if work.get(o.name) == last]
                 fetches.append(_same_in(name, work[name], last, scope, match))
         new.add_client(dataclasses.replace(client, fetches=tuple(dict.fromkeys(fetches))))
-    return new, _line(towers, len(have), scope)
+    return new, _line(towers, len(have), scope) + _tokens_per_step(new, len(have), towers)
+
+
+def _tokens_per_step(new: Graph, had: int, towers: int) -> str:
+    """A program's own SyncReplicasOptimizer puts ``max(N, R)`` tokens a step, N its
+    workers (its ``total_num_replicas``) and R the gradients a take waits for: with one
+    worker per tower, ``max(towers, R)`` in ``new`` (the program's count kept where it was
+    not ``max(N, R)``), and the line's words for it ("" when there are none)."""
+    replicas = max((op.amount for op in new.ops() if op.kind == TAKE_GRADIENTS.name), default=0)
+    changed = [
+        op
+        for op in new.ops()
+        if op.kind == ENQUEUE_TOKENS.name
+        and op.amount == max(had, replicas) != max(towers, replicas)
+    ]
+    for op in changed:
+        new.replace_op(dataclasses.replace(op, amount=max(towers, replicas)))
+    if not changed:
+        return ""
+    return f"; {max(towers, replicas)} tokens a step, each step still applying {replicas} gradients"
 
 
 def _run_by_dropped(
