@@ -19,8 +19,10 @@ from simsync.tf_backend.program.convert import convert
 from simsync.tf_backend.program.fit import simulate_graph
 from simsync.tf_backend.program.values import NoValues, replay_plan
 from simsync.tf_backend.program.whatif import with_towers
+from simsync.viz import folded_by_scope
 
 CPU = "/device:CPU:0"
+TAKE = "tower_0/sync_replicas/AccumulatorTakeGradient"  # made by worker 0's optimizer
 WORK, SLOW = 0.001, 0.003  # a worker's gradient, and the slow worker's
 
 
@@ -52,20 +54,21 @@ def _program(workers=2, replicas=2, held=2, slow=SLOW):
                 shared_name="w:0/grad_accum"),
             _op(f"tower_{i}/local_step_read", "ReadVariableOp",
                 [f"tower_{i}/sync_rep_local_step"], gpu),
-            _op(f"tower_{i}/AccumulatorApplyGradient", "ResourceAccumulatorApplyGradient",
+            _op(f"tower_{i}/sync_replicas/AccumulatorApplyGradient",
+                "ResourceAccumulatorApplyGradient",
                 [f"tower_{i}/conditional_accumulator", f"tower_{i}/local_step_read",
                  f"tower_{i}/grad"]),
             _op(f"sync_token_q_{i}", "FIFOQueueV2", shared_name="sync_token_q", capacity=-1),
             _op(f"sync_token_q_{i}_Dequeue", "QueueDequeueV2", [f"sync_token_q_{i}"],
-                control=[f"tower_{i}/AccumulatorApplyGradient"], elements=1),
+                control=[f"tower_{i}/sync_replicas/AccumulatorApplyGradient"], elements=1),
             _op(f"tower_{i}/Assign", "AssignVariableOp",
                 [f"tower_{i}/sync_rep_local_step", f"sync_token_q_{i}_Dequeue"], gpu),
         ]  # fmt: skip
     ops += [  # the chief's: what its queue runner's enqueue needs
         _op("num_required", "Const"),
-        _op("take", "ResourceAccumulatorTakeGradient",
+        _op(TAKE, "ResourceAccumulatorTakeGradient",
             ["tower_0/conditional_accumulator", "num_required"], elements=replicas),
-        _op("apply", "ResourceApplyGradientDescent", ["w", "take"]),
+        _op("apply", "ResourceApplyGradientDescent", ["w", TAKE]),
         _op("step_add", "AssignAddVariableOp", ["global_step"], control=["apply"]),
         _op("step_read", "ReadVariableOp", ["global_step"], control=["step_add"]),
         _op("fill", "Fill", ["step_read"]),
@@ -102,21 +105,22 @@ def test_the_workers_share_one_accumulator_and_one_token_queue():
     assert graph.resources["sync_token_q_0"].initial == 2
     assert graph.resources["sync_token_q_0"].item == "token"
     for i in (0, 1):
-        push = graph.op(f"tower_{i}/AccumulatorApplyGradient")
+        push = graph.op(f"tower_{i}/sync_replicas/AccumulatorApplyGradient")
         assert (push.kind, push.resource) == ("push_gradients", "tower_0/conditional_accumulator")
         assert push.reads == (f"tower_{i}/sync_rep_local_step",)  # tagged with its local step
         dequeue = graph.op(f"sync_token_q_{i}_Dequeue")
         assert (dequeue.kind, dequeue.resource) == ("dequeue_token", "sync_token_q_0")
         assert dequeue.writes == (f"tower_{i}/sync_rep_local_step",)  # the token is the step
         assert graph.op(f"tower_{i}/Assign").writes == ()  # it adds no second write
-    take, enqueue = graph.op("take"), graph.op("sync_op")
+    take, enqueue = graph.op(TAKE), graph.op("sync_op")
     assert (take.kind, take.amount) == ("take_gradients", 2)
     assert (enqueue.kind, enqueue.amount, enqueue.reads) == ("enqueue_tokens", 2, ("global_step",))
     chief = [c for c in graph.clients if c.daemon]
     assert [c.fetches for c in chief] == [("sync_op",)]
     assert sorted(c.name for c in graph.clients if not c.daemon) == ["thread_0", "thread_1"]
     # the take waits for every worker's push: where the workers meet
-    assert sync_points(graph) == ["take"]
+    assert sync_points(graph) == [TAKE]
+    assert take.tower is None  # made in tower 0's scope, but every worker's meeting
 
 
 def test_each_step_applies_once_and_waits_for_the_slow_worker():
@@ -178,10 +182,19 @@ def test_more_towers_are_more_workers_with_a_token_each():
     assert line.endswith("; 4 tokens a step, each step still applying 2 gradients")
     assert bigger.op("sync_op").amount == 4
     # the chief's take is made in tower 0's scope but is nobody's tower: not copied
-    assert [op.name for op in bigger.ops() if op.kind == "take_gradients"] == ["take"]
+    assert [op.name for op in bigger.ops() if op.kind == "take_gradients"] == [TAKE]
     assert len([c for c in bigger.clients if not c.daemon]) == 4
     trace = simulate_graph(bigger, 20).trace
     takes = [e for e in trace.resources if e.action == "take"]
     # four workers, each step two of their gradients: the others' are dropped as stale
     pushes = [e for e in trace.resources if e.action == "push"]
     assert sum(not e.accepted for e in pushes) >= len(takes) > 0
+
+
+def test_drawn_by_scope_the_chiefs_take_is_a_box_of_its_own():
+    graph, _, _ = _program()
+    folded = folded_by_scope(graph)
+    boxes = {op.name: op.tower for op in folded.ops()}
+    # each worker's push in its own tower's box; the take, made in tower 0's scope, apart
+    assert boxes[TAKE] is None
+    assert boxes["tower_0/sync_replicas"] == 0 and boxes["tower_1/sync_replicas"] == 1
