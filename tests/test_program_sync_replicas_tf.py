@@ -34,6 +34,8 @@ def test_its_accumulators_token_queue_and_chief_are_read_from_the_graph(imported
         assert sorted(op.tower for op in pushes) == list(range(WORKERS))
         (take,) = [op for op in graph.ops() if op.resource == name and op.kind == "take_gradients"]
         assert take.amount == REPLICAS
+        # made by the chief's optimizer, in the program's train(): opt.minimize(...)
+        assert imported.report["made_in"][take.name].startswith("train (sync_replicas_threads.py:")
     (queue,) = imported.report["token_queues"]
     (enqueue,) = [op for op in graph.ops() if op.kind == "enqueue_tokens"]
     assert enqueue.resource == queue and enqueue.amount == max(WORKERS, REPLICAS)

@@ -252,7 +252,7 @@ def convert(
     steps = [n for n in data.get("collections", {}).get("global_step", []) if n in graph.variables]
     if steps:  # the program's global step (tf.train.get_or_create_global_step)
         graph.facts["global_step"] = steps[0]
-    report = _report(data, ops, needed, reasons, kept, towers, untimed, profile)
+    report = _report(data, ops, needed, reasons, kept, towers, untimed, profile, graph)
     # what the loop's steps run, and what only the queue runners' threads do
     report["ops"] = sum(1 for name in kept if name in stepped)
     report["queue_runner_ops"] = len(kept) - report["ops"]
@@ -681,6 +681,7 @@ def _report(
     towers: Any,
     untimed: int,
     profile: dict[str, Any] | None,
+    graph: Graph,
 ) -> dict[str, Any]:
     """What was kept, ignored and found, for the report and ``--json``."""
     ignored = Counter(reasons.values())
@@ -703,7 +704,7 @@ def _report(
         "made_in": {
             name: ops[name]["made_in"]
             for name in kept
-            if ops[name].get("made_in") and towers.of(name) is None
+            if ops[name].get("made_in") and graph.op(name).tower is None
         },
         "queue_runners": data.get("queue_runners", []),
         "collections": data.get("collections", {}),
