@@ -16,7 +16,7 @@ import pytest
 from simsync.ir import Cost
 from simsync.kinds import sync_points
 from simsync.tf_backend.program.convert import convert
-from simsync.tf_backend.program.fit import simulate_graph
+from simsync.tf_backend.program.fit import fit_costs, simulate_graph
 from simsync.tf_backend.program.values import NoValues, replay_plan
 from simsync.tf_backend.program.whatif import with_towers
 from simsync.viz import folded_by_scope
@@ -198,3 +198,36 @@ def test_drawn_by_scope_the_chiefs_take_is_a_box_of_its_own():
     # each worker's push in its own tower's box; the take, made in tower 0's scope, apart
     assert boxes[TAKE] is None
     assert boxes["tower_0/sync_replicas"] == 0 and boxes["tower_1/sync_replicas"] == 1
+
+
+def test_a_queue_whose_element_a_model_variable_takes_is_no_token_queue():
+    # an input queue's dequeue assigned to a trained variable: not a step, not a token
+    ops = [
+        _op("w", "VarHandleOp"),
+        _op("fifo_queue", "FIFOQueueV2", capacity=4),
+        _op("fifo_queue_Dequeue", "QueueDequeueV2", ["fifo_queue"], elements=1),
+        _op("assign", "AssignVariableOp", ["w", "fifo_queue_Dequeue"]),
+    ]
+    graph, report = convert(
+        {
+            "program": "p.py", "order": [op["name"] for op in ops], "ops": ops,
+            "clients": [{"thread": "MainThread", "name": "main", "fetches": ["assign"]}],
+            "trainable": ["w"], "queue_sizes": {"fifo_queue": 4},
+        },
+        None,
+    )  # fmt: skip
+    assert report["token_queues"] == []
+    assert graph.resources["fifo_queue"].item == "element"
+    assert graph.op("fifo_queue_Dequeue").kind == "dequeue_elements"
+
+
+def test_workers_timed_together_are_fitted_to_their_step():
+    graph, _, _ = _program(slow=WORK)
+    step = 0.01  # the profile's untraced step of each worker, longer than the ops as traced
+    fitted, found = fit_costs(graph, {"thread_0": step, "thread_1": step}, together=True)
+    assert found["per_run"] > 0 and abs(found["simulated"] - step) <= 0.02 * step
+    steps = [s.duration for s in simulate_graph(fitted, 10).trace.steps]
+    assert abs(sorted(steps)[len(steps) // 2] - step) <= 0.05 * step
+    # timed alone, threads are not fitted
+    alone = fit_costs(graph, {"thread_0": step, "thread_1": step})[1]
+    assert alone["scale"] == 1.0 and "timed alone" in alone["why"]

@@ -45,6 +45,9 @@ def test_its_accumulators_token_queue_and_chief_are_read_from_the_graph(imported
     assert len(workers) == WORKERS and {c.until for c in workers} == {graph.facts["global_step"]}
     (chief,) = [c for c in graph.clients if c.daemon]
     assert chief.fetches == (enqueue.name,)
+    # only the chief's runs apply the gradients: their costs come from its traced runs
+    applies = [op for op in graph.ops() if op.name.endswith("ResourceApplyGradientDescent")]
+    assert len(applies) == VARIABLES and all(op.cost.mean > 0 for op in applies)
     assert sorted(sync_points(graph)) == sorted(
         op.name for op in graph.ops() if op.kind == "take_gradients"
     )

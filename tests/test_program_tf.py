@@ -123,6 +123,13 @@ def test_json_of_an_imported_program(tmp_path):
     assert summary["imported"]["ignored"]["not run by the training loop"] > 0
 
 
+def test_queue_runners_of_another_graph_are_not_the_loops():
+    # an evaluation graph's queue runner, started first, runs in the same process
+    imported = import_program(PROGRAMS / "eval_graph_first.py")
+    (runner,) = imported.report["queue_runners"]
+    assert runner["threads"] == 2 and runner["queue"] == "fifo_queue"
+
+
 def test_threads_calling_sess_run_are_clients():
     imported = import_program(PROGRAMS / "async_threads.py")  # NUM_THREADS = 3
     clients = imported.graph.clients

@@ -236,7 +236,7 @@ class Observer:
                 self._leader = thread
         if not leader:
             threading.Event().wait()  # the leader profiles, then ends the process
-        self._settle()
+        self._settle(_workers(graph))
         with self._lock:
             loop = Loop(
                 session,
@@ -255,7 +255,11 @@ class Observer:
         the program started itself (SyncReplicasOptimizer's chief queue runner is not in
         the collection)."""
         found = list(graph.get_collection(self.tf.compat.v1.GraphKeys.QUEUE_RUNNERS))
-        found += [r for r in self.runners if all(r is not f for f in found)]
+        found += [
+            r
+            for r in self.runners
+            if all(r is not f for f in found) and r.queue.queue_ref.graph is graph
+        ]
         return found
 
     def waits_for_accumulator(self, graph: Any, fetches: Any) -> bool:
@@ -290,15 +294,18 @@ class Observer:
             self._trains[call.fetches] = any(updates(op) for op in upstream(ops))
         return self._trains[call.fetches]
 
-    def _settle(self) -> None:
-        """Wait until no other thread has joined a loop for :data:`SETTLE_SECONDS`."""
+    def _settle(self, workers: int = 0) -> None:
+        """Wait until no other thread has joined a loop for :data:`SETTLE_SECONDS`, and, for
+        the ``workers`` of a SyncReplicasOptimizer, until every one has (a worker left out
+        would leave the others waiting for its gradients); :data:`SETTLE_MOST_SECONDS` at
+        most."""
         started = time.monotonic()
         count, since = len(self.looping), time.monotonic()
         while time.monotonic() - started < SETTLE_MOST_SECONDS:
             time.sleep(0.05)
             if len(self.looping) != count:
                 count, since = len(self.looping), time.monotonic()
-            elif time.monotonic() - since >= SETTLE_SECONDS:
+            elif time.monotonic() - since >= SETTLE_SECONDS and count >= workers:
                 return
 
     def place(self, graph: Any) -> None:
@@ -336,6 +343,16 @@ class Observer:
             "training loop: simsync imports a thread calling sess.run(train_op) again and "
             "again, where train_op updates a trainable variable"
         )
+
+
+def _workers(graph: Any) -> int:
+    """How many workers of a SyncReplicasOptimizer the graph has: its dequeues of one token
+    after pushes of gradients (one per worker's optimizer); 0 without."""
+    return sum(
+        1
+        for op in graph.get_operations()
+        if op.type in DEQUEUES and any(c.type in PUSHES for c in op.control_inputs)
+    )
 
 
 def upstream(ops: Iterable[Any]) -> list[Any]:

@@ -31,7 +31,14 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from simsync.tf_backend.program.capture import ACCUMULATORS, DEQUEUES, ENQUEUES, FIFO_QUEUES, TAKES
+from simsync.tf_backend.program.capture import (
+    ACCUMULATORS,
+    DEQUEUES,
+    ENQUEUES,
+    FIFO_QUEUES,
+    PUSHES,
+    TAKES,
+)
 
 __all__ = ["graph_data", "main", "thread_names"]
 
@@ -62,6 +69,8 @@ def main(request_path: str, folder: str, work: str) -> int:
     def on_loop(loop: Loop) -> None:
         try:
             _answer(tf, request, loop, gpus, say)
+        except Ended as ended:  # said in a line of its own
+            say(error=str(ended))
         except BaseException as error:
             say(error=f"could not read the training loop: {type(error).__name__}: {error}")
         result.flush()
@@ -127,8 +136,14 @@ def _meta(tf: Any, path: Path, observer: Any, request: dict[str, Any]) -> None:
         observer.place(graph)
         observer.real_run(session, init)
         tf.compat.v1.train.start_queue_runners(sess=session)
+        if any(op.type in PUSHES for op in graph.get_operations()):
+            raise Ended(
+                "pushes gradients to accumulators (SyncReplicasOptimizer): a MetaGraphDef "
+                "does not say how its workers and its chief run; import the program itself"
+            )
         fetches = [op.name for op in train]
         call = Call("MainThread", tuple(fetches), fetches)
+        observer.looping[call.thread] = call  # its runs from here on are the profile's
         runners = observer.all_runners(graph)
         observer.on_loop(Loop(session, graph, {"MainThread": call}, 0, runners))
 

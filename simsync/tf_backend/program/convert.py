@@ -119,6 +119,8 @@ RESOURCES = frozenset(
     }
 )  # fmt: skip
 _WRITES = ("Apply", "Assign", "Scatter")
+#: an assign of a value as it is (not added to the variable's)
+_ASSIGNS = frozenset({"Assign", "AssignVariableOp"})
 
 
 def convert(
@@ -133,8 +135,10 @@ def convert(
     ``efficiency`` is how fast this machine's cores run when all are busy (its profile's)."""
     ops = {op["name"]: op for op in data["ops"]}
     clients = data["clients"]
-    shared = _shared(ops)
-    tokens = _token_queues(ops, shared)
+    timed = (profile or {}).get("ops", {})
+    devices = {name: _device(name, ops, timed) for name in ops}
+    shared = _shared(ops, devices)
+    tokens = _token_queues(ops, shared, set(data.get("trainable", ())))
     runners = _runner_threads(data, ops, shared)
     # the chief's runner of SyncReplicasOptimizer is always simulated: its tokens pace the
     # workers; an input queue's runners only when asked (see the docstring)
@@ -147,7 +151,6 @@ def convert(
         raise GraphError(
             f"a step runs {len(needed):,} TensorFlow ops: simsync simulates at most {MAX_OPS:,}"
         )
-    timed = (profile or {}).get("ops", {})
     reasons: dict[str, str] = {}
     for name in needed:
         kind = ops[name]["type"]
@@ -172,7 +175,6 @@ def convert(
                 "waiting: such a queue is never empty)"
             )
     kept = [name for name in data["order"] if name in needed and name not in reasons]
-    devices = {name: _device(name, ops, timed) for name in ops}
     towers = find_towers(kept, {name: devices[name] for name in kept})
 
     graph = Graph(name=data["program"])
@@ -212,6 +214,8 @@ def convert(
             cost = _put_cost(ops, kept, timed, seconds, str(queue), DEQUEUES, shared)
         elif kind is TAKE_GRADIENTS:  # it waited for the pushes while traced: a copy as theirs
             cost = _put_cost(ops, kept, timed, seconds, str(queue), PUSHES, shared)
+        elif kind is DEQUEUE_TOKEN:  # it waited for its token while traced
+            cost = _token_cost(ops, kept, timed, seconds, str(queue), shared)
         elif profile and name not in timed:
             untimed += 1  # folded by TensorFlow before the step (constant folding)
         graph.add_op(
@@ -441,28 +445,52 @@ def _queue_op(
     return GENERIC, None, 0
 
 
-def _shared(ops: dict[str, Any]) -> dict[str, str]:
+def _token_cost(
+    ops: dict[str, Any],
+    kept: list[str],
+    timed: dict[str, Any],
+    seconds: str,
+    queue: str,
+    shared: dict[str, str],
+) -> float | None:
+    """What a worker's dequeue of one token costs: its share of the chief's enqueue of the
+    step's tokens (traced, the dequeue held its wait for the token)."""
+    shares = [
+        float(timed[name][seconds]) / int(ops[name].get("elements") or 1)
+        for name in kept
+        if name in timed
+        and ops[name]["type"] in ENQUEUES
+        and shared.get(_queue_of(ops[name])) == queue
+    ]
+    return min(shares) if shares else None
+
+
+def _shared(ops: dict[str, Any], devices: dict[str, str]) -> dict[str, str]:
     """For each FIFO queue and accumulator op, the resource it is: the first op of its kind
-    with its shared name on its device (ops of one shared name are one resource in a
-    session, as the token queue and the accumulators of the workers' SyncReplicasOptimizers
-    are), else itself."""
+    with its shared name on its device as placed (ops of one shared name are one resource in
+    a session, as the token queue and the accumulators of the workers'
+    SyncReplicasOptimizers are), else itself."""
     first: dict[tuple[str, str, str], str] = {}
     found: dict[str, str] = {}
     for name, op in ops.items():
         if op["type"] not in FIFO_QUEUES and op["type"] not in ACCUMULATORS:
             continue
         family = "queue" if op["type"] in FIFO_QUEUES else "accumulator"
-        key = (family, op.get("shared_name") or name, op["device"])
+        key = (family, op.get("shared_name") or name, devices[name])
         found[name] = first.setdefault(key, name)
     return found
 
 
-def _token_queues(ops: dict[str, Any], shared: dict[str, str]) -> set[str]:
-    """The FIFO queues of tokens: a dequeue of one (of one element) becomes a variable's
-    value (``SyncReplicasOptimizer``: a worker's ``local_step = sync_token_q.dequeue()``)."""
+def _token_queues(ops: dict[str, Any], shared: dict[str, str], trainable: set[str]) -> set[str]:
+    """The FIFO queues of tokens: a dequeue of one (of one element) becomes the value of a
+    variable that is not trained, a counter (``SyncReplicasOptimizer``: a worker's
+    ``local_step = sync_token_q.dequeue()``)."""
     found = set()
     for op in ops.values():
-        if "Assign" not in op["type"] or len(op["inputs"]) < 2:
+        if op["type"] not in _ASSIGNS or len(op["inputs"]) < 2:
+            continue
+        variable = ops.get(op["inputs"][0]["op"], {})
+        if variable.get("type") not in VARIABLES or variable["name"] in trainable:
             continue
         source = ops.get(op["inputs"][1]["op"], {})
         if source.get("type") in DEQUEUES and source.get("elements") == 1:

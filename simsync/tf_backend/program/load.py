@@ -134,7 +134,8 @@ def import_program(
     basis = {
         "walls": walls,
         # its clients were timed together (workers of SyncReplicasOptimizer)
-        "together": all(c.get("together") for c in profile.get("clients", {}).values()),
+        "together": bool(profile.get("clients"))
+        and all(c.get("together") for c in profile["clients"].values()),
         "efficiency": efficiency,
         "cores": data.get("cores"),
         "logical_devices": data.get("logical_devices"),

@@ -52,6 +52,7 @@ from simsync.tf_backend.program.capture import (
     PROFILE_THREAD,
     PUSHES,
     TAKES,
+    Ended,
     Loop,
     program_device,
     upstream,
@@ -82,8 +83,8 @@ WARMUP_STEPS = 5
 #: runs of each client, after its measured ones, that also fetch its FIFO queues' sizes
 QUEUE_STEPS = 100
 #: clients run together (workers of SyncReplicasOptimizer): a run longer than this (ms) is
-#: given up, as it waits for workers that are done
-TOGETHER_TIMEOUT_MS = 5000
+#: given up, as it waits for workers that are done (a minute, until steps were timed)
+TOGETHER_TIMEOUT_MS = 60_000
 #: ... and once steps were timed, this many steps (at least LEAST_TIMEOUT_MS)
 TIMEOUT_STEPS, LEAST_TIMEOUT_MS = 100, 250
 #: a client run with others tries at most this many runs per traced one it needs
@@ -107,6 +108,8 @@ def profile_loop(
         walls = _timed_runs(tf, run, call, untraced, together)
         if together is not None:
             together.shorten(walls)
+        if loop.observer is not None:  # the chief's runs (SyncReplicasOptimizer) from now,
+            loop.observer.tracing = True  # not among the timed steps
         spans = []
         for metadata in _traced_runs(tf, loop, thread, call, steps, lock, together):
             records = step_stats_records(metadata.step_stats)
@@ -120,8 +123,6 @@ def profile_loop(
             "walls": walls,
         }
 
-    if loop.observer is not None:  # the chief's runs (SyncReplicasOptimizer), as they come
-        loop.observer.tracing = True
     clients = _each_client(tf, loop, profile_client)
     if loop.observer is not None:
         loop.observer.tracing = False
@@ -331,7 +332,14 @@ def _timed_runs(
     past their timeout ends the block."""
     options = tf.compat.v1.RunOptions(timeout_in_ms=together.timeout if together else 0)
     for _ in range(WARMUP_STEPS):
-        run(call.raw_fetches, call.feed_dict, options=options)
+        try:
+            run(call.raw_fetches, call.feed_dict, options=options)
+        except tf.errors.DeadlineExceededError:
+            raise Ended(
+                f"a worker's step waited more than {options.timeout_in_ms / 1000:g} s for "
+                "the others (SyncReplicasOptimizer): is every worker's token queue and "
+                "accumulator the same, on one device?"
+            ) from None
     walls: list[float] = []
     least = min(least, MOST_TIMED)
     began = time.perf_counter()
