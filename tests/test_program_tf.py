@@ -224,3 +224,37 @@ def test_the_graph_of_a_program_is_drawn_one_box_per_name_scope(cpu_variables):
         capture_output=True, text=True, timeout=600, env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip
     assert every.returncode == 0 and "concat_3" in every.stdout
+
+
+_EXPORT = """
+import sys
+import tensorflow.compat.v1 as tf
+tf.disable_eager_execution()
+with tf.device("/cpu:0"):
+    w = tf.get_variable("w", [16, 4])
+grads = []
+for i in range(2):
+    with tf.device("/gpu:%d" % i), tf.name_scope("tower_%d" % i):
+        x = tf.random.normal([8, 16])
+        loss = tf.reduce_sum(tf.matmul(x, w) ** 2)
+        grads.append(tf.gradients(loss, [w])[0])
+with tf.device("/cpu:0"):
+    mean = tf.reduce_mean(tf.stack(grads), axis=0)
+    train = tf.train.GradientDescentOptimizer(0.01).apply_gradients([(mean, w)])
+tf.add_to_collection(tf.GraphKeys.TRAIN_OP, train)
+tf.train.export_meta_graph(sys.argv[1])
+"""
+
+
+def test_a_metagraphdef_is_imported_without_running_the_program(tmp_path):
+    (tmp_path / "export.py").write_text(_EXPORT)
+    meta = tmp_path / "model.meta"
+    subprocess.run([sys.executable, str(tmp_path / "export.py"), str(meta)], check=True,
+                   capture_output=True, timeout=300)  # fmt: skip
+    imported = import_program(meta)
+    graph = imported.graph
+    # the exported graph: two towers whose gradients one stack takes, its train op the loop
+    assert sorted(graph.towers) == [0, 1]
+    assert [c.name for c in graph.clients] == ["main"]
+    assert len(sync_points(graph)) == 1
+    assert any(op.writes == ("w",) for op in graph.ops())

@@ -47,6 +47,7 @@ __all__ = [
     "LOGICAL_DEVICES",
     "PROFILE_THREAD",
     "PUSHES",
+    "RUNNER_TRACES",
     "TAKES",
     "Call",
     "Ended",

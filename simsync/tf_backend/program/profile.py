@@ -51,6 +51,7 @@ from simsync.tf_backend.program.capture import (
     FIFO_QUEUES,
     PROFILE_THREAD,
     PUSHES,
+    RUNNER_TRACES,
     TAKES,
     Ended,
     Loop,
@@ -219,6 +220,9 @@ class _Together:
     for their tokens for ever)."""
 
     clients: int
+    #: whether the runs should go on beyond the workers' traced ones (the chief's are
+    #: traced while the workers run)
+    wanted: Callable[[], bool] = lambda: False
     timeout: int = TOGETHER_TIMEOUT_MS
     traced: set[str] = field(default_factory=set)
     stop: threading.Event = field(default_factory=threading.Event)
@@ -230,11 +234,22 @@ class _Together:
             steps = int(TIMEOUT_STEPS * statistics.median(walls) * 1000)
             self.timeout = min(self.timeout, max(LEAST_TIMEOUT_MS, steps))
 
-    def done(self, thread: str) -> None:
-        """``thread`` has its traced runs (or gave up on them); the last one stops all."""
+    def done(self, thread: str, force: bool = False) -> None:
+        """``thread`` has its traced runs (or gave up on them); the last one stops all, once
+        no more runs are :attr:`wanted` (or by ``force``)."""
         self.traced.add(thread)
-        if len(self.traced) >= self.clients:
+        if len(self.traced) >= self.clients and (force or not self.wanted()):
             self.stop.set()
+
+
+def _chief_wants_traces(loop: Loop) -> bool:
+    """Whether the chief's queue runner (it takes from accumulators) has fewer traced runs
+    than :data:`RUNNER_TRACES` while the profile traces it."""
+    observer = loop.observer
+    if observer is None or not observer.tracing or len(loop.runner_stats) >= RUNNER_TRACES:
+        return False
+    enqueues = [op for runner in loop.runners for op in runner.enqueue_ops]
+    return any(observer.waits_for_accumulator(loop.graph, op) for op in enqueues)
 
 
 def _each_client(
@@ -248,7 +263,7 @@ def _each_client(
     Together, each ``work`` says ``"together": True``."""
     if not _together(tf, loop):
         return {thread: work(thread, call, None) for thread, call in loop.calls.items()}
-    together = _Together(len(loop.calls))
+    together = _Together(len(loop.calls), lambda: _chief_wants_traces(loop))
     results: dict[str, dict[str, Any]] = {}
     failed: list[BaseException] = []
 
@@ -257,8 +272,8 @@ def _each_client(
             results[thread] = {**work(thread, call, together), "together": True}
         except BaseException as error:  # said in the leader's thread
             failed.append(error)
-        finally:
-            together.done(thread)
+        finally:  # a worker that is done stops the others: they would wait for it
+            together.done(thread, force=True)
 
     threads = [
         threading.Thread(target=one, args=item, name=f"{PROFILE_THREAD}-{index}", daemon=True)
@@ -297,7 +312,7 @@ def _traced_runs(
             break
         if together is not None:
             if len(found) >= steps or tries >= steps * TRACE_TRIES:
-                together.done(thread)
+                together.done(thread, force=tries >= 2 * steps * TRACE_TRIES)
             if together.stop.is_set():
                 break
         mine = len(found) < steps and lock.acquire(blocking=together is None)
