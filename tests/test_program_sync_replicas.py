@@ -35,7 +35,7 @@ def _op(name, kind, inputs=(), device=CPU, control=(), **more):
     }  # fmt: skip
 
 
-def _program(workers=2, replicas=2, held=2, slow=SLOW):
+def _program(workers=2, replicas=2, held=2, slow=SLOW, profile=None):
     """``workers`` threads, each with its own optimizer (worker 0 the chief), one variable
     ``w``; the token queue holds ``held`` tokens as the loop starts; worker 1's gradient
     takes ``slow`` seconds, the others' :data:`WORK`."""
@@ -85,7 +85,9 @@ def _program(workers=2, replicas=2, held=2, slow=SLOW):
                            "enqueue_ops": ["sync_op"]}],
         "collections": {"global_step": ["global_step"]},
     }  # fmt: skip
-    graph, report = convert(data, None)
+    graph, report = convert(data, profile)
+    if profile is not None:
+        return graph, report, data
     for op in graph.ops():
         cost = WORK if op.name.endswith("/grad") else 1e-5
         if op.name == "tower_1/grad":
@@ -231,3 +233,19 @@ def test_workers_timed_together_are_fitted_to_their_step():
     # timed alone, threads are not fitted
     alone = fit_costs(graph, {"thread_0": step, "thread_1": step})[1]
     assert alone["scale"] == 1.0 and "timed alone" in alone["why"]
+
+
+def test_a_take_and_a_token_dequeue_cost_a_copy_not_their_traced_wait():
+    # traced, the take held its wait for the pushes, the dequeue its wait for the token
+    traced = {
+        "tower_0/sync_replicas/AccumulatorApplyGradient": 3e-5,
+        "tower_1/sync_replicas/AccumulatorApplyGradient": 3e-5,
+        TAKE: 1e-3,
+        "sync_op": 4e-5,  # two tokens
+        "sync_token_q_0_Dequeue": 5e-4,
+        "sync_token_q_1_Dequeue": 5e-4,
+    }
+    profile = {"ops": {name: {"device": "/cpu:0", "seconds": t} for name, t in traced.items()}}
+    graph, _, _ = _program(profile=profile)
+    assert graph.op(TAKE).cost.mean == pytest.approx(3e-5)  # as a push of one gradient
+    assert graph.op("sync_token_q_1_Dequeue").cost.mean == pytest.approx(2e-5)  # a token's

@@ -138,7 +138,8 @@ def convert(
     timed = (profile or {}).get("ops", {})
     devices = {name: _device(name, ops, timed) for name in ops}
     shared = _shared(ops, devices)
-    tokens = _token_queues(ops, shared, set(data.get("trainable", ())))
+    assigned = _token_assigns(ops, shared, set(data.get("trainable", ())))
+    tokens = {shared[_queue_of(ops[dequeue])] for dequeue, _ in assigned.values()}
     runners = _runner_threads(data, ops, shared)
     # the chief's runner of SyncReplicasOptimizer is always simulated: its tokens pace the
     # workers; an input queue's runners only when asked (see the docstring)
@@ -192,7 +193,6 @@ def convert(
     unsimulated = set() if queue_runners else {n for n in needed if shared.get(n) in fed}
     queues = _queues(graph, ops, needed - unsimulated, devices, data, runners, shared, tokens)
     counters = {name for name, v in graph.variables.items() if v.counter}
-    assigned = _assigned_tokens(ops, kept, tokens, shared, counters)
     untimed = 0
     for name in kept:
         op = ops[name]
@@ -215,7 +215,7 @@ def convert(
         elif kind is TAKE_GRADIENTS:  # it waited for the pushes while traced: a copy as theirs
             cost = _put_cost(ops, kept, timed, seconds, str(queue), PUSHES, shared)
         elif kind is DEQUEUE_TOKEN:  # it waited for its token while traced
-            cost = _token_cost(ops, kept, timed, seconds, str(queue), shared)
+            cost = _put_cost(ops, kept, timed, seconds, str(queue), ENQUEUES, shared, each=True)
         elif profile and name not in timed:
             untimed += 1  # folded by TensorFlow before the step (constant folding)
         graph.add_op(
@@ -445,26 +445,6 @@ def _queue_op(
     return GENERIC, None, 0
 
 
-def _token_cost(
-    ops: dict[str, Any],
-    kept: list[str],
-    timed: dict[str, Any],
-    seconds: str,
-    queue: str,
-    shared: dict[str, str],
-) -> float | None:
-    """What a worker's dequeue of one token costs: its share of the chief's enqueue of the
-    step's tokens (traced, the dequeue held its wait for the token)."""
-    shares = [
-        float(timed[name][seconds]) / int(ops[name].get("elements") or 1)
-        for name in kept
-        if name in timed
-        and ops[name]["type"] in ENQUEUES
-        and shared.get(_queue_of(ops[name])) == queue
-    ]
-    return min(shares) if shares else None
-
-
 def _shared(ops: dict[str, Any], devices: dict[str, str]) -> dict[str, str]:
     """For each FIFO queue and accumulator op, the resource it is: the first op of its kind
     with its shared name on its device as placed (ops of one shared name are one resource in
@@ -481,42 +461,24 @@ def _shared(ops: dict[str, Any], devices: dict[str, str]) -> dict[str, str]:
     return found
 
 
-def _token_queues(ops: dict[str, Any], shared: dict[str, str], trainable: set[str]) -> set[str]:
-    """The FIFO queues of tokens: a dequeue of one (of one element) becomes the value of a
-    variable that is not trained, a counter (``SyncReplicasOptimizer``: a worker's
-    ``local_step = sync_token_q.dequeue()``)."""
-    found = set()
-    for op in ops.values():
-        if op["type"] not in _ASSIGNS or len(op["inputs"]) < 2:
-            continue
-        variable = ops.get(op["inputs"][0]["op"], {})
-        if variable.get("type") not in VARIABLES or variable["name"] in trainable:
-            continue
-        source = ops.get(op["inputs"][1]["op"], {})
-        if source.get("type") in DEQUEUES and source.get("elements") == 1:
-            queue = shared.get(_queue_of(source))
-            if queue is not None:
-                found.add(queue)
-    return found
-
-
-def _assigned_tokens(
-    ops: dict[str, Any],
-    kept: list[str],
-    tokens: set[str],
-    shared: dict[str, str],
-    counters: set[str],
+def _token_assigns(
+    ops: dict[str, Any], shared: dict[str, str], trainable: set[str]
 ) -> dict[str, tuple[str, str]]:
-    """For each op that assigns a dequeued token to a counter (a worker's local step), the
-    dequeue and the counter: the dequeue is what sets it (:data:`~simsync.ir.resources.DEQUEUE`
+    """The ops that assign a dequeued token to a counter (``SyncReplicasOptimizer``: a
+    worker's ``local_step = sync_token_q.dequeue()``): for each, the dequeue (of one element
+    of a FIFO queue) and the counter (a variable not trained). The queues are the token
+    queues; the dequeue is what sets the counter (:data:`~simsync.ir.resources.DEQUEUE`
     makes the token it takes the counter's value), so the assign writes nothing more."""
     found = {}
-    for name in kept:
-        op = ops[name]
-        if "Assign" not in op["type"] or len(op["inputs"]) < 2:
+    for name, op in ops.items():
+        if op["type"] not in _ASSIGNS or len(op["inputs"]) < 2:
             continue
         variable, source = op["inputs"][0]["op"], op["inputs"][1]["op"]
-        if variable in counters and shared.get(_queue_of(ops[source]), "") in tokens:
+        if ops[variable]["type"] not in VARIABLES or variable in trainable:
+            continue
+        dequeue = ops[source]
+        one = dequeue["type"] in DEQUEUES and dequeue.get("elements") == 1
+        if one and _queue_of(dequeue) in shared:
             found[name] = (source, variable)
     return found
 
@@ -554,14 +516,17 @@ def _put_cost(
     queue: str,
     types: frozenset[str],
     shared: dict[str, str],
+    each: bool = False,
 ) -> float | None:
     """What an op on ``queue`` costs whose traced time is none or held a wait: the median of
-    the traced ops of ``types`` on the same resource, a copy of the same things. An enqueue
-    of elements is not traced (the profile runs what it puts, not the enqueue, which would
-    wait on a full queue): it costs as the dequeues. A take from an accumulator was traced
-    waiting for the workers' pushes: it costs as the pushes."""
+    the traced ops of ``types`` on the same resource, a copy of the same things (``each``:
+    per element they moved). An enqueue of elements is not traced (the profile runs what it
+    puts, not the enqueue, which would wait on a full queue): it costs as the dequeues. A
+    take from an accumulator was traced waiting for the workers' pushes: it costs as the
+    pushes. A worker's dequeue of a token was traced waiting for it: it costs the token's
+    share of the chief's enqueue of the step's tokens."""
     found = [
-        float(timed[name][seconds])
+        float(timed[name][seconds]) / (int(ops[name].get("elements") or 1) if each else 1)
         for name in kept
         if name in timed
         and ops[name]["type"] in types
