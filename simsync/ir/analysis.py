@@ -5,6 +5,7 @@ Plain functions over a :class:`~simsync.ir.graph.Graph`, in the manner of networ
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from functools import partial
 
@@ -206,21 +207,43 @@ def lane_unit(graph: Graph) -> str:
     >>> from simsync.patterns import tiny_example
     >>> lane_unit(tiny_example())
     'tower'
+
+    A few ops a program named by index in its loop (``images_0/mul``) do not name the lanes:
+
+    >>> from simsync.ir.objects import Device, Op
+    >>> g = Graph()
+    >>> for t in (0, 1):
+    ...     g.add_device(Device(f"/gpu:{t}"))
+    ...     for name in (f"images_{t}/mul", f"MatMul_{t}", f"Relu_{t}", f"Mean_{t}"):
+    ...         _ = g.add_op(Op(name, "generic", f"/gpu:{t}", tower=t))
+    >>> lane_unit(g)
+    'tower'
     """
     unit: str = graph.memo("lane_unit", partial(_lane_unit, graph))
     return unit
 
 
 def _lane_unit(graph: Graph) -> str:
-    """The scope ``unit`` such that every tower ``t`` has ops under ``unit_t/``; else
-    ``tower`` (a layer's scope such as ``dense_1/`` on one tower is not a unit)."""
+    """The scope ``unit`` such that every tower ``t`` has ops under ``unit_t/``, and they
+    are at least half of the towers' ops; else ``tower`` (a layer's scope such as
+    ``dense_1/`` on one tower is not a unit, nor a few ops a program named by index in its
+    tower loop, ``images_0/``)."""
     covered: dict[str, set[int]] = {}
+    held: Counter[str] = Counter()
+    in_towers = 0
     for op in graph.ops():
         head, _, rest = op.name.partition("/")
+        in_towers += op.tower is not None
         if op.tower is not None and rest and head.endswith(f"_{op.tower}"):
-            covered.setdefault(head.removesuffix(f"_{op.tower}"), set()).add(op.tower)
+            unit = head.removesuffix(f"_{op.tower}")
+            covered.setdefault(unit, set()).add(op.tower)
+            held[unit] += 1
     towers = set(graph.towers)
-    units = [unit for unit, found in covered.items() if towers and found >= towers]
+    units = [
+        unit
+        for unit, found in covered.items()
+        if towers and found >= towers and 2 * held[unit] >= in_towers
+    ]
     return units[0] if len(units) == 1 else "tower"
 
 

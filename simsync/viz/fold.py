@@ -104,9 +104,10 @@ def _group(op: Op, tower: int | None, common: dict[str, int]) -> str:
         if len(parts) > depth + 1:
             return "/".join([*parts[:depth], _TAKEN.sub("", parts[depth])])
         return op.name
-    if tower is None and parts[0] in common:
-        # made in a tower's scope but nobody's tower (the chief's takes of SyncReplicasOptimizer,
-        # made by tower 0's optimizer): by its own name there, a number at its end dropped
+    if tower is None and op.resource is not None and parts[0] in common:
+        # an op on a resource made in a tower's scope but nobody's tower (the chief's takes of
+        # SyncReplicasOptimizer, made by tower 0's optimizer): by its own name there, a
+        # number at its end dropped
         return "/".join([*parts[:-1], _TAKEN.sub("", parts[-1])])
     top = _TAKEN.sub("", parts[0])
     return top if tower is None else f"{top} [tower_{tower}]"

@@ -6,7 +6,10 @@ A tower is what the program built once per device in its tower loop. The rule, i
    ``tower_1``, ...; ``gpu0``, ``gpu1``; ``replica_0``) with the indices exactly ``0 .. N-1``,
    ``N >= 2``, each holding at least :data:`MIN_TOWER_OPS` ops. Where several prefixes
    qualify, the one holding the most ops. (``ExpandDims``, ``ExpandDims_1``, ... do not: TF's
-   own numbering of repeated names starts without an index.)
+   own numbering of repeated names starts without an index.) Not when the GPUs run more than
+   :data:`MOST_OUTSIDE` times as many ops as those scopes hold: then the scopes are a few
+   ops named by index in the loop (``tf.random.normal(name="images_%d" % i)``), not the
+   towers, and the devices say more.
 2. **Device.** Otherwise, when ops run on two or more ``/gpu:i``, each GPU's ops are a tower.
 3. Otherwise there is one tower or none: the graph is simulated as it is, with no tower.
 
@@ -15,6 +18,11 @@ A tower is what the program built once per device in its tower loop. The rule, i
 >>> found.count, found.rule, found.of("tower_1/b"), found.of("concat")
 (2, 'name scope tower_<i>', 1, None)
 >>> find_towers(["a", "b"], {"a": "/gpu:0", "b": "/gpu:1"}).rule
+'device /gpu:<i>'
+>>> loop = [f"images_{i}/{op}" for i in (0, 1) for op in ("shape", "normal", "mul")]
+>>> loop += [f"{op}_{i}" for i in (0, 1) for op in ("MatMul", "Relu", "Softmax", "Mean",
+...          "grad_MatMul", "grad_Relu", "Apply")]
+>>> find_towers(loop, {n: f"/gpu:{n.split('_')[-1][0]}" for n in loop}).rule
 'device /gpu:<i>'
 """
 
@@ -28,6 +36,8 @@ __all__ = ["MIN_TOWER_OPS", "Towers", "find_towers"]
 
 #: ops a scope must hold to be a tower
 MIN_TOWER_OPS = 3
+#: the scopes are not the towers when the GPUs run more than so many times their ops
+MOST_OUTSIDE = 2
 _INDEXED = re.compile(r"(.*?)(\d+)")
 _GPU = re.compile(r"/gpu:(\d+)$")
 
@@ -63,6 +73,11 @@ def find_towers(names: list[str], devices: dict[str, str]) -> Towers:
         for prefix, indices in scopes.items()
         if len(indices) >= 2 and set(indices) == set(range(len(indices)))
     ]
+    gpus = {name: _GPU.match(device) for name, device in devices.items()}
+    indices = {int(m.group(1)) for m in gpus.values() if m is not None}
+    on_gpus = sum(1 for name in names if gpus.get(name) is not None)
+    if qualified and len(indices) >= 2 and on_gpus > MOST_OUTSIDE * max(qualified)[0]:
+        qualified = []  # a few ops named by index: the devices say more
     if qualified:
         _, prefix = max(qualified)
         towers = {}
@@ -74,8 +89,6 @@ def find_towers(names: list[str], devices: dict[str, str]) -> Towers:
                 if index in scopes[prefix]:
                     towers[name] = index
         return Towers(len(scopes[prefix]), f"name scope {prefix}<i>", prefix, towers)
-    gpus = {name: _GPU.match(device) for name, device in devices.items()}
-    indices = {int(m.group(1)) for m in gpus.values() if m is not None}
     if len(indices) >= 2:
         order = {index: rank for rank, index in enumerate(sorted(indices))}
         towers = {name: order[int(m.group(1))] for name, m in gpus.items() if m is not None}
