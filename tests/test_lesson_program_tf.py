@@ -225,3 +225,15 @@ def test_a_program_that_cannot_be_imported_skips_its_steps_and_question(copy: Pa
     assert shown.count("could not be imported") == 3 and "not asked" in shown
     # the line names the learner's copy (a temporary folder of any length): unwrapped
     assert "tower_loop.py:1: SyntaxError" in " ".join(shown.split())
+
+
+def test_lesson_4_draws_the_graph_its_program_builds(tmp_path: Path) -> None:
+    """Each thread's train op in a lane of its own, the variables' reads shared, no sync
+    point: what the lesson's text says of it."""
+    folder = tmp_path / LESSON_4.name
+    shutil.copytree(LESSON_4, folder)
+    shown = program_step(folder, "graph")
+    for box in ("images [tower_0]", "model [tower_0]", "gradients [tower_0]",
+                "GradientDescent [tower_0]", "shared"):  # fmt: skip
+        assert box in shown
+    assert "4 towers" in shown and "◆" not in shown

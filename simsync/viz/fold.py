@@ -55,7 +55,7 @@ _TAKEN = re.compile(r"_\d+$")
 def folded_by_scope(graph: Graph) -> Graph:
     """``graph`` with its ops grouped by name scope (see the module's docstring)."""
     work = tower_work(graph)
-    common = _common_scopes(graph)
+    common = _common_scopes(graph, _tower_scopes(graph))
     groups: dict[str, list[Op]] = defaultdict(list)
     for op in graph.ops():
         groups[_group(op, work.get(op.name), common)].append(op)
@@ -99,7 +99,7 @@ def _group(op: Op, tower: int | None, common: dict[str, int]) -> str:
     tower shares (``common``: how many, by tower scope), or its top-level scope (a number at
     its end dropped) and the tower whose work it is."""
     parts = op.name.split("/")
-    if _in_tower_scope(op, parts):
+    if op.tower is not None and len(parts) > 1 and parts[0] in common:  # a tower's scope
         depth = 1 + common.get(parts[0], 0)
         if len(parts) > depth + 1:
             return "/".join([*parts[:depth], _TAKEN.sub("", parts[depth])])
@@ -113,20 +113,53 @@ def _group(op: Op, tower: int | None, common: dict[str, int]) -> str:
     return top if tower is None else f"{top} [tower_{tower}]"
 
 
-def _in_tower_scope(op: Op, parts: list[str]) -> bool:
+def _in_tower_scope(op: Op, parts: list[str], scoped: frozenset[str]) -> bool:
     """Whether ``op`` (its name cut at ``/`` into ``parts``) is in its tower's numbered scope
-    (``tower_0/...``), not a tower's op outside it."""
-    return op.tower is not None and len(parts) > 1 and _TAKEN.sub("", parts[0]) != parts[0]
+    (``tower_0/...``, one of ``scoped``), not a tower's op outside it."""
+    return op.tower is not None and len(parts) > 1 and parts[0] in scoped
 
 
-def _common_scopes(graph: Graph) -> dict[str, int]:
+def _tower_scopes(graph: Graph) -> frozenset[str]:
+    """The towers' own scopes: ``P0``, ``P1``, ... for a prefix ``P`` under which every tower
+    has ops (``tower_0``, ``tower_1``). Not TensorFlow's numbering of a scope made again in
+    each tower (``model``, ``model_1``, ...: tower 0's has no number, and its ops are drawn
+    as the others', by scope and tower), nor a few ops named by index in the tower loop
+    (``images_0/``): the towers' own scopes hold most of their ops.
+
+    >>> from simsync.ir import Device
+    >>> g = Graph()
+    >>> g.add_device(Device("/gpu:0"))
+    >>> for name, tower in [("tower_0/a", 0), ("tower_1/a", 1), ("model/b", 0), ("model_1/b", 1)]:
+    ...     _ = g.add_op(Op(name, "generic", "/gpu:0", tower=tower))
+    >>> sorted(_tower_scopes(g))
+    ['tower_0', 'tower_1']
+    """
+    found: dict[str, set[int]] = defaultdict(set)
+    held: Counter[str] = Counter()
+    in_towers = 0
+    for op in graph.ops():
+        head = op.name.split("/", 1)[0]
+        in_towers += op.tower is not None
+        if op.tower is not None and "/" in op.name and head.endswith(str(op.tower)):
+            found[head.removesuffix(str(op.tower))].add(op.tower)
+            held[head.removesuffix(str(op.tower))] += 1
+    towers = set(graph.towers)
+    return frozenset(
+        f"{prefix}{tower}"
+        for prefix, have in found.items()
+        if have >= towers and 2 * held[prefix] >= in_towers  # most of the towers' ops
+        for tower in have
+    )
+
+
+def _common_scopes(graph: Graph, scoped: frozenset[str]) -> dict[str, int]:
     """For each tower's scope (``tower_0``), how many scopes below it every op in it shares
     (``tower_0/foo/...`` for all: 1), so that a tower built under one more scope of its own
     is still folded into its parts."""
     scopes: dict[str, list[list[str]]] = defaultdict(list)
     for op in graph.ops():
         parts = op.name.split("/")
-        if _in_tower_scope(op, parts):
+        if _in_tower_scope(op, parts, scoped):
             scopes[parts[0]].append(parts[1:-1])
     common = {}
     for scope, paths in scopes.items():
