@@ -13,7 +13,7 @@ import pytest
 
 from simsync.kinds import sync_points
 from simsync.programs import crosscheck_program, program_summary, simulate_program
-from simsync.tf_backend.program import import_program
+from simsync.tf_backend.program import ProgramError, import_program
 
 pytestmark = pytest.mark.tf
 PROGRAM = Path(__file__).parent / "fixtures" / "programs" / "sync_replicas_threads.py"
@@ -79,3 +79,11 @@ def test_crosscheck_runs_the_workers_together(imported):
     steps = report["step_time"]
     assert len(steps) == WORKERS
     assert all(step["measured"] > 0 and step["predicted"] > 0 for step in steps)
+
+
+def test_workers_whose_token_queues_differ_are_one_clear_line():
+    # --unplaced_step: the global step on no device, so each worker's token queue on its
+    # own; the workers but the chief wait for tokens nobody puts (TensorFlow hangs)
+    found = r"only 1 of the 3 workers .* reached their training loop"
+    with pytest.raises(ProgramError, match=found):
+        import_program(PROGRAM, args=["--unplaced_step"])

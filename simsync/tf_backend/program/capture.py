@@ -54,6 +54,7 @@ __all__ = [
     "Loop",
     "Observer",
     "fetch_names",
+    "missing_workers",
     "program_device",
     "upstream",
 ]
@@ -344,6 +345,22 @@ class Observer:
             "training loop: simsync imports a thread calling sess.run(train_op) again and "
             "again, where train_op updates a trainable variable"
         )
+
+
+def missing_workers(loop: Loop) -> str | None:
+    """Why the loop is not all of a SyncReplicasOptimizer's workers, in one line (None when
+    it is): a worker that never reached its loop waits for a token that never comes, a
+    queue or an accumulator of its own (each worker's optimizer makes them on the global
+    step's and the variables' devices)."""
+    workers = _workers(loop.graph)
+    if len(loop.calls) >= workers:
+        return None
+    return (
+        f"only {len(loop.calls)} of the {workers} workers of its SyncReplicasOptimizer reached "
+        "their training loop: the others wait for a token that never comes. Are their token "
+        "queue and accumulators the chief's? They are one only when made on one device: make "
+        "the global step (where the token queue goes) and the variables outside tf.device('/gpu:i')"
+    )
 
 
 def _workers(graph: Any) -> int:

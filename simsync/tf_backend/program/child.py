@@ -150,8 +150,12 @@ def _meta(tf: Any, path: Path, observer: Any, request: dict[str, Any]) -> None:
 
 def _answer(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any) -> None:
     from simsync.tf_backend.profile.machine import processor
+    from simsync.tf_backend.program.capture import Ended, missing_workers
     from simsync.tf_backend.program.profile import profile_loop
 
+    missing = missing_workers(loop)
+    if missing:
+        raise Ended(missing)
     data = graph_data(tf, loop, request["program"], gpus)
     machine = {
         "tensorflow": tf.__version__,
