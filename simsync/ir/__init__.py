@@ -18,6 +18,7 @@ from simsync.ir.analysis import (
     topological_order,
     tower_dependencies,
     tower_label,
+    tower_scope,
     tower_work,
     updating_clients,
 )
@@ -79,6 +80,7 @@ __all__ = [
     "topological_order",
     "tower_dependencies",
     "tower_label",
+    "tower_scope",
     "tower_work",
     "transfer_duration",
     "updating_clients",

@@ -33,6 +33,7 @@ __all__ = [
     "topological_order",
     "tower_dependencies",
     "tower_label",
+    "tower_scope",
     "tower_work",
     "updating_clients",
 ]
@@ -224,27 +225,53 @@ def lane_unit(graph: Graph) -> str:
 
 
 def _lane_unit(graph: Graph) -> str:
-    """The scope ``unit`` such that every tower ``t`` has ops under ``unit_t/``, and they
-    are at least half of the towers' ops; else ``tower`` (a layer's scope such as
-    ``dense_1/`` on one tower is not a unit, nor a few ops a program named by index in its
-    tower loop, ``images_0/``)."""
+    """The towers' own scope without its ``_`` (``worker`` of ``worker_0/``,
+    :func:`tower_scope`); else ``tower``."""
+    prefix = tower_scope(graph)
+    return prefix[:-1] if prefix and prefix.endswith("_") and prefix != "_" else "tower"
+
+
+def tower_scope(graph: Graph) -> str | None:
+    """The prefix ``P`` of the towers' own name scopes: every tower ``t`` has ops under
+    ``Pt/`` (``tower_0/``, ``worker_1/``, ``gpu2/``), and they are at least half of the
+    towers' ops; None when no one prefix is. Not a layer's scope such as ``dense_1/`` on one
+    tower, nor TensorFlow's numbering of a scope made again in each tower (``model``,
+    ``model_1``, ...: tower 0's has no number), nor a few ops a program named by index in
+    its tower loop (``images_0/``). Computed once per graph.
+
+    >>> from simsync.patterns import tiny_example
+    >>> tower_scope(tiny_example())
+    'tower_'
+    >>> from simsync.ir.objects import Device, Op
+    >>> g = Graph()
+    >>> g.add_device(Device("/gpu:0"))
+    >>> for name, tower in [("tower_0/a", 0), ("tower_1/a", 1), ("model/b", 0), ("model_1/b", 1)]:
+    ...     _ = g.add_op(Op(name, "generic", "/gpu:0", tower=tower))
+    >>> tower_scope(g)
+    'tower_'
+    """
+    prefix: str | None = graph.memo("tower_scope", partial(_tower_scope, graph))
+    return prefix
+
+
+def _tower_scope(graph: Graph) -> str | None:
     covered: dict[str, set[int]] = {}
     held: Counter[str] = Counter()
     in_towers = 0
     for op in graph.ops():
         head, _, rest = op.name.partition("/")
         in_towers += op.tower is not None
-        if op.tower is not None and rest and head.endswith(f"_{op.tower}"):
-            unit = head.removesuffix(f"_{op.tower}")
-            covered.setdefault(unit, set()).add(op.tower)
-            held[unit] += 1
+        if op.tower is not None and rest and head.endswith(str(op.tower)):
+            prefix = head.removesuffix(str(op.tower))
+            covered.setdefault(prefix, set()).add(op.tower)
+            held[prefix] += 1
     towers = set(graph.towers)
-    units = [
-        unit
-        for unit, found in covered.items()
-        if towers and found >= towers and 2 * held[unit] >= in_towers
+    found = [
+        prefix
+        for prefix, have in covered.items()
+        if prefix and towers and have >= towers and 2 * held[prefix] >= in_towers
     ]
-    return units[0] if len(units) == 1 else "tower"
+    return found[0] if len(found) == 1 else None
 
 
 def tower_label(graph: Graph, tower: int) -> str:

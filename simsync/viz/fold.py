@@ -41,10 +41,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
+from collections.abc import Collection
 
 import networkx as nx
 
-from simsync.ir import Cost, Graph, Op, Tensor, tower_work
+from simsync.ir import Cost, Graph, Op, Tensor, tower_scope, tower_work
 
 __all__ = ["folded_by_scope"]
 
@@ -55,7 +56,9 @@ _TAKEN = re.compile(r"_\d+$")
 def folded_by_scope(graph: Graph) -> Graph:
     """``graph`` with its ops grouped by name scope (see the module's docstring)."""
     work = tower_work(graph)
-    common = _common_scopes(graph, _tower_scopes(graph))
+    prefix = tower_scope(graph)
+    scoped = frozenset(f"{prefix}{t}" for t in graph.towers) if prefix else frozenset()
+    common = _common_scopes(graph, scoped)
     groups: dict[str, list[Op]] = defaultdict(list)
     for op in graph.ops():
         groups[_group(op, work.get(op.name), common)].append(op)
@@ -99,7 +102,7 @@ def _group(op: Op, tower: int | None, common: dict[str, int]) -> str:
     tower shares (``common``: how many, by tower scope), or its top-level scope (a number at
     its end dropped) and the tower whose work it is."""
     parts = op.name.split("/")
-    if op.tower is not None and len(parts) > 1 and parts[0] in common:  # a tower's scope
+    if _in_tower_scope(op, parts, common):
         depth = 1 + common.get(parts[0], 0)
         if len(parts) > depth + 1:
             return "/".join([*parts[:depth], _TAKEN.sub("", parts[depth])])
@@ -113,43 +116,10 @@ def _group(op: Op, tower: int | None, common: dict[str, int]) -> str:
     return top if tower is None else f"{top} [tower_{tower}]"
 
 
-def _in_tower_scope(op: Op, parts: list[str], scoped: frozenset[str]) -> bool:
+def _in_tower_scope(op: Op, parts: list[str], scoped: Collection[str]) -> bool:
     """Whether ``op`` (its name cut at ``/`` into ``parts``) is in its tower's numbered scope
     (``tower_0/...``, one of ``scoped``), not a tower's op outside it."""
     return op.tower is not None and len(parts) > 1 and parts[0] in scoped
-
-
-def _tower_scopes(graph: Graph) -> frozenset[str]:
-    """The towers' own scopes: ``P0``, ``P1``, ... for a prefix ``P`` under which every tower
-    has ops (``tower_0``, ``tower_1``). Not TensorFlow's numbering of a scope made again in
-    each tower (``model``, ``model_1``, ...: tower 0's has no number, and its ops are drawn
-    as the others', by scope and tower), nor a few ops named by index in the tower loop
-    (``images_0/``): the towers' own scopes hold most of their ops.
-
-    >>> from simsync.ir import Device
-    >>> g = Graph()
-    >>> g.add_device(Device("/gpu:0"))
-    >>> for name, tower in [("tower_0/a", 0), ("tower_1/a", 1), ("model/b", 0), ("model_1/b", 1)]:
-    ...     _ = g.add_op(Op(name, "generic", "/gpu:0", tower=tower))
-    >>> sorted(_tower_scopes(g))
-    ['tower_0', 'tower_1']
-    """
-    found: dict[str, set[int]] = defaultdict(set)
-    held: Counter[str] = Counter()
-    in_towers = 0
-    for op in graph.ops():
-        head = op.name.split("/", 1)[0]
-        in_towers += op.tower is not None
-        if op.tower is not None and "/" in op.name and head.endswith(str(op.tower)):
-            found[head.removesuffix(str(op.tower))].add(op.tower)
-            held[head.removesuffix(str(op.tower))] += 1
-    towers = set(graph.towers)
-    return frozenset(
-        f"{prefix}{tower}"
-        for prefix, have in found.items()
-        if have >= towers and 2 * held[prefix] >= in_towers  # most of the towers' ops
-        for tower in have
-    )
 
 
 def _common_scopes(graph: Graph, scoped: frozenset[str]) -> dict[str, int]:

@@ -25,7 +25,7 @@ What is observed, by wrapping ``BaseSession.__init__`` and ``BaseSession.run`` (
 The queue runners the program starts (``QueueRunner.create_threads``) are kept: the chief's
 of ``SyncReplicasOptimizer`` is in no collection. While :attr:`Observer.tracing` is set (the
 profile's own runs), the runs of a queue runner whose enqueue waits for an accumulator (the
-chief's) are traced: their step stats go to :attr:`Loop.runner_stats`.
+chief's) are traced: their step stats go to :attr:`Observer.runner_stats`.
 
 A program that ends without a loop is a :class:`Ended`, which says why in one line.
 """
@@ -105,12 +105,11 @@ class Loop:
     graph: Any
     calls: dict[str, Call]
     runs_before: int
+    #: the observer: its ``tracing`` turns the tracing of the chief's runs on and off, its
+    #: ``runner_stats`` keep them, its ``trace_lock`` is held by a traced run
+    observer: Observer
     #: the queue runners the program made (its collection's and those it started itself)
     runners: list[Any] = field(default_factory=list)
-    #: step stats of the traced runs of the runners that wait for an accumulator
-    runner_stats: list[Any] = field(default_factory=list)
-    #: the observer (its ``tracing`` turns the tracing of those runs on and off)
-    observer: Any = None
 
 
 class Ended(Exception):
@@ -136,6 +135,7 @@ class Observer:
     runners: list[Any] = field(default_factory=list)
     #: set by the profile: trace the runs of the runners that wait for an accumulator
     tracing: bool = False
+    #: step stats of the traced runs of the runners that wait for an accumulator
     runner_stats: list[Any] = field(default_factory=list)
     runner_runs: int = 0
     #: held by a traced run: TensorFlow traces one run at a time in a process
@@ -245,9 +245,8 @@ class Observer:
                 graph,
                 dict(self.looping),
                 len(self.calls),
-                self.all_runners(graph),
-                self.runner_stats,
                 self,
+                self.all_runners(graph),
             )
             self.handed = True
         self.on_loop(loop)

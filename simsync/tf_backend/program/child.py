@@ -38,6 +38,11 @@ from simsync.tf_backend.program.capture import (
     FIFO_QUEUES,
     PUSHES,
     TAKES,
+    Call,
+    Ended,
+    Loop,
+    Observer,
+    missing_workers,
 )
 
 __all__ = ["graph_data", "main", "thread_names"]
@@ -62,7 +67,6 @@ def main(request_path: str, folder: str, work: str) -> int:
     import tensorflow as tf
 
     tf.get_logger().setLevel("ERROR")
-    from simsync.tf_backend.program.capture import Ended, Loop, Observer
 
     gpus = len(tf.config.list_physical_devices("GPU"))
 
@@ -114,7 +118,6 @@ def _described(error: BaseException, program: Path) -> str:
 def _meta(tf: Any, path: Path, observer: Any, request: dict[str, Any]) -> None:
     """A MetaGraphDef: import it, run its initialisers and queue runners, and hand the loop
     of its ``train_op`` collection (no user code runs)."""
-    from simsync.tf_backend.program.capture import Call, Ended, Loop
 
     graph = tf.Graph()
     with graph.as_default():
@@ -145,12 +148,11 @@ def _meta(tf: Any, path: Path, observer: Any, request: dict[str, Any]) -> None:
         call = Call("MainThread", tuple(fetches), fetches)
         observer.looping[call.thread] = call  # its runs from here on are the profile's
         runners = observer.all_runners(graph)
-        observer.on_loop(Loop(session, graph, {"MainThread": call}, 0, runners))
+        observer.on_loop(Loop(session, graph, {"MainThread": call}, 0, observer, runners))
 
 
 def _answer(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any) -> None:
     from simsync.tf_backend.profile.machine import processor
-    from simsync.tf_backend.program.capture import Ended, missing_workers
     from simsync.tf_backend.program.profile import profile_loop
 
     missing = missing_workers(loop)

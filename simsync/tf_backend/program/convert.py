@@ -236,6 +236,8 @@ def convert(
     if profile and towers.prefix is not None and data.get("logical_devices"):
         _same_costs(graph, ops)
     overheads = (profile or {}).get("clients", {})
+    step = _tokens_step(graph)
+    pushes = {op.name for op in graph.ops() if op.kind == PUSH_GRADIENTS.name}
     for client in clients:
         fetches = tuple(name for name in client["fetches"] if name in graph.nx)
         if not fetches:
@@ -246,7 +248,8 @@ def convert(
         # a sess.run of one NoOp: what a run of another client (a what-if's) costs at least
         costs = _run_cost(overheads.get(client["thread"], {}))
         graph.facts.update(costs)
-        until = _global_step_of(graph, ops, fetches)
+        # a worker of the program's own SyncReplicasOptimizer runs until the global step
+        until = step if step and pushes & _closure(ops, list(fetches)) else None
         graph.add_client(
             dataclasses.replace(session_client(graph, client["name"], fetches), until=until)
         )
@@ -269,17 +272,14 @@ def convert(
     return graph, report
 
 
-def _global_step_of(graph: Graph, ops: dict[str, Any], fetches: tuple[str, ...]) -> str | None:
-    """For a worker of the program's own ``SyncReplicasOptimizer`` (its runs push to an
-    accumulator): the step its tokens carry (the global step, which the chief's enqueue of
-    tokens reads), which it runs until (``Client.until``), as its loop stops at a global
-    step. A worker stopped at a count of its own would leave the others waiting for its
-    gradients: a deadlock, in TensorFlow too. None for other clients."""
+def _tokens_step(graph: Graph) -> str | None:
+    """The step the tokens of the program's own ``SyncReplicasOptimizer`` carry (the global
+    step, which the chief's enqueue of tokens reads): its workers run until it reaches the
+    steps simulated (``Client.until``), as their loops stop at a global step. A worker
+    stopped at a count of its own would leave the others waiting for its gradients: a
+    deadlock, in TensorFlow too. None without one step."""
     steps = {v for op in graph.ops() if op.kind == ENQUEUE_TOKENS.name for v in op.reads}
-    pushes = {op.name for op in graph.ops() if op.kind == PUSH_GRADIENTS.name}
-    if len(steps) != 1 or not pushes & _closure(ops, list(fetches)):
-        return None
-    return next(iter(steps))
+    return next(iter(steps)) if len(steps) == 1 else None
 
 
 def _run_cost(measured: dict[str, Any]) -> dict[str, float]:

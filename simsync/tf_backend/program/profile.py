@@ -40,6 +40,7 @@ gradients the workers push) is not run here: its own runs are traced while the c
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import threading
 import time
@@ -103,16 +104,14 @@ def profile_loop(
         op.name: [t.op.name for t in op.inputs] + [c.name for c in op.control_inputs]
         for op in loop.graph.get_operations()
     }
-    lock, keeping = trace_lock(loop), threading.Lock()
+    keeping = threading.Lock()
 
     def profile_client(thread: str, call: Any, together: _Together | None) -> dict[str, Any]:
         walls = _timed_runs(tf, run, call, untraced, together)
-        if together is not None:
-            together.shorten(walls)
-        if loop.observer is not None:  # the chief's runs (SyncReplicasOptimizer) from now,
-            loop.observer.tracing = True  # not among the timed steps
+        # the chief's runs (SyncReplicasOptimizer) from now, not among the timed steps
+        loop.observer.tracing = True
         spans = []
-        for metadata in _traced_runs(tf, loop, thread, call, steps, lock, together):
+        for metadata in _traced_runs(tf, loop, thread, call, steps, together):
             records = step_stats_records(metadata.step_stats)
             with keeping:
                 found.keep(records, waits)
@@ -125,9 +124,8 @@ def profile_loop(
         }
 
     clients = _each_client(tf, loop, profile_client)
-    if loop.observer is not None:
-        loop.observer.tracing = False
-    for stats in list(loop.runner_stats):
+    loop.observer.tracing = False
+    for stats in list(loop.observer.runner_stats):
         found.keep(step_stats_records(stats), waits)
     for records in _runner_work(tf, loop, steps):
         found.keep(records, waits)
@@ -194,15 +192,7 @@ def _runner_work(tf: Any, loop: Loop, steps: int) -> list[list[dict[str, Any]]]:
     return found
 
 
-def trace_lock(loop: Loop) -> threading.Lock:
-    """The lock a traced run holds (the observer's, shared with the chief's runner)."""
-    if loop.observer is None:
-        return threading.Lock()
-    lock: threading.Lock = loop.observer.trace_lock
-    return lock
-
-
-def _together(tf: Any, loop: Loop) -> bool:
+def _together(loop: Loop) -> bool:
     """Whether the loop's clients push gradients to accumulators (workers of
     ``SyncReplicasOptimizer``): then each waits for the others' pushes, and they run
     together."""
@@ -246,7 +236,7 @@ def _chief_wants_traces(loop: Loop) -> bool:
     """Whether the chief's queue runner (it takes from accumulators) has fewer traced runs
     than :data:`RUNNER_TRACES` while the profile traces it."""
     observer = loop.observer
-    if observer is None or not observer.tracing or len(loop.runner_stats) >= RUNNER_TRACES:
+    if not observer.tracing or len(observer.runner_stats) >= RUNNER_TRACES:
         return False
     enqueues = [op for runner in loop.runners for op in runner.enqueue_ops]
     return any(observer.waits_for_accumulator(loop.graph, op) for op in enqueues)
@@ -261,7 +251,7 @@ def _each_client(
     ``SyncReplicasOptimizer`` whose local step fell behind while the others ran has its
     gradients dropped, and waits for a token nobody puts: measured, it never ends.
     Together, each ``work`` says ``"together": True``."""
-    if not _together(tf, loop):
+    if not _together(loop):
         return {thread: work(thread, call, None) for thread, call in loop.calls.items()}
     together = _Together(len(loop.calls), lambda: _chief_wants_traces(loop))
     results: dict[str, dict[str, Any]] = {}
@@ -294,7 +284,6 @@ def _traced_runs(
     thread: str,
     call: Any,
     steps: int,
-    lock: threading.Lock,
     together: _Together | None = None,
 ) -> list[Any]:
     """The run metadata of ``steps`` traced runs of ``call``. TensorFlow traces one run at a
@@ -306,8 +295,9 @@ def _traced_runs(
         trace_level=tf.compat.v1.RunOptions.FULL_TRACE, timeout_in_ms=timeout
     )
     untraced = tf.compat.v1.RunOptions(timeout_in_ms=timeout)
+    lock = loop.observer.trace_lock  # shared with the chief's runner
     found: list[Any] = []
-    for tries in range(10**9):
+    for tries in itertools.count():
         if together is None and len(found) >= steps:
             break
         if together is not None:
@@ -344,7 +334,8 @@ def _timed_runs(
     the next; over 400, from one process to the next, by about a tenth. No more: a program's
     input may hold only so many batches (a queue filled once), and a step that waits for
     one that never comes would stop the import at its time limit. Run with others, a run
-    past their timeout ends the block."""
+    past their timeout ends the block, and the others' runs get a shorter one
+    (:meth:`_Together.shorten`)."""
     options = tf.compat.v1.RunOptions(timeout_in_ms=together.timeout if together else 0)
     for _ in range(WARMUP_STEPS):
         try:
@@ -371,6 +362,8 @@ def _timed_runs(
                 raise
             break
         walls.append(time.perf_counter() - started)
+    if together is not None:
+        together.shorten(walls)
     return walls
 
 
@@ -512,19 +505,18 @@ def measure_loop(tf: Any, loop: Loop, traced: int, untraced: int) -> dict[str, A
 
     def measure_client(thread: str, call: Any, together: _Together | None) -> dict[str, Any]:
         walls = _timed_runs(tf, run, call, untraced, together)
-        if together is not None:
-            together.shorten(walls)
         steps = [
             [
                 [r["name"], r["device"], r["start"], r["end"]]
                 for r in step_stats_records(metadata.step_stats)
             ]
-            for metadata in _traced_runs(tf, loop, thread, call, traced, trace_lock(loop), together)
+            for metadata in _traced_runs(tf, loop, thread, call, traced, together)
         ]
         return {"walls": walls, "steps": steps, "queues": {}}
 
     clients = _each_client(tf, loop, measure_client)
-    sizes = {} if _together(tf, loop) else queue_size_ops(tf, loop.graph)
+    alone = not any(client.get("together") for client in clients.values())
+    sizes = queue_size_ops(tf, loop.graph) if alone else {}
     for thread, call in loop.calls.items() if sizes else ():
         found: dict[str, list[int]] = {name: [] for name in sizes}
         for _ in range(QUEUE_STEPS):
