@@ -489,15 +489,18 @@ def test_sync_replicas_counts_steps_with_the_programs_global_step():
 def test_a_graphs_key_does_not_depend_on_the_order_of_its_control_inputs():
     # tf.group orders its control inputs by Python's string hash, which changes from one
     # process to the next: the same program must find its cached costs again
-    from simsync.tf_backend.program.child import graph_key
+    from simsync.tf_backend.program.costs import graph_key
 
     def data(control):
         op = {"name": "train", "type": "NoOp", "device": "", "inputs": [], "control": control}
         return {"ops": [op], "clients": [{"fetches": ["train"]}]}
 
     machine = {"cores": 2}
-    assert graph_key(data(["a", "b", "c"]), machine) == graph_key(data(["c", "a", "b"]), machine)
-    assert graph_key(data(["a", "b"]), machine) != graph_key(data(["a", "b", "c"]), machine)
+    same = graph_key("files", data(["a", "b", "c"]), machine)
+    assert same == graph_key("files", data(["c", "a", "b"]), machine)
+    assert graph_key("files", data(["a", "b"]), machine) != same
+    # the program's files are part of the key: another program never reads these costs
+    assert graph_key("other files", data(["a", "b", "c"]), machine) != same
 
 
 def _access(variable, client, step, version, write, op="op"):

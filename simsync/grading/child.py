@@ -36,6 +36,7 @@ from simsync.errors import SimsyncError
 from simsync.files import read_toml
 from simsync.ir import Graph, graph_from_dict, graph_to_dict
 from simsync.sandbox.bubblewrap import TOO_LARGE
+from simsync.sandbox.channel import answer_channel
 from simsync.scenario import Scenario, scenario_from_dict
 
 __all__ = ["MAX_OPS", "main", "simsync_folder", "structure_of"]
@@ -53,13 +54,7 @@ WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 def main(request_path: str, submission: str, work: str) -> int:
     request = json.loads(Path(request_path).read_text())
-    result = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)  # whatever is printed goes to stderr, never into the result
-    sys.stdout = sys.stderr
-
-    def say(**line: Any) -> None:
-        result.write(json.dumps(line, default=_plain) + "\n")
-        result.flush()
+    say = answer_channel(bool(request.get("sealed")), default=_plain)
 
     if request.get("simsync") not in (None, simsync_folder()):
         print(

@@ -7,15 +7,23 @@ scenario, or a side's TensorFlow program (``"train.py"``). For each (side, graph
 runs, in the sandbox:
 
 1. for a function, a ``build`` child: the side's code, alone, returns the graph as data; for
-   a program, the program import's child (:mod:`simsync.tf_backend.program`: the program
-   runs, with threads, until its training loop is known; its costs come from a few traced
-   steps of its own graph), whose imported graph becomes that data;
+   a program, the program import's children (:mod:`simsync.tf_backend.program`, with
+   ``export``): the program runs, with threads, until its training loop is known, and only
+   exports it; a second process, which runs none of its code, loads that export, runs it and
+   times a few traced steps, and says the graph and its costs (sealed: nothing the graph's
+   ops write passes for its answer). The imported graph becomes that data; where the
+   program made each op is read off its source at the lines its process named
+   (:mod:`~simsync.tf_backend.program.made_in`);
 2. an ``evaluate`` child with that data (or the TOML): the graph checked and rebuilt, then
    only what the checks need of it: the simulation's facts, the parameters after some steps
-   on TensorFlow; and, once per grading, the submission's ``answers.toml``.
+   on TensorFlow; and, once per grading, the submission's ``answers.toml``. It runs no code
+   of the side's, and answers sealed.
 
-Everything comes back as JSON (:mod:`simsync.sandbox.bubblewrap`); :class:`Built` holds it,
-or the one line that says why there is none.
+Everything comes back as JSON lines (:mod:`simsync.sandbox.bubblewrap`), each checked whole
+against :class:`~simsync.sandbox.wire.GradingSaid`; :class:`Built` holds it, or the one line
+that says why there is none. Nothing is shared between submissions: a submission's program
+keeps no costs for anyone (its import has no cost cache at all), and the reference's are
+kept apart, written only by the reference's own runs (:func:`reference_costs`).
 """
 
 from __future__ import annotations
@@ -35,6 +43,7 @@ from simsync.grading.child import simsync_folder
 from simsync.ir import graph_to_dict
 from simsync.kinds import sync_points
 from simsync.sandbox.bubblewrap import Limits, Outcome, Sandbox, run_child
+from simsync.sandbox.wire import GradingSaid, WireError, read_said
 
 if TYPE_CHECKING:
     from simsync.tf_backend.program import Imported
@@ -47,6 +56,7 @@ __all__ = [
     "ReferenceFailed",
     "Sides",
     "needs_of",
+    "reference_costs",
     "wants_reference",
 ]
 
@@ -202,9 +212,14 @@ class Sides:
         limits = dataclasses.replace(limits, wall_seconds=min(limits.wall_seconds, left))
         try:
             return import_program(
-                self.folders[side] / file, sandbox=self.sandbox, limits=limits,
+                self.folders[side] / file,
+                sandbox=self.sandbox,
+                limits=limits,
                 hidden=self.hidden,
-            )  # fmt: skip
+                export=True,  # its own process says nothing the grade rests on
+                processes=1,
+                cache=reference_costs() if side == REFERENCE else False,
+            )
         except ProgramError as error:
             return self._failed(side, f"your program {error}")
 
@@ -224,13 +239,17 @@ class Sides:
                 return Outcome({}, f"not run: the grading took longer than {seconds:g} s in all")
             limits = dataclasses.replace(limits, wall_seconds=min(limits.wall_seconds, left))
         request = {**request, "scenario": self.scenario, "simsync": simsync_folder()}
-        outcome = run_child(
-            self.sandbox,
-            request,
-            self.folders[side],
-            limits,
-            self.hidden,
-            threads=request["stage"] == "evaluate",  # the stage that runs no student code
+        evaluate = request["stage"] == "evaluate"  # the stage that runs no student code
+        outcome = _checked(
+            run_child(
+                self.sandbox,
+                request,
+                self.folders[side],
+                limits,
+                self.hidden,
+                threads=evaluate,
+                sealed=evaluate,
+            )
         )
         if (
             not outcome.said.get("started")
@@ -240,6 +259,26 @@ class Sides:
             last = (outcome.stderr.strip().splitlines() or [outcome.error])[-1]
             raise ReferenceFailed(f"the grader's sandboxed process cannot start: {last}")
         return outcome
+
+
+def reference_costs() -> Path:
+    """Where the grader keeps the costs of the reference solutions' programs: only their
+    own runs write there, never a submission's."""
+    from simsync.tf_backend.profile.machine import cache_dir
+
+    return cache_dir() / "reference-costs"
+
+
+def _checked(outcome: Outcome) -> Outcome:
+    """The outcome with what the child said checked whole
+    (:class:`~simsync.sandbox.wire.GradingSaid`): a build's child runs the student's code,
+    which may say anything; a line of the wrong shape is the reason there is no answer."""
+    try:
+        said = read_said(GradingSaid, outcome.said, "its process said")
+    except WireError as error:
+        started = {"started": True} if outcome.said.get("started") is True else {}
+        return Outcome(started, f"{error}", outcome.stderr, outcome.dropped)
+    return dataclasses.replace(outcome, said=said)
 
 
 class ReferenceFailed(SimsyncError):

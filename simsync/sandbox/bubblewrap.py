@@ -43,12 +43,13 @@ import sys
 import sysconfig
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from simsync.errors import UsageError
 from simsync.sandbox import seccomp
+from simsync.sandbox.channel import KEY_BYTES, unseal
 
 __all__ = [
     "NO_SANDBOX",
@@ -95,6 +96,9 @@ class Limits:
     memory_bytes: int = 4 * 2**30
     #: any one file written, the child's answer and its messages included
     file_bytes: int = 16 * 2**20
+    #: one line of the answer (but a build's graph, which the next process reads): a longer
+    #: one is not read (parsing it could cost the parent far more memory than its size)
+    line_bytes: int = 2 * 2**20
     wall_seconds: float = 120.0
     #: the sandbox's /tmp, in memory: the working copy and anything written there
     scratch_bytes: int = 64 * 2**20
@@ -144,11 +148,22 @@ NO_SANDBOX = Sandbox("none")
 
 @dataclass
 class Outcome:
-    """What the child said, line by line merged into one dict, or why it said nothing."""
+    """What the child said, line by line merged into one dict, or why it said nothing;
+    ``dropped``: the sizes of the lines too long to be read (:attr:`Limits.line_bytes`)."""
 
     said: dict[str, Any]
     error: str | None = None
     stderr: str = ""
+    dropped: list[int] = field(default_factory=list)
+
+    def too_long(self, limits: Limits) -> str:
+        """Why an answer is missing that came on a line too long, or ``""``."""
+        if not self.dropped:
+            return ""
+        return (
+            f"its answer came on a line of {max(self.dropped) / 2**20:.1f} MiB, and a line may "
+            f"hold {limits.line_bytes / 2**20:g} MiB"
+        )
 
 
 def find_sandbox(unsafe: bool = False) -> Sandbox:
@@ -239,28 +254,34 @@ def run_child(
     *,
     module: str = "simsync.grading.child",
     threads: bool = False,
+    sealed: bool = False,
 ) -> Outcome:
     """Run ``python -I -m MODULE REQUEST SUBMISSION WORK`` (by default the grader's
     :mod:`simsync.grading.child`) on ``request`` with ``submission`` (a clean copy, see
     :mod:`simsync.grading.submission`) in ``sandbox``; ``hidden`` folders are empty inside.
     The child's JSON lines are merged into :attr:`Outcome.said`, also when a limit stopped it
     (what it said before stays); :attr:`Outcome.error` says why it stopped. It may start
-    threads only with ``threads`` (TensorFlow needs them); new processes never."""
+    threads only with ``threads`` (TensorFlow needs them); new processes never. A ``sealed``
+    child (one that runs nobody's code) gets a key on its standard input, and only its lines
+    sealed with that key are read (:mod:`simsync.sandbox.channel`); the request says so to
+    it (``"sealed": true``)."""
+    key = os.urandom(KEY_BYTES) if sealed else None
     with locked_folder(SCRATCH_PREFIX) as scratch:
         request_file = scratch / "request.json"
-        request_file.write_text(json.dumps(request))
+        request_file.write_text(json.dumps({**request, "sealed": sealed}))
         child = [_interpreter(), "-I", "-m", module]
         if sandbox.bwrap is None:
             work = scratch / "work"
             work.mkdir()
             command = [*child, str(request_file), str(submission), str(work)]
-            return _run(command, work, scratch, limits, sandboxed=False)
+            return _run(command, work, scratch, limits, sandboxed=False, key=key)
         inside = [*child, INSIDE_REQUEST, INSIDE_SUBMISSION, INSIDE_WORK]
         bwrap = _bwrap_command(
             sandbox.bwrap, request_file, submission, hidden, limits.scratch_bytes
         )
         code = seccomp.program(threads=threads)
-        return _run([*bwrap, *inside], scratch, scratch, limits, sandboxed=True, filter_code=code)
+        command = [*bwrap, *inside]
+        return _run(command, scratch, scratch, limits, sandboxed=True, filter_code=code, key=key)
 
 
 def _bwrap_command(
@@ -340,6 +361,7 @@ def _run(
     *,
     sandboxed: bool,
     filter_code: bytes | None = None,
+    key: bytes | None = None,
 ) -> Outcome:
     work = INSIDE_WORK if sandboxed else str(cwd)
     env = {
@@ -357,12 +379,12 @@ def _run(
     with _filter_fd(filter_code) as fds, open(out_path, "w+b") as out, open(err_path, "w+b") as err:
         if fds:
             command = [command[0], "--add-seccomp-fd", str(fds[0]), *command[1:]]
-        status = _wait(command, cwd, env, out, err, fds, limits)
+        status = _wait(command, cwd, env, out, err, fds, limits, key)
         out.seek(0)
         err.seek(0)
-        said = _merge(out.read(limits.file_bytes))
+        said, dropped = _merge(out.read(limits.file_bytes), limits.line_bytes, key)
         stderr = err.read(1 << 16).decode(errors="replace")
-    return Outcome(said, _stopped(status, said, stderr, limits, sandboxed), stderr)
+    return Outcome(said, _stopped(status, said, stderr, limits, sandboxed), stderr, dropped)
 
 
 def _stopped(
@@ -393,14 +415,16 @@ def _wait(
     err: Any,
     fds: tuple[int, ...],
     limits: Limits,
+    key: bytes | None = None,
 ) -> int | str:
     """Start the child, wait for it within the wall clock, and leave nothing running: its
-    process group is killed whatever happens (a timeout, Ctrl-C, an exception here)."""
+    process group is killed whatever happens (a timeout, Ctrl-C, an exception here). A
+    ``key`` is written on its standard input (a pipe holds it whole), which is then closed."""
     process = subprocess.Popen(
         command,
         cwd=cwd,
         env=env,
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL if key is None else subprocess.PIPE,
         stdout=out,
         stderr=err,
         pass_fds=fds,
@@ -408,6 +432,11 @@ def _wait(
         preexec_fn=functools.partial(_set_limits, limits),
     )
     try:
+        if key is not None and process.stdin is not None:
+            with contextlib.suppress(OSError):  # a child that ended at once
+                process.stdin.write(key.hex().encode() + b"\n")
+            with contextlib.suppress(OSError):
+                process.stdin.close()
         return process.wait(timeout=limits.wall_seconds)
     except subprocess.TimeoutExpired:
         return f"stopped: took longer than {limits.wall_seconds:g} s"
@@ -445,18 +474,26 @@ class _filter_fd:
             os.close(self.fd)
 
 
-def _merge(result: bytes) -> dict[str, Any]:
-    """The child's JSON lines, later keys over earlier ones. A line that is not a JSON object
-    is ignored (a student's code may write anything to any descriptor). A ``graph`` line is
-    kept as text, not parsed here: the next process, in the sandbox, reads it. Any other line
-    longer than :data:`MAX_LINE` is ignored unread (parsing it could cost the grader far more
-    memory than its size)."""
+def _merge(
+    result: bytes, line_bytes: int, key: bytes | None = None
+) -> tuple[dict[str, Any], list[int]]:
+    """The child's JSON lines, later keys over earlier ones, and the sizes of the lines
+    dropped for their length. A line that is not a JSON object is ignored (a student's code
+    may write anything to any descriptor), and so, with a ``key``, is a line not sealed with
+    it. A ``graph`` line is kept as text, not parsed here: the next process, in the sandbox,
+    reads it. Any other line longer than ``line_bytes`` is ignored unread (parsing it could
+    cost the grader far more memory than its size)."""
     said: dict[str, Any] = {}
-    for line in result.splitlines():
+    dropped = []
+    for sealed in result.splitlines():
+        line = sealed if key is None else unseal(key, sealed)
+        if line is None:
+            continue
         if line.startswith(GRAPH_LINE):
             said["graph"] = line.decode("utf-8", "replace")
             continue
-        if len(line) > MAX_LINE:
+        if len(line) > line_bytes:
+            dropped.append(len(line))
             continue
         try:
             data = json.loads(line)
@@ -464,8 +501,10 @@ def _merge(result: bytes) -> dict[str, Any]:
             continue
         if isinstance(data, dict):
             data.pop("graph", None)
+            if said.get("started") is True:  # said before any code of the user's ran
+                data.pop("started", None)
             said.update(data)
-    return said
+    return said, dropped
 
 
 def _signal_message(number: int, limits: Limits) -> str:

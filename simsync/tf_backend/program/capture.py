@@ -123,6 +123,8 @@ class Observer:
     tf: Any
     real_gpus: int
     on_loop: Callable[[Loop], None]
+    #: a run (and every op of it) gives up after this long; 0: never
+    timeout_ms: int = 0
     calls: list[Call] = field(default_factory=list)
     sessions: int = 0
     looping: dict[str, Call] = field(default_factory=dict)
@@ -214,6 +216,8 @@ class Observer:
         merged.device_count["CPU"] = LOGICAL_DEVICES
         merged.allow_soft_placement = True
         merged.graph_options.rewrite_options.disable_meta_optimizer = True
+        if self.timeout_ms:
+            merged.operation_timeout_in_ms = self.timeout_ms
         return merged
 
     def before_run(self, session: Any, fetches: Any, feed_dict: Any) -> None:

@@ -5,22 +5,28 @@ Run by :func:`simsync.tf_backend.program.load.import_program` through the sandbo
 (:func:`simsync.sandbox.bubblewrap.run_child`) as ``python -I -m
 simsync.tf_backend.program.child REQUEST FOLDER WORK``: ``FOLDER`` holds a copy of the
 program (and the ``.py`` files beside it), which is copied into ``WORK`` and run there. It
-may start threads (TensorFlow does), never processes. Lines said, in order:
+may start threads (TensorFlow does), never processes. Lines said, in order (their types:
+:class:`~simsync.sandbox.wire.ProgramSaid`, which the parent checks whole):
 
 ``{"started": true}``, then either ``{"error": "one line"}`` or ``{"graph": DATA}`` (the
-graph as plain data, see :mod:`simsync.tf_backend.program.convert`), ``{"key": ...,
-"machine": {...}}`` and ``{"profile": {...}}`` (absent when the request already knows the
-key: the parent has its costs cached), or, when the request asks to ``measure`` (a
-cross-check's run), ``{"measured": {...}}`` instead
+graph as plain data, see :mod:`simsync.tf_backend.program.convert`), ``{"machine": {...}}``
+and ``{"profile": {...}}`` (absent when the request's salted ``known`` keys hold this graph's:
+the parent has its costs cached), or, when the request asks to ``measure`` (a cross-check's
+run), ``{"measured": {...}}`` instead
 (:func:`~simsync.tf_backend.program.profile.measure_loop`), or, when it asks to ``replay``
 a simulated order, ``{"values": {...}}``
-(:func:`~simsync.tf_backend.program.replay.replay_loop`). The request's ``args`` are the
-program's command line (``sys.argv[1:]``).
+(:func:`~simsync.tf_backend.program.replay.replay_loop`), or, when it asks to ``export``
+(a graded program), only ``{"export": {...}}`` (:func:`export_loop`): a second process, which
+runs none of the program's code, loads that export (``kind`` ``"meta"`` with the ``loop`` it
+describes) and says the graph and its costs, sealed
+(:mod:`simsync.sandbox.channel`). The request's ``args`` are the program's command line
+(``sys.argv[1:]``); ``source`` is the hash of the program's files the parent keys its costs
+by (:func:`~simsync.tf_backend.program.costs.graph_key`).
 """
 
 from __future__ import annotations
 
-import hashlib
+import base64
 import json
 import math
 import os
@@ -31,6 +37,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from simsync.sandbox.channel import answer_channel
 from simsync.tf_backend.program.capture import (
     ACCUMULATORS,
     DEQUEUES,
@@ -44,20 +51,18 @@ from simsync.tf_backend.program.capture import (
     Observer,
     missing_workers,
 )
+from simsync.tf_backend.program.costs import graph_key, is_known
 
-__all__ = ["graph_data", "main", "thread_names"]
+__all__ = ["export_loop", "graph_data", "main", "thread_names"]
+
+#: an exported loop's runs (in the process that loads it) give up after this long: a queue
+#: the program filled by hand before its loop is empty there
+EXPORTED_RUN_TIMEOUT_MS = 60_000
 
 
 def main(request_path: str, folder: str, work: str) -> int:
     request = json.loads(Path(request_path).read_text())
-    result = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)  # whatever the program prints goes to stderr, never into the result
-    sys.stdout = sys.stderr
-
-    def say(**line: Any) -> None:
-        result.write(json.dumps(line) + "\n")
-        result.flush()
-
+    say = answer_channel(bool(request.get("sealed")))
     say(started=True)
     shutil.copytree(folder, work, dirs_exist_ok=True)
     os.chdir(work)
@@ -77,10 +82,11 @@ def main(request_path: str, folder: str, work: str) -> int:
             say(error=str(ended))
         except BaseException as error:
             say(error=f"could not read the training loop: {type(error).__name__}: {error}")
-        result.flush()
         os._exit(0)
 
-    observer = Observer(tf, gpus, on_loop)
+    exported = request["kind"] == "meta" and request.get("loop") is not None
+    timeout = EXPORTED_RUN_TIMEOUT_MS if exported else 0
+    observer = Observer(tf, gpus, on_loop, timeout_ms=timeout)
     observer.install()
     try:
         if request["kind"] == "meta":
@@ -102,7 +108,6 @@ def main(request_path: str, folder: str, work: str) -> int:
         say(error=f"{where}: SyntaxError: {error.msg}")
     except BaseException as error:
         say(error=_described(error, program))
-    result.flush()
     os._exit(0)
 
 
@@ -117,7 +122,8 @@ def _described(error: BaseException, program: Path) -> str:
 
 def _meta(tf: Any, path: Path, observer: Any, request: dict[str, Any]) -> None:
     """A MetaGraphDef: import it, run its initialisers and queue runners, and hand the loop
-    of its ``train_op`` collection (no user code runs)."""
+    of the request's ``loop`` (an exported program's: each thread's fetches and feeds, fed
+    zeros of the shapes it fed) or of its ``train_op`` collection. No user code runs."""
 
     graph = tf.Graph()
     with graph.as_default():
@@ -125,8 +131,9 @@ def _meta(tf: Any, path: Path, observer: Any, request: dict[str, Any]) -> None:
             tf.compat.v1.train.import_meta_graph(str(path), clear_devices=False)
         except Exception as error:
             raise Ended(f"is not a MetaGraphDef TensorFlow can read: {error}") from None
+        calls = _exported_calls(graph, request["loop"]) if request.get("loop") else None
         train = graph.get_collection(tf.compat.v1.GraphKeys.TRAIN_OP)
-        if not train:
+        if calls is None and not train:
             raise Ended(
                 "names no train op: before tf.compat.v1.train.export_meta_graph, add it with "
                 "tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.TRAIN_OP, train_op)"
@@ -144,11 +151,60 @@ def _meta(tf: Any, path: Path, observer: Any, request: dict[str, Any]) -> None:
                 "pushes gradients to accumulators (SyncReplicasOptimizer): a MetaGraphDef "
                 "does not say how its workers and its chief run; import the program itself"
             )
-        fetches = [op.name for op in train]
-        call = Call("MainThread", tuple(fetches), fetches)
-        observer.looping[call.thread] = call  # its runs from here on are the profile's
+        if calls is None:
+            fetches = [op.name for op in train]
+            calls = {"MainThread": Call("MainThread", tuple(fetches), fetches)}
+        observer.looping.update(calls)  # their runs from here on are the profile's
         runners = observer.all_runners(graph)
-        observer.on_loop(Loop(session, graph, {"MainThread": call}, 0, observer, runners))
+        observer.on_loop(Loop(session, graph, dict(calls), 0, observer, runners))
+
+
+def _exported_calls(graph: Any, loop: dict[str, Any]) -> dict[str, Call]:
+    """The calls of an exported loop (:func:`export_loop`), its feeds zeros of their shapes."""
+    import numpy as np
+
+    calls = {}
+    for client in loop["clients"]:
+        try:
+            fetches = [graph.get_operation_by_name(name).name for name in client["fetches"]]
+            feeds = {
+                graph.get_tensor_by_name(name): np.zeros(fed["shape"], dtype=np.dtype(fed["dtype"]))
+                for name, fed in client["feeds"].items()
+            }
+        except (KeyError, ValueError, TypeError) as error:
+            raise Ended(f"its exported loop does not fit its graph: {error}") from None
+        calls[client["thread"]] = Call(client["thread"], tuple(fetches), fetches, feeds or None)
+    return calls
+
+
+def export_loop(tf: Any, loop: Loop) -> dict[str, Any]:
+    """The loop for a second process that runs none of the program's code: its graph as a
+    MetaGraphDef (base64; with the queue runners the program started itself), each looping
+    thread's fetches and the shapes and types of what it fed, and where the program made
+    each op (:func:`_made_in`; the parent checks it against the source)."""
+    import numpy as np
+
+    graph = loop.graph
+    runners = graph.get_collection_ref(tf.compat.v1.GraphKeys.QUEUE_RUNNERS)
+    runners.extend(r for r in loop.runners if all(r is not known for known in runners))
+    meta = tf.compat.v1.train.export_meta_graph(graph=graph, clear_devices=False)
+    folder = str(Path(os.getcwd()).resolve())
+    clients = []
+    for thread, call in loop.calls.items():
+        feeds = {}
+        for key, value in (call.feed_dict or {}).items():
+            element = graph.as_graph_element(key)
+            array = np.asarray(value)
+            if array.dtype.kind not in "biuf":
+                raise Ended(f"feeds {element.name} {array.dtype} values: only numbers are graded")
+            feeds[element.name] = {"shape": list(array.shape), "dtype": array.dtype.name}
+        clients.append({"thread": thread, "fetches": list(call.fetches), "feeds": feeds})
+    made_in = {op.name: _made_in(op, folder) for op in graph.get_operations()}
+    return {
+        "meta": base64.b64encode(meta.SerializeToString()).decode(),
+        "clients": clients,
+        "made_in": {name: where for name, where in made_in.items() if where is not None},
+    }
 
 
 def _answer(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any) -> None:
@@ -158,6 +214,9 @@ def _answer(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any) ->
     missing = missing_workers(loop)
     if missing:
         raise Ended(missing)
+    if request.get("export"):
+        say(export=export_loop(tf, loop))
+        return
     data = graph_data(tf, loop, request["program"], gpus)
     machine = {
         "tensorflow": tf.__version__,
@@ -169,16 +228,12 @@ def _answer(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any) ->
         # sess.run's own cost into the GIL's part, CPU and waiting
         "profile_form": 6,
     }
-    key = graph_key(data, machine)
     say(graph=data)
-    say(key=key, machine=machine)
+    say(machine=machine)
     measure = request.get("measure")
     if request.get("replay"):
         from simsync.tf_backend.program.replay import replay_loop
 
-        if request.get("key") not in (None, key):
-            say(error="it built another graph when run again (it draws its shape?): no values")
-            return
         try:
             values = replay_loop(tf, loop, request["replay"])
         except Exception as error:
@@ -189,22 +244,15 @@ def _answer(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any) ->
         from simsync.tf_backend.program.profile import measure_loop
 
         say(measured=measure_loop(tf, loop, int(measure["traced"]), int(measure["untraced"])))
-    elif request.get("profile", True) and key not in request.get("known", ()):
+    elif request.get("profile", True) and not _known(request, data, machine):
         say(profile=profile_loop(tf, loop, int(request.get("steps", 5))))
 
 
-def graph_key(data: dict[str, Any], machine: dict[str, Any]) -> str:
-    """What a profile is kept under: the graph's ops, their inputs and devices, the loop's
-    fetches, and the machine (not where the ops were made, nor the program's name)."""
-    ops = [
-        # control inputs as a set: tf.group orders them by Python's hash of their names,
-        # which differs from one process to the next
-        [op["name"], op["type"], op["device"], op["inputs"], sorted(op["control"])]
-        for op in data["ops"]
-    ]
-    clients = [client["fetches"] for client in data["clients"]]
-    text = json.dumps([ops, clients, machine], sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
+def _known(request: dict[str, Any], data: dict[str, Any], machine: dict[str, Any]) -> bool:
+    """Whether the parent has the costs of this graph (its salted keys say so)."""
+    key = graph_key(request["source"], data, machine)
+    known = request.get("known") or {}
+    return is_known(key, bytes.fromhex(known.get("salt", "")), list(known.get("keys", ())))
 
 
 def thread_names(fetches: dict[str, tuple[str, ...]], order: list[str]) -> dict[str, str]:
@@ -356,21 +404,19 @@ def _nbytes(dims: list[int | None] | None, dtype: Any) -> int | None:
         return 0
 
 
-def _made_in(op: Any, folder: str) -> str | None:
-    """``average_gradients (train.py:45)``: the program's own frame that made the op."""
+def _made_in(op: Any, folder: str) -> list[Any] | None:
+    """``["train.py", 45]``: the file and line of the program's innermost frame that made
+    the op (the parent reads the function off the source:
+    :mod:`~simsync.tf_backend.program.made_in`)."""
     try:
         frames = op.traceback
     except Exception:
         return None
-    found: tuple[str, int] | None = None
     for frame in reversed(list(frames or ())):
-        filename, line, function = _frame(frame)
-        if not filename or os.path.dirname(os.path.abspath(filename)) != folder:
-            continue
-        found = found or (os.path.basename(filename), line)
-        if not function.startswith("<") or function == "<module>":  # not a comprehension
-            return f"{function} ({found[0]}:{found[1]})"
-    return None if found is None else f"{found[0]}:{found[1]}"
+        filename, line, _ = _frame(frame)
+        if filename and os.path.dirname(os.path.abspath(filename)) == folder:
+            return [os.path.basename(filename), line]
+    return None
 
 
 def _frame(frame: Any) -> tuple[str, int, str]:

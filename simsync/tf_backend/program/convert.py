@@ -70,6 +70,7 @@ import dataclasses
 import re
 import statistics
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from simsync.errors import GraphError
@@ -124,15 +125,18 @@ _ASSIGNS = frozenset({"Assign", "AssignVariableOp"})
 
 
 def convert(
-    data: dict[str, Any],
-    profile: dict[str, Any] | None,
+    data: Mapping[str, Any],
+    profile: Mapping[str, Any] | None,
     efficiency: float = 1.0,
     queue_runners: bool = False,
+    made_in: Mapping[str, str] | None = None,
 ) -> tuple[Graph, dict[str, Any]]:
     """The IR graph of the program ``data`` describes, and the report of what was kept,
     ignored and found (see the module's docstring). ``profile`` (from
     :func:`~simsync.tf_backend.program.profile.profile_loop`) gives costs and placement;
-    ``efficiency`` is how fast this machine's cores run when all are busy (its profile's)."""
+    ``efficiency`` is how fast this machine's cores run when all are busy (its profile's);
+    ``made_in`` where the program made its ops, by function and line
+    (:mod:`~simsync.tf_backend.program.made_in`)."""
     ops = {op["name"]: op for op in data["ops"]}
     clients = data["clients"]
     timed = (profile or {}).get("ops", {})
@@ -260,6 +264,12 @@ def convert(
     if steps:  # the program's global step (tf.train.get_or_create_global_step)
         graph.facts["global_step"] = steps[0]
     report = _report(data, ops, needed, reasons, kept, towers, untimed, profile, graph)
+    # where the program made its shared ops (the averaging, the apply), by function and line
+    report["made_in"] = {
+        name: (made_in or {})[name]
+        for name in kept
+        if name in (made_in or {}) and graph.op(name).tower is None
+    }
     # what the loop's steps run, and what only the queue runners' threads do
     report["ops"] = sum(1 for name in kept if name in stepped)
     report["queue_runner_ops"] = len(kept) - report["ops"]
@@ -352,7 +362,7 @@ class _Thread(NamedTuple):
 
 
 def _runner_threads(
-    data: dict[str, Any], ops: dict[str, Any], shared: dict[str, str]
+    data: Mapping[str, Any], ops: dict[str, Any], shared: dict[str, str]
 ) -> list[_Thread]:
     """Each thread of the FIFO queues' runners (one per op of its ``enqueue_ops``), named
     ``fifo_queue_runner_0``, ... (a name taken already gets a number more)."""
@@ -377,7 +387,7 @@ def _queues(
     ops: dict[str, Any],
     needed: set[str],
     devices: dict[str, str],
-    data: dict[str, Any],
+    data: Mapping[str, Any],
     runners: list[_Thread],
     shared: dict[str, str],
     tokens: set[str],
@@ -666,14 +676,14 @@ def _bytes(tensor: dict[str, Any], allocated: Any) -> int:
 
 
 def _report(
-    data: dict[str, Any],
+    data: Mapping[str, Any],
     ops: dict[str, Any],
     needed: set[str],
     reasons: dict[str, str],
     kept: list[str],
     towers: Any,
     untimed: int,
-    profile: dict[str, Any] | None,
+    profile: Mapping[str, Any] | None,
     graph: Graph,
 ) -> dict[str, Any]:
     """What was kept, ignored and found, for the report and ``--json``."""
@@ -693,12 +703,6 @@ def _report(
         "towers": towers.count,
         "tower_rule": towers.rule,
         "clients": [c["name"] for c in data["clients"]],
-        # where the program made its shared ops (the averaging, the apply), by function and line
-        "made_in": {
-            name: ops[name]["made_in"]
-            for name in kept
-            if ops[name].get("made_in") and graph.op(name).tower is None
-        },
         "queue_runners": data.get("queue_runners", []),
         "collections": data.get("collections", {}),
     }

@@ -5,31 +5,48 @@ imports no TensorFlow.
 within limits) into a temporary folder, runs :mod:`simsync.tf_backend.program.child` on it
 in the sandbox (:mod:`simsync.sandbox.bubblewrap`: no network, writes only to its own
 temporary folder, the time and memory limits of :class:`ImportLimits`, threads but no new
-processes), and reads what it says. The costs come from the child's traced steps the first
-time, then from the cache (:mod:`simsync.tf_backend.program.costs`, keyed by the graph and
-the machine), or from ``costs=`` (a file measured on another machine). The graph is
-:func:`~simsync.tf_backend.program.convert.convert`'s.
+processes), and reads what it says **as an attacker's data**: that process ran the program,
+which may have rewritten anything it says. Every answer is checked whole against its type
+(:mod:`simsync.sandbox.wire`) before any of it is used, and whatever is wrong is one
+:class:`ProgramError` line, never a traceback. Nothing it says names a file: the costs are
+kept under a key made here (:func:`~simsync.tf_backend.program.costs.graph_key`: a hash of
+the program's files as copied, the graph it reported and the machine), and where the program
+made an op is read off the files copied (:mod:`~simsync.tf_backend.program.made_in`).
+
+The costs come from the child's traced steps the first time, then from the cache
+(:mod:`simsync.tf_backend.program.costs`), or from ``costs=`` (a file measured on another
+machine). The graph is :func:`~simsync.tf_backend.program.convert.convert`'s.
+
+With ``export`` (the grader's), the program's own process says nothing the import believes:
+it only exports its loop (:func:`~simsync.tf_backend.program.child.export_loop`), and a
+second process, which runs none of the program's code, loads that export, runs and times it,
+and says the graph and its costs, sealed (:mod:`simsync.sandbox.channel`). So the graph
+graded is the graph that ran there, and its costs that process's measure of it.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import os
 import stat
 import statistics
 import tempfile
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from simsync.errors import GraphError, UsageError, printable
+from simsync.errors import GraphError, SimsyncError, UsageError, printable
 from simsync.ir import Graph
 from simsync.sandbox.bubblewrap import Limits, Sandbox, find_sandbox, run_child
+from simsync.sandbox.wire import GraphData, Profile, ProgramSaid, WireError, read_graph, read_said
 from simsync.tf_backend.profile.machine import cached_efficiency
 from simsync.tf_backend.program import costs as cost_cache
 from simsync.tf_backend.program.convert import convert
 from simsync.tf_backend.program.fit import apply_fit, fit_costs
+from simsync.tf_backend.program.made_in import Source, made_in
 
 __all__ = [
     "PROGRAM_SUFFIXES",
@@ -50,15 +67,20 @@ PROGRAM_SUFFIXES = (".py", ".meta", ".pbtxt")
 #: the program's folder: files copied beside it (its own modules), at most, and their size;
 #: the program (or its MetaGraphDef) itself may be larger
 MAX_FILES, MAX_FILE_BYTES, MAX_PROGRAM_BYTES = 50, 2**20, 16 * 2**20
+#: the most of what its process said went wrong that a line shows
+MAX_ERROR = 1000
 
 
 @dataclass(frozen=True)
 class ImportLimits(Limits):
-    """The sandbox's limits for a program: TensorFlow's import and a few traced steps."""
+    """The sandbox's limits for a program: TensorFlow's import and a few traced steps; its
+    answer (a graph of thousands of ops, a cross-check's traced steps) may be large."""
 
     cpu_seconds: int = 300
     wall_seconds: float = 180.0
     memory_bytes: int = 6 * 2**30
+    file_bytes: int = 256 * 2**20
+    line_bytes: int = 256 * 2**20
 
 
 class ProgramError(UsageError):
@@ -72,10 +94,55 @@ class Imported:
 
     graph: Graph
     report: dict[str, Any]
-    profile: dict[str, Any]
+    profile: Profile
     costs_from: str
     key: str
-    data: dict[str, Any] = field(repr=False, default_factory=dict)
+    data: GraphData = field(repr=False)
+
+
+@dataclass(frozen=True)
+class _Copied:
+    """A program's files as the parent copied them: their hash, and their source."""
+
+    digest: str
+    source: Source
+
+    @classmethod
+    def of(cls, files: Mapping[str, bytes]) -> _Copied:
+        return cls(cost_cache.digest(files), Source.of(files))
+
+
+@dataclass(frozen=True)
+class _Runner:
+    """How a program's child is run: what is copied and run (the program, or the
+    MetaGraphDef of an exported loop, with that ``loop``, sealed), its command line, the
+    sandbox, its limits and the folders hidden in it. ``shown`` names the program in every
+    line said; ``program`` and ``made_in`` are an exported loop's (its program's files,
+    where its process said it made each op)."""
+
+    source: Path
+    shown: str
+    args: tuple[str, ...] = ()
+    limits: Limits | None = None
+    sandbox: Sandbox | None = None
+    hidden: tuple[Path, ...] = ()
+    loop: dict[str, Any] | None = None
+    program: _Copied | None = None
+    made_in: Mapping[str, Any] | None = None
+
+
+@dataclass
+class _Answer:
+    """What a child said, checked whole, with the files it ran and the parent's key of its
+    graph (None without a graph)."""
+
+    said: ProgramSaid
+    copied: _Copied
+    key: str | None = None
+
+    @property
+    def data(self) -> GraphData:
+        return self.said["graph"]
 
 
 def import_program(
@@ -88,40 +155,60 @@ def import_program(
     sandbox: Sandbox | None = None,
     steps: int = 5,
     hidden: tuple[Path, ...] = (),
+    cache: Path | Literal[False] | None = None,
+    export: bool = False,
+    processes: int = PROFILE_PROCESSES,
 ) -> Imported:
     """Run the program at ``path`` in the sandbox until its training loop is known, and
     return its graph with costs (see the module's docstring). ``args`` are its command line
-    (``sys.argv[1:]``). ``refresh`` profiles again even
-    when the cache has this graph; ``sandbox`` defaults to bubblewrap
+    (``sys.argv[1:]``). ``refresh`` profiles again even when the cache has this graph;
+    ``cache`` is the cost cache's folder (None: the user's; False: none, neither read nor
+    written); ``export`` believes nothing the program's process says but where it made each
+    op, checked against its source (the grader's); ``processes`` time the step
+    (:func:`_more_walls`). ``sandbox`` defaults to bubblewrap
     (:data:`~simsync.sandbox.bubblewrap.NO_SANDBOX` only for trusted code). A program that
     cannot be imported raises :class:`ProgramError` with one line. ``hidden`` folders are
     empty inside the sandbox (the grader's: the assignments and their solutions)."""
     source = Path(path)
     shown = printable(str(source), one_line=True)
+    folder = None if cache is False else (cache or cost_cache.costs_folder())
     chosen = cost_cache.load_costs(costs) if costs is not None else None
-    request: dict[str, Any] = {
-        "steps": steps,
-        "known": [] if refresh else cost_cache.known_keys(),
-    }
+    runner = _Runner(source, shown, tuple(args), limits, sandbox, hidden)
+    with tempfile.TemporaryDirectory(prefix="simsync-export-") as exported:
+        if export:
+            runner = _exported(runner, Path(exported))
+        answer = _profiled(runner, steps, folder, refresh or folder is None, chosen is not None)
+        key = str(answer.key)
+        if "profile" in answer.said and processes > 1:
+            _more_walls(runner, answer.said["profile"], key, processes)
+    profile, costs_from = _profile(answer, folder, chosen, costs)
     if chosen is not None:
-        request["profile"] = False  # the costs come from the file
-    said = _run_program(source, request, args, limits, sandbox, hidden)
-    data = json.loads(said["graph"])["graph"]
-    key = str(said["key"])
-    if "profile" in said:  # the step's wall time of more processes than this one
-        _more_walls(source, said["profile"], key, args, limits, sandbox, hidden)
-    profile, costs_from = _profile(said, key, chosen, costs)
-    if chosen is not None:
-        names = {op["name"] for op in data["ops"]}
+        names = {op["name"] for op in answer.data["ops"]}
         timed = set(profile["ops"])
         if len(timed & names) < len(timed) / 2:
             raise ProgramError(
                 f"{shown}: {printable(str(costs), one_line=True)} holds the costs of another "
                 "graph (most of its ops are not this program's)"
             )
+    kept = folder if chosen is None else None  # a fit of costs from elsewhere is not kept
+    return _imported(runner, answer, profile, costs_from, kept)
+
+
+def _imported(
+    runner: _Runner, answer: _Answer, profile: Profile, costs_from: str, folder: Path | None
+) -> Imported:
+    """The import of a program whose child gave ``answer`` (checked whole) and whose costs
+    are ``profile``: its graph converted and fitted to its untraced step (the fit kept in
+    ``folder``, if any), or one :class:`ProgramError` line, whatever the answer held."""
+    data, shown = answer.data, runner.shown
     efficiency = cached_efficiency() if data.get("logical_devices") else None
     try:
-        graph, report = convert(data, profile, 1.0 if efficiency is None else efficiency)
+        graph, report = convert(
+            data,
+            profile,
+            1.0 if efficiency is None else efficiency,
+            made_in=_places(runner, answer),
+        )
     except GraphError as error:
         raise ProgramError(f"{shown}: {error}") from None
     except (KeyError, TypeError, ValueError) as error:
@@ -141,12 +228,15 @@ def import_program(
         "logical_devices": data.get("logical_devices"),
         "form": FIT_FORM,
     }
-    graph, fitted = _fitted(graph, basis, profile, key, said, chosen is None)
-    report["source"] = str(source)
+    try:
+        graph, fitted = _fitted(graph, basis, profile, str(answer.key), answer, folder)
+    except SimsyncError as error:
+        raise ProgramError(f"{shown}: its costs could not be fitted: {error}") from None
+    report["source"] = shown
     report["costs"] = costs_from
     report["fit"] = fitted
-    graph.facts["source"] = str(source)
-    return Imported(graph, report, profile, costs_from, key, data)
+    graph.facts["source"] = report["source"]
+    return Imported(graph, report, profile, costs_from, str(answer.key), data)
 
 
 def measure_program(
@@ -157,18 +247,18 @@ def measure_program(
     untraced: int = 30,
     limits: Limits | None = None,
     sandbox: Sandbox | None = None,
-) -> tuple[str, dict[str, Any], dict[str, Any]]:
+) -> tuple[str, GraphData, dict[str, Any]]:
     """Run the program at ``path`` again, in a process of its own, until its training loop
     is known, and measure it (:func:`~simsync.tf_backend.program.profile.measure_loop`:
     ``untraced`` timed steps and ``traced`` traced ones per client): the graph's key (the
     same as the import's when the program built the same graph), the graph as plain data
     (:func:`~simsync.tf_backend.program.convert.convert`'s input) and what was measured."""
-    request = {"measure": {"traced": traced, "untraced": untraced}}
-    said = _run_program(Path(path), request, args, limits, sandbox)
-    if "measured" not in said:
-        raise ProgramError(f"{printable(str(path), one_line=True)}: its run was not measured")
-    data = json.loads(said["graph"])["graph"]
-    return str(said["key"]), data, said["measured"]
+    shown = printable(str(path), one_line=True)
+    runner = _Runner(Path(path), shown, tuple(args), limits, sandbox)
+    answer = _run(runner, {"measure": {"traced": traced, "untraced": untraced}})
+    if "measured" not in answer.said:
+        raise ProgramError(f"{shown}: its run was not measured")
+    return str(answer.key), answer.data, dict(answer.said["measured"])
 
 
 def replay_program(
@@ -186,62 +276,120 @@ def replay_program(
     order. ``key`` is the imported graph's: a program that builds another graph this time
     (it draws its shape at random?) is refused in one line."""
     shown = printable(str(path), one_line=True)
-    request = {"replay": plan, "key": key, "profile": False}
-    said = _run_program(Path(path), request, args, limits, sandbox)
-    if "values" not in said:
+    runner = _Runner(Path(path), shown, tuple(args), limits, sandbox)
+    answer = _run(runner, {"replay": plan, "profile": False})
+    if answer.key != key:
+        raise ProgramError(
+            f"{shown}: it built another graph when run again (it draws its shape?): no values"
+        )
+    if "values" not in answer.said:
         raise ProgramError(f"{shown}: its values were not replayed")
-    return dict(said["values"])
+    return dict(answer.said["values"])
+
+
+def _exported(runner: _Runner, folder: Path) -> _Runner:
+    """Run the program until its loop is known and have it export the loop (its process says
+    nothing else); the runner of the second process that loads it from ``folder``."""
+    answer = _run(runner, {"export": True})
+    if "export" not in answer.said:
+        raise ProgramError(f"{runner.shown}: its training loop was not exported")
+    export = answer.said["export"]
+    try:
+        meta = base64.b64decode(export["meta"], validate=True)
+    except (binascii.Error, ValueError):
+        raise ProgramError(f"{runner.shown}: its exported graph is not base64") from None
+    exported = folder / f"{runner.source.stem}.meta"
+    exported.write_bytes(meta)
+    return replace(
+        runner,
+        source=exported,
+        args=(),
+        loop={"clients": export["clients"]},
+        program=answer.copied,
+        made_in=export["made_in"],
+    )
+
+
+def _profiled(
+    runner: _Runner, steps: int, folder: Path | None, refresh: bool, chosen: bool
+) -> _Answer:
+    """The child's answer with a graph, and a profile unless ``chosen`` costs come from a
+    file or the cache (``folder``, unless ``refresh``) has this graph's. The child learns only
+    salted hashes of the cached keys (:func:`~simsync.tf_backend.program.costs.known_keys`);
+    one that skipped its profile for a key the cache does not have (gone since, or it lied)
+    is run again, told that no key is known."""
+    salt = os.urandom(16)
+    keys = [] if refresh or folder is None else cost_cache.known_keys(salt, folder)
+    request: dict[str, Any] = {"steps": steps, "known": {"salt": salt.hex(), "keys": keys}}
+    if chosen:
+        request["profile"] = False  # the costs come from the file
+    answer = _run(runner, request)
+    if chosen or "profile" in answer.said:
+        return answer
+    if folder is not None and cost_cache.cached_costs(str(answer.key), folder) is not None:
+        return answer
+    answer = _run(runner, {**request, "known": {}})
+    if "profile" not in answer.said:
+        raise ProgramError(f"{runner.shown}: its costs were not measured")
+    return answer
+
+
+def _places(runner: _Runner, answer: _Answer) -> dict[str, str]:
+    """Where the program made each op, by function and line, read off its files
+    (:func:`~simsync.tf_backend.program.made_in.made_in`) at the lines its process named:
+    an exported loop's program, else the answer's own."""
+    program = runner.program or answer.copied
+    claims = runner.made_in
+    if claims is None:
+        claims = {op["name"]: op["made_in"] for op in answer.data["ops"]}
+    types = {op["name"]: op["type"] for op in answer.data["ops"]}
+    places = {}
+    for name, claim in claims.items():
+        where = made_in(program.source, claim[0], claim[1], types.get(name, "")) if claim else None
+        if where is not None:
+            places[name] = where
+    return places
 
 
 def _fitted(
     graph: Graph,
     basis: dict[str, Any],
-    profile: dict[str, Any],
+    profile: Profile,
     key: str,
-    said: dict[str, Any],
-    ours: bool,
+    answer: _Answer,
+    folder: Path | None,
 ) -> tuple[Graph, dict[str, Any]]:
     """``graph`` fitted to its untraced step (:func:`~simsync.tf_backend.program.fit.fit_costs`),
-    by the scale kept in simsync's own cache (``ours``; never a ``--costs`` file from
-    elsewhere) when it was found on the same ``basis`` (the walls, the cores and their
-    efficiency, the form of the fit): a fit simulates the graph, seconds for a large one.
-    Else found now, and kept there."""
+    by the scale kept in simsync's own cache (``folder``; None: not kept, as for a
+    ``--costs`` file from elsewhere) when it was found on the same ``basis`` (the walls, the
+    cores and their efficiency, the form of the fit): a fit simulates the graph, seconds for
+    a large one. Else found now, and kept there."""
     known = profile.get("fit")
-    if ours and isinstance(known, dict) and known.get("basis") == basis:
+    if folder is not None and isinstance(known, dict) and known.get("basis") == basis:
         report = dict(known.get("report") or {})
         return apply_fit(graph, report), report
     graph, fitted = fit_costs(graph, basis["walls"], bool(basis.get("together")))
-    if ours:
-        profile["fit"] = {"basis": basis, "report": fitted}
-        cost_cache.save_costs(key, said.get("machine", {}), profile)
+    if folder is not None:
+        profile["fit"] = {"basis": basis, "report": fitted}  # type: ignore[typeddict-item]
+        cost_cache.save_costs(key, answer.said.get("machine", {}), profile, folder)
     return graph, fitted
 
 
-def _more_walls(
-    source: Path,
-    profile: dict[str, Any],
-    key: str,
-    args: Sequence[str],
-    limits: Limits | None,
-    sandbox: Sandbox | None,
-    hidden: tuple[Path, ...],
-) -> None:
-    """Each client's ``wall`` in ``profile``: the median over :data:`PROFILE_PROCESSES`
-    processes (this one and more, each run to its loop and timed, untraced) of their median
-    step. On this machine one process's median step differs from another's by up to a
-    tenth or more (where its threads landed, what else ran), and a prediction fitted to one
-    process would carry that into every prediction made from it."""
+def _more_walls(runner: _Runner, profile: Profile, key: str, processes: int) -> None:
+    """Each client's ``wall`` in ``profile``: the median over ``processes`` processes (this
+    one and more, each run to its loop and timed, untraced) of their median step. On this
+    machine one process's median step differs from another's by up to a tenth or more
+    (where its threads landed, what else ran), and a prediction fitted to one process would
+    carry that into every prediction made from it."""
     walls = {thread: [c["wall"]] for thread, c in profile["clients"].items()}
-    for _ in range(PROFILE_PROCESSES - 1):
+    for _ in range(processes - 1):
         try:
-            said = _run_program(
-                source, {"measure": {"traced": 0, "untraced": 30}}, args, limits, sandbox, hidden
-            )
+            answer = _run(runner, {"measure": {"traced": 0, "untraced": 30}})
         except ProgramError:  # this run failed (a time limit): the others' steps still count
             continue
-        if str(said.get("key")) != key or "measured" not in said:
+        if answer.key != key or "measured" not in answer.said:
             continue  # it built another graph this time: its steps are not this graph's
-        for thread, measured in said["measured"]["clients"].items():
+        for thread, measured in answer.said["measured"]["clients"].items():
             if thread in walls and measured["walls"]:
                 walls[thread].append(statistics.median(measured["walls"]))
     for thread, found in walls.items():
@@ -249,63 +397,87 @@ def _more_walls(
         profile["clients"][thread]["process_walls"] = found
 
 
-def _run_program(
-    source: Path,
-    request: dict[str, Any],
-    args: Sequence[str],
-    limits: Limits | None,
-    sandbox: Sandbox | None,
-    hidden: tuple[Path, ...] = (),
-) -> dict[str, Any]:
-    """Run the child on the program at ``source`` with ``request`` (the program's name, its
-    kind and ``args`` added) and return what it said, with a graph and a key; else raise
-    :class:`ProgramError` with one line."""
-    shown = printable(str(source), one_line=True)
+def _run(runner: _Runner, request: dict[str, Any]) -> _Answer:
+    """Run the child as ``runner`` says with ``request`` (the program's name, its kind, its
+    files' hash and ``args`` added), and return what it said, checked whole, with a graph and
+    its machine or an export; else raise :class:`ProgramError` with one line."""
+    shown, source = runner.shown, runner.source
     kind = "meta" if source.suffix in (".meta", ".pbtxt") else "python"
+    limits = runner.limits or ImportLimits()
     with tempfile.TemporaryDirectory(prefix="simsync-program-") as folder:
-        _copy(source, Path(folder))
+        files = _copy(source, Path(folder))
+        copied = runner.program or _Copied.of(files)
+        request = {**request, "program": source.name, "kind": kind, "args": list(runner.args)}
+        request["source"] = copied.digest
+        if runner.loop is not None:
+            request["loop"] = runner.loop
         outcome = run_child(
-            sandbox or find_sandbox(),
-            {**request, "program": source.name, "kind": kind, "args": list(args)},
+            runner.sandbox or find_sandbox(),
+            request,
             Path(folder),
-            limits or ImportLimits(),
-            hidden,
+            limits,
+            runner.hidden,
             module="simsync.tf_backend.program.child",
             threads=True,
+            sealed=runner.loop is not None,  # that process runs none of the program's code
         )
-    said = outcome.said
+    said = _checked(outcome.said, shown)
     if said.get("error"):
-        raise ProgramError(f"{shown}: {printable(str(said['error']), one_line=True)}")
-    if "graph" not in said or "key" not in said:
-        why = outcome.error or "it stopped without saying why"
-        if "started" in said and "time" in why:
-            why += " (a loop before its first sess.run, or a blocked queue?)"
-        raise ProgramError(f"{shown}: {why}")
-    return said
+        ran_again = " (its graph, loaded again without its code)" if runner.loop else ""
+        error = printable(said["error"], one_line=True)
+        error = error if len(error) <= MAX_ERROR else f"{error[:MAX_ERROR]}..."
+        raise ProgramError(f"{shown}{ran_again}: {error}")
+    if "export" in said or ("graph" in said and "machine" in said):
+        answer = _Answer(said, copied)
+        if "graph" in said:
+            answer.key = cost_cache.graph_key(copied.digest, said["graph"], said["machine"])
+        return answer
+    why = outcome.too_long(limits) or outcome.error or "it stopped without saying why"
+    if "started" in said and "time" in why:
+        why += " (a loop before its first sess.run, or a blocked queue?)"
+    raise ProgramError(f"{shown}: {why}")
 
 
-def _profile(
-    said: dict[str, Any], key: str, chosen: dict[str, Any] | None, costs: Any
-) -> tuple[dict[str, Any], str]:
+def _checked(said: dict[str, Any], shown: str) -> ProgramSaid:
+    """What the child said, every line checked whole (:func:`~simsync.sandbox.wire.read_said`;
+    the graph, which came as text, parsed first)."""
+    said = dict(said)
+    if "graph" in said:
+        try:
+            said["graph"] = json.loads(said["graph"])["graph"]
+        except (ValueError, RecursionError, KeyError, TypeError):
+            raise ProgramError(f"{shown}: its process said a graph that is not one") from None
+    try:
+        checked: ProgramSaid = read_said(ProgramSaid, said, "its process said")  # type: ignore[assignment]
+        if "graph" in checked:
+            read_graph(checked["graph"], "its process said graph")
+    except WireError as error:
+        raise ProgramError(f"{shown}: {error}") from None
+    return checked
+
+
+def _profile(answer: _Answer, folder: Path | None, chosen: Any, costs: Any) -> tuple[Profile, str]:
     """The profile to use and where it came from: measured now (and cached), ``--costs``,
     or the cache."""
+    said, key = answer.said, str(answer.key)
     if "profile" in said:
-        saved = cost_cache.save_costs(key, said.get("machine", {}), said["profile"])
-        return said[
-            "profile"
-        ], f"measured now ({said['profile']['steps']} traced steps), kept in {saved}"
+        profile = said["profile"]
+        measured = f"measured now ({profile['steps']} traced steps)"
+        if folder is None:
+            return profile, measured
+        saved = cost_cache.save_costs(key, said["machine"], profile, folder)
+        return profile, f"{measured}, kept in {saved}"
     if chosen is not None:
         return chosen["profile"], f"{costs} (measured on {chosen['machine'].get('processor')})"
-    if "profile" not in said and said.get("profiled") is False:
-        raise ProgramError("the costs were not measured: run again")
-    cached = cost_cache.cached_costs(key)
+    cached = cost_cache.cached_costs(key, folder)
     if cached is None:
         raise ProgramError("the cached costs of this graph vanished: run again")
-    return cached["profile"], f"cached ({cost_cache.costs_path(key)})"
+    return cached["profile"], f"cached ({cost_cache.costs_path(key, folder)})"
 
 
-def _copy(source: Path, target: Path) -> None:
-    """The program and the ``.py`` files beside it, regular files only."""
+def _copy(source: Path, target: Path) -> dict[str, bytes]:
+    """The program and the ``.py`` files beside it, regular files only: copied, and each
+    file's bytes by name."""
     if not source.is_file():
         what = "not found" if not source.exists() else "not a regular file"
         raise ProgramError(f"{printable(str(source), one_line=True)}: {what}")
@@ -314,6 +486,7 @@ def _copy(source: Path, target: Path) -> None:
             f"{printable(str(source), one_line=True)}: a program must be a .py file, or a "
             "MetaGraphDef (.meta, .pbtxt)"
         )
+    copied = {}
     names = [source.name]
     if source.suffix == ".py":
         beside = sorted(p.name for p in source.parent.glob("*.py") if p.name != source.name)
@@ -334,3 +507,5 @@ def _copy(source: Path, target: Path) -> None:
             )
         if len(content) <= most:
             (target / name).write_bytes(content)
+            copied[name] = content
+    return copied

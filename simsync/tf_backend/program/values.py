@@ -23,7 +23,7 @@ program whose workers push to accumulators (its own ``SyncReplicasOptimizer``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from simsync.ir import Graph, tower_work
@@ -42,7 +42,7 @@ class NoValues(Exception):
 
 
 def replay_plan(
-    graph: Graph, trace: Trace, data: dict[str, Any], original: Graph
+    graph: Graph, trace: Trace, data: Mapping[str, Any], original: Graph
 ) -> dict[str, Any]:
     """The plan of the simulation of ``graph`` (``trace`` kept with detail), a what-if of the
     imported ``original`` made from the program ``data`` describes; see the module's
