@@ -349,3 +349,29 @@ def test_kernel_settings_and_uncounted_memory_are_out_of_reach(tmp_path: Path) -
     from simsync.sandbox.seccomp import REFUSED
 
     assert {"memfd_secret", "shmget", "shmat", "msgget", "semget"} <= set(REFUSED)
+
+
+def test_the_installations_record_of_the_solutions_is_not_in_the_sandbox(tmp_path: Path) -> None:
+    # a wheel's RECORD lists every file of simsync with its hash and size, the solutions' too
+    body = """import glob, sys
+found = [p for d in sys.path for p in glob.glob(d + "/simsync-*.dist-info/*")]
+if found:
+    raise RuntimeError("found " + found[0])"""
+    result = graded(submit(tmp_path, body))
+    assert result.score == result.max_score, outputs(result)
+
+
+def test_a_student_who_unsays_the_start_costs_only_their_own_checks(tmp_path: Path) -> None:
+    # the child says it started before any student code: a later line cannot take it back
+    # and make the grader blame itself (a failed grading, for the instructor to mend)
+    body = """import os
+for fd in range(1, 10):
+    try:
+        os.write(fd, b'{"started": false, "error": 7}\\n')
+    except OSError:
+        pass
+os._exit(1)"""
+    result = graded(submit(tmp_path, body))  # graded: the grader did not stop
+    built = [r for r in result.results if r.check.graph.endswith(":build")]
+    assert built and all(r.score == 0 for r in built), outputs(result)
+    assert all("said what it may not: error:" in r.output for r in built), outputs(result)

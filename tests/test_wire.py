@@ -83,7 +83,9 @@ def _import(said: dict[str, Any]) -> Any:
     said = {**said, "graph": json.dumps({"graph": said["graph"]})}
     checked = _checked(said, "two.py")
     copied = _Copied.of(FILES)
-    answer = _Answer(checked, copied, graph_key(copied.digest, checked["graph"], checked["machine"]))
+    answer = _Answer(
+        checked, copied, graph_key(copied.digest, checked["graph"], checked["machine"])
+    )
     runner = _Runner(Path("two.py"), "two.py")
     return _imported(runner, answer, checked["profile"], "forged", None)
 
@@ -194,3 +196,49 @@ def test_read_graph_refuses_every_wrong_top_level_value():
     for wrong in WRONG:
         with pytest.raises(SimsyncError):
             read_graph(wrong)
+
+
+def test_a_sealed_answer_keeps_only_its_own_lines():
+    from simsync.sandbox.bubblewrap import _merge
+    from simsync.sandbox.channel import seal
+
+    key = b"k" * 32
+    lines = [
+        seal(key, '{"started": true}'),
+        '{"profile": {"forged": 1}}',  # written by something that never saw the key
+        seal(b"x" * 32, '{"error": "under another key"}'),
+        seal(key, '{"facts": {"a": 1}}')[:-3] + "2}}",  # changed after it was sealed
+        seal(key, '{"machine": {"cores": 2}}'),
+    ]
+    said, dropped = _merge("\n".join(lines).encode(), 2**20, key)
+    assert said == {"started": True, "machine": {"cores": 2}} and dropped == []
+
+
+def test_a_line_too_long_is_named_with_its_size_and_the_limit():
+    from simsync.sandbox.bubblewrap import Limits, _merge
+
+    said, dropped = _merge(b'{"started": true}\n{"measured": "' + b"x" * 3000 + b'"}\n', 1000)
+    assert said == {"started": True} and dropped == [3016]
+    why = Outcome(said, dropped=dropped).too_long(Limits(line_bytes=1000))
+    assert "a line of 0.0 MiB" in why and "may hold" in why
+
+
+def test_true_and_text_are_not_numeric_answers():
+    from simsync.grading.assignment import Check
+    from simsync.grading.checks import answer
+
+    check = Check("steps", "1.1", "answer", 1, False, "t.toml", {"answer": "a", "expression": "x"})
+    for given in (True, "1", [1]):
+        passed, said = answer(check, ({"a": given}, None), {"x": 1.0})
+        assert not passed and "not a number" in said, given
+    assert answer(check, ({"a": 1}, None), {"x": 1.0})[0]
+
+
+def test_a_scenarios_run_is_checked_however_it_is_made():
+    from simsync.errors import ScenarioError
+    from simsync.scenario import Scenario
+
+    for steps in (math.nan, 0, -5, 2.5, True, "10"):
+        with pytest.raises(ScenarioError, match=r"\[run\] steps"):
+            Scenario("s").with_run(steps=steps)
+    assert Scenario("s").with_run(steps=7, seed=3).run.steps == 7

@@ -168,11 +168,9 @@ def _evaluate(expression: str, facts: Facts) -> Any:
 
 def _compare(name: str, value: Any, expected: Any, tolerance: float, source: str) -> Verdict:
     if isinstance(expected, int | float) and not isinstance(expected, bool):
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
+        if isinstance(value, bool) or not isinstance(value, int | float):  # not true, not "1"
             return False, f"{name} = {_show(value)}, not a number; {source} {_show(expected)}"
-        ok = math.isclose(number, expected, rel_tol=tolerance, abs_tol=1e-12)
+        ok = math.isclose(float(value), expected, rel_tol=tolerance, abs_tol=1e-12)
     else:
         ok = value == expected
     return ok, f"{name} = {_show(value)}; {source} {_show(expected)}"

@@ -219,6 +219,7 @@ class Sides:
                 export=True,  # its own process says nothing the grade rests on
                 processes=1,
                 cache=reference_costs() if side == REFERENCE else False,
+                name=file,
             )
         except ProgramError as error:
             return self._failed(side, f"your program {error}")
@@ -274,7 +275,7 @@ def _checked(outcome: Outcome) -> Outcome:
     (:class:`~simsync.sandbox.wire.GradingSaid`): a build's child runs the student's code,
     which may say anything; a line of the wrong shape is the reason there is no answer."""
     try:
-        said = read_said(GradingSaid, outcome.said, "its process said")
+        said = read_said(GradingSaid, outcome.said, "its process")
     except WireError as error:
         started = {"started": True} if outcome.said.get("started") is True else {}
         return Outcome(started, f"{error}", outcome.stderr, outcome.dropped)

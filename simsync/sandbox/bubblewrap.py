@@ -307,9 +307,12 @@ def _bwrap_command(
         command += ["--ro-bind", path, path]
     for path in _inside(hidden, _python_paths()):
         command += ["--tmpfs", path]
-    for path in _python_paths():  # any other simsync installed there: its assignments too
+    for path in _site_folders():  # any other simsync installed there: its assignments too
         if os.path.isdir(os.path.join(path, "simsync", "assignments")):
             command += ["--tmpfs", os.path.join(path, "simsync", "assignments")]
+        # and its installation's record: a wheel's RECORD holds each solution file's hash
+        for record in sorted(Path(path).glob("simsync-*.dist-info")):
+            command += ["--tmpfs", str(record)]
     # /proc read-only: the sandbox's user is the host's root without capabilities, and
     # /proc/sys's files let the host's root write whatever their mode allows
     command += ["--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev"]
@@ -336,15 +339,23 @@ def _python_paths() -> tuple[str, ...]:
     import simsync
 
     paths = sysconfig.get_paths()
-    wanted = {sys.base_prefix, sys.prefix, paths["stdlib"], paths["purelib"], paths["platlib"]}
-    # and the package folders the environment's .pth files add (an isolated child reads them
-    # too); never a project's own folder, which a .pth may add too (the solutions are there)
-    wanted |= {p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")}
+    wanted = {sys.base_prefix, sys.prefix, paths["stdlib"], *_site_folders()}
+    # (and the package folders the environment's .pth files add, which an isolated child
+    # reads too); never a project's own folder, which a .pth may add too (the solutions)
     wanted.add(str(Path(simsync.__file__).resolve().parent))
     wanted.add(str(Path(os.path.realpath(sys.executable)).parent))
     real = sorted({os.path.realpath(p) for p in wanted if p and os.path.isdir(p)})
     # a folder inside another one already bound needs no bind of its own
     return tuple(p for p in real if not any(p.startswith(q + os.sep) for q in real if q != p))
+
+
+@functools.cache
+def _site_folders() -> tuple[str, ...]:
+    """The folders packages are installed in (inside :func:`_python_paths`)."""
+    paths = sysconfig.get_paths()
+    found = {paths["purelib"], paths["platlib"]}
+    found |= {p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")}
+    return tuple(sorted(os.path.realpath(p) for p in found if os.path.isdir(p)))
 
 
 def _inside(hidden: tuple[Path, ...], bound: tuple[str, ...]) -> list[str]:

@@ -16,6 +16,7 @@ write can pass for the child's answer, as they never see the key.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import hmac
 import json
@@ -37,15 +38,18 @@ def answer_channel(
     (``default`` turns what JSON lacks into what it has); standard output goes to standard
     error from now on. ``sealed``: the key is read from standard input first, which is then
     closed, and every line is sealed with it."""
-    result = os.fdopen(os.dup(1), "w")
+    result = os.dup(1)
+    # every line at the end of the answer, whole, whatever else appends to it
+    fcntl.fcntl(result, fcntl.F_SETFL, fcntl.fcntl(result, fcntl.F_GETFL) | os.O_APPEND)
     os.dup2(2, 1)  # whatever is printed goes to stderr, never into the answer
     sys.stdout = sys.stderr
     key = _read_key() if sealed else None
 
     def say(**line: Any) -> None:
         text = json.dumps(line, default=default)
-        result.write((seal(key, text) if key is not None else text) + "\n")
-        result.flush()
+        data = ((seal(key, text) if key is not None else text) + "\n").encode()
+        while data:
+            data = data[os.write(result, data) :]
 
     return say
 

@@ -368,10 +368,19 @@ def read(kind: Any, value: Any, where: str) -> Any:
 def read_said(kind: Any, said: dict[str, Any], who: str) -> dict[str, Any]:
     """The lines a process said (merged), each known key checked as ``kind`` (a
     :class:`ProgramSaid` or :class:`GradingSaid`) has it; keys it does not know are dropped (a
-    user's code may write any line of JSON)."""
+    user's code may write any line of JSON); else :class:`WireError`, which names ``who``.
+
+    >>> read_said(ProgramSaid, {"error": 7, "x": 1}, "its process")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    simsync.sandbox.wire.WireError: its process said what it may not: error: a text ... not int 7
+    """
     hints = _hints(kind)
     known = {key: value for key, value in said.items() if key in hints}
-    return dict(read(kind, known, who))
+    try:
+        return dict(read(kind, known, ""))
+    except WireError as error:
+        raise WireError(f"{who} said what it may not: {str(error).lstrip('.')}") from None
 
 
 def read_graph(value: Any, where: str = "graph") -> GraphData:

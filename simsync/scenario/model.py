@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from simsync.errors import ScenarioError
+from simsync.ir.values import MAX_STEPS
 from simsync.numerics import ModelSpec
 
 #: The ``[model]`` table is the numerics' own description of the model.
@@ -25,6 +27,17 @@ __all__ = [
 class RunConfig:
     steps: int = 100
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        """Steps and seed as a scenario file may give them (``with_run(steps=nan)`` too)."""
+        for key, value, low, high in (
+            ("steps", self.steps, 1, MAX_STEPS),
+            ("seed", self.seed, 0, 2**63),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ScenarioError(
+                    f"[run] {key} = {value!r}: must be an integer from {low} to {high}"
+                )
 
 
 @dataclass(frozen=True)

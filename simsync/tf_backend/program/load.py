@@ -158,6 +158,7 @@ def import_program(
     cache: Path | Literal[False] | None = None,
     export: bool = False,
     processes: int = PROFILE_PROCESSES,
+    name: str | None = None,
 ) -> Imported:
     """Run the program at ``path`` in the sandbox until its training loop is known, and
     return its graph with costs (see the module's docstring). ``args`` are its command line
@@ -167,10 +168,11 @@ def import_program(
     op, checked against its source (the grader's); ``processes`` time the step
     (:func:`_more_walls`). ``sandbox`` defaults to bubblewrap
     (:data:`~simsync.sandbox.bubblewrap.NO_SANDBOX` only for trusted code). A program that
-    cannot be imported raises :class:`ProgramError` with one line. ``hidden`` folders are
-    empty inside the sandbox (the grader's: the assignments and their solutions)."""
+    cannot be imported raises :class:`ProgramError` with one line, which names it ``name``
+    (default: its path). ``hidden`` folders are empty inside the sandbox (the grader's: the
+    assignments and their solutions)."""
     source = Path(path)
-    shown = printable(str(source), one_line=True)
+    shown = printable(name or str(source), one_line=True)
     folder = None if cache is False else (cache or cost_cache.costs_folder())
     chosen = cost_cache.load_costs(costs) if costs is not None else None
     runner = _Runner(source, shown, tuple(args), limits, sandbox, hidden)
@@ -448,9 +450,9 @@ def _checked(said: dict[str, Any], shown: str) -> ProgramSaid:
         except (ValueError, RecursionError, KeyError, TypeError):
             raise ProgramError(f"{shown}: its process said a graph that is not one") from None
     try:
-        checked: ProgramSaid = read_said(ProgramSaid, said, "its process said")  # type: ignore[assignment]
+        checked: ProgramSaid = read_said(ProgramSaid, said, "its process")  # type: ignore[assignment]
         if "graph" in checked:
-            read_graph(checked["graph"], "its process said graph")
+            read_graph(checked["graph"], "its graph")
     except WireError as error:
         raise ProgramError(f"{shown}: {error}") from None
     return checked
