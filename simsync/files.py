@@ -30,6 +30,7 @@ import json
 import os
 import stat
 import tempfile
+import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -248,9 +249,11 @@ def _kind(mode: int) -> str | None:
 def atomic_writer(path: str | os.PathLike[str], *, binary: bool = False) -> Iterator[IO[Any]]:
     """A file object whose content replaces ``path`` as a whole when the block ends.
 
-    The temporary file is ``.<name>.<random>.tmp`` beside ``path`` (``.<hash of name>.<random>
-    .tmp`` where the name is too long to take the additions); it is flushed and synced before
-    the rename, and removed if the block raises (any exception, Ctrl-C included). A ``path``
+    The temporary file is ``.<name>.<pid>-<random>.tmp`` beside ``path`` (``.<hash of
+    name>...`` where the name is too long to take the additions); it is flushed and synced
+    before the rename, and removed if the block raises (any exception, Ctrl-C included). One
+    left by a process killed with ``kill -9`` is removed by the next write of the same
+    ``path``, once that process is gone and the file :data:`STALE_SECONDS` old. A ``path``
     that is a device or a FIFO (``/dev/null``, ``/dev/full``, a named pipe) has nothing to
     replace: it is written into, and stays what it is. A folder is refused. Every ``OSError``
     on the way becomes a :class:`UsageError` naming ``path``, never the temporary file. A new
@@ -289,6 +292,7 @@ def atomic_writer(path: str | os.PathLike[str], *, binary: bool = False) -> Iter
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, target)
+        _remove_stale(target)
     except BaseException as error:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
@@ -381,18 +385,58 @@ def _written_into(target: Path, binary: bool) -> Iterator[IO[Any]]:
             file.flush()
 
 
-#: mkstemp's additions to a name: the dots, 8 random characters and the suffix.
-_TEMPORARY_ADDS = len("..") + 8 + len(".tmp")
+#: mkstemp's additions to a name: the dots, a process id, a dash, 8 random characters and the
+#: suffix.
+_TEMPORARY_ADDS = len("..") + 10 + len("-") + 8 + len(".tmp")
+#: a temporary file of a process that is gone is removed once it is this old (a process in
+#: another PID namespace, whose id means nothing here, may still be writing a younger one)
+STALE_SECONDS = 600.0
 
 
 def _temporary_name(target: Path) -> dict[str, Any]:
     """``mkstemp``'s arguments for a temporary file beside ``target``: named after it,
-    or after a hash of its name when that name is too long to take the additions."""
+    or after a hash of its name when that name is too long to take the additions, and after
+    the process that writes it."""
     folder = target.parent if str(target.parent) else Path(".")
+    return {"prefix": f"{_temporary_prefix(target, folder)}{os.getpid()}-", "suffix": ".tmp",
+            "dir": folder}  # fmt: skip
+
+
+def _temporary_prefix(target: Path, folder: Path) -> str:
     name = target.name
     if len(os.fsencode(name)) + _TEMPORARY_ADDS > _longest_name(folder):
         name = hashlib.sha256(os.fsencode(name)).hexdigest()[:16]
-    return {"prefix": f".{name}.", "suffix": ".tmp", "dir": folder}
+    return f".{name}."
+
+
+def _remove_stale(target: Path) -> None:
+    """Remove the temporary files of ``target`` that processes killed while writing it left
+    (their process is gone, and they are :data:`STALE_SECONDS` old)."""
+    folder = target.parent if str(target.parent) else Path(".")
+    prefix = _temporary_prefix(target, folder)
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(folder):
+            name = entry.name
+            if not (name.startswith(prefix) and name.endswith(".tmp")):
+                continue
+            pid = name[len(prefix) :].partition("-")[0]
+            if pid.isdigit() and not _alive(int(pid)) and _age(entry) > STALE_SECONDS:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's: alive
+        return True
+    return True
+
+
+def _age(entry: os.DirEntry[str]) -> float:
+    return time.time() - entry.stat(follow_symlinks=False).st_mtime
 
 
 def _longest_name(folder: Path) -> int:

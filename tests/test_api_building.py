@@ -251,3 +251,15 @@ def test_simulate_says_what_it_takes() -> None:
 def test_a_graph_without_values_to_compute_is_one_graph_error_with_numerics() -> None:
     with pytest.raises(GraphError, match=r"^op 'tower_0/loss' \(forward\) needs the parameters"):
         simulate(two_towers(), steps=2)
+
+
+def test_a_graph_whose_record_would_not_fit_in_memory_is_refused_at_once() -> None:
+    from simsync.errors import SimulationError
+
+    graph = Graph()
+    names = [f"op_{i}" for i in range(2000)]
+    ops(graph, *names)
+    graph.connect(*names)
+    graph.add_client(Client("main", (names[-1],)))
+    with pytest.raises(SimulationError, match=r"2,000 ops run 1,000,000 times would take about"):
+        api.simulate(graph, steps=1_000_000, numerics=False)

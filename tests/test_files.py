@@ -255,3 +255,72 @@ def test_calibrate_prints_its_profile_with_dash(tmp_path: Path) -> None:
     ran = simsync("calibrate", str(FOUR), "-o", "-", "--steps", "3", cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert "costs" in json.loads(ran.stdout) and os.listdir(tmp_path) == []
+
+
+def _gone_pid() -> int:
+    """A process id no process has here."""
+    pid = 4_000_000
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return pid
+        except OSError:
+            pass
+        pid -= 1
+
+
+def test_a_temporary_file_a_killed_writer_left_is_removed_by_the_next_write(
+    tmp_path: Path,
+) -> None:
+    from simsync.files import STALE_SECONDS, write_text
+
+    target = tmp_path / "t.json"
+    old = time.time() - STALE_SECONDS - 60
+    left = tmp_path / f".t.json.{_gone_pid()}-abcdefgh.tmp"  # kill -9 while writing
+    young = tmp_path / f".t.json.{_gone_pid()}-ijklmnop.tmp"  # maybe another namespace's
+    running = tmp_path / f".t.json.{os.getpid()}-qrstuvwx.tmp"  # a writer still at it
+    other = tmp_path / f".u.json.{_gone_pid()}-abcdefgh.tmp"  # another target's
+    for path in (left, young, running, other):
+        path.write_text("half")
+    for path in (left, running, other):
+        os.utime(path, (old, old))
+    write_text(target, "whole")
+    assert target.read_text() == "whole"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["t.json", young.name, running.name, other.name]
+    )
+
+
+def test_a_closed_standard_output_or_input_and_a_full_device_are_one_line() -> None:
+    def run(command: list[str], **streams: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "simsync", *command],
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+            **streams,  # type: ignore[call-overload]
+        )
+
+    def closed(fd: int):  # the stream closed in the child, as `>&-` and `<&-` close them
+        return lambda: os.close(fd)
+
+    for command, streams, said in (
+        (["simulate", str(FOUR)], {"preexec_fn": closed(1)}, "standard output is closed"),
+        (["learn", "1"], {"preexec_fn": closed(0), "stdout": subprocess.DEVNULL},
+         "standard input is closed"),
+        (["simulate", str(FOUR), "--json"], {"stdout": subprocess.DEVNULL}, None),
+    ):  # fmt: skip
+        done = run(command, **streams)
+        if said is None:
+            assert done.returncode == 0, done.stderr
+            continue
+        assert done.returncode == 2 and said in done.stderr, done.stderr
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    if Path("/dev/full").exists():
+        with open("/dev/full", "w") as full:
+            done = run(["simulate", str(FOUR), "--json"], stdout=full)
+        assert done.returncode == 2 and done.stderr == (
+            "simsync: error: cannot write to standard output: No space left on device\n"
+        )

@@ -375,3 +375,24 @@ os._exit(1)"""
     built = [r for r in result.results if r.check.graph.endswith(":build")]
     assert built and all(r.score == 0 for r in built), outputs(result)
     assert all("said what it may not: error:" in r.output for r in built), outputs(result)
+
+
+def test_the_audit_hooks_code_cannot_be_swapped(tmp_path: Path) -> None:
+    # found through the garbage collector, its code, defaults or closure changed: refused
+    # (the hook is a second wall behind the sandbox's; this keeps it standing)
+    body = """import gc
+hooks = [o for o in gc.get_objects()
+         if callable(o) and getattr(o, "__name__", "") in ("hook", "inside")]
+assert hooks, "the hook was not found"
+said = []
+for found in hooks:
+    for part, value in (("__code__", (lambda *a, **k: True).__code__), ("__defaults__", ())):
+        try:
+            setattr(found, part, value)
+            said.append("set " + part)
+        except (PermissionError, ValueError, TypeError) as error:
+            said.append(type(error).__name__)
+if "set __code__" in said or "set __defaults__" in said:
+    raise RuntimeError("swapped: " + ", ".join(said))"""
+    result = graded(submit(tmp_path, body))
+    assert result.score == result.max_score, outputs(result)

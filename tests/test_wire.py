@@ -239,6 +239,6 @@ def test_a_scenarios_run_is_checked_however_it_is_made():
     from simsync.scenario import Scenario
 
     for steps in (math.nan, 0, -5, 2.5, True, "10"):
-        with pytest.raises(ScenarioError, match=r"\[run\] steps"):
+        with pytest.raises(ScenarioError, match=r"\[run\] steps: must be from 1 to 1e\+06"):
             Scenario("s").with_run(steps=steps)
     assert Scenario("s").with_run(steps=7, seed=3).run.steps == 7

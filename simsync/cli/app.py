@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import os
 import signal
 import sys
@@ -86,6 +87,14 @@ def _version() -> str:
 # -- entry point ------------------------------------------------------------------------
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status (2 for a user error)."""
+    if sys.stdout is None:  # `simsync ... >&-`: whatever it printed would be lost
+        if sys.stderr is not None:
+            print(
+                "simsync: error: standard output is closed: give it a terminal, a file or a "
+                "pipe (> /dev/null to throw the output away)",
+                file=sys.stderr,
+            )
+        return 2
     ascii_fallback(sys.stdout)  # an ASCII or latin-1 terminal: stand-ins, not a traceback
     top = parser()
     argv, program_args = _program_args(sys.argv[1:] if argv is None else argv)
@@ -100,10 +109,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = _exit_on_terminate()
     try:
         status: int = args.run(args)
+        sys.stdout.flush()  # a full disk or device says so now, not at the interpreter's exit
     except BrokenPipeError:  # `simsync ... | head`: the reader has gone; stop quietly
         _drop_stdout()
         return 128 + getattr(signal, "SIGPIPE", 13)
-    except (SimsyncError, OSError) as error:
+    except OSError as error:
+        print(f"simsync: error: {_said(error)}", file=sys.stderr)
+        _drop_stdout()
+        return 2
+    except SimsyncError as error:
         print(f"simsync: error: {printable(str(error), one_line=True)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -116,6 +130,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     return status
+
+
+def _said(error: OSError) -> str:
+    """An error of the system, in one line: one that names no file came from writing the
+    output (``--json > /dev/full``: No space left on device).
+
+    >>> import errno
+    >>> _said(OSError(errno.ENOSPC, "No space left on device"))
+    'cannot write to standard output: No space left on device'
+    """
+    if error.filename is None and error.errno in (
+        errno.ENOSPC,
+        errno.EIO,
+        errno.EFBIG,
+        errno.EBADF,
+    ):
+        return f"cannot write to standard output: {error.strerror}"
+    return printable(str(error), one_line=True)
 
 
 def _drop_stdout() -> None:

@@ -17,6 +17,7 @@ from typing import TypedDict
 from simsync.engine.collection import with_collector_paused
 from simsync.engine.executor import Engine, StepCallback
 from simsync.engine.results import BatchNormSummary, Summary
+from simsync.errors import SimulationError
 from simsync.ir import Graph, counter_readers, critical_path, run_orders, updating_clients
 from simsync.kinds import check_graph, kind_of, resource_feeds, sync_points
 from simsync.kinds.moving_average import race_outcomes
@@ -24,6 +25,7 @@ from simsync.numerics import ModelSpec
 from simsync.patterns import build
 from simsync.replay import add_values
 from simsync.scenario import Scenario
+from simsync.scenario.budget import BYTES_PER_OP, SECONDS_PER_OP, Estimate, physical_memory
 from simsync.scenario.load import check_scenario
 from simsync.trace import (
     StepRecord,
@@ -101,6 +103,8 @@ def simulate(
         graph = build(scenario)  # checks the scenario
     else:
         check_scenario(scenario)
+        if detail:
+            _fits_in_memory(graph, scenario.run.steps)
     model = scenario.model if numerics else None
     if model is not None:  # what the values need, before the run (the engine checks timing)
         check_graph(graph, model)
@@ -111,6 +115,22 @@ def simulate(
     # the run and its replay make no lasting reference cycles: one pause of the collector
     trace = with_collector_paused(_run_and_replay, _Stages(engine, model))
     return Simulation(scenario, graph, trace, time.perf_counter() - started)
+
+
+def _fits_in_memory(graph: Graph, steps: int) -> None:
+    """A graph of one's own (a scenario's was estimated before it was built): refused when
+    its record of every op would not fit in this machine's memory
+    (:mod:`simsync.scenario.budget`'s rates)."""
+    runs = max((c.steps or steps for c in graph.clients if not c.daemon), default=steps)
+    cost = Estimate(len(graph) * runs, len(graph) * runs * SECONDS_PER_OP,
+                    len(graph) * runs * BYTES_PER_OP)  # fmt: skip
+    memory = physical_memory()
+    if memory is not None and cost.bytes > memory:
+        raise SimulationError(
+            f"{len(graph):,} ops run {runs:,} times would take {cost}, and this machine has "
+            f"{memory / 1e9:.1f} GB: simulate fewer steps, or keep only the steps "
+            "(detail=False)"
+        )
 
 
 @dataclass(frozen=True)

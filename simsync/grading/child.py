@@ -50,6 +50,9 @@ REFUSED = ("socket.", "subprocess.", "os.system", "os.exec", "os.posix_spawn", "
 WRITES = ("os.remove", "os.rename", "os.mkdir", "os.rmdir", "os.chmod", "os.symlink", "os.link",
           "os.truncate", "shutil.rmtree", "os.utime", "os.chown", "shutil.copyfile")  # fmt: skip
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+#: what of the hook's functions may not be set: their code and the values they were bound to
+#: (every name they use is an argument's default, never a closure's cell, which could be set)
+FUNCTION_PARTS = ("__code__", "__defaults__", "__kwdefaults__")
 
 
 def main(request_path: str, submission: str, work: str) -> int:
@@ -112,12 +115,16 @@ def _build(request: dict[str, Any], submission: Path, work: Path, scenario: Scen
 
 def _guard(root: Path) -> None:
     """Refuse writes outside ``root``, sockets, processes and ctypes (an audit hook cannot be
-    removed once installed; what it reads is bound now, so changing this module's names
-    later changes nothing)."""
-    prefix = str(root) + os.sep
+    removed once installed; what it reads is bound now, as arguments' defaults, so changing
+    this module's names later changes nothing, and setting a function's code or defaults,
+    which would change the hook's, is refused too)."""
 
     def inside(
-        path: Any, root: str = str(root), realpath: Any = os.path.realpath, null: str = os.devnull
+        path: Any,
+        root: str = str(root),
+        prefix: str = str(root) + os.sep,
+        realpath: Any = os.path.realpath,
+        null: str = os.devnull,
     ) -> bool:
         if isinstance(path, int):  # an open descriptor: already allowed when it was opened
             return True
@@ -130,9 +137,13 @@ def _guard(root: Path) -> None:
         refused: tuple[str, ...] = REFUSED,
         writes: tuple[str, ...] = WRITES,
         flags_written: int = WRITE_FLAGS,
+        ours: tuple[int, ...] = (),
     ) -> None:
         if event.startswith(refused) or (event == "import" and args[0] == "ctypes"):
             raise PermissionError(f"not allowed while grading: {event}")
+        if event == "object.__setattr__" and args[1] in FUNCTION_PARTS and id(args[0]) in ours:
+            # this hook's code or defaults (found through the garbage collector)
+            raise PermissionError(f"not allowed while grading: setting a function's {args[1]}")
         if event == "open" and args[0] is not None:
             mode, flags = args[1], args[2]
             writing = any(c in str(mode or "") for c in "wax+") or bool(flags & flags_written)
@@ -141,6 +152,8 @@ def _guard(root: Path) -> None:
         elif event in writes and not all(inside(a) for a in args[:2] if isinstance(a, str)):
             raise PermissionError(f"not allowed while grading: {event} {args[0]}")
 
+    assert hook.__defaults__ is not None
+    hook.__defaults__ = (*hook.__defaults__[:-1], (id(hook), id(inside)))
     sys.addaudithook(hook)
 
 

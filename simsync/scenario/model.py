@@ -30,13 +30,11 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         """Steps and seed as a scenario file may give them (``with_run(steps=nan)`` too)."""
-        for key, value, low, high in (
-            ("steps", self.steps, 1, MAX_STEPS),
-            ("seed", self.seed, 0, 2**63),
-        ):
+        for key, value, high in (("steps", self.steps, MAX_STEPS), ("seed", self.seed, 2**63)):
+            low = 1 if key == "steps" else 0
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 raise ScenarioError(
-                    f"[run] {key} = {value!r}: must be an integer from {low} to {high}"
+                    f"[run] {key}: must be from {low} to {high:g}, a whole number (got {value!r})"
                 )
 
 

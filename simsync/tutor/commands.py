@@ -34,6 +34,11 @@ __all__ = ["copy_lesson", "learn", "lessons"]
 def learn(number: int | None, *, answers_file: Path | None = None, no_input: bool = False) -> int:
     """``simsync learn [N]``: the menu, or lesson N; continue where the learner stopped."""
     interactive = answers_file is None and not no_input
+    if interactive and sys.stdin is None:  # `simsync learn 1 <&-`
+        raise UsageError(
+            "standard input is closed, and a lesson asks you questions: run it in a terminal, "
+            "or with --no-input (the expected answers) or --answers FILE"
+        )
     console, lessons = make_console(), load_lessons()
     progress = Progress() if interactive else Progress.scratch()
     _warn(console, progress)

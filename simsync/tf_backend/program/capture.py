@@ -157,6 +157,12 @@ class Observer:
         observer = self
 
         def __init__(self: Any, target: str = "", graph: Any = None, config: Any = None) -> None:
+            if target:  # a server's session would wait for a cluster the sandbox has not
+                raise Ended(
+                    f"connects its session to a TensorFlow server ({str(target)[:100]}): "
+                    "simsync imports a program that trains in one process, with "
+                    "tf.compat.v1.Session() and no target"
+                )
             observer.sessions += 1
             real_init(self, target, graph, observer.configure(config))
 

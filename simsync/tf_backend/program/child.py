@@ -27,6 +27,8 @@ by (:func:`~simsync.tf_backend.program.costs.graph_key`).
 from __future__ import annotations
 
 import base64
+import errno
+import io
 import json
 import math
 import os
@@ -55,6 +57,8 @@ from simsync.tf_backend.program.costs import graph_key, is_known
 
 __all__ = ["export_loop", "graph_data", "main", "thread_names"]
 
+#: characters of the program's own prints kept (the rest is dropped)
+PRINTED = 2**20
 #: an exported loop's runs (in the process that loads it) give up after this long: a queue
 #: the program filled by hand before its loop is empty there
 EXPORTED_RUN_TIMEOUT_MS = 60_000
@@ -63,6 +67,7 @@ EXPORTED_RUN_TIMEOUT_MS = 60_000
 def main(request_path: str, folder: str, work: str) -> int:
     request = json.loads(Path(request_path).read_text())
     say = answer_channel(bool(request.get("sealed")))
+    sys.stdout = sys.stderr = _Capped(sys.stderr)  # the program's prints: the first MiB
     say(started=True)
     shutil.copytree(folder, work, dirs_exist_ok=True)
     os.chdir(work)
@@ -111,8 +116,31 @@ def main(request_path: str, folder: str, work: str) -> int:
     os._exit(0)
 
 
+class _Capped(io.TextIOBase):
+    """The program's standard output and error: the first :data:`PRINTED` characters go to
+    standard error (the parent reads only its end), the rest nowhere. A program that prints
+    a gigabyte would otherwise stop at the file size limit."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream, self.left = stream, PRINTED
+
+    def write(self, text: str) -> int:
+        if self.left > 0:
+            self.stream.write(text[: self.left])
+            self.left -= len(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
 def _described(error: BaseException, program: Path) -> str:
     """``train.py:12: ValueError: message``: the program's own line nearest the error."""
+    if isinstance(error, OSError) and error.errno == errno.EFBIG:
+        return (
+            "wrote a file larger than the sandbox allows (its output goes to standard error, "
+            "of which the first MiB is kept: write less)"
+        )
     frames = traceback.extract_tb(error.__traceback__)
     inside = [f for f in frames if Path(f.filename).parent == program.parent]
     where = f"{Path(inside[-1].filename).name}:{inside[-1].lineno}: " if inside else ""

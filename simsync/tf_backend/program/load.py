@@ -435,8 +435,13 @@ def _run(runner: _Runner, request: dict[str, Any]) -> _Answer:
             answer.key = cost_cache.graph_key(copied.digest, said["graph"], said["machine"])
         return answer
     why = outcome.too_long(limits) or outcome.error or "it stopped without saying why"
-    if "started" in said and "time" in why:
+    if "started" in said and ("took longer" in why or "CPU time" in why):
         why += " (a loop before its first sess.run, or a blocked queue?)"
+    elif why.endswith("SIGABRT"):
+        why += (
+            " (TensorFlow stops so when it cannot start a thread or get memory: "
+            f"{limits.memory_bytes / 2**30:g} GiB here; does the program start many threads?)"
+        )
     raise ProgramError(f"{shown}: {why}")
 
 
