@@ -258,3 +258,15 @@ def test_a_metagraphdef_is_imported_without_running_the_program(tmp_path):
     assert [c.name for c in graph.clients] == ["main"]
     assert len(sync_points(graph)) == 1
     assert any(op.writes == ("w",) for op in graph.ops())
+
+
+def test_a_feed_dict_program_of_unknown_batch_size_imports_with_the_shapes_it_ran():
+    # the beginners' tutorial's way: placeholders of shape [None, ...], an InteractiveSession,
+    # train_step.run(feed_dict), Tensor.eval; its batch of 100 is only known as it runs
+    imported = import_program(PROGRAMS / "softmax_feed.py", processes=1)
+    graph = imported.graph
+    assert [c.name for c in graph.clients] == ["main"]
+    assert imported.report["ignored"]["placeholders (fed by sess.run)"] == 2
+    logits = graph.tensor("MatMul", "add")
+    assert logits.shape == (100, 10) and logits.nbytes == 100 * 10 * 4
+    assert graph.variables["Variable"].shape == (784, 10)

@@ -97,7 +97,10 @@ Line = Annotated[str, Limit(most=8192)]
 #: what went wrong, as said (a user's exception's message may be long: shown shortened)
 Message = Annotated[str, Limit(most=2**20)]
 Names = Annotated[list[Name], Limit(most=ITEMS)]
-Shape = Annotated[list[Annotated[int, Limit(low=0, high=2**48)] | None], Limit(most=64)]
+Dim = Annotated[int, Limit(low=0, high=2**48)]
+Shape = Annotated[list[Dim | None], Limit(most=64)]
+#: a shape as it ran: every dimension known
+Ran = Annotated[list[Dim], Limit(most=64)]
 #: where the program made an op: its file (a name in the program's folder) and line
 MadeIn = tuple[Annotated[str, Limit(most=255)], Annotated[int, Limit(low=1, high=10**7)]]
 
@@ -225,6 +228,8 @@ class Profile(TypedDict):
 
     ops: dict[Name, OpCost]
     tensors: dict[Name, Bytes]
+    #: each output's shape as the traced steps carried it
+    shapes: NotRequired[dict[Name, Ran]]
     clients: dict[Short, ClientCost]
     steps: Count
     fit: NotRequired[Fit]

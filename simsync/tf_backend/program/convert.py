@@ -236,7 +236,7 @@ def convert(
                 amount=elements,
             )
         )
-    _tensors(graph, ops, kept, (profile or {}).get("tensors", {}))
+    _tensors(graph, ops, kept, profile or {})
     if profile and towers.prefix is not None and data.get("logical_devices"):
         _same_costs(graph, ops)
     overheads = (profile or {}).get("clients", {})
@@ -618,6 +618,8 @@ def _variables(
         if op["type"] not in VARIABLES:
             continue
         shape = tuple(op.get("shape") or ())
+        if None in shape:  # a variable whose shape is not fixed (validate_shape=False)
+            shape = ()
         graph.add_variable(
             Variable(
                 name,
@@ -631,10 +633,15 @@ def _variables(
     return names
 
 
-def _tensors(graph: Graph, ops: dict[str, Any], kept: list[str], allocated: Any) -> None:
+def _tensors(
+    graph: Graph, ops: dict[str, Any], kept: list[str], profile: Mapping[str, Any]
+) -> None:
     """One IR tensor per (producer, consumer) pair of kept ops, bytes summed; control edges,
     also through an ignored op that waits for others (a constant under
-    ``tf.control_dependencies``: its consumers wait for what it waited for)."""
+    ``tf.control_dependencies``: its consumers wait for what it waited for). A tensor whose
+    static shape leaves a dimension unknown (a placeholder's ``None`` batch) has the shape and
+    bytes the profile's traced steps carried, if they carried it."""
+    allocated, ran = profile.get("tensors", {}), profile.get("shapes", {})
     keep = set(kept)
     bridged: dict[str, set[str]] = {}
 
@@ -659,7 +666,7 @@ def _tensors(graph: Graph, ops: dict[str, Any], kept: list[str], allocated: Any)
         for src, tensors in pairs.items():
             nbytes = sum(_bytes(t, allocated) for t in tensors)
             one = tensors[0] if len(tensors) == 1 else None
-            shape = tuple(one["shape"]) if one and one["shape"] is not None else None
+            shape = _shape(one, ran) if one else None
             graph.add_tensor(
                 Tensor(src, name, nbytes, shape=shape, dtype=one["dtype"] if one else None)
             )
@@ -667,6 +674,21 @@ def _tensors(graph: Graph, ops: dict[str, Any], kept: list[str], allocated: Any)
             control |= {src} if src in keep else waits_for(src)
         for src in sorted(control, key=kept.index):
             graph.add_tensor(Tensor(src, name, control=True))
+
+
+def _shape(tensor: Mapping[str, Any], ran: Mapping[str, list[int]]) -> tuple[int, ...] | None:
+    """A tensor's shape: its static one, else as the traced steps carried it, else unknown.
+
+    >>> _shape({"op": "x", "slot": 0, "shape": [None, 10]}, {"x:0": [100, 10]})
+    (100, 10)
+    >>> _shape({"op": "x", "slot": 0, "shape": [None, 10]}, {}) is None
+    True
+    """
+    static = tensor["shape"]
+    if static is not None and None not in static:
+        return tuple(static)
+    traced = ran.get(f"{tensor['op']}:{tensor['slot']}")
+    return tuple(traced) if traced is not None else None
 
 
 def _bytes(tensor: dict[str, Any], allocated: Any) -> int:

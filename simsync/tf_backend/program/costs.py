@@ -88,17 +88,17 @@ def graph_key(source: str, data: Mapping[str, Any], machine: Mapping[str, Any]) 
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def costs_path(key: str, folder: Path | None = None) -> Path:
-    """Where the costs of graph ``key`` (made by :func:`graph_key`) are kept."""
+def costs_path(key: str, folder: Path) -> Path:
+    """Where the costs of graph ``key`` (made by :func:`graph_key`) are kept in ``folder``."""
     if not _KEY.fullmatch(key):
         raise ValueError(f"not a key of the cost cache: {key!r}")  # a bug: keys are made here
-    return (folder or costs_folder()) / f"{key}.json"
+    return folder / f"{key}.json"
 
 
-def known_keys(salt: bytes, folder: Path | None = None) -> list[str]:
+def known_keys(salt: bytes, folder: Path) -> list[str]:
     """The cached graphs' keys, each hashed with ``salt`` (:func:`is_known` checks one)."""
     try:
-        keys = [p.stem for p in (folder or costs_folder()).glob("*.json") if _KEY.fullmatch(p.stem)]
+        keys = [p.stem for p in folder.glob("*.json") if _KEY.fullmatch(p.stem)]
     except OSError:
         return []
     return sorted(_salted(salt, key) for key in keys)
@@ -117,9 +117,7 @@ def _salted(salt: bytes, key: str) -> str:
     return hashlib.sha256(salt + key.encode()).hexdigest()
 
 
-def save_costs(
-    key: str, machine: Mapping[str, Any], profile: Profile, folder: Path | None = None
-) -> Path:
+def save_costs(key: str, machine: Mapping[str, Any], profile: Profile, folder: Path) -> Path:
     """Keep ``profile`` for graph ``key`` (written atomically); a cache that cannot be
     written is not an error: the costs are used, and measured again next time."""
     path = costs_path(key, folder)
@@ -131,7 +129,7 @@ def save_costs(
     return path
 
 
-def cached_costs(key: str, folder: Path | None = None) -> CostsFile | None:
+def cached_costs(key: str, folder: Path) -> CostsFile | None:
     """The cached costs of graph ``key``, or None."""
     path = costs_path(key, folder)
     if not path.exists():

@@ -139,6 +139,12 @@ class _Answer:
     said: ProgramSaid
     copied: _Copied
     key: str | None = None
+    #: why the child stopped early (a limit), or ""
+    stopped: str = ""
+
+    def missing(self, shown: str, what: str) -> ProgramError:
+        """The error of an answer without ``what``, with why the child stopped, if known."""
+        return ProgramError(f"{shown}: {what}" + (f" ({self.stopped})" if self.stopped else ""))
 
     @property
     def data(self) -> GraphData:
@@ -259,7 +265,7 @@ def measure_program(
     runner = _Runner(Path(path), shown, tuple(args), limits, sandbox)
     answer = _run(runner, {"measure": {"traced": traced, "untraced": untraced}})
     if "measured" not in answer.said:
-        raise ProgramError(f"{shown}: its run was not measured")
+        raise answer.missing(shown, "its run was not measured")
     return str(answer.key), answer.data, dict(answer.said["measured"])
 
 
@@ -285,7 +291,7 @@ def replay_program(
             f"{shown}: it built another graph when run again (it draws its shape?): no values"
         )
     if "values" not in answer.said:
-        raise ProgramError(f"{shown}: its values were not replayed")
+        raise answer.missing(shown, "its values were not replayed")
     return dict(answer.said["values"])
 
 
@@ -294,7 +300,7 @@ def _exported(runner: _Runner, folder: Path) -> _Runner:
     nothing else); the runner of the second process that loads it from ``folder``."""
     answer = _run(runner, {"export": True})
     if "export" not in answer.said:
-        raise ProgramError(f"{runner.shown}: its training loop was not exported")
+        raise answer.missing(runner.shown, "its training loop was not exported")
     export = answer.said["export"]
     try:
         meta = base64.b64decode(export["meta"], validate=True)
@@ -332,7 +338,7 @@ def _profiled(
         return answer
     answer = _run(runner, {**request, "known": {}})
     if "profile" not in answer.said:
-        raise ProgramError(f"{runner.shown}: its costs were not measured")
+        raise answer.missing(runner.shown, "its costs were not measured")
     return answer
 
 
@@ -430,7 +436,7 @@ def _run(runner: _Runner, request: dict[str, Any]) -> _Answer:
         error = error if len(error) <= MAX_ERROR else f"{error[:MAX_ERROR]}..."
         raise ProgramError(f"{shown}{ran_again}: {error}")
     if "export" in said or ("graph" in said and "machine" in said):
-        answer = _Answer(said, copied)
+        answer = _Answer(said, copied, stopped=outcome.too_long(limits) or outcome.error or "")
         if "graph" in said:
             answer.key = cost_cache.graph_key(copied.digest, said["graph"], said["machine"])
         return answer
@@ -476,8 +482,8 @@ def _profile(answer: _Answer, folder: Path | None, chosen: Any, costs: Any) -> t
         return profile, f"{measured}, kept in {saved}"
     if chosen is not None:
         return chosen["profile"], f"{costs} (measured on {chosen['machine'].get('processor')})"
-    cached = cost_cache.cached_costs(key, folder)
-    if cached is None:
+    cached = None if folder is None else cost_cache.cached_costs(key, folder)
+    if folder is None or cached is None:
         raise ProgramError("the cached costs of this graph vanished: run again")
     return cached["profile"], f"cached ({cost_cache.costs_path(key, folder)})"
 

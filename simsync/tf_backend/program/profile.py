@@ -22,6 +22,9 @@ The result is a plain dict (:func:`profile_loop`), the form the cache keeps
     op a traced step ran (``busy``: from when the executor took it to its end);
 ``tensors``
     ``{"op:slot": bytes}`` as allocated;
+``shapes``
+    ``{"op:slot": [dims]}`` as the traced steps carried them (a placeholder's ``None`` batch,
+    as fed);
 ``clients``
     ``{thread: {"overhead": s, "python": s, "cpu": s, "wall": median s, "span": median s,
     "walls": [...]}}``: a ``sess.run``'s own cost, the part of it that holds the GIL and its
@@ -145,6 +148,7 @@ def profile_loop(
             if name in names
         },
         "tensors": found.tensors,
+        "shapes": found.shapes,
         "clients": clients,
         "steps": steps,
     }
@@ -159,6 +163,7 @@ class _Found:
     busy: dict[str, list[float]] = field(default_factory=dict)
     devices: dict[str, str] = field(default_factory=dict)
     tensors: dict[str, int] = field(default_factory=dict)
+    shapes: dict[str, list[int]] = field(default_factory=dict)
 
     def keep(self, records: list[dict[str, Any]], waits: dict[str, list[str]]) -> None:
         """Keep one traced run's records (their starts move back: :func:`_latencies`)."""
@@ -169,6 +174,7 @@ class _Found:
             self.durations.setdefault(record["name"], []).append(record["end"] - record["start"])
             self.devices[record["name"]] = record["device"]
             self.tensors.update(record["outputs"])
+            self.shapes.update(record["shapes"])
 
 
 def _runner_work(tf: Any, loop: Loop, steps: int) -> list[list[dict[str, Any]]]:
@@ -431,21 +437,23 @@ def _latencies(records: list[dict[str, Any]], waits: dict[str, list[str]]) -> No
 def step_stats_records(step_stats: Any) -> list[dict[str, Any]]:
     """Every node execution of one traced step, once (on a GPU timed by its kernels, see
     :mod:`simsync.tf_backend.session.step_stats`): name, the program's device, start and end
-    (seconds, absolute) and its outputs' allocated bytes (``{"op:slot": bytes}``, from the
-    executor's records)."""
+    (seconds, absolute), its outputs' allocated bytes (``{"op:slot": bytes}``, from the
+    executor's records) and their shapes as they ran (``{"op:slot": [dims]}``)."""
     outputs: dict[str, dict[str, int]] = {}
+    shapes: dict[str, dict[str, list[int]]] = {}
     for device_stats in step_stats.dev_stats:
         if tracer_lane(device_stats.device) is not None:
             continue  # a GPU's streams: kernels and copies, no outputs
         for node in device_stats.node_stats:
-            outputs.setdefault(node.node_name, {}).update(
-                {
-                    f"{node.node_name}:{out.slot}": int(
-                        out.tensor_description.allocation_description.requested_bytes
-                    )
-                    for out in node.output
-                }
-            )
+            for out in node.output:
+                name, described = f"{node.node_name}:{out.slot}", out.tensor_description
+                outputs.setdefault(node.node_name, {})[name] = int(
+                    described.allocation_description.requested_bytes
+                )
+                if not described.shape.unknown_rank:
+                    dims = [int(d.size) for d in described.shape.dim]
+                    if all(d >= 0 for d in dims):
+                        shapes.setdefault(node.node_name, {})[name] = dims
     records = []
     for node in read_step_stats(step_stats).nodes:
         if node.name.startswith("_") or not node.start:
@@ -459,6 +467,7 @@ def step_stats_records(step_stats: Any) -> list[dict[str, Any]]:
                 "start": node.start / 1e6,
                 "end": node.end / 1e6,
                 "outputs": outputs.get(node.name, {}),
+                "shapes": shapes.get(node.name, {}),
             }
         )
     return records
