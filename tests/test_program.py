@@ -197,13 +197,20 @@ def test_the_program_report_checks_order_arrivals_and_step_time():
     graph = _two_tower_graph()  # tower_1's gradient costs twice tower_0's: it comes last
     scenario = Scenario("two", cluster=ClusterConfig(devices=2)).with_run(steps=10)
     simulation = simulate(scenario, numerics=False, graph=graph)
-    in_order = [["tower_0/grad", "/gpu:0", 0.0, 1.0], ["tower_1/grad", "/gpu:1", 0.0, 2.0],
-                ["concat", "/cpu:0", 2.5, 3.0], ["Const", "/cpu:0", 0.0, 0.1]]  # fmt: skip
-    early = [r if r[0] != "concat" else ["concat", "/cpu:0", 1.5, 3.0] for r in in_order]
+    # [name, device, start, end, when its outputs existed]
+    in_order = [["tower_0/grad", "/gpu:0", 0.0, 1.0, 1.0],
+                ["tower_1/grad", "/gpu:1", 0.0, 2.0, 2.0],
+                ["concat", "/cpu:0", 2.5, 3.0, 3.0],
+                ["Const", "/cpu:0", 0.0, 0.1, 0.1]]  # fmt: skip
+    early = [r if r[0] != "concat" else ["concat", "/cpu:0", 1.5, 3.0, 3.0] for r in in_order]
+    # TensorFlow's executor hands tower_1/grad's output on, then records its end: preempted in
+    # between, it ends after concat started, its output there before (measured: 81 us)
+    preempted = [r if r[0] != "tower_1/grad" else [*r[:3], 2.6, 2.0] for r in in_order]
     walls = [0.003] * 5
-    runs = [{"clients": {"MainThread": {"walls": walls, "steps": [in_order] * 9 + [early]}}}]
+    steps = [in_order] * 8 + [preempted, early]
+    runs = [{"clients": {"MainThread": {"walls": walls, "steps": steps}}}]
     report = program_report(graph, simulation, runs, {"MainThread": "main"}, set(graph.nx))
-    # 2 edges in each of 10 steps; concat began before tower_1/grad ended in one of them
+    # 2 edges in each of 10 steps; concat began before tower_1/grad's output existed in one
     assert report["structure"]["checked"] == 20
     (violation,) = report["structure"]["violations"]
     assert violation["before"] == "tower_1/grad" and violation["after"] == "concat"
@@ -227,8 +234,9 @@ def test_towers_of_equal_work_have_no_predicted_last():
     graph.replace_op(dataclasses.replace(graph.op("tower_1/grad"), cost=Cost(0.001)))
     scenario = Scenario("two", cluster=ClusterConfig(devices=2)).with_run(steps=10)
     simulation = simulate(scenario, numerics=False, graph=graph)
-    steps = [[["tower_0/grad", "/gpu:0", 0.0, 1.0], ["tower_1/grad", "/gpu:1", 0.0, 1.2],
-              ["concat", "/cpu:0", 1.5, 2.0]]] * 10  # fmt: skip
+    steps = [[["tower_0/grad", "/gpu:0", 0.0, 1.0, 1.0],
+               ["tower_1/grad", "/gpu:1", 0.0, 1.2, 1.2],
+               ["concat", "/cpu:0", 1.5, 2.0, 2.0]]] * 10  # fmt: skip
     runs = [{"clients": {"MainThread": {"walls": [0.002] * 5, "steps": steps}}}]
     report = program_report(graph, simulation, runs, {"MainThread": "main"}, set(graph.nx))
     (last,) = report["arrivals"]

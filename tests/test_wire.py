@@ -165,7 +165,7 @@ def test_a_graph_whose_names_do_not_hold_together_is_one_line():
     [
         (Measured, {"clients": {"t": {"walls": ["x"], "steps": [], "queues": {}}}}, "walls[0]"),
         (Measured, {"clients": {"t": {"walls": [], "steps": [[["a", "d", 1.0]]], "queues": {}}}},
-         "a list of 4 items"),
+         "a list of 5 items"),
         (Values, {"losses": {"c": [[0, 1.0]]}, "final": {}, "versions": {"v": -1}}, "versions"),
         (Values, {"losses": {"c": [[0.5, 1.0]]}, "final": {}, "versions": {}}, "whole number"),
     ],

@@ -365,14 +365,14 @@ def happens_before(
             if before is None or after is None:
                 continue
             checked += 1
-            if after.start < before.end:
+            if after.start < before.outputs_at:  # what TensorFlow guarantees
                 violations.append(
                     {
                         "step": step,
                         "client": client,
                         "before": src,
                         "after": dst,
-                        "overlap_seconds": before.end - after.start,
+                        "overlap_seconds": before.outputs_at - after.start,
                     }
                 )
     return checked, violations

@@ -64,9 +64,11 @@ def real_trace(
                 kept = [r for r in records if r[0] in graph.nx]
                 if not kept:
                     continue
-                for name, device, start, end in kept:
+                for name, device, start, end, done in kept:
                     trace.ops.append(
-                        OpRecord(name, "generic", (device,), client, step, start, start, end)
+                        OpRecord(
+                            name, "generic", (device,), client, step, start, start, end, done=done
+                        )
                     )
                 first = min(r[2] for r in kept)
                 trace.steps.append(StepRecord(client, step, first, max(r[3] for r in kept)))

@@ -246,8 +246,9 @@ class CostsFile(TypedDict):
 # ## What a cross-check's run of a program measured, and its values replayed
 
 
-#: one op of a traced step: its name, its device, when it started and ended
-Record = tuple[Name, Annotated[str, Limit(most=512)], Stamp, Stamp]
+#: one op of a traced step: its name, its device, when it started and ended, and when its
+#: outputs existed
+Record = tuple[Name, Annotated[str, Limit(most=512)], Stamp, Stamp, Stamp]
 
 
 class MeasuredClient(TypedDict):

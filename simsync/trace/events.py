@@ -46,6 +46,14 @@ class OpRecord(NamedTuple):
     loss: float | None = None
     #: seconds it waited on a resource (a token, R gradients) after its inputs arrived
     blocked: float = 0.0
+    #: when its outputs existed, if before its end (a traced op: its kernel's end, before
+    #: TensorFlow's executor handed them on and recorded it); None: at its end
+    done: float | None = None
+
+    @property
+    def outputs_at(self) -> float:
+        """When its outputs existed: what an op that takes them starts after."""
+        return self.end if self.done is None else self.done
 
     @property
     def queued(self) -> float:

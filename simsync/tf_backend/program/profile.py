@@ -466,6 +466,7 @@ def step_stats_records(step_stats: Any) -> list[dict[str, Any]]:
                 "device": program_device(node.device),
                 "start": node.start / 1e6,
                 "end": node.end / 1e6,
+                "done": node.done / 1e6,
                 "outputs": outputs.get(node.name, {}),
                 "shapes": shapes.get(node.name, {}),
             }
@@ -508,15 +509,16 @@ def measure_loop(tf: Any, loop: Loop, traced: int, untraced: int) -> dict[str, A
     often than the queue really was as the step began, never less; not for workers, which
     cannot run alone).
 
-    ``{"clients": {thread: {"walls": [s, ...], "steps": [[[name, device, start, end],
-    ...], ...], "queues": {queue: [size, ...]}}}}``, times in seconds."""
+    ``{"clients": {thread: {"walls": [s, ...], "steps": [[[name, device, start, end,
+    done], ...], ...], "queues": {queue: [size, ...]}}}}``, times in seconds (``done``: when
+    its outputs existed, :class:`~simsync.tf_backend.session.step_stats.NodeRun`)."""
     run = loop.session.run
 
     def measure_client(thread: str, call: Any, together: _Together | None) -> dict[str, Any]:
         walls = _timed_runs(tf, run, call, untraced, together)
         steps = [
             [
-                [r["name"], r["device"], r["start"], r["end"]]
+                [r["name"], r["device"], r["start"], r["end"], r["done"]]
                 for r in step_stats_records(metadata.step_stats)
             ]
             for metadata in _traced_runs(tf, loop, thread, call, traced, together)

@@ -41,13 +41,17 @@ TimedBy = Literal["kernels", "executor"]
 class NodeRun:
     """One execution of a TensorFlow node: its name, its executor's device and its span in
     microseconds of wall clock (as the trace gives them); ``timed_by`` says whether the span
-    is its GPU kernels' or the executor's record."""
+    is its GPU kernels' or the executor's record. ``done`` is when its outputs existed: its
+    kernel's end, before the executor's own work for it (handing its outputs on, recording
+    it), which its successors may overlap: a thread preempted in that work ended the node
+    81 us after its successor had started on another thread, measured here."""
 
     name: str
     device: str
     start: float
     end: float
     timed_by: TimedBy
+    done: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,7 @@ def tracer_lane(device: str) -> tuple[str, str | None] | None:
 
 def read_step_stats(step_stats: Any) -> StepNodes:
     """Every node execution of a traced step once, and every copy once (see the module)."""
-    executions: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
+    executions: dict[str, list[tuple[float, float, float, str]]] = defaultdict(list)
     kernels: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
     copies: list[Copy] = []
     for device in step_stats.dev_stats:
@@ -100,9 +104,9 @@ def read_step_stats(step_stats: Any) -> StepNodes:
         if lane is None:
             for node in device.node_stats:
                 start = node.all_start_micros
-                executions[node.node_name].append(
-                    (start, start + node.all_end_rel_micros, device.device)
-                )
+                end = start + node.all_end_rel_micros
+                done = start + node.op_end_rel_micros if node.op_end_rel_micros else end
+                executions[node.node_name].append((start, end, min(done, end), device.device))
             continue
         name, copy = lane
         if name in ("stream:all", "memcpy", "sync", "stream:"):
@@ -129,20 +133,22 @@ def read_step_stats(step_stats: Any) -> StepNodes:
 
 
 def _timed(
-    name: str, runs: list[tuple[float, float, str]], kernels: list[tuple[float, float, float]]
+    name: str,
+    runs: list[tuple[float, float, float, str]],
+    kernels: list[tuple[float, float, float]],
 ) -> list[NodeRun]:
     """The executions of one node, each timed by the kernels it launched if any: a kernel
     belongs to the last execution that started before its launch (the executions of a node
     in a loop launch one after another)."""
-    starts = [start for start, _, _ in runs]
+    starts = [start for start, _, _, _ in runs]
     spans: list[list[float]] = [[] for _ in runs]
     for launched, start, end in kernels:
         index = max(bisect.bisect_right(starts, launched) - 1, 0)
         spans[index] += [start, end]
     timed = []
-    for (start, end, device), span in zip(runs, spans, strict=True):
+    for (start, end, done, device), span in zip(runs, spans, strict=True):
         if span:
-            timed.append(NodeRun(name, device, min(span), max(span), "kernels"))
+            timed.append(NodeRun(name, device, min(span), max(span), "kernels", max(span)))
         else:
-            timed.append(NodeRun(name, device, start, end, "executor"))
+            timed.append(NodeRun(name, device, start, end, "executor", done))
     return timed

@@ -104,12 +104,14 @@ def traced_step(
         census.mapped += 1
         nodes.setdefault(key, []).append(run)
     spans: dict[str, tuple[float, float]] = {}
+    done: dict[str, float] = {}  # when its outputs existed (NodeRun.done)
     for name, runs in nodes.items():
         timed = [r for r in runs if r.timed_by == "kernels"] or runs
         spans[name] = (
             min(r.start for r in timed) * 1e-6 - base,
             max(r.end for r in timed) * 1e-6 - base,
         )
+        done[name] = max(r.done or r.end for r in timed) * 1e-6 - base
         census.timed_by.setdefault(graph.op(name).kind, Counter())[timed[0].timed_by] += 1
     records = []
     for name, (start, end) in spans.items():
@@ -128,6 +130,7 @@ def traced_step(
                 end,
                 arrivals,
                 losses.get(name),
+                done=done[name],
             )
         )
     records.sort(key=lambda r: (r.start, r.op))
