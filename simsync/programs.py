@@ -252,6 +252,7 @@ def _values(run: ProgramRun) -> dict[str, Any]:
 def program_summary(run: ProgramRun) -> dict[str, Any]:
     """The JSON of ``simsync simulate PROGRAM.py --json``."""
     result: dict[str, Any] = dict(summary(run.simulation))
+    result["towers"] = len(run.graph.towers)  # none when the program has none
     report = run.imported.report
     result["source"] = report["source"]
     result["ops"] = len(run.graph)

@@ -624,3 +624,21 @@ def test_a_cycle_between_scopes_becomes_one_box():
     folded = folded_by_scope(graph)
     assert [op.name for op in folded.ops()] == ["a + b (3 ops)"]
     assert folded.op("a + b (3 ops)").cost.mean == 3.0
+
+
+def test_a_what_if_says_how_it_extended_its_speeds_and_when_it_changes_nothing():
+    from simsync.tf_backend.program.whatif import with_link, with_speeds
+
+    graph, _ = convert(_two_towers(), None)
+    _, line = with_speeds(graph, [1, 0.5, 0.25])
+    assert line == (
+        "tower devices at speeds 1, 0.5, 0.25 (3 speeds for 2 towers: tower_0 1, tower_1 0.5)"
+    )
+    assert with_speeds(graph, [1, 0.5])[1] == "tower devices at speeds 1, 0.5"
+    assert "change nothing" not in with_link(graph, 1.0, None)[1]
+    one = _two_towers()
+    for op in one["ops"]:
+        op["device"] = "/device:CPU:0"  # every op on one device: no tensor travels
+    alone, _ = convert(one, None)
+    assert with_link(alone, 1.0, None)[1].endswith("so they change nothing")
+    assert with_speeds(alone, [0.5])[1].endswith("so they change nothing")

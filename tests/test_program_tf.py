@@ -270,3 +270,5 @@ def test_a_feed_dict_program_of_unknown_batch_size_imports_with_the_shapes_it_ra
     logits = graph.tensor("MatMul", "add")
     assert logits.shape == (100, 10) and logits.nbytes == 100 * 10 * 4
     assert graph.variables["Variable"].shape == (784, 10)
+    summary = program_summary(simulate_program(PROGRAMS / "softmax_feed.py", imported=imported))
+    assert summary["towers"] == 0  # it has none

@@ -46,6 +46,7 @@ from simsync.ir import (
     Graph,
     Link,
     Op,
+    crosses_devices,
     run_orders,
     tower_dependencies,
     tower_work,
@@ -309,13 +310,19 @@ def with_speeds(graph: Graph, speeds: list[float]) -> tuple[Graph, str]:
         if op.tower is not None and re.fullmatch(r"/gpu:\d+", op.device):
             placed.setdefault(op.tower, op.device)
     new = _copy(graph)
-    for tower in towers:
+    given = {tower: speeds[i % len(speeds)] for i, tower in enumerate(towers)}
+    for tower, speed in given.items():
         device = placed.get(tower)
         if device is not None:
-            speed = speeds[tower % len(speeds)]
             new.devices[device] = dataclasses.replace(new.devices[device], speed=speed)
     shown = ", ".join(f"{s:g}" for s in speeds)
-    return new, f"tower devices at speeds {shown}"
+    if not placed:
+        return new, f"speeds {shown}: no tower runs on a GPU of its own, so they change nothing"
+    line = f"tower devices at speeds {shown}"
+    if len(speeds) != len(towers):  # said, never silently repeated or cut
+        each = ", ".join(f"tower_{t} {given[t]:g}" for t in towers)
+        line += f" ({plural(len(speeds), 'speed')} for {plural(len(towers), 'tower')}: {each})"
+    return new, line
 
 
 def with_link(
@@ -334,7 +341,10 @@ def with_link(
         parts.append(f"{bandwidth_gbps:g} Gb/s")
     if latency_us is not None:
         parts.append(f"{latency_us:g} µs latency")
-    return new, "links at " + ", ".join(parts)
+    line = "links at " + ", ".join(parts)
+    if not any(crosses_devices(graph, tensor) for tensor in graph.edges()):
+        line += ": no tensor of this graph goes from one device to another, so they change nothing"
+    return new, line
 
 
 def scaled(graph: Graph, scale: float) -> Graph:
