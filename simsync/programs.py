@@ -273,6 +273,8 @@ def program_summary(run: ProgramRun) -> dict[str, Any]:
         # its own SyncReplicasOptimizer's accumulators and token queue, as resources
         "accumulators": report.get("accumulators", []),
         "token_queues": report.get("token_queues", []),
+        # its UPDATE_OPS: how many run, whose towers', which moving averages they race on
+        "update_ops": report.get("update_ops"),
         "collections": report["collections"],
         "costs": report["costs"],
         "fit": report.get("fit"),

@@ -94,9 +94,16 @@ def test_lesson_7_shows_the_gate_making_every_op_under_it_a_sync_point(tmp_path:
     drawn = program_step(folder, "graph")  # one box per scope: all four under the gate wait
     for box in ("ExpandDims (12 ops)", "concat (6 ops)", "Mean (6 ops)", "GradientDescent"):
         assert f"◆ {box}" in drawn, box
+    # the learner's own code's race, named: every tower's updates write both moving averages
+    assert "UPDATE_OPS: the training loop runs every tower's (4 of 4): they race on 2" in (
+        " ".join(shown.split())
+    )
+    edit(folder / "update_ops_program.py", "update_ops.extend(", "update_ops.extend([] if i else ")
+    assert "runs 2 of 4, tower_0's only" in " ".join(program_step(folder).split())
     edit(folder / "update_ops_program.py", "with tf.control_dependencies(update_ops):", "if 1:")
     shown = program_step(folder)
     assert "made in train" not in shown and "made in average_gradients" in shown
+    assert "4 ops, none run by the training loop" in " ".join(shown.split())
     drawn = program_step(folder, "graph")
     assert "◆ GradientDescent" not in drawn and "◆ ExpandDims" not in drawn
 

@@ -187,6 +187,36 @@ def _accumulators(imported: Mapping[str, Any]) -> list[str]:
     return [line]
 
 
+def _update_ops(imported: Mapping[str, Any], towers: int) -> list[str]:
+    """A line on the program's ``UPDATE_OPS`` (batch norm's moving averages), when it has any.
+
+    >>> one = {"collected": 8, "run": 2, "towers": [0], "racing": []}
+    >>> print(_update_ops({"update_ops": one}, 4)[0][:58])
+    UPDATE_OPS: the training loop runs 2 of 8, tower_0's only:
+    >>> every = {"collected": 4, "run": 4, "towers": [0, 1], "racing": ["mean", "variance"]}
+    >>> print(_update_ops({"update_ops": every}, 2)[0][:73])
+    UPDATE_OPS: the training loop runs every tower's (4 of 4): they race on 2
+
+    """
+    found = imported.get("update_ops") or {}
+    collected, run, whose = found.get("collected", 0), found.get("run", 0), found.get("towers", [])
+    if not collected:
+        return []
+    if not run:
+        return [f"UPDATE_OPS: {plural(collected, 'op')}, none run by the training loop: the "
+                "moving averages never change"]  # fmt: skip
+    line = f"UPDATE_OPS: the training loop runs {run} of {collected}"
+    if towers > 1 and len(whose) == 1:
+        return [f"{line}, tower_{whose[0]}'s only: the other towers' batch statistics never "
+                "reach the moving averages"]  # fmt: skip
+    racing = found.get("racing") or []
+    if racing:
+        return [f"UPDATE_OPS: the training loop runs every tower's ({run} of {collected}): "
+                f"they race on {plural(len(racing), 'moving average')}, each update reading "
+                "and writing it, in whatever order the towers finish"]  # fmt: skip
+    return [line]
+
+
 def _count(why: str, count: int) -> str:
     """``constants (why)`` and 68 as ``constants: 68 (why)``: it reads right for any count.
 
@@ -239,6 +269,8 @@ class ProgramView:
             Text(f"  ignored: {ignored or 'nothing'}"),
         ]
         lines += [Text(f"  {line}") for line in _accumulators(imported)]
+        count = int(imported.get("towers_in_program") or 0)
+        lines += [Text(f"  {line}") for line in _update_ops(imported, count)]
         lines += [Text(f"  {line}") for line in made_in_lines(result["sync_points_made_in"])]
         lines.append(Text(f"  costs: {imported['costs']}"))
         fit = fit_line(imported.get("fit"))

@@ -279,7 +279,37 @@ def convert(
         name for name, resource in graph.resources.items() if resource.kind == "accumulator"
     )
     report["token_queues"] = sorted(tokens & set(graph.resources))
+    report["update_ops"] = _update_ops(data, graph, stepped)
     return graph, report
+
+
+def _update_ops(data: Mapping[str, Any], graph: Graph, stepped: set[str]) -> dict[str, Any]:
+    """The program's ``UPDATE_OPS`` (batch norm's moving averages): how many it collected,
+    how many its training loop runs, whose towers' those are, and the variables that more
+    than one tower's updates write (they race: each reads and writes the moving average).
+
+    >>> from simsync.ir import Cost, Graph, Op, Variable
+    >>> g = Graph()
+    >>> _ = g.add_variable(Variable("mean", "/cpu:0"))
+    >>> for i in (0, 1):
+    ...     _ = g.add_op(Op(f"tower_{i}/update", "generic", "/cpu:0", Cost(0.0), tower=i,
+    ...                     writes=("mean",)))
+    >>> data = {"collections": {"update_ops": ["tower_0/update", "tower_1/update", "x"]}}
+    >>> _update_ops(data, g, {"tower_0/update", "tower_1/update"})
+    {'collected': 3, 'run': 2, 'towers': [0, 1], 'racing': ['mean']}
+    """
+    names = list(data.get("collections", {}).get("update_ops", []))
+    run = [graph.op(name) for name in names if name in stepped and name in graph.nx]
+    writers: dict[str, set[int | None]] = {}
+    for op in run:
+        for variable in op.writes:
+            writers.setdefault(variable, set()).add(op.tower)
+    return {
+        "collected": len(names),
+        "run": len(run),
+        "towers": sorted({op.tower for op in run if op.tower is not None}),
+        "racing": sorted(v for v, towers in writers.items() if len(towers) > 1),
+    }
 
 
 def _tokens_step(graph: Graph) -> str | None:
