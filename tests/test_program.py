@@ -642,3 +642,22 @@ def test_a_what_if_says_how_it_extended_its_speeds_and_when_it_changes_nothing()
     alone, _ = convert(one, None)
     assert with_link(alone, 1.0, None)[1].endswith("so they change nothing")
     assert with_speeds(alone, [0.5])[1].endswith("so they change nothing")
+
+
+def test_a_one_device_program_under_one_scope_folds_into_the_scopes_below_it():
+    from simsync.viz.fold import folded_by_scope
+
+    data = _two_towers()  # every op renamed under Train/, and on the one CPU: no towers
+    rename = {op["name"]: f"Train/{op['name']}" for op in data["ops"]}
+    for op in data["ops"]:
+        op["name"], op["device"] = rename[op["name"]], "/device:CPU:0"
+        for tensor in op["inputs"]:
+            tensor["op"] = rename[tensor["op"]]
+        op["control"] = [rename[c] for c in op["control"]]
+    data["order"] = [op["name"] for op in data["ops"]]
+    data["clients"][0]["fetches"] = ["Train/step"]
+    data["trainable"] = ["Train/w"]
+    graph, _ = convert(data, None)
+    assert not graph.towers
+    boxes = sorted(op.name for op in folded_by_scope(graph).ops())
+    assert len(boxes) > 1 and all(box.startswith("Train/") for box in boxes), boxes

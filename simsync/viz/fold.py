@@ -59,9 +59,10 @@ def folded_by_scope(graph: Graph) -> Graph:
     prefix = tower_scope(graph)
     scoped = frozenset(f"{prefix}{t}" for t in graph.towers) if prefix else frozenset()
     common = _common_scopes(graph, scoped)
+    shared = _shared_depth(graph, common)
     groups: dict[str, list[Op]] = defaultdict(list)
     for op in graph.ops():
-        groups[_group(op, work.get(op.name), common)].append(op)
+        groups[_group(op, work.get(op.name), common, shared)].append(op)
     of = {op.name: key for key, ops in groups.items() for op in ops}
     links = nx.DiGraph()
     links.add_nodes_from(groups)
@@ -97,10 +98,11 @@ def folded_by_scope(graph: Graph) -> Graph:
     return folded
 
 
-def _group(op: Op, tower: int | None, common: dict[str, int]) -> str:
+def _group(op: Op, tower: int | None, common: dict[str, int], shared: int = 0) -> str:
     """The box of ``op``: its tower's scope and the scope below the ones every op of that
-    tower shares (``common``: how many, by tower scope), or its top-level scope (a number at
-    its end dropped) and the tower whose work it is."""
+    tower shares (``common``: how many, by tower scope), or its top-level scope (below the
+    ``shared`` scopes every op outside the towers' shares; a number at its end dropped) and
+    the tower whose work it is."""
     parts = op.name.split("/")
     if _in_tower_scope(op, parts, common):
         depth = 1 + common.get(parts[0], 0)
@@ -112,7 +114,9 @@ def _group(op: Op, tower: int | None, common: dict[str, int]) -> str:
         # SyncReplicasOptimizer, made by tower 0's optimizer): by its own name there, a
         # number at its end dropped
         return "/".join([*parts[:-1], _TAKEN.sub("", parts[-1])])
-    top = _TAKEN.sub("", parts[0])
+    if len(parts) <= shared:
+        return op.name
+    top = "/".join([*parts[:shared], _TAKEN.sub("", parts[shared])])
     return top if tower is None else f"{top} [tower_{tower}]"
 
 
@@ -138,6 +142,31 @@ def _common_scopes(graph: Graph, scoped: frozenset[str]) -> dict[str, int]:
             depth += 1
         common[scope] = depth
     return common
+
+
+def _shared_depth(graph: Graph, common: dict[str, int]) -> int:
+    """How many scopes every op outside the towers' scopes shares (a program built under
+    ``tf.name_scope("Train")`` all through: 1), so that its ops fold into the scopes below
+    rather than into one box of them all.
+
+    >>> from simsync.ir import Cost, Graph, Op
+    >>> g = Graph()
+    >>> for name in ("Train/Model/MatMul", "Train/Model/add", "Train/gradients/a"):
+    ...     _ = g.add_op(Op(name, "generic", "/cpu:0", Cost(1.0)))
+    >>> _shared_depth(g, {})
+    1
+    """
+    paths = [
+        parts[:-1]
+        for op in graph.ops()
+        if not _in_tower_scope(op, parts := op.name.split("/"), common)
+    ]
+    if len(paths) < 2:
+        return 0
+    depth = 0
+    while all(len(p) > depth and p[depth] == paths[0][depth] for p in paths):
+        depth += 1
+    return depth
 
 
 def _name(keys: list[str], groups: dict[str, list[Op]]) -> str:

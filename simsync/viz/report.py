@@ -8,6 +8,7 @@ others (:func:`straggler`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -80,7 +81,7 @@ class SummaryView:
         if path.get("ops"):
             yield Text(
                 f"critical path at mean costs, without contention "
-                f"({_ms(path.get('seconds'))} ms): " + " → ".join(path["ops"]),
+                f"({_ms(path.get('seconds'))} ms): " + " → ".join(path_by_scope(path["ops"])),
                 style="dim",
             )
             note = critical_path_note(path.get("seconds"), self.summary.get("step_time"))
@@ -259,6 +260,44 @@ class SummaryView:
                 yield tower, _ms(waits[tower]), f"{count}/{runs}", "", ""
         if len(towers) > len(shown):
             yield "…", "", "", f"+{len(towers) - len(shown)} towers", "dim"
+
+
+#: a critical path of more ops than this is shown by scope, and at most this many of them
+PATH_SHOWN = 12
+
+
+def path_by_scope(ops: list[str], most: int = PATH_SHOWN) -> list[str]:
+    """A critical path as a screen can show it: as it is when short; else the ops one after
+    another in one scope as that scope (``gradients (14 ops)``; a tower's own scope with the
+    one below it, ``tower_0/gradients``), and at most ``most`` of those, the middle left out.
+
+    >>> path_by_scope(["a", "b"])
+    ['a', 'b']
+    >>> path_by_scope(["x/MatMul", *[f"gradients/g{i}/Mul" for i in range(12)], "Apply"])
+    ['x/MatMul', 'gradients (12 ops)', 'Apply']
+    >>> path_by_scope([f"s{i}/op" for i in range(20)], most=5)
+    ['s0/op', 's1/op', 's2/op', '… 16 more …', 's19/op']
+    """
+    if len(ops) <= most:
+        return list(ops)
+    scopes: list[tuple[str, int, str]] = []  # scope, ops in a row, the first of them
+    for op in ops:
+        parts = op.split("/")
+        scope = "/".join(parts[:2] if len(parts) > 2 and _TOWER.match(parts[0]) else parts[:1])
+        if scopes and scopes[-1][0] == scope:
+            scopes[-1] = (scope, scopes[-1][1] + 1, scopes[-1][2])
+        else:
+            scopes.append((scope, 1, op))
+    shown = [f"{scope} ({count} ops)" if count > 1 else op for scope, count, op in scopes]
+    if len(shown) <= most:
+        return shown
+    head = most // 2 + 1
+    tail = most - head - 1
+    return [*shown[:head], f"… {len(shown) - head - tail} more …", *shown[len(shown) - tail :]]
+
+
+#: a scope that numbers a tower's copy of the model (``tower_0``)
+_TOWER = re.compile(r".+_\d+$")
 
 
 def scope_lines(name: str, width: int = 30) -> str:
