@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from simsync.grading import grade, load_assignments
-from simsync.grading.graphs import reference_costs
+from simsync.tf_backend.program.load import import_program
 
 pytestmark = pytest.mark.tf
 
@@ -139,15 +139,16 @@ def test_what_its_graph_writes_into_the_answer_of_the_process_that_times_it_is_d
 
 
 def test_a_submission_writes_no_cost_the_next_one_or_the_reference_reads(tmp_path, monkeypatch):
+    """No cache at all: each grading measures its submission and its reference afresh, so a
+    forged answer (costs of nothing, under a key that climbs out of every folder) reaches
+    nobody else's grade."""
     monkeypatch.setenv("SIMSYNC_CACHE_DIR", str(tmp_path / "cache"))
     assignment = _assignment()
     first = grade(assignment, _program(tmp_path, "first"), hidden=True)
-    kept = _files(reference_costs())
-    assert kept, "the reference's costs are kept for the next grading"
     cache = tmp_path / "cache"
     before = _files(cache)
+    assert not [name for name in before if name.startswith(("program-costs", "reference"))]
     forged = _program(tmp_path, "forged", FORGE_MADE_IN)
-    # and it says more: costs of nothing, under a key that climbs out of every folder
     text = (forged / "train.py").read_text()
     line = '{"key": "%s", "profile": {}}' % ("../" * 12 + "tmp/forged")
     says = f"""import os as _os
@@ -159,11 +160,87 @@ for _fd in range(1, 10):
 
 
 def train():"""
-    text = text.replace("def train():", says)
-    (forged / "train.py").write_text(text)
+    (forged / "train.py").write_text(text.replace("def train():", says))
     grade(assignment, forged, hidden=True)
-    assert _files(cache) == before  # nothing written in any cache: the reference's as it was
+    assert _files(cache) == before  # nothing written in the cache
     assert not Path("/tmp/forged").exists() and not Path("/tmp/forged.json").exists()
     again = grade(assignment, _program(tmp_path, "again"), hidden=True)
     assert _scores(again) == _scores(first)
-    assert _files(reference_costs()) == kept
+
+
+#: the sync points claimed on a line of average_gradients that calls a helper module's
+#: function as an attribute (mymath.concat): a call of the program's own, not TensorFlow's
+MYMATH = """import tensorflow as tf
+
+
+def concat(axis, values):
+    return tf.concat(axis=axis, values=values)
+"""
+
+
+@pytest.mark.parametrize("decoy", ["a method", "a file never imported", "its own module"])
+def test_a_claim_of_a_line_that_made_no_sync_point_is_refused(tmp_path, decoy):
+    """A forged report that names, for each sync point, a line holding a concat that never ran
+    as it: in a method of a class, in a file beside the program that nothing imports, or a
+    call of the program's own module's concat. The check refuses it: 0 points, as honest."""
+    made_in = "one sync point per variable, each made in average_gradients"
+    program = _program(tmp_path, "forged", "")
+    train = program / "train.py"
+    text = train.read_text()
+    if decoy == "a method":
+        text += (
+            "\n\nclass Decoy:\n    def average_gradients(self, grads):\n"
+            "        return tf.concat(axis=0, values=grads)\n"
+        )
+        file, line = "train.py", len(text.splitlines()) - 1
+    elif decoy == "a file never imported":
+        (program / "helper.py").write_text(
+            "import tensorflow as tf\n\n\ndef average_gradients(grads):\n"
+            "    return tf.concat(axis=0, values=grads)\n"
+        )
+        file, line = "helper.py", 5
+    else:
+        (program / "mymath.py").write_text(MYMATH)
+        text = text.replace(
+            "    return tf.reduce_mean(tf.concat(axis=0, values=grads), 0)",
+            "    return tf.reduce_mean(mymath.concat(axis=0, values=grads), 0)",
+        )
+        text = text.replace("import tensorflow as tf", "import mymath\nimport tensorflow as tf")
+        file, line = (
+            "train.py",
+            1
+            + text.splitlines().index(
+                "        average_grads.append((_mean(grads), grad_and_vars[0][1]))"
+            ),
+        )
+        text = text.replace("        average_grads.append((_mean(grads), grad_and_vars[0][1]))",
+                            "        average_grads.append((tf.reduce_mean(mymath.concat(axis=0, "
+                            "values=grads), 0), grad_and_vars[0][1]))")  # fmt: skip
+    shift = FORGE_MADE_IN.count("\n") if file == "train.py" else 0  # inserted above it
+    forge = FORGE_MADE_IN.replace('["train.py", LINE]', f"[{file!r}, {line + shift}]")
+    head = text.index("NUM_GPUS = 4")
+    train.write_text(text[:head] + forge + text[head:])
+    found = {r.check.name: r for r in grade(_assignment(), program, hidden=True).results}
+    assert found[made_in].score == 0, found[made_in].output
+    assert "not in average_gradients" in found[made_in].output
+
+
+def test_what_a_graded_loop_fetches_beyond_its_training_is_not_timed(tmp_path):
+    """A loop that also fetches slow work of no use to training: its export's fetches were
+    the program's process's word (a forgery could drop it, or add it), so what is timed is
+    what trains, the same for every program."""
+    program = _program(tmp_path, "slow")
+    text = (program / "train.py").read_text()
+    text = text.replace(
+        "            _, loss_value = sess.run([train_op, loss])",
+        "            _, loss_value, _ = sess.run([train_op, loss, slow])",
+    ).replace(
+        "        sess = tf.compat.v1.Session(",
+        "        slow = tf.reduce_sum(tf.matmul(tf.random.normal([512, 512]), "
+        "tf.random.normal([512, 512])), name='slow')\n"
+        "        sess = tf.compat.v1.Session(",
+    )
+    (program / "train.py").write_text(text)
+    imported = import_program(program / "train.py", export=True, cache=False, processes=1)
+    assert "slow" not in imported.graph.nx
+    assert len(imported.graph.towers) == 4

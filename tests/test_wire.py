@@ -30,7 +30,24 @@ from simsync.tf_backend.program.load import (
 #: the program the forged answers claim to come from, as the parent copied it
 FILES = {"two.py": b"import tensorflow as tf\nx = tf.concat([a, b], 0)\ny = a + b\n"}
 #: values of every wrong kind a forged field may hold
-WRONG = ["x", "", -1, 0, 1e300, math.nan, math.inf, None, True, [], {}, [1], {"a": 1}, 2**70]
+WRONG = [
+    "x",
+    "",
+    -1,
+    0,
+    1e300,
+    math.nan,
+    math.inf,
+    None,
+    True,
+    [],
+    {},
+    [1],
+    {"a": 1},
+    2**70,
+    10**400,
+    "\x1b[2J",
+]
 
 
 def _op(name: str, kind: str, inputs: tuple[str, ...] = (), device: str = "") -> dict[str, Any]:
@@ -82,7 +99,7 @@ def _import(said: dict[str, Any]) -> Any:
     """What the parent makes of an answer said so: checked, converted, fitted."""
     said = {**said, "graph": json.dumps({"graph": said["graph"]})}
     checked = _checked(said, "two.py")
-    copied = _Copied.of(FILES)
+    copied = _Copied.of(FILES, "two.py")
     answer = _Answer(
         checked, copied, graph_key(copied.digest, checked["graph"], checked["machine"])
     )
@@ -184,6 +201,7 @@ def test_a_graders_process_that_says_wrong_types_gives_a_reason_not_a_crash():
     for said in (
         {"started": True, "structure": {"sync_points": 3}},
         {"started": True, "error": 7},
+        {"started": True, "facts": {"x": 10**400}},
         {"started": True, "facts": {"step_time": {"mean": object()}}},
         {"started": True, "answers": {"a": [[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]}},
     ):
@@ -218,9 +236,23 @@ def test_a_line_too_long_is_named_with_its_size_and_the_limit():
     from simsync.sandbox.bubblewrap import Limits, _merge
 
     said, dropped = _merge(b'{"started": true}\n{"measured": "' + b"x" * 3000 + b'"}\n', 1000)
-    assert said == {"started": True} and dropped == [3016]
+    assert said == {"started": True} and dropped == [
+        "of 0.0 MiB, and a line may hold 0.000953674 MiB"
+    ]
     why = Outcome(said, dropped=dropped).too_long(Limits(line_bytes=1000))
-    assert "a line of 0.0 MiB" in why and "may hold" in why
+    assert why == "its answer came on a line of 0.0 MiB, and a line may hold 0.000953674 MiB"
+
+
+def test_a_line_of_many_small_values_is_not_parsed():
+    # a line of "[]," costs the parent some 28 times its size once parsed: counted first
+    from simsync.sandbox.bubblewrap import _merge
+    from simsync.sandbox.channel import MAX_ITEMS
+
+    line = b'{"started": true}\n{"x": [' + b"[]," * MAX_ITEMS + b"[]]}\n"
+    said, dropped = _merge(line, 2**30)
+    assert said == {"started": True} and dropped == [
+        "that holds more than 4,000,000 values on one line"
+    ]
 
 
 def test_true_and_text_are_not_numeric_answers():

@@ -98,6 +98,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ascii_fallback(sys.stdout)  # an ASCII or latin-1 terminal: stand-ins, not a traceback
     top = parser()
     argv, program_args = _program_args(sys.argv[1:] if argv is None else argv)
+    if program_args is not None and argv and all(a.startswith("-") for a in argv[1:]):
+        top.error(  # `simsync simulate -- train.py`: what follows -- is the program's own
+            f"{argv[0]} FILE [-- ITS ARGUMENTS]: the file comes before --, and what follows -- "
+            "is the program's own command line (a file named -x.py is ./-x.py)"
+        )
     args = top.parse_args(argv)
     if program_args is not None:
         if args.command not in ("simulate", "graph", "crosscheck"):

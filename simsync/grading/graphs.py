@@ -21,9 +21,9 @@ runs, in the sandbox:
 
 Everything comes back as JSON lines (:mod:`simsync.sandbox.bubblewrap`), each checked whole
 against :class:`~simsync.sandbox.wire.GradingSaid`; :class:`Built` holds it, or the one line
-that says why there is none. Nothing is shared between submissions: a submission's program
-keeps no costs for anyone (its import has no cost cache at all), and the reference's are
-kept apart, written only by the reference's own runs (:func:`reference_costs`).
+that says why there is none. Nothing is shared between submissions: a program's import here
+has no cost cache at all, so a submission's costs and its reference's are both measured in
+the same grading, by processes in which no student code ran, under the same load.
 """
 
 from __future__ import annotations
@@ -56,7 +56,6 @@ __all__ = [
     "ReferenceFailed",
     "Sides",
     "needs_of",
-    "reference_costs",
     "wants_reference",
 ]
 
@@ -218,7 +217,7 @@ class Sides:
                 hidden=self.hidden,
                 export=True,  # its own process says nothing the grade rests on
                 processes=1,
-                cache=reference_costs() if side == REFERENCE else False,
+                cache=False,  # measured afresh for each grading, both sides alike
                 name=file,
             )
         except ProgramError as error:
@@ -260,14 +259,6 @@ class Sides:
             last = (outcome.stderr.strip().splitlines() or [outcome.error])[-1]
             raise ReferenceFailed(f"the grader's sandboxed process cannot start: {last}")
         return outcome
-
-
-def reference_costs() -> Path:
-    """Where the grader keeps the costs of the reference solutions' programs: only their
-    own runs write there, never a submission's."""
-    from simsync.tf_backend.profile.machine import cache_dir
-
-    return cache_dir() / "reference-costs"
 
 
 def _checked(outcome: Outcome) -> Outcome:

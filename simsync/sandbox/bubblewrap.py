@@ -49,7 +49,7 @@ from typing import Any
 
 from simsync.errors import UsageError
 from simsync.sandbox import seccomp
-from simsync.sandbox.channel import KEY_BYTES, unseal
+from simsync.sandbox.channel import KEY_BYTES, parse_line, unseal
 
 __all__ = [
     "NO_SANDBOX",
@@ -72,6 +72,9 @@ TOO_LARGE = 3
 SCRATCH_PREFIX = f"simsync-grading-{os.getpid()}-"
 #: the lock file in each of them
 LOCK = ".simsync-lock"
+#: the temporary folders :func:`remove_stale_folders` removes once their maker is gone: the
+#: grader's, and a program import's (its copy, its exported graph)
+STALE_PREFIXES = ("simsync-grade-", "simsync-grading-", "simsync-program-", "simsync-export-")
 #: how the build stage's graph line begins (the child writes it so); lines of anything else
 #: longer than this are not read
 GRAPH_LINE = b'{"graph": '
@@ -149,21 +152,17 @@ NO_SANDBOX = Sandbox("none")
 @dataclass
 class Outcome:
     """What the child said, line by line merged into one dict, or why it said nothing;
-    ``dropped``: the sizes of the lines too long to be read (:attr:`Limits.line_bytes`)."""
+    ``dropped``: why lines were not read (too long, :attr:`Limits.line_bytes`, or holding
+    too many values, :data:`~simsync.sandbox.channel.MAX_ITEMS`)."""
 
     said: dict[str, Any]
     error: str | None = None
     stderr: str = ""
-    dropped: list[int] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
 
     def too_long(self, limits: Limits) -> str:
         """Why an answer is missing that came on a line too long, or ``""``."""
-        if not self.dropped:
-            return ""
-        return (
-            f"its answer came on a line of {max(self.dropped) / 2**20:.1f} MiB, and a line may "
-            f"hold {limits.line_bytes / 2**20:g} MiB"
-        )
+        return f"its answer came on a line {self.dropped[0]}" if self.dropped else ""
 
 
 def find_sandbox(unsafe: bool = False) -> Sandbox:
@@ -206,16 +205,15 @@ def _probe() -> Sandbox | str:
 
 
 def remove_stale_folders(folder: str | None = None) -> None:
-    """Remove the temporary folders of graders that no longer run (``kill -9`` left them):
+    """Remove the temporary folders of graders and program imports that no longer run
+    (``kill -9`` left them; their names begin with :data:`STALE_PREFIXES`):
     a grader's folder holds :data:`LOCK` locked for as long as it is used, so a folder is
     removed only when it has that file and its lock can be taken (a grader in another PID
     namespace, or a student's folder named alike, is never touched)."""
     folder = folder or tempfile.gettempdir()
     with contextlib.suppress(OSError):
         for entry in os.scandir(folder):
-            if entry.name.startswith(("simsync-grade-", "simsync-grading-")) and entry.is_dir(
-                follow_symlinks=False
-            ):
+            if entry.name.startswith(STALE_PREFIXES) and entry.is_dir(follow_symlinks=False):
                 _remove_if_unlocked(Path(entry.path))
 
 
@@ -487,7 +485,7 @@ class _filter_fd:
 
 def _merge(
     result: bytes, line_bytes: int, key: bytes | None = None
-) -> tuple[dict[str, Any], list[int]]:
+) -> tuple[dict[str, Any], list[str]]:
     """The child's JSON lines, later keys over earlier ones, and the sizes of the lines
     dropped for their length. A line that is not a JSON object is ignored (a student's code
     may write anything to any descriptor), and so, with a ``key``, is a line not sealed with
@@ -495,7 +493,7 @@ def _merge(
     reads it. Any other line longer than ``line_bytes`` is ignored unread (parsing it could
     cost the grader far more memory than its size)."""
     said: dict[str, Any] = {}
-    dropped = []
+    dropped: list[str] = []
     for sealed in result.splitlines():
         line = sealed if key is None else unseal(key, sealed)
         if line is None:
@@ -504,11 +502,15 @@ def _merge(
             said["graph"] = line.decode("utf-8", "replace")
             continue
         if len(line) > line_bytes:
-            dropped.append(len(line))
+            dropped.append(
+                f"of {len(line) / 2**20:.1f} MiB, and a line may hold {line_bytes / 2**20:g} MiB"
+            )
             continue
         try:
-            data = json.loads(line)
-        except (ValueError, RecursionError):  # not JSON, or a number too long to read
+            data = parse_line(line)
+        except ValueError as error:  # not JSON, a number too long to read, too many values
+            if "values" in str(error):
+                dropped.append(f"that holds {error}")
             continue
         if isinstance(data, dict):
             data.pop("graph", None)
@@ -519,8 +521,13 @@ def _merge(
 
 
 def _signal_message(number: int, limits: Limits) -> str:
-    if number in (signal.SIGXCPU, signal.SIGKILL):
+    if number == signal.SIGXCPU:
         return f"stopped: used more than {limits.cpu_seconds} s of CPU time"
+    if number == signal.SIGKILL:  # the CPU time's hard limit, or a kill (by itself, the system)
+        return (
+            f"stopped by signal SIGKILL (killed: by itself, by the system, or past "
+            f"{limits.cpu_seconds} s of CPU time)"
+        )
     if number == signal.SIGXFSZ:
         return f"stopped: wrote a file larger than {limits.file_bytes // 2**20} MiB"
     if number == signal.SIGSYS:

@@ -25,10 +25,33 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["KEY_BYTES", "answer_channel", "seal", "unseal"]
+__all__ = ["KEY_BYTES", "MAX_ITEMS", "answer_channel", "parse_line", "seal", "unseal"]
 
 #: the secret key's length
 KEY_BYTES = 32
+#: the most values (lists, tables, their items) one line may hold: parsed, each costs the
+#: parent some 60 bytes, so a line of ``[],[],...`` would cost 28 times its size
+MAX_ITEMS = 4_000_000
+
+
+def parse_line(line: bytes | str) -> Any:
+    """One line of an answer, parsed: ``ValueError`` when it is not JSON, or when it holds
+    more than :data:`MAX_ITEMS` values (counted before parsing, bounding what it costs).
+
+    >>> parse_line(b'{"a": [1, 2]}')
+    {'a': [1, 2]}
+    >>> parse_line(b"[" + b"[]," * MAX_ITEMS + b"[]]")
+    Traceback (most recent call last):
+    ...
+    ValueError: more than 4,000,000 values on one line
+    """
+    text = line if isinstance(line, bytes) else line.encode("utf-8", "surrogatepass")
+    if text.count(b",") + text.count(b"[") + text.count(b"{") > MAX_ITEMS:
+        raise ValueError(f"more than {MAX_ITEMS:,} values on one line")
+    try:
+        return json.loads(line)
+    except RecursionError:  # nested deeper than Python parses
+        raise ValueError("nested too deep") from None
 
 
 def answer_channel(

@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import functools
 import math
+import re
+import sys
 import types
 import typing
 from dataclasses import dataclass
@@ -71,12 +73,15 @@ class WireError(SimsyncError):
 @dataclass(frozen=True)
 class Limit:
     """A field's limits: ``most`` characters of a text, or items of a list or table; ``low``
-    and ``high`` of a number; ``finite`` unless a number may be NaN or infinite (a loss)."""
+    and ``high`` of a number; ``finite`` unless a number may be NaN or infinite (a loss);
+    ``controls`` when a text may hold control characters (a message, shown escaped: a name
+    never may, as it is shown as it is)."""
 
     most: int | None = None
     low: float | None = None
     high: float | None = None
     finite: bool = True
+    controls: bool = False
 
 
 #: seconds of one op or step, at most (the IR's limit too: about eleven days)
@@ -85,6 +90,9 @@ MOST_SECONDS = 1e6
 TEXT, ITEMS, NUMBER = 4096, 1_000_000, 2.0**53
 #: how deep free-form data (a simulation's facts, a student's answers) may nest
 DEPTH = 16
+#: control characters: never in a name (an escape sequence would reach the terminal)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_FLOAT = sys.float_info.max
 
 Name = Annotated[str, Limit(most=TEXT)]
 Short = Annotated[str, Limit(most=256)]
@@ -93,9 +101,9 @@ Bytes = Annotated[int, Limit(low=0, high=10**15)]
 Seconds = Annotated[float, Limit(low=0, high=MOST_SECONDS)]
 #: a time stamp of a traced run (seconds since the epoch, or since a clock's start)
 Stamp = Annotated[float, Limit(low=0, high=1e12)]
-Line = Annotated[str, Limit(most=8192)]
+Line = Annotated[str, Limit(most=8192, controls=True)]
 #: what went wrong, as said (a user's exception's message may be long: shown shortened)
-Message = Annotated[str, Limit(most=2**20)]
+Message = Annotated[str, Limit(most=2**20, controls=True)]
 Names = Annotated[list[Name], Limit(most=ITEMS)]
 Dim = Annotated[int, Limit(low=0, high=2**48)]
 Shape = Annotated[list[Dim | None], Limit(most=64)]
@@ -477,6 +485,8 @@ def _scalar(kind: Any, value: Any, where: str, limit: Limit) -> Any:
         most = limit.most if limit.most is not None else TEXT
         if not isinstance(value, str) or len(value) > most:
             raise WireError(f"{where}: a text of at most {most:,} characters, not {_shown(value)}")
+        if not limit.controls and _CONTROL.search(value):
+            raise WireError(f"{where}: a text without control characters, not {_shown(value)}")
         return value
     if kind in (int, float):
         return _number(kind, value, where, limit)
@@ -490,8 +500,10 @@ def _number(kind: type, value: Any, where: str, limit: Limit) -> Any:
     ok = isinstance(value, int | float) and not isinstance(value, bool)
     if ok and whole:
         ok = isinstance(value, int)
-    if ok and not (limit.finite is False and not math.isfinite(value)):
-        ok = math.isfinite(value) and low <= value <= high
+    if ok and isinstance(value, float) and not math.isfinite(value):
+        ok = limit.finite is False  # NaN and infinities, where allowed (a loss)
+    elif ok:  # an int of any size compares with the bounds exactly: no float conversion
+        ok = low <= value <= high
     if not ok:
         what = "a whole number" if whole else "a number"
         raise WireError(f"{where}: {what} from {low:g} to {high:g}, not {_shown(value)}")
@@ -537,9 +549,9 @@ def _free(value: Any, where: str, depth: int) -> Any:
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, str):
-        return _scalar(str, value, where, Limit(most=2**20))
+        return _scalar(str, value, where, Limit(most=2**20, controls=True))
     if isinstance(value, int | float):
-        return _number(float, value, where, Limit(finite=False))
+        return _number(float, value, where, Limit(low=-_FLOAT, high=_FLOAT, finite=False))
     if depth <= 0:
         raise WireError(f"{where}: nested more than {DEPTH} deep")
     if isinstance(value, list):

@@ -56,6 +56,7 @@ __all__ = [
     "fetch_names",
     "missing_workers",
     "program_device",
+    "training_fetches",
     "upstream",
 ]
 
@@ -290,19 +291,7 @@ class Observer:
         accumulator (once per fetch set): a loop that only fills a queue is not the training
         loop."""
         if call.fetches not in self._trains:
-            trainable = set()
-            for variable in graph.get_collection("trainable_variables"):
-                handle = getattr(variable, "handle", None)
-                trainable.add((handle if handle is not None else variable).op.name)
-
-            def updates(op: Any) -> bool:
-                writes = any(word in op.type for word in ("Apply", "Assign", "Scatter"))
-                if writes and any(t.op.name in trainable for t in op.inputs[:1]):
-                    return True
-                return op.type in PUSHES
-
-            ops = [graph.get_operation_by_name(name) for name in call.fetches]
-            self._trains[call.fetches] = any(updates(op) for op in upstream(ops))
+            self._trains[call.fetches] = bool(training_fetches(graph, call.fetches))
         return self._trains[call.fetches]
 
     def _settle(self, workers: int = 0) -> None:
@@ -354,6 +343,27 @@ class Observer:
             "training loop: simsync imports a thread calling sess.run(train_op) again and "
             "again, where train_op updates a trainable variable"
         )
+
+
+def training_fetches(graph: Any, names: Iterable[str]) -> list[str]:
+    """The fetches (op names) that train: whose run updates a trainable variable (an apply,
+    an assign, a scatter on it) or pushes a gradient to an accumulator."""
+    trainable = set()
+    for variable in graph.get_collection("trainable_variables"):
+        handle = getattr(variable, "handle", None)
+        trainable.add((handle if handle is not None else variable).op.name)
+
+    def updates(op: Any) -> bool:
+        writes = any(word in op.type for word in ("Apply", "Assign", "Scatter"))
+        if writes and any(t.op.name in trainable for t in op.inputs[:1]):
+            return True
+        return op.type in PUSHES
+
+    return [
+        name
+        for name in names
+        if any(updates(op) for op in upstream([graph.get_operation_by_name(name)]))
+    ]
 
 
 def missing_workers(loop: Loop) -> str | None:

@@ -52,6 +52,7 @@ from simsync.tf_backend.program.capture import (
     Loop,
     Observer,
     missing_workers,
+    training_fetches,
 )
 from simsync.tf_backend.program.costs import graph_key, is_known
 
@@ -188,13 +189,19 @@ def _meta(tf: Any, path: Path, observer: Any, request: dict[str, Any]) -> None:
 
 
 def _exported_calls(graph: Any, loop: dict[str, Any]) -> dict[str, Call]:
-    """The calls of an exported loop (:func:`export_loop`), its feeds zeros of their shapes."""
+    """The calls of an exported loop (:func:`export_loop`), its feeds zeros of their shapes.
+    Each runs only the fetches that train (:func:`~simsync.tf_backend.program.capture.
+    training_fetches`): what else the loop fetched (a loss to print) was the program's
+    process's word, and is left out of what is timed."""
     import numpy as np
 
     calls = {}
     for client in loop["clients"]:
         try:
             fetches = [graph.get_operation_by_name(name).name for name in client["fetches"]]
+            fetches = training_fetches(graph, fetches)
+            if not fetches:
+                raise Ended(f"the loop of thread {client['thread']!r} it exported trains nothing")
             feeds = {
                 graph.get_tensor_by_name(name): np.zeros(fed["shape"], dtype=np.dtype(fed["dtype"]))
                 for name, fed in client["feeds"].items()

@@ -1,16 +1,16 @@
 """The costs of imported programs, cached like the machine's profile (no TensorFlow here).
 
 One file per program, graph and machine, ``program-costs/KEY.json`` in simsync's cache folder
-(:func:`simsync.tf_backend.profile.machine.cache_dir`), or in a folder of the caller's (the
-grader keeps its references' apart: :func:`simsync.grading.graphs`). ``KEY`` is made here, by
-the parent, never by the program's process: :func:`graph_key` hashes the program's files as
-the parent copied them, the graph its process reported (its ops, their inputs and devices,
-the loop's fetches) and the machine (TensorFlow's version, its devices, the processor and
-its cores). Editing the program, or moving to another machine, profiles it again; a program
-can only ever write the costs of its own files. A file holds ``{"key", "machine",
-"profile"}`` (:class:`~simsync.sandbox.wire.CostsFile`); ``--costs FILE`` uses such a file
-measured elsewhere (a GPU box), read as any answer of a program's process is
-(:mod:`simsync.sandbox.wire`).
+(:func:`simsync.tf_backend.profile.machine.cache_dir`). ``KEY`` is made here, by the parent,
+never by the program's process: :func:`graph_key` hashes the program's files as the parent
+copied them (and which of them is the program), the graph its process reported (its ops,
+their inputs and devices, the loop's fetches) and the machine (TensorFlow's version, its
+devices, the processor and its cores). Editing the program, or moving to another machine,
+profiles it again; a program can only ever write the costs of its own files. A file holds
+``{"key", "machine", "profile"}`` (:class:`~simsync.sandbox.wire.CostsFile`); ``--costs FILE``
+uses such a file measured elsewhere (a GPU box), read as any answer of a program's process is
+(:mod:`simsync.sandbox.wire`). The grader keeps no costs: each grading measures its
+submission's and its reference's afresh (:mod:`simsync.grading.graphs`).
 
 The program's process is told which keys are cached only as salted hashes
 (:func:`known_keys`): it can check whether its own graph's key is there, and learns nothing
@@ -54,13 +54,16 @@ def costs_folder() -> Path:
     return cache_dir() / _FOLDER
 
 
-def digest(files: Mapping[str, bytes]) -> str:
-    """A hash of a program's files (name and bytes), as the parent copied them.
+def digest(files: Mapping[str, bytes], program: str) -> str:
+    """A hash of a program's files (name and bytes), as the parent copied them, and of which
+    of them is the program (another program of the same folder keeps costs of its own).
 
-    >>> digest({"a.py": b"x"}) == digest({"a.py": b"x"}) != digest({"a.py": b"y"})
+    >>> digest({"a.py": b"x"}, "a.py") == digest({"a.py": b"x"}, "a.py")
+    True
+    >>> digest({"a.py": b"x"}, "a.py") != digest({"a.py": b"y"}, "a.py")
     True
     """
-    hashed = hashlib.sha256()
+    hashed = hashlib.sha256(program.encode() + b"\0")
     for name in sorted(files):
         for part in (name.encode(), files[name]):
             hashed.update(len(part).to_bytes(8, "big") + part)

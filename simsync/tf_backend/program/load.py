@@ -28,11 +28,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import os
 import stat
 import statistics
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -40,7 +38,15 @@ from typing import Any, Literal
 
 from simsync.errors import GraphError, SimsyncError, UsageError, printable
 from simsync.ir import Graph
-from simsync.sandbox.bubblewrap import Limits, Sandbox, find_sandbox, run_child
+from simsync.sandbox.bubblewrap import (
+    Limits,
+    Sandbox,
+    find_sandbox,
+    locked_folder,
+    remove_stale_folders,
+    run_child,
+)
+from simsync.sandbox.channel import parse_line
 from simsync.sandbox.wire import GraphData, Profile, ProgramSaid, WireError, read_graph, read_said
 from simsync.tf_backend.profile.machine import cached_efficiency
 from simsync.tf_backend.program import costs as cost_cache
@@ -108,8 +114,8 @@ class _Copied:
     source: Source
 
     @classmethod
-    def of(cls, files: Mapping[str, bytes]) -> _Copied:
-        return cls(cost_cache.digest(files), Source.of(files))
+    def of(cls, files: Mapping[str, bytes], program: str) -> _Copied:
+        return cls(cost_cache.digest(files, program), Source.of(files, program))
 
 
 @dataclass(frozen=True)
@@ -182,7 +188,8 @@ def import_program(
     folder = None if cache is False else (cache or cost_cache.costs_folder())
     chosen = cost_cache.load_costs(costs) if costs is not None else None
     runner = _Runner(source, shown, tuple(args), limits, sandbox, hidden)
-    with tempfile.TemporaryDirectory(prefix="simsync-export-") as exported:
+    remove_stale_folders()  # a program's copies a killed import left
+    with locked_folder("simsync-export-") as exported:
         if export:
             runner = _exported(runner, Path(exported))
         answer = _profiled(runner, steps, folder, refresh or folder is None, chosen is not None)
@@ -350,10 +357,14 @@ def _places(runner: _Runner, answer: _Answer) -> dict[str, str]:
     claims = runner.made_in
     if claims is None:
         claims = {op["name"]: op["made_in"] for op in answer.data["ops"]}
-    types = {op["name"]: op["type"] for op in answer.data["ops"]}
+    ops = {op["name"]: op for op in answer.data["ops"]}
     places = {}
     for name, claim in claims.items():
-        where = made_in(program.source, claim[0], claim[1], types.get(name, "")) if claim else None
+        op = ops.get(name)
+        if not claim or op is None:
+            continue
+        joins = len(op["inputs"]) >= 2  # where tensors meet: made by name
+        where = made_in(program.source, claim[0], claim[1], op["type"], joins)
         if where is not None:
             places[name] = where
     return places
@@ -412,9 +423,9 @@ def _run(runner: _Runner, request: dict[str, Any]) -> _Answer:
     shown, source = runner.shown, runner.source
     kind = "meta" if source.suffix in (".meta", ".pbtxt") else "python"
     limits = runner.limits or ImportLimits()
-    with tempfile.TemporaryDirectory(prefix="simsync-program-") as folder:
+    with locked_folder("simsync-program-") as folder:
         files = _copy(source, Path(folder))
-        copied = runner.program or _Copied.of(files)
+        copied = runner.program or _Copied.of(files, source.name)
         request = {**request, "program": source.name, "kind": kind, "args": list(runner.args)}
         request["source"] = copied.digest
         if runner.loop is not None:
@@ -427,7 +438,7 @@ def _run(runner: _Runner, request: dict[str, Any]) -> _Answer:
             runner.hidden,
             module="simsync.tf_backend.program.child",
             threads=True,
-            sealed=runner.loop is not None,  # that process runs none of the program's code
+            sealed=kind == "meta",  # a graph loaded: no code of the program's runs there
         )
     said = _checked(outcome.said, shown)
     if said.get("error"):
@@ -457,8 +468,12 @@ def _checked(said: dict[str, Any], shown: str) -> ProgramSaid:
     said = dict(said)
     if "graph" in said:
         try:
-            said["graph"] = json.loads(said["graph"])["graph"]
-        except (ValueError, RecursionError, KeyError, TypeError):
+            said["graph"] = parse_line(said["graph"])["graph"]
+        except ValueError as error:
+            raise ProgramError(
+                f"{shown}: its process said a graph that is not one ({error})"
+            ) from None
+        except (KeyError, TypeError):
             raise ProgramError(f"{shown}: its process said a graph that is not one") from None
     try:
         checked: ProgramSaid = read_said(ProgramSaid, said, "its process")  # type: ignore[assignment]
@@ -505,10 +520,16 @@ def _copy(source: Path, target: Path) -> dict[str, bytes]:
         beside = sorted(p.name for p in source.parent.glob("*.py") if p.name != source.name)
         names += beside[:MAX_FILES]
     for name in names:
-        most = MAX_PROGRAM_BYTES if name == source.name else MAX_FILE_BYTES
+        program = name == source.name
+        most = MAX_PROGRAM_BYTES if program else MAX_FILE_BYTES
+        # the program as named, a link followed; a file beside it only if it is no link
+        flags = os.O_RDONLY | os.O_NONBLOCK | (0 if program else os.O_NOFOLLOW)
         try:
-            fd = os.open(source.parent / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError:
+            fd = os.open(source.parent / name, flags)
+        except OSError as error:
+            if program:
+                shown = printable(str(source), one_line=True)
+                raise ProgramError(f"{shown}: {error.strerror}") from None
             continue
         with os.fdopen(fd, "rb") as handle:
             if not stat.S_ISREG(os.fstat(fd).st_mode):

@@ -5,28 +5,34 @@ when TensorFlow made it (``op.traceback``). That process ran the program, so wha
 a claim; the parent holds the program's files (it copied them), and reads the rest off their
 syntax tree (:mod:`ast`), never off the claim:
 
-- the **function** is the innermost ``def`` (or ``class``) around that line, ``<module>``
-  outside every one (a comprehension or a lambda belongs to the function it is written in);
+- the **file** must be the program, or one of its modules that it imports (by ``import``
+  statements, followed from the program): a file beside it that nothing imports made nothing;
+- the **function** is the innermost ``def`` (or ``class``) around that line, by its place in
+  the file (``Model.build``, ``train.<locals>``... as ``Model.build``, ``train.step``),
+  ``<module>`` outside every one; a comprehension or a lambda belongs to the function it is
+  written in;
 - the **line must be one that can make an op**: inside a call of something the program does
-  not define itself (a TensorFlow function, a method, a builtin such as ``sum``) or inside an
-  operator (``a + b``, ``-a``, ``x[0]``, ``a < b`` on tensors). A line that only calls the
-  program's own functions cannot be the innermost frame of an op: that function's own frame
-  would be;
-- an op that **joins tensors** (:data:`JOINS`: a concat, a stack, a sum of several: where
-  towers meet) must be one that line can make: a ``concat`` only on a line that calls a
-  function of that name (``tf.concat``), an ``AddV2`` on a line with ``+`` or a call of
-  ``add``, ``sum`` or ``reduce``, a ``Pack`` on a line that calls TensorFlow (which packs the
-  lists it is given).
+  not define itself (a TensorFlow function, a method, a builtin such as ``sum``; not one of
+  its own functions, nor one of its own modules' ``mymath.concat``) or inside an operator
+  (``a + b``, ``-a``, ``x[0]``, ``a < b`` on tensors). A line that only calls the program's
+  own functions cannot be the innermost frame of an op: that function's own frame would be;
+- an op that **joins tensors** (two inputs or more: where towers meet) must be one that line
+  makes by name: a ``ConcatV2`` on a line that calls a function named ``concat``, an
+  ``AddN`` one named ``add_n``, a ``DynamicStitch`` one named ``dynamic_stitch`` (its type in
+  lower case, without ``_`` and its version), or as :data:`JOINS` allows (an add of ``+`` or
+  ``sum``; a ``Pack`` of ``tf.stack`` or of a TensorFlow call given a list).
 
-A claim that fails, or names a file or a line the program does not have, names no place. So
-a report that moves an op into another function must name a line of that function that
-itself makes ops of its type; docs/assignments.md says what a student could still claim.
+A claim that fails names no place. So a report that moves an op into another function must
+name a line of that function, in a file the program imports, that itself makes an op of that
+type by name; docs/assignments.md says what a student could still claim (a line of dead code
+of that kind in that function).
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -34,33 +40,42 @@ __all__ = ["JOINS", "Source", "made_in"]
 
 #: nodes whose evaluation may make an op: a call, or an operator on tensors
 _MAKERS = (ast.Call, ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Compare, ast.AugAssign)
-#: op types that join tensors, and what on a line can make each: the names of the functions
-#: called (their last name: ``tf.compat.v1.concat`` is ``concat``), an operator, or
-#: ``"tensorflow"`` for any call of TensorFlow's
+#: besides a call named after their type: what else on a line makes an op that joins
+#: tensors (a call's last name, an operator, ``"tensorflow list"`` for a call of
+#: TensorFlow's given a list, which it packs)
 JOINS: dict[str, frozenset[str | type[ast.operator]]] = {
-    "ConcatV2": frozenset({"concat", "concatenate", "Concatenate"}),
-    "Concat": frozenset({"concat"}),
-    "AddN": frozenset({"add_n", "accumulate_n"}),
-    "AddV2": frozenset({"add", "sum", "reduce", ast.Add}),
-    "Add": frozenset({"add", "sum", "reduce", ast.Add}),
-    "Pack": frozenset({"stack", "parallel_stack", "tensorflow"}),
+    "ConcatV2": frozenset({"concatenate"}),
+    "AddN": frozenset({"accumulate_n"}),
+    "AddV2": frozenset({"sum", "reduce", ast.Add}),
+    "Add": frozenset({"sum", "reduce", ast.Add}),
+    "Sub": frozenset({"subtract", ast.Sub}),
+    "Mul": frozenset({"multiply", ast.Mult}),
+    "RealDiv": frozenset({"divide", "truediv", ast.Div}),
+    "MatMul": frozenset({ast.MatMult}),
+    "Pack": frozenset({"stack", "parallel_stack", "tensorflow list"}),
 }
+#: a type's version suffix (``ConcatV2``, ``AddV2``)
+_VERSION = re.compile(r"V\d+$")
 
 
 @dataclass(frozen=True)
 class Source:
-    """A program's ``.py`` files, as the parent copied them: name -> bytes."""
+    """A program's ``.py`` files, as the parent copied them (name -> bytes), and which of
+    them is the program."""
 
     files: tuple[tuple[str, bytes], ...]
+    program: str = ""
 
     @classmethod
-    def of(cls, files: Mapping[str, bytes]) -> Source:
-        return cls(tuple(sorted((n, b) for n, b in files.items() if n.endswith(".py"))))
+    def of(cls, files: Mapping[str, bytes], program: str = "") -> Source:
+        return cls(tuple(sorted((n, b) for n, b in files.items() if n.endswith(".py"))), program)
 
 
-def made_in(source: Source, file: str, line: int, op_type: str = "") -> str | None:
-    """``function (file:line)``: where the program made an op (of ``op_type``), when ``file``
-    is one of its files and ``line`` one that can make such an op there (see the module's
+def made_in(
+    source: Source, file: str, line: int, op_type: str = "", joins: bool = False
+) -> str | None:
+    """``function (file:line)``: where the program made an op of ``op_type`` (one that
+    ``joins`` tensors: two inputs or more), when the claim holds (see the module's
     docstring); else None.
 
     >>> program = Source.of({"t.py": b'''import tensorflow as tf
@@ -69,27 +84,47 @@ def made_in(source: Source, file: str, line: int, op_type: str = "") -> str | No
     ... def average_gradients(g):
     ...     e = [tf.expand_dims(x, 0) for x in g]
     ...     return helper(e)
-    ... x = [tf.constant(1.0) for _ in range(2)]
-    ... '''})
-    >>> made_in(program, "t.py", 3, "ConcatV2"), made_in(program, "t.py", 7)
-    ('helper (t.py:3)', '<module> (t.py:7)')
-    >>> made_in(program, "t.py", 6), made_in(program, "t.py", 5, "ConcatV2")
+    ... class Decoy:
+    ...     def average_gradients(self, g):
+    ...         return tf.concat(g, 0)
+    ... '''}, "t.py")
+    >>> made_in(program, "t.py", 3, "ConcatV2", joins=True), made_in(program, "t.py", 5)
+    ('helper (t.py:3)', 'average_gradients (t.py:5)')
+    >>> made_in(program, "t.py", 9, "ConcatV2", joins=True)
+    'Decoy.average_gradients (t.py:9)'
+    >>> made_in(program, "t.py", 6), made_in(program, "t.py", 5, "ConcatV2", joins=True)
     (None, None)
     >>> made_in(program, "t.py", 1), made_in(program, "x.py", 3)
     (None, None)
     """
-    found = _index(source).get(file)
-    if found is None or line not in found.makers:
+    index = _index(source)
+    found = index.files.get(file)
+    if found is None or file not in index.imported or line not in found.makers:
         return None
-    makes = JOINS.get(op_type)
-    if makes is not None and not makes & found.makers[line]:
+    if joins and not _makes(op_type, found.makers[line]):
         return None
     return f"{found.function_at(line)} ({file}:{line})"
 
 
+def _makes(op_type: str, what: frozenset[str | type[ast.operator]]) -> bool:
+    """Whether a line holding ``what`` (calls' last names, operators) makes an op of
+    ``op_type`` that joins tensors: a call named as the type, or as :data:`JOINS` allows.
+
+    >>> _makes("DynamicStitch", frozenset({"dynamic_stitch"}))
+    True
+    >>> _makes("ConcatV2", frozenset({"expand_dims", "tensorflow"}))
+    False
+    """
+    if "*" in what:  # a call of something unnamed (``Concatenate()(x)``): it may
+        return True
+    named = _VERSION.sub("", op_type).lower()
+    called = {name.replace("_", "").lower() for name in what if isinstance(name, str)}
+    return named in called or bool(JOINS.get(op_type, frozenset()) & what)
+
+
 @dataclass(frozen=True)
 class _File:
-    #: (first line, last line, name) of every def and class, outermost first
+    #: (first line, last line, qualified name) of every def and class, outermost first
     scopes: tuple[tuple[int, int, str], ...]
     #: the lines that can make an op, each with what on it can (names called, operators)
     makers: Mapping[int, frozenset[str | type[ast.operator]]]
@@ -99,46 +134,106 @@ class _File:
         return inside[-1] if inside else "<module>"
 
 
+@dataclass(frozen=True)
+class _Index:
+    files: dict[str, _File]
+    #: the files the program runs: itself and the modules it imports, followed
+    imported: frozenset[str]
+
+
 @functools.cache
-def _index(source: Source) -> dict[str, _File]:
-    """Each file that parses: its scopes and the lines that can make an op."""
+def _index(source: Source) -> _Index:
+    """Each file that parses: its scopes and the lines that can make an op; and which files
+    the program imports."""
     trees = {}
     for name, content in source.files:
         try:
             trees[name] = ast.parse(content, filename=name)
         except (SyntaxError, ValueError):  # it did not run as it is: it names no place
             continue
+    modules = {name[: -len(".py")]: name for name in trees}
     own = {
         node.name
         for tree in trees.values()
         for node in ast.walk(tree)
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
     }
-    return {name: _file(tree, own) for name, tree in trees.items()}
+    files = {name: _file(tree, own, set(modules)) for name, tree in trees.items()}
+    return _Index(files, _imported(source.program, trees, modules))
 
 
-def _file(tree: ast.Module, own: set[str]) -> _File:
+def _imported(
+    program: str, trees: dict[str, ast.Module], modules: dict[str, str]
+) -> frozenset[str]:
+    """The program and every module of its folder it imports, transitively (any file, when
+    the program is not named: a claim is then checked against all of them)."""
+    if program not in trees:
+        return frozenset(trees)
+    seen, stack = {program}, [program]
+    while stack:
+        for node in ast.walk(trees[stack.pop()]):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name.split(".")[0] for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [node.module.split(".")[0]]
+            for found in (modules[n] for n in names if n in modules):
+                if found not in seen:
+                    seen.add(found)
+                    stack.append(found)
+    return frozenset(seen)
+
+
+def _file(tree: ast.Module, own: set[str], modules: set[str]) -> _File:
     tensorflow = _tensorflow_names(tree)
-    scopes = []
+    own_modules = _module_names(tree, modules)
     makers: dict[int, set[str | type[ast.operator]]] = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            scopes.append((node.lineno, node.end_lineno or node.lineno, node.name))
         if not isinstance(node, _MAKERS):
             continue
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in own:
+        if isinstance(node, ast.Call) and _own_call(node.func, own, own_modules):
             continue  # a call of the program's own function: its frame would be the innermost
         what = _what(node, tensorflow)
         for line in range(node.lineno, (node.end_lineno or node.lineno) + 1):
             makers.setdefault(line, set()).update(what)
-    scopes.sort(key=lambda scope: (scope[0], -scope[1]))
-    return _File(tuple(scopes), {line: frozenset(what) for line, what in makers.items()})
+    return _File(_scopes(tree), {line: frozenset(what) for line, what in makers.items()})
+
+
+def _scopes(tree: ast.Module) -> tuple[tuple[int, int, str], ...]:
+    """Every def and class with its qualified name (``Model.build``; a def inside a def by
+    both names: ``train.step``), outermost first."""
+    found: list[tuple[int, int, str]] = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                name = f"{prefix}{child.name}"
+                found.append((child.lineno, child.end_lineno or child.lineno, name))
+                visit(child, f"{name}.")
+            else:
+                visit(child, prefix)
+
+    visit(tree, "")
+    found.sort(key=lambda scope: (scope[0], -scope[1]))
+    return tuple(found)
+
+
+def _own_call(func: ast.expr, own: set[str], modules: set[str]) -> bool:
+    """Whether a call's function is the program's own: one of its functions by name, or an
+    attribute of one of its own modules (``mymath.concat``)."""
+    if isinstance(func, ast.Name):
+        return func.id in own
+    return (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Name)
+        and func.value.id in modules
+    )
 
 
 def _what(node: ast.AST, tensorflow: set[str]) -> set[str | type[ast.operator]]:
-    """What ``node`` is, as :data:`JOINS` names it: a call's last name (and
-    ``"tensorflow"`` for a call of TensorFlow's), an operator's class; a call of something
-    unnamed (``Concatenate()(x)``) could be anything."""
+    """What ``node`` is: a call's last name (with ``"tensorflow"`` for a call of
+    TensorFlow's, and ``"tensorflow list"`` when it is given a list), an operator's class; a
+    call of something unnamed (``Concatenate()(x)``) could be anything."""
     if isinstance(node, ast.BinOp | ast.AugAssign):
         return {type(node.op)}
     if not isinstance(node, ast.Call):
@@ -152,9 +247,12 @@ def _what(node: ast.AST, tensorflow: set[str]) -> set[str | type[ast.operator]]:
     elif isinstance(func, ast.Name):
         names.add(func.id)
     else:
-        return {name for kind in JOINS.values() for name in kind}
+        return {"*"}  # anything: the type's own name too (checked by _makes)
     if isinstance(root, ast.Name) and root.id in tensorflow:
         names.add("tensorflow")
+        given = [*node.args, *(k.value for k in node.keywords)]
+        if any(isinstance(a, ast.List | ast.Tuple | ast.ListComp | ast.Starred) for a in given):
+            names.add("tensorflow list")
     return names
 
 
@@ -170,3 +268,15 @@ def _tensorflow_names(tree: ast.Module) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tensorflow"):
             names.update(alias.asname or alias.name for alias in node.names)
     return names
+
+
+def _module_names(tree: ast.Module, modules: set[str]) -> set[str]:
+    """The names a file binds to the program's own modules (``import mymath``, ``import
+    mymath as m``)."""
+    return {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+        if alias.name.split(".")[0] in modules
+    }

@@ -347,6 +347,11 @@ def _timed_runs(
         try:
             run(call.raw_fetches, call.feed_dict, options=options)
         except tf.errors.DeadlineExceededError:
+            if together is None:  # the session's own limit (a graph loaded from its export)
+                raise Ended(
+                    "a step waited past the time limit: it takes from a queue nothing fills "
+                    "(one the program filled by hand before its loop, with no queue runner?)"
+                ) from None
             raise Ended(
                 f"a worker's step waited more than {options.timeout_in_ms / 1000:g} s for "
                 "the others (SyncReplicasOptimizer): is every worker's token queue and "
