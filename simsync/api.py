@@ -31,12 +31,11 @@ from simsync.ir import (
     critical_path,
     generations,
     run_order,
-    sync_points,
     topological_order,
     tower_dependencies,
     updating_clients,
 )
-from simsync.kinds import KINDS
+from simsync.kinds import KINDS, sync_points
 from simsync.kinds import check_graph as validate
 from simsync.numerics import ModelSpec, parameter_shapes
 from simsync.patterns import (

@@ -263,3 +263,27 @@ def test_a_graph_whose_record_would_not_fit_in_memory_is_refused_at_once() -> No
     graph.add_client(Client("main", (names[-1],)))
     with pytest.raises(SimulationError, match=r"2,000 ops run 1,000,000 times would take about"):
         api.simulate(graph, steps=1_000_000, numerics=False)
+
+
+def test_the_public_sync_points_are_the_summarys_on_every_bundled_scenario() -> None:
+    # one name, one meaning: through tensors and through resources (a SyncReplicas take)
+    from pathlib import Path
+
+    from simsync.engine import summary
+    from simsync.errors import SimulationError
+    from simsync.scenario import load_scenario
+
+    root = Path(__file__).resolve().parent.parent
+    found = [*root.glob("examples/*.toml"), *root.glob("lessons/*/*.toml")]
+    found += root.glob("assignments/*/scenario.toml")
+    checked = takes = 0
+    for path in sorted(p for p in found if p.name not in ("lesson.toml", "assignment.toml")):
+        scenario = load_scenario(path).with_run(steps=2)
+        try:
+            result = api.simulate(scenario, numerics=False)
+        except SimulationError:  # an impossible set-up, on purpose (a lesson's deadlock)
+            continue
+        assert api.sync_points(result.graph) == summary(result)["sync_points"], path
+        takes += any("take" in point for point in summary(result)["sync_points"])
+        checked += 1
+    assert checked > 10 and takes > 0  # SyncReplicas scenarios among them

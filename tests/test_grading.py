@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from simsync.errors import GraphError
 from simsync.grading import AssignmentError, grade, load_assignments
 from simsync.grading.assignment import load_assignment
-from simsync.ir import graph_from_dict, graph_to_dict, sync_points
+from simsync.ir import graph_from_dict, graph_to_dict
+from simsync.kinds import sync_points
 from simsync.patterns import build
 from simsync.scenario import load_scenario
 

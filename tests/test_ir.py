@@ -21,11 +21,11 @@ from simsync.ir import (
     generations,
     run_order,
     run_orders,
-    sync_points,
     topological_order,
     tower_dependencies,
     validate,
 )
+from simsync.kinds import sync_points
 from simsync.patterns import build_towers
 from simsync.scenario import ClusterConfig, ComputeConfig, Scenario, TrainingConfig
 
@@ -213,7 +213,8 @@ def test_a_control_edge_beside_a_data_edge_is_kept() -> None:
 
 def test_every_lookup_and_analysis_raises_a_graph_error() -> None:
     from simsync.errors import GraphError
-    from simsync.ir import Device, Graph, Op, Tensor, sync_points
+    from simsync.ir import Device, Graph, Op, Tensor
+    from simsync.kinds import sync_points
 
     g = Graph()
     g.add_device(Device("/gpu:0"))

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from helpers import one_clear_line
 
-from simsync.ir import Cost, sync_points
+from simsync.ir import Cost
+from simsync.kinds import sync_points
 from simsync.tf_backend.program.convert import convert
 from simsync.tf_backend.program.whatif import with_towers
 

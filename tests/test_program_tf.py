@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from helpers import one_clear_line
 
-from simsync.ir import sync_points
+from simsync.kinds import sync_points
 from simsync.programs import WhatIf, crosscheck_program, program_summary, simulate_program
 from simsync.sandbox.bubblewrap import Limits
 from simsync.tf_backend.program import ProgramError, import_program

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from simsync.engine import simulate
-from simsync.ir import sync_points
+from simsync.kinds import sync_points
 from simsync.scenario import ClusterConfig, ComputeConfig, Scenario
 from simsync.trace import StepRecord, Trace, came_last, step_time_stats, straggler, sync_waits
 

@@ -357,6 +357,7 @@ def interleaved_ratio(
         "hypotheses": dict(hypotheses),
         "verdict": verdict,
         "why": why,  # why no verdict: "none inside", "several inside" or "too close"
+        "drift": DRIFT,
     }
 
 

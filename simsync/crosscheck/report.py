@@ -210,6 +210,8 @@ class Ratio(TypedDict):
     hypotheses: dict[str, float]
     verdict: str
     why: str | None  # why no verdict: "none inside", "several inside" or "too close"
+    #: how much this machine drifts between runs: the interval widened by it decides
+    drift: NotRequired[float]
     out_of_date: NotRequired[bool]  # no verdict: this machine's profile is out of date
 
 

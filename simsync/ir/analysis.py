@@ -25,11 +25,11 @@ __all__ = [
     "generations",
     "input_towers",
     "lane_unit",
+    "meeting_points",
     "own_tower",
     "racing_clients",
     "run_order",
     "run_orders",
-    "sync_points",
     "topological_order",
     "tower_dependencies",
     "tower_label",
@@ -284,7 +284,7 @@ def tower_label(graph: Graph, tower: int) -> str:
     return f"{lane_unit(graph)}_{tower}"
 
 
-def sync_points(graph: Graph, feeds: Feeds | None = None) -> list[str]:
+def meeting_points(graph: Graph, feeds: Feeds | None = None) -> list[str]:
     """Ops where towers meet: their direct inputs come from more than one tower's own work.
     The op cannot start before the last of them arrives.
 
@@ -302,7 +302,7 @@ def sync_points(graph: Graph, feeds: Feeds | None = None) -> list[str]:
     put and which get is their kinds' to say: :func:`simsync.kinds.sync_points` passes them.
 
     >>> from simsync.patterns import tiny_example
-    >>> sync_points(tiny_example())
+    >>> meeting_points(tiny_example())
     ['average_gradients']
     """
     return [
@@ -318,7 +318,7 @@ def input_towers(graph: Graph, name: str, feeds: Feeds | None = None) -> dict[st
     An input is a tower's own work when it is placed in that tower, or when it is outside every
     tower and depends on that tower alone. An input that already carries several towers (an
     earlier sync point) is left out: it is no tower's arrival. ``feeds`` adds the inputs
-    through a resource (see :func:`sync_points`).
+    through a resource (see :func:`meeting_points`).
 
     >>> from simsync.patterns import tiny_example
     >>> input_towers(tiny_example(), "average_gradients")

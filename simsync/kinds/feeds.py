@@ -12,9 +12,8 @@ from __future__ import annotations
 from functools import partial
 from typing import NamedTuple
 
-from simsync.ir import Graph
+from simsync.ir import Graph, meeting_points
 from simsync.ir import input_towers as ir_input_towers
-from simsync.ir import sync_points as ir_sync_points
 from simsync.ir.resources import TAKE
 from simsync.kinds.registry import kind_of
 
@@ -68,7 +67,7 @@ def _feeds(graph: Graph) -> dict[str, tuple[str, ...]]:
 
 
 def sync_points(graph: Graph) -> list[str]:
-    """Ops where towers meet (:func:`simsync.ir.sync_points`), through tensors or through a
+    """Ops where towers meet (:func:`simsync.ir.meeting_points`), through tensors or through a
     resource: SyncReplicasOptimizer's take of each accumulator waits for the workers'
     pushes, so it is one; a worker's dequeue of a token, put by the chief, is not.
 
@@ -76,7 +75,7 @@ def sync_points(graph: Graph) -> list[str]:
     >>> sync_points(tiny_example())
     ['average_gradients']
     """
-    return ir_sync_points(graph, resource_feeds(graph))
+    return meeting_points(graph, resource_feeds(graph))
 
 
 def input_towers(graph: Graph, name: str) -> dict[str, int]:

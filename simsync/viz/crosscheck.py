@@ -560,32 +560,18 @@ COST_KEYS = ("read", "push_gradients", "dequeue_token", "take_gradients", "apply
              "enqueue_tokens", "session_run", "queue_runner_run")  # fmt: skip
 
 
-#: Why a comparison gave no verdict, by the ``why`` of its report.
-NO_VERDICT = {
-    "several inside": "more than one prediction lies within the interval, or nearer to it "
-    "than this machine drifts between runs, so this machine cannot tell them apart",
-    "none inside": "every prediction lies outside the interval by more than this machine "
-    "drifts between runs, so this gives no verdict",
-    "too close": "the predictions are closer than this machine drifts between runs, so one "
-    "session cannot tell them apart",
-}
-
-
 def _ratio(ratio: Ratio, predicted: str) -> tuple[str, Text, str]:
     low, high = ratio["interval"]
     hypotheses = ", ".join(f"{name} {value:.2f}x" for name, value in ratio["hypotheses"].items())
     evidence = (
         f"{ratio['ratio']:.2f}x as long (95 % interval {low:.2f}–{high:.2f}, "
         f"{ratio['rounds']} alternating rounds in one session); predicted {predicted}: "
-        f"{hypotheses}"
+        f"{hypotheses}; "
     )
     if ratio.get("out_of_date"):
-        evidence += "; no verdict: this machine's profile is out of date (see above)"
-    elif ratio["verdict"] == "inconclusive" and ratio["why"] is not None:
-        evidence += "; " + NO_VERDICT[ratio["why"]]
+        evidence += "no verdict: this machine's profile is out of date (see above)"
     else:
-        excluded = [name for name in ratio["hypotheses"] if name != ratio["verdict"]]
-        evidence += "; the interval excludes " + " and ".join(f'"{n}"' for n in excluded)
+        evidence += ratio_rule(ratio)
     verdict = ratio["verdict"]
     answer = (
         Text("inconclusive here", style="bold yellow")
@@ -593,6 +579,69 @@ def _ratio(ratio: Ratio, predicted: str) -> tuple[str, Text, str]:
         else Text(verdict, style="bold cyan")  # a measurement, neither right nor wrong
     )
     return VARIANTS[ratio["variant"]][0], answer, evidence
+
+
+#: how much a machine drifts between runs, for a report that did not say (an older one)
+DRIFT = 0.15
+
+
+def ratio_rule(ratio: Ratio) -> str:
+    """The rule that decided a comparison's verdict, with its numbers: the interval widened by
+    how much this machine drifts between runs, which predictions it holds, and how far apart
+    they are (:func:`simsync.crosscheck.evidence.interleaved_ratio`).
+
+    >>> base = {"interval": [3.49, 4.04], "drift": 0.15, "hypotheses": {"side by side": 4.24,
+    ...         "one after another": 4.58}}
+    >>> rule = ratio_rule({**base, "verdict": "inconclusive", "why": "several inside"})
+    >>> rule[:71]
+    "with this machine's drift between runs (15 %) the interval is 2.97–4.65"
+    >>> rule[73:]
+    'it holds side by side, one after another; they are 8 % apart, less than the drift: no verdict'
+    >>> ratio_rule({"interval": [1.8, 2.2], "hypotheses": {"waits": 2.0, "does not wait": 1.0},
+    ...             "verdict": "waits", "why": None})[73:]
+    'it holds waits alone, and does not wait lies 50 % from it: waits'
+    """
+    low, high = ratio["interval"]
+    drift = ratio.get("drift", DRIFT)
+    wide_low, wide_high = low * (1 - drift), high * (1 + drift)
+    hypotheses = ratio["hypotheses"]
+    inside = [n for n, v in hypotheses.items() if wide_low <= v <= wide_high]
+    rule = (
+        f"with this machine's drift between runs ({_whole_percent(drift)}) the interval is "
+        f"{wide_low:.2f}–{wide_high:.2f}: "
+    )
+    if not inside:
+        return rule + "it holds no prediction: no verdict"
+    if len(inside) == 1:
+        kept = hypotheses[inside[0]]
+        others = {n: abs(v - kept) / kept for n, v in hypotheses.items() if n != inside[0]}
+        nearest = min(others, key=others.__getitem__) if others else None
+        if nearest is None:
+            return rule + f"it holds {inside[0]} alone: {ratio['verdict']}"
+        away = _whole_percent(others[nearest])
+        if others[nearest] > drift:
+            said = f"it holds {inside[0]} alone, and {nearest} lies {away} from it"
+            return rule + f"{said}: {ratio['verdict']}"
+        return rule + (
+            f"it holds {inside[0]} alone, but {nearest} lies {away} from it, less than the "
+            "drift: no verdict"
+        )
+    values = [hypotheses[n] for n in inside]
+    apart = (max(values) - min(values)) / min(values)
+    if apart <= drift:
+        return rule + (
+            f"it holds {', '.join(inside)}; they are {_whole_percent(apart)} apart, less than the "
+            "drift: no verdict"
+        )
+    return rule + f"it holds {', '.join(inside)}: no verdict"
+
+
+def _whole_percent(share: float) -> str:
+    """
+    >>> _whole_percent(0.083)
+    '8 %'
+    """
+    return f"{share * 100:.0f} %"
 
 
 def _stale(stale: StalenessEvidence) -> tuple[str, Text, str]:
