@@ -81,3 +81,21 @@ def test_a_tensorflow_program_is_graded_by_its_structure_and_simulation(tmp_path
     assert graded.score == expected == 2, [(r.check.name, r.output) for r in graded.results]
     found = {r.check.name: r.output for r in graded.results}
     assert "no sync point" in found["one sync point per variable, each made in average_gradients"]
+    # the towers are there, TensorFlow just never runs three of them: said, and blamed on the
+    # averaging, not on the tower loop the student wrote right
+    towers = found["four towers, each on its own GPU"]
+    assert "found 0 in a training step; your program builds 4" in towers, towers
+    assert "builds 'tower_0/hidden/MatMul', but a training step never runs it" in towers
+    assert "average_gradients take every tower's gradients" in towers
+    # the step check says what it was held to: the reference's time, and the tolerance
+    assert "expected at most" in found[step_check] and "the reference's" in found[step_check]
+
+
+def test_every_variable_off_the_cpu_is_named_with_the_fix(tmp_path: Path) -> None:
+    (assignment,) = [a for a in load_assignments() if a.number == 4]
+    source = (assignment.solution / "train.py").read_text()
+    (tmp_path / "train.py").write_text(source.replace('    with tf.device("/cpu:0"):', "    if 1:"))
+    found = {r.check.name: r.output for r in grade(assignment, tmp_path, hidden=True).results}
+    said = found["the variables live on the CPU"]
+    assert "'hidden/weights' lives on /gpu:0, expected /cpu:0; so do hidden/biases," in said
+    assert "softmax_linear/biases" in said and "make it under tf.device('/cpu:0')" in said

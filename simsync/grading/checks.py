@@ -4,6 +4,7 @@ speaks to the student and says what was expected and what was found."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -34,12 +35,13 @@ def structure(check: Check, found: dict[str, Any]) -> Verdict:
         shown.append(f"sync points: {points}")
         if points != list(keys["sync_points"]):
             problems.append(f"expected the sync points {list(keys['sync_points'])}, found {points}")
+    pruned = found.get("pruned") or {}
     for op, device in keys.get("devices", {}).items():
         placed = found["devices"].get(op)
         if placed is None:
-            problems.append(f"no op named '{op}'")
+            problems.append(_missing(op, pruned))
         elif placed["device"] != device and device not in placed["participants"]:
-            problems.append(f"'{op}' runs on {placed['device']}, expected {device}")
+            problems.append(_misplaced(op, placed["device"], device, found))
     paths = {(p["before"], p["after"]): p for p in found["before"]}
     for before, after in keys.get("before", []):
         pair = paths[(before, after)]
@@ -57,8 +59,50 @@ def structure(check: Check, found: dict[str, Any]) -> Verdict:
     if "towers" in keys:
         shown.append(f"towers: {found['towers']}")
         if found["towers"] != keys["towers"]:
-            problems.append(f"expected {keys['towers']} towers, found {found['towers']}")
+            problems.append(_towers(int(keys["towers"]), found["towers"], pruned))
+    if any("never runs" in problem for problem in problems):
+        problems.append(PRUNED)  # why, once
     return (not problems, "; ".join(problems) if problems else "; ".join(shown) or "as asked")
+
+
+#: why a program's step runs less than it builds
+PRUNED = (
+    "TensorFlow runs only what the training loop's fetches need, and nothing the others "
+    "compute reaches them: does your average_gradients take every tower's gradients?"
+)
+
+
+def _missing(op: str, pruned: dict[str, Any]) -> str:
+    """An op the graph graded lacks: one the program builds but its step never runs, or
+    none of that name."""
+    if op in pruned.get("ops", ()):
+        return f"your program builds '{op}', but a training step never runs it"
+    return f"no op named '{op}'"
+
+
+def _towers(expected: int, found: int, pruned: dict[str, Any]) -> str:
+    """Too few towers: the program may build them all while its step runs fewer."""
+    built = int(pruned.get("built_towers") or 0)
+    if built > found:
+        return (
+            f"expected {expected} towers, found {found} in a training step; your program "
+            f"builds {built}, but a training step never runs them all"
+        )
+    return f"expected {expected} towers, found {found}"
+
+
+def _misplaced(name: str, placed: str, device: str, found: dict[str, Any]) -> str:
+    """A variable (or op) on the wrong device, with every other variable there too, and how
+    a variable's device is chosen."""
+    variables = found.get("variables") or {}
+    if name not in variables:
+        return f"'{name}' runs on {placed}, expected {device}"
+    also = sorted(v for v, where in variables.items() if where != device and v != name)
+    others = f"; so do {', '.join(also)}" if also else ""
+    return (
+        f"'{name}' lives on {placed}, expected {device}{others} (a variable lives where it is "
+        f"made: make it under tf.device('{device}'))"
+    )
 
 
 def _made_in(function: str, found: dict[str, Any]) -> list[str]:
@@ -91,17 +135,38 @@ def simulation(check: Check, facts: Facts, reference: Facts | None) -> Verdict:
         return _compare(expression, value, keys["equals"], tolerance, "expected")
     if value is None and ("at_most" in keys or "at_least" in keys):
         return False, f"{expression} has no value for your graph (never reached)"
-    limits = {
+    limits: dict[str, float] = {
         k: _bound(keys[k], expression, reference) for k in ("at_most", "at_least") if k in keys
     }
+    said = f"{expression} = {_show(value)}" + _bounds(keys, limits, tolerance)
     if "at_most" in limits and not float(value) <= limits["at_most"] * (1 + tolerance):
-        return False, f"{expression} = {_show(value)}, expected at most {_show(limits['at_most'])}"
+        return False, said
     if "at_least" in limits and not float(value) >= limits["at_least"] * (1 - tolerance):
-        return (
-            False,
-            f"{expression} = {_show(value)}, expected at least {_show(limits['at_least'])}",
-        )
-    return True, f"{expression} = {_show(value)}"
+        return False, said
+    return True, said
+
+
+def _bounds(keys: dict[str, Any], limits: Mapping[str, float], tolerance: float) -> str:
+    """What a value was held to: each bound, the reference's value where it is one, and the
+    tolerance that widens it.
+
+    >>> _bounds({"at_most": "reference"}, {"at_most": 1.2}, 0.5)
+    "; expected at most 1.8 (the reference's 1.2, and 50 % more)"
+    >>> _bounds({"at_least": 4000}, {"at_least": 4000.0}, 0.0)
+    '; expected at least 4000'
+    """
+    parts = []
+    for key, word, sign in (("at_most", "at most", 1), ("at_least", "at least", -1)):
+        if key not in limits:
+            continue
+        bound = limits[key] * (1 + sign * tolerance)
+        if keys.get(key) == "reference":
+            more = "more" if sign > 0 else "less"
+            how = f" (the reference's {_show(limits[key])}, and {tolerance * 100:g} % {more})"
+        else:
+            how = f" ({tolerance * 100:g} % of tolerance)" if tolerance else ""
+        parts.append(f"{word} {_show(bound)}{how}")
+    return "; expected " + " and ".join(parts) if parts else ""
 
 
 def _bound(limit: Any, expression: str, reference: Facts | None) -> float:

@@ -231,6 +231,8 @@ def structure_of(graph: Graph, devices: list[str], before: list[list[str]]) -> d
         "towers": len(graph.towers),
         "devices": {name: placed(name) for name in devices},
         "before": [path(str(a), str(b)) for a, b in before],
+        # where every variable lives: a misplaced one is named with the others like it
+        "variables": {name: v.device for name, v in graph.variables.items()},
     }
 
 

@@ -175,6 +175,7 @@ class Sides:
             request["numerics"] = False  # its ops are simulated for timing only
             points = sync_points(imported.graph)
             made_in = {point: imported.report["made_in"].get(point) for point in points}
+            pruned = _pruned(imported)
         else:
             file, _, function = spec.partition(":")
             outcome = self._run(
@@ -190,6 +191,7 @@ class Sides:
             return self._failed(side, built.error)
         if made_in is not None and built.structure is not None:
             built.structure["made_in"] = made_in
+            built.structure["pruned"] = pruned
         if side == REFERENCE:  # the reference's numbers too, or no grade at all
             if needs.facts and built.facts_error is not None:
                 self._failed(side, built.facts_error)
@@ -216,7 +218,6 @@ class Sides:
                 limits=limits,
                 hidden=self.hidden,
                 export=True,  # its own process says nothing the grade rests on
-                processes=1,
                 cache=False,  # measured afresh for each grading, both sides alike
                 name=file,
             )
@@ -271,6 +272,20 @@ def _checked(outcome: Outcome) -> Outcome:
         started = {"started": True} if outcome.said.get("started") is True else {}
         return Outcome(started, f"{error}", outcome.stderr, outcome.dropped)
     return dataclasses.replace(outcome, said=said)
+
+
+def _pruned(imported: Imported) -> dict[str, Any]:
+    """What a program builds that its training step never runs (TensorFlow runs only what the
+    loop's fetches need): the ops, and how many towers its whole graph has, for feedback that
+    says so rather than "no op named ..."."""
+    from simsync.tf_backend.program.towers import find_towers
+
+    names = [op["name"] for op in imported.data["ops"]]
+    devices = {op["name"]: op["device"] for op in imported.data["ops"]}
+    return {
+        "ops": sorted(set(names) - set(imported.graph.nx)),
+        "built_towers": find_towers(names, devices).count,
+    }
 
 
 class ReferenceFailed(SimsyncError):

@@ -344,6 +344,7 @@ class Structure(TypedDict):
     towers: Count
     devices: dict[Name, Placed | None]
     before: Annotated[list[PathFound], Limit(most=10_000)]
+    variables: NotRequired[dict[Name, Annotated[str, Limit(most=512)]]]
 
 
 class GradingSaid(TypedDict, total=False):
