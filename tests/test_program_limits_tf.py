@@ -55,3 +55,13 @@ def test_a_thousand_threads_are_one_line(tmp_path):
         import_program(program(tmp_path, before), limits=ImportLimits(wall_seconds=60))
     said = str(raised.value)
     assert "\n" not in said and ("can't start new thread" in said or "threads" in said), said
+
+
+def test_a_program_of_one_process_per_task_is_one_line_at_its_server(tmp_path):
+    before = (
+        'cluster = tf.train.ClusterSpec({"ps": ["localhost:2222"], "worker": ["localhost:2223"]})\n'
+        'server = tf.compat.v1.train.Server(cluster, job_name="ps", task_index=0)\n'
+        "server.join()\n"
+    )
+    with pytest.raises(ProgramError, match=r"starts a TensorFlow server \(tf.train.Server\)"):
+        import_program(program(tmp_path, before), limits=ImportLimits(wall_seconds=60))

@@ -208,10 +208,18 @@ class Observer:
                 observer.runners.append(self)
             return real_create(self, *args, **kwargs)
 
+        def server(self: Any, *args: Any, **kwargs: Any) -> None:
+            raise Ended(
+                "starts a TensorFlow server (tf.train.Server): a program of one process per "
+                "task of a cluster is not imported yet; simsync imports one that trains in one "
+                "process, one thread per worker (see docs/importing.md)"
+            )
+
         base.__init__ = __init__
         base.run = run
         base.make_callable = make_callable
         runner_class.create_threads = create_threads
+        self.tf.distribute.Server.__init__ = server  # tf.compat.v1.train.Server too
         self.real_run = real_run
 
     def configure(self, config: Any) -> Any:
