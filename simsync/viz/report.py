@@ -84,7 +84,11 @@ class SummaryView:
                 f"({_ms(path.get('seconds'))} ms): " + " → ".join(path_by_scope(path["ops"])),
                 style="dim",
             )
-            note = critical_path_note(path.get("seconds"), self.summary.get("step_time"))
+            note = critical_path_note(
+                path.get("seconds"),
+                self.summary.get("step_time"),
+                int(self.summary.get("workers") or 1),
+            )
             if note:
                 yield Text(note, style="dim")
         if self.summary.get("wait"):
@@ -321,27 +325,41 @@ def scope_lines(name: str, width: int = 30) -> str:
     return "\n".join([*lines, line])
 
 
-def critical_path_note(path: float | None, step_time: Mapping[str, Any] | None) -> str:
-    """Why the mean step is not the critical path, when the two differ by more than 1 %.
+def critical_path_note(
+    path: float | None, step_time: Mapping[str, Any] | None, clients: int = 1
+) -> str:
+    """Why the mean step is not the critical path, when the two differ by more than 1 %, from
+    what the run shows: whether its steps varied (p50 against p95), and how many clients'
+    steps the mean mixes.
 
-    >>> critical_path_note(0.010, {"mean": 0.026858})[:60]
+    >>> critical_path_note(0.010, {"mean": 0.026858, "p50": 0.026, "p95": 0.03})[:60]
     'The mean step (26.858 ms) is longer than this path: a step w'
+    >>> "vary" in critical_path_note(0.010, {"mean": 0.02, "p50": 0.02, "p95": 0.02})
+    False
     >>> critical_path_note(0.020, {"mean": 0.0201})
     ''
+    >>> critical_path_note(0.020, {"mean": 0.013, "p50": 0.01, "p95": 0.02}, clients=4)[:80]
+    "The mean step (13.000 ms) is shorter than this path: it is 4 clients' steps, and"
     """
     step = (step_time or {}).get("mean")
     if not path or not step or abs(step - path) <= 0.01 * path:
         return ""
+    p50, p95 = (step_time or {}).get("p50") or step, (step_time or {}).get("p95") or step
+    varied = p95 > 1.01 * p50
     if step > path:
+        vary = " (its times vary from step to step)" if varied else ""
         return (
             f"The mean step ({_ms(step)} ms) is longer than this path: a step waits for its "
-            "slowest compute (random times vary around their mean) and for devices and links "
-            "busy with other work, which this path, at mean costs and alone on the machine, "
-            "leaves out."
+            f"slowest compute{vary} and for devices and links busy with other work, which this "
+            "path, at mean costs and alone on the machine, leaves out."
         )
-    return (
-        f"The mean step ({_ms(step)} ms) is shorter than this path: its random compute times "
-        "were shorter than their mean, or clients overlapped their steps."
+    if clients > 1:
+        return (
+            f"The mean step ({_ms(step)} ms) is shorter than this path: it is {clients} clients' "
+            "steps, and this path is the longest of them: the others' steps are shorter."
+        )
+    return f"The mean step ({_ms(step)} ms) is shorter than this path: " + (
+        "its compute times were shorter than their mean." if varied else "clients overlapped."
     )
 
 
