@@ -272,3 +272,14 @@ def test_a_feed_dict_program_of_unknown_batch_size_imports_with_the_shapes_it_ra
     assert graph.variables["Variable"].shape == (784, 10)
     summary = program_summary(simulate_program(PROGRAMS / "softmax_feed.py", imported=imported))
     assert summary["towers"] == 0  # it has none
+
+
+def test_crosscheck_of_threads_measures_them_together_and_compares_their_updates():
+    # several threads calling sess.run(train_op): measured as the program runs them, all at
+    # once, so each thread's step and their updates per second are compared
+    _, report = crosscheck_program(PROGRAMS / "async_threads.py", runs=1, traced=3, untraced=10)
+    threads = {c["client"] for c in report["step_time"]}
+    assert len(threads) >= 2, report["step_time"]
+    updates = report["updates_per_second"]
+    assert updates["predicted"] > 0 and updates["measured"] > 0
+    assert isinstance(updates["ok"], bool)

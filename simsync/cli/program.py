@@ -330,9 +330,15 @@ def _print_crosscheck(report: dict[str, Any], out: Any) -> None:
             markup=False,
         )
     if not report["step_time"]:
+        out.print("  step time: not compared (no run measured the loop's steps)", markup=False)
+    updates = report.get("updates_per_second")
+    if updates:
+        error = updates["error"]
+        shown = "n/a" if error is None else f"{error:+.1%}"
         out.print(
-            "  step time: not compared (several threads loop: the runs measure each alone, "
-            "the simulation runs them together)",
+            f"  updates per second, every thread together: predicted {updates['predicted']:,.0f}"
+            f", measured {updates['measured']:,.0f}: {shown}, "
+            + ("within 20 %" if updates["ok"] else "NOT within 20 %"),
             markup=False,
         )
     for queue in report.get("input_queues", ()):

@@ -16,8 +16,9 @@ step time is predicted from one run and measured in others.
    half the steps, beyond chance (:func:`~simsync.crosscheck.evidence.usually_last_of`), and
    the two are compared by :func:`~simsync.crosscheck.evidence.last_verdict`.
 3. **Step time**: the simulated median against the median of the runs' median wall times
-   (within :data:`STEP_TOLERANCE`), per client (for a loop of several threads only when
-   they ran together, as workers of ``SyncReplicasOptimizer`` do); inconclusive when the
+   (within :data:`STEP_TOLERANCE`), per client (several looping threads run together in
+   the runs, as the program and the simulation run them), and with several threads their
+   updates per second in all (within :data:`UPDATES_TOLERANCE`); inconclusive when the
    prediction misses that but lies among the runs' own medians, and they differ from each
    other by more. The imported costs are fitted to the untraced step of the import's own run
    (:mod:`simsync.tf_backend.program.fit`), so the prediction for a program as written is
@@ -124,6 +125,7 @@ def program_report(
         "structure": {**found, "among": len(among), "not_timed": len(graph) - len(among)},
         "arrivals": last,
         "step_time": _step_times(simulation, runs, threads, profiled),
+        "updates_per_second": _updates_per_second(simulation, runs, threads),
         "input_queues": _input_queues(queues or {}, simulation, runs, threads),
     }
 
@@ -167,10 +169,9 @@ def _step_times(
     threads: Mapping[str, str],
     profiled: Sequence[float] = (),
 ) -> list[dict[str, Any]]:
-    """Per client: the simulated median step against the median of the runs' medians. Only
-    for a loop of one client, or of clients the runs measured together (workers of
-    ``SyncReplicasOptimizer``): the runs measure other clients alone, while the simulation
-    runs them together."""
+    """Per client: the simulated median step against the median of the runs' medians. For a
+    loop of one client, or of clients the runs measured together, as the simulation runs
+    them (every loop of several threads, since the runs measure them all at once)."""
     found: list[dict[str, Any]] = []
     together = all(
         run["clients"].get(thread, {}).get("together") for run in runs for thread in threads
@@ -203,6 +204,42 @@ def _step_times(
             }
         )
     return found
+
+
+#: the measured updates per second of several threads the prediction must be within
+UPDATES_TOLERANCE = 0.20
+
+
+def _updates_per_second(
+    simulation: Simulation, runs: Sequence[Mapping[str, Any]], threads: Mapping[str, str]
+) -> dict[str, Any] | None:
+    """With several looping threads, measured together: their steps per second in all
+    (each client's one over its median step, summed), simulated against measured (the median
+    over the runs), within :data:`UPDATES_TOLERANCE`; None with one thread.
+
+    >>> from simsync.trace import StepRecord, Trace
+    >>> class Run:
+    ...     trace = Trace(steps=[StepRecord(c, i, 0.0, 0.01) for c in ("a", "b") for i in (0, 1)])
+    >>> runs = [{"clients": {t: {"walls": [0.011] * 3, "together": True} for t in "xy"}}]
+    >>> found = _updates_per_second(Run(), runs, {"x": "a", "y": "b"})
+    >>> round(found["predicted"]), round(found["measured"]), found["ok"]
+    (200, 182, True)
+    """
+    if len(threads) < 2 or not runs:
+        return None
+    if not all(run["clients"].get(t, {}).get("together") for run in runs for t in threads):
+        return None
+    predicted = 0.0
+    for client in threads.values():
+        steps = [s.duration for s in simulation.trace.steps if s.client == client]
+        predicted += 1 / statistics.median(steps) if steps and statistics.median(steps) else 0.0
+    measured = statistics.median(
+        sum(1 / statistics.median(c["walls"]) for c in run["clients"].values() if c["walls"])
+        for run in runs
+    )
+    error = relative_error(predicted, measured)
+    ok = error is not None and abs(error) <= UPDATES_TOLERANCE
+    return {"predicted": predicted, "measured": measured, "error": error, "ok": ok}
 
 
 def queue_held(trace: Trace, queue: str, times: Sequence[float]) -> list[int]:

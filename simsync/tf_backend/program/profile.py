@@ -249,15 +249,19 @@ def _chief_wants_traces(loop: Loop) -> bool:
 
 
 def _each_client(
-    tf: Any, loop: Loop, work: Callable[[str, Any, _Together | None], dict[str, Any]]
+    tf: Any,
+    loop: Loop,
+    work: Callable[[str, Any, _Together | None], dict[str, Any]],
+    together_always: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """``work(thread, call, together)`` for each looping client: in turn, each alone; or,
     when they push to accumulators (:func:`_together`), all at once, each on a thread of its
     own as the program runs them (:class:`_Together`). Alone, a worker of
     ``SyncReplicasOptimizer`` whose local step fell behind while the others ran has its
     gradients dropped, and waits for a token nobody puts: measured, it never ends.
-    Together, each ``work`` says ``"together": True``."""
-    if not _together(loop):
+    Together, each ``work`` says ``"together": True``. ``together_always``: all at once
+    whatever they do (a cross-check's measure of threads the program runs side by side)."""
+    if not (together_always or _together(loop)):
         return {thread: work(thread, call, None) for thread, call in loop.calls.items()}
     together = _Together(len(loop.calls), lambda: _chief_wants_traces(loop))
     results: dict[str, dict[str, Any]] = {}
@@ -503,9 +507,9 @@ def queue_size_ops(tf: Any, graph: Any) -> dict[str, Any]:
 
 def measure_loop(tf: Any, loop: Loop, traced: int, untraced: int) -> dict[str, Any]:
     """What ``simsync crosscheck PROGRAM.py`` compares with its prediction, measured in a run
-    of its own (a process other than the one that measured the costs): for each looping
-    client in turn, alone (together, for workers of ``SyncReplicasOptimizer``:
-    :func:`_each_client`), :data:`WARMUP_STEPS` untraced runs, ``untraced`` runs timed around
+    of its own (a process other than the one that measured the costs): one looping client,
+    or several all at once, each on a thread of its own, as the program runs them
+    (:func:`_each_client`), :data:`WARMUP_STEPS` untraced runs, ``untraced`` runs timed around
     ``sess.run`` (the measured step times), then ``traced`` runs traced (each op's device,
     start and end, for the happens-before relations and who arrived last at each sync
     point), then :data:`QUEUE_STEPS` runs that also fetch the size of each FIFO queue (its
@@ -530,7 +534,8 @@ def measure_loop(tf: Any, loop: Loop, traced: int, untraced: int) -> dict[str, A
         ]
         return {"walls": walls, "steps": steps, "queues": {}}
 
-    clients = _each_client(tf, loop, measure_client)
+    # several looping threads run as the program runs them: together (the simulation does)
+    clients = _each_client(tf, loop, measure_client, together_always=len(loop.calls) > 1)
     alone = not any(client.get("together") for client in clients.values())
     sizes = queue_size_ops(tf, loop.graph) if alone else {}
     for thread, call in loop.calls.items() if sizes else ():
