@@ -210,3 +210,25 @@ def test_folders_a_killed_grader_left_are_removed(tmp_path: Path) -> None:
         "simsync-grade-2-in-use",
         "simsync-grade-3-student",
     ]
+
+
+def test_a_line_for_a_terminal_breaks_between_words(monkeypatch) -> None:
+    import io
+
+    from simsync.grading.commands import wrapped
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setenv("COLUMNS", "80")
+    line = (
+        " 4  Your own TensorFlow towers  (9 points; tasks: 4.1 The tower loop, 4.2 "
+        "average_gradients)"
+    )
+    shown = wrapped(line, "    ", Terminal())
+    assert shown.splitlines() == [
+        " 4  Your own TensorFlow towers  (9 points; tasks: 4.1 The tower loop, 4.2",
+        "    average_gradients)",
+    ]
+    assert wrapped(line, "    ", io.StringIO()) == line  # a file or a pipe: one line

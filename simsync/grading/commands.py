@@ -13,14 +13,17 @@ import shutil
 import signal
 import sys
 import tempfile
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from simsync.errors import UsageError
 from simsync.files import atomic_writer
 from simsync.grading.assignment import Assignment, find_assignment, load_assignments
 from simsync.grading.grader import LEFT_OUT, Grade, grade
 from simsync.sandbox.bubblewrap import Sandbox, find_sandbox
+from simsync.terminal import usable_width
 from simsync.words import plural
 
 __all__ = [
@@ -34,10 +37,30 @@ __all__ = [
 def assignments_list() -> int:
     for a in load_assignments():
         tasks = ", ".join(f"{k} {v}" for k, v in a.tasks.items())
-        print(f"{a.number:2d}  {a.title}  ({plural(a.points(), 'point')}; tasks: {tasks})")
+        line = f"{a.number:2d}  {a.title}  ({plural(a.points(), 'point')}; tasks: {tasks})"
+        print(wrapped(line, "    "))
         if a.summary:
-            print(f"    {a.summary}")
+            print(wrapped(f"    {a.summary}", "    "))
     return 0
+
+
+def wrapped(line: str, indent: str, stream: Any = None) -> str:
+    """``line`` broken between words to the terminal's width, its later lines indented, when
+    ``stream`` (standard output) is a terminal; as it is otherwise (a file, a pipe: one line
+    for one item).
+
+    >>> import io
+    >>> wrapped("a " * 50, "  ", io.StringIO()) == "a " * 50
+    True
+    """
+    stream = sys.stdout if stream is None else stream
+    if not getattr(stream, "isatty", lambda: False)():
+        return line
+    width = usable_width(os.environ, stream) or shutil.get_terminal_size().columns
+    return textwrap.fill(
+        line, width=width, subsequent_indent=indent, break_long_words=False,
+        break_on_hyphens=False,
+    )  # fmt: skip
 
 
 def assignments_start(number: int, folder: Path, *, solution: bool = False) -> int:
@@ -151,18 +174,24 @@ def report(result: Grade, *, hidden: bool) -> str:
     for r in result.results:
         mark = "✓" if r.passed else "✗"
         lines.append(
-            f"  {mark} {r.score:g}/{r.check.points:g}  Task {r.check.task}  {r.check.name}"
+            wrapped(
+                f"  {mark} {r.score:g}/{r.check.points:g}  Task {r.check.task}  {r.check.name}",
+                "      ",
+            )
         )
-        lines.append(f"      {r.output}")
+        lines.append(wrapped(f"      {r.output}", "      "))
     skipped = len(a.checks) - len(result.results)
     note = f" (not run: {skipped} hidden or TensorFlow checks)" if skipped else ""
     lines.append(f"Score: {result.score:g}/{result.max_score:g}{note}")
     if result.left_out:
-        lines.append(f"{LEFT_OUT}: {', '.join(result.left_out)}")
+        lines.append(wrapped(f"{LEFT_OUT}: {', '.join(result.left_out)}", "  "))
     if result.protections:  # some of the submission's code ran: say how it was contained
         lines.append(
-            "How your code was run: "
-            + "; ".join(f"{k}: {v}" for k, v in result.protections.items())
+            wrapped(
+                "How your code was run: "
+                + "; ".join(f"{k}: {v}" for k, v in result.protections.items()),
+                "  ",
+            )
         )
     return "\n".join(lines)
 
