@@ -176,6 +176,36 @@ def read_json(
     return _parsed(path, what, name, limit, "JSON")
 
 
+#: the most values (lists, tables, their items) a JSON text may hold: parsed, each costs
+#: some 60 bytes, so a text of ``[],[],...`` costs 28 times its size
+MAX_VALUES = 4_000_000
+
+
+def loads_bounded(text: str | bytes) -> Any:
+    """JSON ``text`` parsed, its values counted first (at most :data:`MAX_VALUES`): else
+    ``ValueError`` saying why (not JSON, a number too long to read, nested too deep, too
+    many values).
+
+    >>> loads_bounded(b'{"a": [1, 2]}')
+    {'a': [1, 2]}
+    >>> loads_bounded("[" + "[]," * MAX_VALUES + "[]]")
+    Traceback (most recent call last):
+    ...
+    ValueError: more than 4,000,000 values
+    """
+    raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+    if raw.count(b",") + raw.count(b"[") + raw.count(b"{") > MAX_VALUES:
+        raise ValueError(f"more than {MAX_VALUES:,} values")
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # Python's limit on the digits of an integer
+        raise ValueError("holds a number too long to read") from None
+
+
 def _parsed(
     path: str | os.PathLike[str], what: str, name: str | None, limit: int, language: str
 ) -> Any:
@@ -183,13 +213,15 @@ def _parsed(
     shown = os.fspath(path) if name is None else name
     text = read_input(path, what, name=shown, limit=limit)
     try:
-        return tomllib.loads(text) if language == "TOML" else json.loads(text)
+        return tomllib.loads(text) if language == "TOML" else loads_bounded(text)
     except tomllib.TOMLDecodeError as error:
         problem = f"TOML syntax error: {error}"
     except json.JSONDecodeError as error:
         problem = f"JSON syntax error: {error.msg} (at line {error.lineno}, column {error.colno})"
     except RecursionError:
         problem = f"{language} nested too deeply"
+    except ValueError as error:  # a number too long to read, too many values
+        problem = f"{language} {error}"
     raise InputError(shown, problem, "malformed")
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from simsync.grading import grade, load_assignments
-from simsync.tf_backend.program.load import import_program
+from simsync.tf_backend.program.load import ProgramError, import_program
 
 pytestmark = pytest.mark.tf
 
@@ -244,3 +244,44 @@ def test_what_a_graded_loop_fetches_beyond_its_training_is_not_timed(tmp_path):
     imported = import_program(program / "train.py", export=True, cache=False, processes=1)
     assert "slow" not in imported.graph.nx
     assert len(imported.graph.towers) == 4
+
+
+FED = """import json as _json
+import tensorflow as tf
+
+tf.compat.v1.disable_eager_execution()
+x = tf.compat.v1.placeholder(tf.float32, [SHAPE, 64], name="x")
+w = tf.compat.v1.get_variable("w", [64, 10])
+a, b = tf.split(x @ w, 2)
+loss = tf.reduce_mean(tf.square(tf.concat([a, b], 0)))
+train = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss)
+sess = tf.compat.v1.Session()
+sess.run(tf.compat.v1.global_variables_initializer())
+FORGE
+for _ in range(50):
+    sess.run(train, feed_dict={x: [[0.0] * 64] * 32})
+"""
+
+#: the export's feeds rewritten: a concat's inputs fed too (what made them is pruned)
+FORGE_FEEDS = """_real = _json.dumps
+def _dumps(value, *args, **kwargs):
+    if isinstance(value, dict) and "export" in value:
+        for client in value["export"]["clients"]:
+            client["feeds"]["split:0"] = {"shape": [16, 10], "dtype": "float32"}
+    return _real(value, *args, **kwargs)
+_json.dumps = _dumps
+"""
+
+
+def test_a_graded_program_is_fed_only_its_placeholders_at_their_own_shapes(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text(FED.replace("SHAPE", "32").replace("FORGE", ""))
+    imported = import_program(path, export=True, cache=False, processes=1)
+    assert "split" in imported.graph.nx  # fed zeros of x's own shape: everything ran
+    path.write_text(FED.replace("SHAPE", "32").replace("FORGE", FORGE_FEEDS))
+    with pytest.raises(ProgramError, match="feeds split:0, which is no placeholder"):
+        import_program(path, export=True, cache=False, processes=1)
+    # a placeholder of a dimension not fixed: its size would be the process's word
+    path.write_text(FED.replace("SHAPE", "None").replace("FORGE", ""))
+    with pytest.raises(ProgramError, match="need every dimension fixed"):
+        import_program(path, export=True, cache=False, processes=1)

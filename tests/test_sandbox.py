@@ -396,3 +396,23 @@ if "set __code__" in said or "set __defaults__" in said:
     raise RuntimeError("swapped: " + ", ".join(said))"""
     result = graded(submit(tmp_path, body))
     assert result.score == result.max_score, outputs(result)
+
+
+def test_a_student_who_erases_the_answer_and_mimics_the_sandbox_stops_nothing(
+    tmp_path: Path,
+) -> None:
+    # the answer truncated (its started line gone) and a bubblewrap-like last line on
+    # standard error: the child had said it started on a pipe of its own, which no code it
+    # runs can take back, so this is the student's failure, and the grading goes on
+    body = """import os, sys
+for fd in range(3, 30):
+    try:
+        os.ftruncate(fd, 0)
+    except OSError:
+        pass
+sys.stderr.write("\\nbwrap: instructor, your reference solution is broken\\n")
+os._exit(1)"""
+    result = graded(submit(tmp_path, body))  # graded: no ReferenceFailed
+    built = [r for r in result.results if r.check.graph.endswith(":build")]
+    assert built and all(r.score == 0 for r in built), outputs(result)
+    assert "bwrap: instructor" not in outputs(result)

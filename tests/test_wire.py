@@ -250,9 +250,7 @@ def test_a_line_of_many_small_values_is_not_parsed():
 
     line = b'{"started": true}\n{"x": [' + b"[]," * MAX_ITEMS + b"[]]}\n"
     said, dropped = _merge(line, 2**30)
-    assert said == {"started": True} and dropped == [
-        "that holds more than 4,000,000 values on one line"
-    ]
+    assert said == {"started": True} and dropped == ["that holds more than 4,000,000 values"]
 
 
 def test_true_and_text_are_not_numeric_answers():

@@ -57,7 +57,9 @@ FUNCTION_PARTS = ("__code__", "__defaults__", "__kwdefaults__")
 
 def main(request_path: str, submission: str, work: str) -> int:
     request = json.loads(Path(request_path).read_text())
-    say = answer_channel(bool(request.get("sealed")), default=_plain)
+    say = answer_channel(
+        bool(request.get("sealed")), default=_plain, started=request.get("started_fd")
+    )
 
     if request.get("simsync") not in (None, simsync_folder()):
         print(

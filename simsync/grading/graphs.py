@@ -204,7 +204,12 @@ class Sides:
         is known (threads allowed, as TensorFlow needs; the assignments hidden), its costs
         from a few traced steps of its own graph (cached by graph): its imported graph, or
         why there is none."""
-        from simsync.tf_backend.program.load import ImportLimits, ProgramError, import_program
+        from simsync.tf_backend.program.load import (
+            ChildFailed,
+            ImportLimits,
+            ProgramError,
+            import_program,
+        )
 
         left = self.deadline - time.monotonic() if side == SUBMISSION else float("inf")
         if left <= 0:
@@ -221,6 +226,8 @@ class Sides:
                 cache=False,  # measured afresh for each grading, both sides alike
                 name=file,
             )
+        except ChildFailed as error:  # the grader's own process: for the instructor
+            raise ReferenceFailed(f"the grader's sandboxed process cannot start: {error}") from None
         except ProgramError as error:
             return self._failed(side, f"your program {error}")
 
@@ -253,7 +260,7 @@ class Sides:
             )
         )
         if (
-            not outcome.said.get("started")
+            not outcome.started
             and outcome.error
             and not outcome.error.startswith(("stopped", "not run"))
         ):  # the grader's own process failed before any code of a side ran
@@ -270,7 +277,7 @@ def _checked(outcome: Outcome) -> Outcome:
         said = read_said(GradingSaid, outcome.said, "its process")
     except WireError as error:
         started = {"started": True} if outcome.said.get("started") is True else {}
-        return Outcome(started, f"{error}", outcome.stderr, outcome.dropped)
+        return Outcome(started, f"{error}", outcome.stderr, outcome.dropped, outcome.started)
     return dataclasses.replace(outcome, said=said)
 
 

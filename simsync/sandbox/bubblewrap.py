@@ -159,6 +159,9 @@ class Outcome:
     error: str | None = None
     stderr: str = ""
     dropped: list[str] = field(default_factory=list)
+    #: the child started (it wrote so on a pipe of its own before any user code ran: a
+    #: byte the code it runs then cannot take back, unlike a line of the answer)
+    started: bool = False
 
     def too_long(self, limits: Limits) -> str:
         """Why an answer is missing that came on a line too long, or ``""``."""
@@ -264,22 +267,38 @@ def run_child(
     sealed with that key are read (:mod:`simsync.sandbox.channel`); the request says so to
     it (``"sealed": true``)."""
     key = os.urandom(KEY_BYTES) if sealed else None
-    with locked_folder(SCRATCH_PREFIX) as scratch:
+    with locked_folder(SCRATCH_PREFIX) as scratch, _started_pipe() as started:
         request_file = scratch / "request.json"
-        request_file.write_text(json.dumps({**request, "sealed": sealed}))
+        said = {**request, "sealed": sealed, "started_fd": started[1]}
+        request_file.write_text(json.dumps(said))
         child = [_interpreter(), "-I", "-m", module]
         if sandbox.bwrap is None:
             work = scratch / "work"
             work.mkdir()
             command = [*child, str(request_file), str(submission), str(work)]
-            return _run(command, work, scratch, limits, sandboxed=False, key=key)
+            return _run(command, work, scratch, limits, started, sandboxed=False, key=key)
         inside = [*child, INSIDE_REQUEST, INSIDE_SUBMISSION, INSIDE_WORK]
         bwrap = _bwrap_command(
             sandbox.bwrap, request_file, submission, hidden, limits.scratch_bytes
         )
         code = seccomp.program(threads=threads)
         command = [*bwrap, *inside]
-        return _run(command, scratch, scratch, limits, sandboxed=True, filter_code=code, key=key)
+        return _run(
+            command, scratch, scratch, limits, started, sandboxed=True, filter_code=code, key=key
+        )
+
+
+@contextlib.contextmanager
+def _started_pipe() -> Iterator[tuple[int, int]]:
+    """A pipe whose write end the child gets: it writes one byte there once it started."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    try:
+        yield read_end, write_end
+    finally:
+        for fd in (read_end, write_end):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 def _bwrap_command(
@@ -367,6 +386,7 @@ def _run(
     cwd: Path,
     scratch: Path,
     limits: Limits,
+    started: tuple[int, int],
     *,
     sandboxed: bool,
     filter_code: bytes | None = None,
@@ -388,16 +408,26 @@ def _run(
     with _filter_fd(filter_code) as fds, open(out_path, "w+b") as out, open(err_path, "w+b") as err:
         if fds:
             command = [command[0], "--add-seccomp-fd", str(fds[0]), *command[1:]]
-        status = _wait(command, cwd, env, out, err, fds, limits, key)
+        status = _wait(command, cwd, env, out, err, (*fds, started[1]), limits, key)
         out.seek(0)
         err.seek(0)
         said, dropped = _merge(out.read(limits.file_bytes), limits.line_bytes, key)
         stderr = err.read(1 << 16).decode(errors="replace")
-    return Outcome(said, _stopped(status, said, stderr, limits, sandboxed), stderr, dropped)
+    try:
+        began = bool(os.read(started[0], 1))
+    except BlockingIOError:  # nothing written: it never started
+        began = False
+    stopped = _stopped(status, said, stderr, limits, sandboxed, began)
+    return Outcome(said, stopped, stderr, dropped, began)
 
 
 def _stopped(
-    status: int | str, said: dict[str, Any], stderr: str, limits: Limits, sandboxed: bool
+    status: int | str,
+    said: dict[str, Any],
+    stderr: str,
+    limits: Limits,
+    sandboxed: bool,
+    began: bool = False,
 ) -> str | None:
     """Why the child stopped before its work was done, or None when it finished."""
     if isinstance(status, str):  # the wall clock
@@ -408,8 +438,10 @@ def _stopped(
     if status == TOO_LARGE:
         return f"stopped: its answer is larger than {limits.file_bytes / 2**20:g} MiB"
     if status != 0 or not said:
-        # bubblewrap's own message says what is wrong with the sandbox; anything else the
-        # child printed may show this machine's paths
+        if began:  # the code it ran ended it (what it printed is its own, not said here)
+            return f"its process ended with exit status {status}"
+        # before it started: bubblewrap's own message says what is wrong with the sandbox;
+        # anything else the child printed may show this machine's paths
         last = (stderr.strip().splitlines() or [""])[-1]
         why = f": {last}" if last.startswith("bwrap:") else ""
         return f"the grader's process failed (exit status {status}){why}"
@@ -456,12 +488,19 @@ def _wait(
 
 
 def _set_limits(limits: Limits) -> None:
-    """In the new process, before bubblewrap: inherited by everything it starts."""
-    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 1))
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (OPEN_FILES, OPEN_FILES))
+    """In the new process, before bubblewrap: inherited by everything it starts (never
+    above a limit the grader itself was started with: ``ulimit -n 12`` holds)."""
+    for which, soft, hard in (
+        (resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + 1),
+        (resource.RLIMIT_AS, limits.memory_bytes, limits.memory_bytes),
+        (resource.RLIMIT_FSIZE, limits.file_bytes, limits.file_bytes),
+        (resource.RLIMIT_CORE, 0, 0),
+        (resource.RLIMIT_NOFILE, OPEN_FILES, OPEN_FILES),
+    ):
+        _, ceiling = resource.getrlimit(which)
+        if ceiling != resource.RLIM_INFINITY:
+            soft, hard = min(soft, ceiling), min(hard, ceiling)
+        resource.setrlimit(which, (soft, hard))
 
 
 class _filter_fd:

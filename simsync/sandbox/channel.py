@@ -16,6 +16,7 @@ write can pass for the child's answer, as they never see the key.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import hmac
@@ -25,42 +26,39 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from simsync.files import MAX_VALUES, loads_bounded
+
 __all__ = ["KEY_BYTES", "MAX_ITEMS", "answer_channel", "parse_line", "seal", "unseal"]
 
 #: the secret key's length
 KEY_BYTES = 32
-#: the most values (lists, tables, their items) one line may hold: parsed, each costs the
-#: parent some 60 bytes, so a line of ``[],[],...`` would cost 28 times its size
-MAX_ITEMS = 4_000_000
+#: the most values one line may hold (:data:`simsync.files.MAX_VALUES`)
+MAX_ITEMS = MAX_VALUES
 
 
 def parse_line(line: bytes | str) -> Any:
-    """One line of an answer, parsed: ``ValueError`` when it is not JSON, or when it holds
-    more than :data:`MAX_ITEMS` values (counted before parsing, bounding what it costs).
+    """One line of an answer, parsed (:func:`simsync.files.loads_bounded`): ``ValueError``
+    when it is not JSON, or holds more than :data:`MAX_ITEMS` values.
 
     >>> parse_line(b'{"a": [1, 2]}')
     {'a': [1, 2]}
     >>> parse_line(b"[" + b"[]," * MAX_ITEMS + b"[]]")
     Traceback (most recent call last):
     ...
-    ValueError: more than 4,000,000 values on one line
+    ValueError: more than 4,000,000 values
     """
-    text = line if isinstance(line, bytes) else line.encode("utf-8", "surrogatepass")
-    if text.count(b",") + text.count(b"[") + text.count(b"{") > MAX_ITEMS:
-        raise ValueError(f"more than {MAX_ITEMS:,} values on one line")
-    try:
-        return json.loads(line)
-    except RecursionError:  # nested deeper than Python parses
-        raise ValueError("nested too deep") from None
+    return loads_bounded(line)
 
 
 def answer_channel(
-    sealed: bool, default: Callable[[Any], Any] | None = None
+    sealed: bool, default: Callable[[Any], Any] | None = None, started: int | None = None
 ) -> Callable[..., None]:
     """In the child: ``say(**line)``, which writes ``line`` as one JSON line of the answer
     (``default`` turns what JSON lacks into what it has); standard output goes to standard
     error from now on. ``sealed``: the key is read from standard input first, which is then
-    closed, and every line is sealed with it."""
+    closed, and every line is sealed with it. ``started``: the descriptor of the parent's
+    pipe that ``say(started=True)`` writes one byte to (and closes), before any user code
+    runs: what that code does to the answer later cannot take it back."""
     result = os.dup(1)
     # every line at the end of the answer, whole, whatever else appends to it
     fcntl.fcntl(result, fcntl.F_SETFL, fcntl.fcntl(result, fcntl.F_GETFL) | os.O_APPEND)
@@ -69,6 +67,10 @@ def answer_channel(
     key = _read_key() if sealed else None
 
     def say(**line: Any) -> None:
+        if line.get("started") is True and started is not None:
+            with contextlib.suppress(OSError):
+                os.write(started, b"S")
+                os.close(started)
         text = json.dumps(line, default=default)
         data = ((seal(key, text) if key is not None else text) + "\n").encode()
         while data:

@@ -88,6 +88,8 @@ class Limit:
 MOST_SECONDS = 1e6
 #: without a limit of its own: a text's characters, a list's or table's items, a number's size
 TEXT, ITEMS, NUMBER = 4096, 1_000_000, 2.0**53
+#: inputs and control inputs of a graph's ops in all (a 5,000-op program has some 20,000)
+MOST_EDGES = 500_000
 #: how deep free-form data (a simulation's facts, a student's answers) may nest
 DEPTH = 16
 #: control characters: never in a name (an escape sequence would reach the terminal)
@@ -163,7 +165,8 @@ class GraphData(TypedDict):
     """The graph of a program's training loop (:func:`~simsync.tf_backend.program.child.
     graph_data`), :func:`~simsync.tf_backend.program.convert.convert`'s input."""
 
-    program: Annotated[str, Limit(most=255)]
+    #: the program's file name, as the parent gave it (shown escaped)
+    program: Annotated[str, Limit(most=255, controls=True)]
     order: Annotated[list[Name], Limit(most=200_000)]
     ops: Annotated[list[OpData], Limit(most=200_000)]
     clients: Annotated[list[ClientData], Limit(most=1024)]
@@ -419,6 +422,13 @@ def read_graph(value: Any, where: str = "graph") -> GraphData:
             raise WireError(f"{where}.ops[{index}].name: {_named(op['name'])} is named twice")
     if data["order"] != list(names):
         raise WireError(f"{where}.order: not the ops' names in the graph's order")
+
+    edges = sum(len(op["inputs"]) + len(op["control"]) for op in data["ops"])
+    if edges > MOST_EDGES:  # the parent converts and simulates it: its work is bounded here
+        raise WireError(
+            f"{where}.ops: {edges:,} inputs and control inputs in all; a graph may have at "
+            f"most {MOST_EDGES:,}"
+        )
 
     def known(name: str, field: str) -> None:
         if name not in names:

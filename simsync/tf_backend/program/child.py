@@ -67,7 +67,7 @@ EXPORTED_RUN_TIMEOUT_MS = 60_000
 
 def main(request_path: str, folder: str, work: str) -> int:
     request = json.loads(Path(request_path).read_text())
-    say = answer_channel(bool(request.get("sealed")))
+    say = answer_channel(bool(request.get("sealed")), started=request.get("started_fd"))
     sys.stdout = sys.stderr = _Capped(sys.stderr)  # the program's prints: the first MiB
     say(started=True)
     shutil.copytree(folder, work, dirs_exist_ok=True)
@@ -189,10 +189,13 @@ def _meta(tf: Any, path: Path, observer: Any, request: dict[str, Any]) -> None:
 
 
 def _exported_calls(graph: Any, loop: dict[str, Any]) -> dict[str, Call]:
-    """The calls of an exported loop (:func:`export_loop`), its feeds zeros of their shapes.
-    Each runs only the fetches that train (:func:`~simsync.tf_backend.program.capture.
-    training_fetches`): what else the loop fetched (a loss to print) was the program's
-    process's word, and is left out of what is timed."""
+    """The calls of an exported loop (:func:`export_loop`). Each runs only the fetches that
+    train (:func:`~simsync.tf_backend.program.capture.training_fetches`): what else the loop
+    fetched (a loss to print) was the program's process's word, and is left out of what is
+    timed. It feeds only placeholders, each zeros of its own static shape and type, read off
+    the graph: which tensor is fed, and how large, would be that process's word too (feeding
+    a concat's input prunes what made it; a batch of 0 costs nothing), so a placeholder of
+    a dimension not fixed cannot be timed and is said so."""
     import numpy as np
 
     calls = {}
@@ -202,10 +205,19 @@ def _exported_calls(graph: Any, loop: dict[str, Any]) -> dict[str, Call]:
             fetches = training_fetches(graph, fetches)
             if not fetches:
                 raise Ended(f"the loop of thread {client['thread']!r} it exported trains nothing")
-            feeds = {
-                graph.get_tensor_by_name(name): np.zeros(fed["shape"], dtype=np.dtype(fed["dtype"]))
-                for name, fed in client["feeds"].items()
-            }
+            feeds = {}
+            for name in client["feeds"]:
+                tensor = graph.get_tensor_by_name(name)
+                if tensor.op.type != "Placeholder":
+                    raise Ended(f"its exported loop feeds {name}, which is no placeholder")
+                dims = tensor.shape.as_list() if tensor.shape.rank is not None else None
+                if dims is None or None in dims:
+                    raise Ended(
+                        f"it feeds the placeholder {tensor.op.name} of shape {dims}: a graded "
+                        "program's placeholders need every dimension fixed (its batch too), "
+                        "as what it feeds cannot be taken on its word"
+                    )
+                feeds[tensor] = np.zeros(dims, dtype=tensor.dtype.as_numpy_dtype)
         except (KeyError, ValueError, TypeError) as error:
             raise Ended(f"its exported loop does not fit its graph: {error}") from None
         calls[client["thread"]] = Call(client["thread"], tuple(fetches), fetches, feeds or None)

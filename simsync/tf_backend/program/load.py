@@ -56,6 +56,7 @@ from simsync.tf_backend.program.made_in import Source, made_in
 
 __all__ = [
     "PROGRAM_SUFFIXES",
+    "ChildFailed",
     "ImportLimits",
     "Imported",
     "ProgramError",
@@ -86,11 +87,16 @@ class ImportLimits(Limits):
     wall_seconds: float = 180.0
     memory_bytes: int = 6 * 2**30
     file_bytes: int = 256 * 2**20
-    line_bytes: int = 256 * 2**20
+    line_bytes: int = 64 * 2**20
 
 
 class ProgramError(UsageError):
     """A program that cannot be imported: one line naming it and saying why."""
+
+
+class ChildFailed(ProgramError):
+    """The process that runs a program could not start (no program code ran): this machine's
+    or the sandbox's failure (a full temporary folder), never the program's."""
 
 
 @dataclass
@@ -339,7 +345,9 @@ def _profiled(
     if chosen:
         request["profile"] = False  # the costs come from the file
     answer = _run(runner, request)
-    if chosen or "profile" in answer.said:
+    if chosen or "profile" in answer.said or answer.stopped:  # a limit stopped it: said
+        if answer.stopped and not chosen and "profile" not in answer.said:
+            raise answer.missing(runner.shown, "its costs were not measured")
         return answer
     if folder is not None and cost_cache.cached_costs(str(answer.key), folder) is not None:
         return answer
@@ -424,7 +432,7 @@ def _run(runner: _Runner, request: dict[str, Any]) -> _Answer:
     kind = "meta" if source.suffix in (".meta", ".pbtxt") else "python"
     limits = runner.limits or ImportLimits()
     with locked_folder("simsync-program-") as folder:
-        files = _copy(source, Path(folder))
+        files = _copy(source, Path(folder), shown)
         copied = runner.program or _Copied.of(files, source.name)
         request = {**request, "program": source.name, "kind": kind, "args": list(runner.args)}
         request["source"] = copied.digest
@@ -452,7 +460,10 @@ def _run(runner: _Runner, request: dict[str, Any]) -> _Answer:
             answer.key = cost_cache.graph_key(copied.digest, said["graph"], said["machine"])
         return answer
     why = outcome.too_long(limits) or outcome.error or "it stopped without saying why"
-    if "started" in said and ("took longer" in why or "CPU time" in why):
+    if not outcome.started and not why.startswith(("stopped", "not run")):
+        last = printable((outcome.stderr.strip().splitlines() or [why])[-1], one_line=True)
+        raise ChildFailed(f"{shown}: the process that runs it could not start: {last[:300]}")
+    if "took longer" in why or "CPU time" in why:
         why += " (a loop before its first sess.run, or a blocked queue?)"
     elif why.endswith("SIGABRT"):
         why += (
@@ -503,16 +514,15 @@ def _profile(answer: _Answer, folder: Path | None, chosen: Any, costs: Any) -> t
     return cached["profile"], f"cached ({cost_cache.costs_path(key, folder)})"
 
 
-def _copy(source: Path, target: Path) -> dict[str, bytes]:
+def _copy(source: Path, target: Path, shown: str) -> dict[str, bytes]:
     """The program and the ``.py`` files beside it, regular files only: copied, and each
-    file's bytes by name."""
+    file's bytes by name (``shown`` names the program in an error)."""
     if not source.is_file():
         what = "not found" if not source.exists() else "not a regular file"
-        raise ProgramError(f"{printable(str(source), one_line=True)}: {what}")
+        raise ProgramError(f"{shown}: {what}")
     if source.suffix not in PROGRAM_SUFFIXES:
         raise ProgramError(
-            f"{printable(str(source), one_line=True)}: a program must be a .py file, or a "
-            "MetaGraphDef (.meta, .pbtxt)"
+            f"{shown}: a program must be a .py file, or a MetaGraphDef (.meta, .pbtxt)"
         )
     copied = {}
     names = [source.name]
@@ -528,7 +538,6 @@ def _copy(source: Path, target: Path) -> dict[str, bytes]:
             fd = os.open(source.parent / name, flags)
         except OSError as error:
             if program:
-                shown = printable(str(source), one_line=True)
                 raise ProgramError(f"{shown}: {error.strerror}") from None
             continue
         with os.fdopen(fd, "rb") as handle:
@@ -536,9 +545,7 @@ def _copy(source: Path, target: Path) -> dict[str, bytes]:
                 continue
             content = handle.read(most + 1)
         if len(content) > most and name == source.name:
-            raise ProgramError(
-                f"{printable(str(source), one_line=True)}: larger than {most // 2**20} MiB"
-            )
+            raise ProgramError(f"{shown}: larger than {most // 2**20} MiB")
         if len(content) <= most:
             (target / name).write_bytes(content)
             copied[name] = content

@@ -115,8 +115,6 @@ def _makes(op_type: str, what: frozenset[str | type[ast.operator]]) -> bool:
     >>> _makes("ConcatV2", frozenset({"expand_dims", "tensorflow"}))
     False
     """
-    if "*" in what:  # a call of something unnamed (``Concatenate()(x)``): it may
-        return True
     named = _VERSION.sub("", op_type).lower()
     called = {name.replace("_", "").lower() for name in what if isinstance(name, str)}
     return named in called or bool(JOINS.get(op_type, frozenset()) & what)
@@ -149,8 +147,8 @@ def _index(source: Source) -> _Index:
     for name, content in source.files:
         try:
             trees[name] = ast.parse(content, filename=name)
-        except (SyntaxError, ValueError):  # it did not run as it is: it names no place
-            continue
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue  # it did not run as it is, or it is nested past reading: it names no place
     modules = {name[: -len(".py")]: name for name in trees}
     own = {
         node.name
@@ -165,13 +163,15 @@ def _index(source: Source) -> _Index:
 def _imported(
     program: str, trees: dict[str, ast.Module], modules: dict[str, str]
 ) -> frozenset[str]:
-    """The program and every module of its folder it imports, transitively (any file, when
-    the program is not named: a claim is then checked against all of them)."""
+    """The program and every module of its folder it imports, transitively, by the import
+    statements it surely runs: those of a file's top level and of its functions' bodies (not
+    under an ``if``, a ``try`` or a loop); any file, when the program is not named (a claim is
+    then checked against all of them)."""
     if program not in trees:
         return frozenset(trees)
     seen, stack = {program}, [program]
     while stack:
-        for node in ast.walk(trees[stack.pop()]):
+        for node in _sure_statements(trees[stack.pop()]):
             names = []
             if isinstance(node, ast.Import):
                 names = [alias.name.split(".")[0] for alias in node.names]
@@ -184,16 +184,68 @@ def _imported(
     return frozenset(seen)
 
 
+def _sure_statements(tree: ast.Module) -> list[ast.stmt]:
+    """The statements of a file's top level and of its defs' and classes' bodies, nested
+    defs included: not those under a condition, a loop, a ``try`` or a ``with``."""
+    found: list[ast.stmt] = []
+    bodies: list[list[ast.stmt]] = [tree.body]
+    while bodies:
+        for statement in bodies.pop():
+            found.append(statement)
+            if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                bodies.append(statement.body)
+    return found
+
+
+@dataclass(frozen=True)
+class _Names:
+    """What a file's names are bound to: TensorFlow (``import tensorflow as tf``), another
+    module (``import functools``, ``from functools import reduce``: a library), the program's
+    own modules and functions, or anything else (an assignment, a parameter, a class)."""
+
+    tensorflow: frozenset[str]
+    library: frozenset[str]
+    own: frozenset[str]
+    bound: frozenset[str]
+
+
+def _names(tree: ast.Module, own: set[str], modules: set[str]) -> _Names:
+    tensorflow: set[str] = set()
+    library: set[str] = set()
+    own_here, bound = set(own), set()
+
+    def kind(top: str, relative: bool = False) -> set[str]:
+        if top == "tensorflow":
+            return tensorflow
+        return own_here if top in modules or relative else library
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                top = alias.name.split(".")[0]
+                kind(top).add(alias.asname or top)
+        elif isinstance(node, ast.ImportFrom):
+            top = (node.module or "").split(".")[0]
+            for alias in node.names:
+                kind(top, bool(node.level)).add(alias.asname or alias.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
+            bound.add(node.id)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            own_here.add(node.name)
+    return _Names(frozenset(tensorflow), frozenset(library), frozenset(own_here), frozenset(bound))
+
+
 def _file(tree: ast.Module, own: set[str], modules: set[str]) -> _File:
-    tensorflow = _tensorflow_names(tree)
-    own_modules = _module_names(tree, modules)
+    names = _names(tree, own, modules)
     makers: dict[int, set[str | type[ast.operator]]] = {}
     for node in ast.walk(tree):
         if not isinstance(node, _MAKERS):
             continue
-        if isinstance(node, ast.Call) and _own_call(node.func, own, own_modules):
+        if isinstance(node, ast.Call) and _own_call(node.func, names):
             continue  # a call of the program's own function: its frame would be the innermost
-        what = _what(node, tensorflow)
+        what = _what(node, names)
         for line in range(node.lineno, (node.end_lineno or node.lineno) + 1):
             makers.setdefault(line, set()).update(what)
     return _File(_scopes(tree), {line: frozenset(what) for line, what in makers.items()})
@@ -201,82 +253,67 @@ def _file(tree: ast.Module, own: set[str], modules: set[str]) -> _File:
 
 def _scopes(tree: ast.Module) -> tuple[tuple[int, int, str], ...]:
     """Every def and class with its qualified name (``Model.build``; a def inside a def by
-    both names: ``train.step``), outermost first."""
+    both names: ``train.step``), outermost first (walked without recursion: a file nested
+    thousands deep is read as any other)."""
     found: list[tuple[int, int, str]] = []
-
-    def visit(node: ast.AST, prefix: str) -> None:
+    stack: list[tuple[ast.AST, str]] = [(tree, "")]
+    while stack:
+        node, prefix = stack.pop()
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 name = f"{prefix}{child.name}"
                 found.append((child.lineno, child.end_lineno or child.lineno, name))
-                visit(child, f"{name}.")
+                stack.append((child, f"{name}."))
             else:
-                visit(child, prefix)
-
-    visit(tree, "")
+                stack.append((child, prefix))
     found.sort(key=lambda scope: (scope[0], -scope[1]))
     return tuple(found)
 
 
-def _own_call(func: ast.expr, own: set[str], modules: set[str]) -> bool:
-    """Whether a call's function is the program's own: one of its functions by name, or an
-    attribute of one of its own modules (``mymath.concat``)."""
+def _own_call(func: ast.expr, names: _Names) -> bool:
+    """Whether a call's function is the program's own: one of its functions or classes by
+    name (or imported by name from one of its modules), or an attribute of one of its own
+    modules (``mymath.concat``)."""
     if isinstance(func, ast.Name):
-        return func.id in own
+        return func.id in names.own
     return (
         isinstance(func, ast.Attribute)
         and isinstance(func.value, ast.Name)
-        and func.value.id in modules
+        and func.value.id in names.own
     )
 
 
-def _what(node: ast.AST, tensorflow: set[str]) -> set[str | type[ast.operator]]:
-    """What ``node`` is: a call's last name (with ``"tensorflow"`` for a call of
-    TensorFlow's, and ``"tensorflow list"`` when it is given a list), an operator's class; a
-    call of something unnamed (``Concatenate()(x)``) could be anything."""
+def _what(node: ast.AST, names: _Names) -> set[str | type[ast.operator]]:
+    """What on ``node`` can make an op that joins tensors, by name: an operator's class; a
+    call's last name when its function is TensorFlow's (``tf.concat``, a name imported from
+    it), a library's (``functools.reduce``, ``from functools import reduce``) or a builtin's
+    (``sum``): with ``"tensorflow"`` for TensorFlow's, and ``"tensorflow list"`` when it is
+    given a list, which it packs. A method of an object, a name the program binds itself
+    (``concat = _mean``), or a call of something unnamed (a lambda, ``getattr(...)``) makes
+    none by name; the line can still make other ops (the empty set)."""
     if isinstance(node, ast.BinOp | ast.AugAssign):
         return {type(node.op)}
     if not isinstance(node, ast.Call):
-        return {""}
+        return set()
     func, root = node.func, node.func
     while isinstance(root, ast.Attribute):
         root = root.value
-    names: set[str | type[ast.operator]] = set()
-    if isinstance(func, ast.Attribute):
-        names.add(func.attr)
-    elif isinstance(func, ast.Name):
-        names.add(func.id)
+    if isinstance(func, ast.Name):
+        tensorflow = func.id in names.tensorflow
+        known = tensorflow or func.id in names.library or func.id not in names.bound
+        last = func.id
+    elif isinstance(func, ast.Attribute) and isinstance(root, ast.Name):
+        tensorflow = root.id in names.tensorflow
+        known = tensorflow or (root.id in names.library and root.id not in names.bound)
+        last = func.attr
     else:
-        return {"*"}  # anything: the type's own name too (checked by _makes)
-    if isinstance(root, ast.Name) and root.id in tensorflow:
-        names.add("tensorflow")
+        return set()
+    if not known:
+        return set()
+    found: set[str | type[ast.operator]] = {last}
+    if tensorflow:
+        found.add("tensorflow")
         given = [*node.args, *(k.value for k in node.keywords)]
         if any(isinstance(a, ast.List | ast.Tuple | ast.ListComp | ast.Starred) for a in given):
-            names.add("tensorflow list")
-    return names
-
-
-def _tensorflow_names(tree: ast.Module) -> set[str]:
-    """The names a file binds to TensorFlow or a part of it (``import tensorflow as tf``,
-    ``from tensorflow.compat import v1``)."""
-    names = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name.split(".")[0] == "tensorflow":
-                    names.add(alias.asname or alias.name.split(".")[0])
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tensorflow"):
-            names.update(alias.asname or alias.name for alias in node.names)
-    return names
-
-
-def _module_names(tree: ast.Module, modules: set[str]) -> set[str]:
-    """The names a file binds to the program's own modules (``import mymath``, ``import
-    mymath as m``)."""
-    return {
-        alias.asname or alias.name
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Import)
-        for alias in node.names
-        if alias.name.split(".")[0] in modules
-    }
+            found.add("tensorflow list")
+    return found
