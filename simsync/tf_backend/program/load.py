@@ -47,7 +47,15 @@ from simsync.sandbox.bubblewrap import (
     run_child,
 )
 from simsync.sandbox.channel import parse_line
-from simsync.sandbox.wire import GraphData, Profile, ProgramSaid, WireError, read_graph, read_said
+from simsync.sandbox.wire import (
+    GraphData,
+    OpData,
+    Profile,
+    ProgramSaid,
+    WireError,
+    read_graph,
+    read_said,
+)
 from simsync.tf_backend.profile.machine import cached_efficiency
 from simsync.tf_backend.program import costs as cost_cache
 from simsync.tf_backend.program.convert import convert
@@ -371,11 +379,24 @@ def _places(runner: _Runner, answer: _Answer) -> dict[str, str]:
         op = ops.get(name)
         if not claim or op is None:
             continue
-        joins = len(op["inputs"]) >= 2  # where tensors meet: made by name
-        where = made_in(program.source, claim[0], claim[1], op["type"], joins)
+        where = made_in(program.source, claim[0], claim[1], op["type"], _joins(op, ops))
         if where is not None:
             places[name] = where
     return places
+
+
+def _joins(op: OpData, ops: Mapping[str, OpData]) -> bool:
+    """Whether ``op`` joins tensors of two computations or more (where towers meet by data,
+    so made by name): inputs from distinct ops, not counting a constant, nor an op of no
+    input that is not a placeholder (a variable's, a queue's or an accumulator's handle)."""
+    computed = set()
+    for tensor in op["inputs"]:
+        producer = ops.get(tensor["op"])
+        if producer is None or producer["type"] == "Const":
+            continue
+        if producer["inputs"] or producer["type"].startswith("Placeholder"):
+            computed.add(tensor["op"])
+    return len(computed) >= 2
 
 
 def _fitted(

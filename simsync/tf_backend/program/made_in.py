@@ -16,8 +16,8 @@ syntax tree (:mod:`ast`), never off the claim:
   its own functions, nor one of its own modules' ``mymath.concat``) or inside an operator
   (``a + b``, ``-a``, ``x[0]``, ``a < b`` on tensors). A line that only calls the program's
   own functions cannot be the innermost frame of an op: that function's own frame would be;
-- an op that **joins tensors** (two inputs or more: where towers meet) must be one that line
-  makes by name: a ``ConcatV2`` on a line that calls a function named ``concat``, an
+- an op that **joins tensors** (of two computations or more, not counting constants and
+  variables: where towers meet by data) must be one that line makes by name: a ``ConcatV2`` on a line that calls a function named ``concat``, an
   ``AddN`` one named ``add_n``, a ``DynamicStitch`` one named ``dynamic_stitch`` (its type in
   lower case, without ``_`` and its version), or as :data:`JOINS` allows (an add of ``+`` or
   ``sum``; a ``Pack`` of ``tf.stack`` or of a TensorFlow call given a list).
@@ -75,7 +75,7 @@ def made_in(
     source: Source, file: str, line: int, op_type: str = "", joins: bool = False
 ) -> str | None:
     """``function (file:line)``: where the program made an op of ``op_type`` (one that
-    ``joins`` tensors: two inputs or more), when the claim holds (see the module's
+    ``joins`` tensors of two computations or more), when the claim holds (see the module's
     docstring); else None.
 
     >>> program = Source.of({"t.py": b'''import tensorflow as tf
