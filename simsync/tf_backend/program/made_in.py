@@ -17,8 +17,9 @@ syntax tree (:mod:`ast`), never off the claim:
   (``a + b``, ``-a``, ``x[0]``, ``a < b`` on tensors). A line that only calls the program's
   own functions cannot be the innermost frame of an op: that function's own frame would be;
 - an op that **joins tensors** (of two computations or more, not counting constants and
-  variables: where towers meet by data) must be one that line makes by name: a ``ConcatV2`` on a line that calls a function named ``concat``, an
-  ``AddN`` one named ``add_n``, a ``DynamicStitch`` one named ``dynamic_stitch`` (its type in
+  variables: where towers meet by data) must be one that line makes by name: a
+  ``ConcatV2`` on a line that calls a function named ``concat``, an ``AddN`` one named
+  ``add_n``, a ``DynamicStitch`` one named ``dynamic_stitch`` (its type in
   lower case, without ``_`` and its version), or as :data:`JOINS` allows (an add of ``+`` or
   ``sum``; a ``Pack`` of ``tf.stack`` or of a TensorFlow call given a list).
 
