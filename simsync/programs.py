@@ -23,7 +23,7 @@ from simsync.tf_backend.program import Imported, import_program
 from simsync.tf_backend.program.fit import simulate_graph
 from simsync.tf_backend.program.load import PROGRAM_SUFFIXES
 from simsync.tf_backend.program.modes import MODE_CHANGES, ModeChange
-from simsync.tf_backend.program.whatif import with_link, with_speeds, with_towers
+from simsync.tf_backend.program.whatif import with_batch, with_link, with_speeds, with_towers
 
 __all__ = [
     "PREDICTION_STEPS",
@@ -52,6 +52,8 @@ class WhatIf:
     speeds: tuple[float, ...] = ()
     bandwidth_gbps: float | None = None
     latency_us: float | None = None
+    #: examples per step where the program's inputs bring its own batch in
+    batch: int | None = None
 
 
 @dataclass
@@ -80,6 +82,9 @@ def is_program(path: str | os.PathLike[str]) -> bool:
 def what_if(graph: Graph, changes: WhatIf) -> tuple[Graph, list[str]]:
     """``graph`` changed as ``changes`` asks, and one line per change for the report."""
     lines = []
+    if changes.batch is not None:  # before towers: a copied tower copies the new batch
+        graph, line = with_batch(graph, changes.batch)
+        lines.append(line)
     if changes.towers is not None:
         graph, line = with_towers(graph, changes.towers)
         lines.append(line)
@@ -253,6 +258,7 @@ def program_summary(run: ProgramRun) -> dict[str, Any]:
     """The JSON of ``simsync simulate PROGRAM.py --json``."""
     result: dict[str, Any] = dict(summary(run.simulation))
     result["towers"] = len(run.graph.towers)  # none when the program has none
+    result["batch"] = run.graph.facts.get("batch", {}).get("size")  # as simulated
     report = run.imported.report
     result["source"] = report["source"]
     result["ops"] = len(run.graph)
@@ -275,6 +281,8 @@ def program_summary(run: ProgramRun) -> dict[str, Any]:
         "token_queues": report.get("token_queues", []),
         # its UPDATE_OPS: how many run, whose towers', which moving averages they race on
         "update_ops": report.get("update_ops"),
+        # the examples each input brought in a step (each tower's), or None
+        "batch": report.get("batch"),
         "collections": report["collections"],
         "costs": report["costs"],
         "fit": report.get("fit"),

@@ -27,6 +27,7 @@ __all__ = [
 #: the options only a program takes, as argparse stores them, with their flags
 PROGRAM_OPTIONS = {
     "towers": "--towers",
+    "batch": "--batch",
     "mode": "--mode",
     "replicas": "--replicas",
     "speeds": "--speeds",
@@ -90,6 +91,20 @@ def _runs(text: str) -> int:
     return value
 
 
+def _batch(text: str) -> int:
+    from simsync.tf_backend.program.whatif import MAX_BATCH
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_BATCH:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: must be a whole number of examples from 1 to {MAX_BATCH:,}"
+        )
+    return value
+
+
 def add_program_options(parser: argparse.ArgumentParser, *, crosscheck: bool = False) -> None:
     """The what-if options of ``simulate|crosscheck PROGRAM.py``, its command line after
     ``--``, and (``crosscheck``) how many runs measure it."""
@@ -99,9 +114,9 @@ def add_program_options(parser: argparse.ArgumentParser, *, crosscheck: bool = F
         "Each changes the imported graph before it is simulated (docs/importing.md). "
         "After --, the program's own command line (its sys.argv[1:])"
         + (
-            "; with --towers, only the runs on TensorFlow get it (the prediction replicates "
-            "the towers the program builds without it): give the program what makes it "
-            "build that many towers."
+            "; with --towers or --batch, only the runs on TensorFlow get it (the prediction "
+            "changes the graph the program builds without it): give the program what makes "
+            "it build that many towers, or take that batch."
             if crosscheck
             else "."
         ),
@@ -111,6 +126,13 @@ def add_program_options(parser: argparse.ArgumentParser, *, crosscheck: bool = F
         type=_towers,
         metavar="N",
         help="N towers: tower_0 replicated, its placement kept",
+    )
+    group.add_argument(
+        "--batch",
+        type=_batch,
+        metavar="N",
+        help="N examples a step where the program's inputs bring its own batch (per tower): "
+        "the work that grows with the batch, and the tensors that carry it, scaled",
     )
     if not crosscheck:  # TensorFlow would run the program as written: nothing to compare
         group.add_argument(  # checked where the mode changes are (--help imports nothing)
@@ -168,7 +190,11 @@ def add_program_options(parser: argparse.ArgumentParser, *, crosscheck: bool = F
 _NO_TOWER = {False: "no single tower", True: "no single tower (the towers do equal work)"}
 
 #: where a scenario says what a program's option changes (the rest is its [cluster])
-_SCENARIO_KEYS = {"mode": "[training] mode", "replicas": "[training] replicas_to_aggregate"}
+_SCENARIO_KEYS = {
+    "mode": "[training] mode",
+    "replicas": "[training] replicas_to_aggregate",
+    "batch": "[model] batch_size",
+}
 
 
 def refuse_program_options(
@@ -202,6 +228,7 @@ def simulate_program_command(args: argparse.Namespace, console: Any) -> int:
         speeds=args.speeds or (),
         bandwidth_gbps=args.link_bandwidth,
         latency_us=args.latency,
+        batch=args.batch,
     )
     run = simulate_program(
         args.file,
@@ -238,6 +265,7 @@ def crosscheck_program_command(args: argparse.Namespace) -> int:
         speeds=args.speeds or (),
         bandwidth_gbps=args.link_bandwidth,
         latency_us=args.latency,
+        batch=args.batch,
     )
     if changes.speeds or changes.bandwidth_gbps is not None or changes.latency_us is not None:
         raise UsageError(
@@ -257,9 +285,10 @@ def crosscheck_program_command(args: argparse.Namespace) -> int:
         if given:
             raise UsageError(
                 f"crosscheck {args.file}: {flag} is for a scenario; a program's cross-check "
-                "takes --runs, --steps, --costs, --refresh-costs, --towers, --json and -- ARGS"
+                "takes --runs, --steps, --costs, --refresh-costs, --towers, --batch, --json and -- "
+                "ARGS"
             )
-    what_if = changes.towers is not None
+    what_if = changes.towers is not None or changes.batch is not None
     with console(stderr=True).status("Starting TensorFlow...") as status:
         _, report = crosscheck_program(
             args.file,

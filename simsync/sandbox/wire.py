@@ -146,6 +146,8 @@ class ClientData(TypedDict):
     thread: Short
     name: Short
     fetches: Annotated[list[Name], Limit(most=100_000)]
+    #: the shape of each tensor its runs feed
+    feeds: NotRequired[Annotated[dict[Name, Ran], Limit(most=100_000)]]
 
 
 class QueueRunnerData(TypedDict):

@@ -325,6 +325,23 @@ def thread_names(fetches: dict[str, tuple[str, ...]], order: list[str]) -> dict[
     }
 
 
+def fed_shapes(graph: Any, feed_dict: Any) -> dict[str, list[int]]:
+    """The shape of each tensor a ``sess.run`` feeds (``{"x:0": [100, 784]}``): a fed
+    placeholder runs no op, so no traced step says how large it was."""
+    import numpy as np
+
+    shapes = {}
+    for key, value in (feed_dict or {}).items():
+        try:
+            element = graph.as_graph_element(key)
+            shape = np.shape(value)
+        except (TypeError, ValueError, KeyError):
+            continue  # not a tensor and an array: TensorFlow refused that run already
+        if hasattr(element, "op"):
+            shapes[element.name] = [int(d) for d in shape]
+    return shapes
+
+
 def graph_data(tf: Any, loop: Any, program: str, gpus: int) -> dict[str, Any]:
     """The loop's graph as plain data (the input of
     :func:`~simsync.tf_backend.program.convert.convert`)."""
@@ -340,7 +357,12 @@ def graph_data(tf: Any, loop: Any, program: str, gpus: int) -> dict[str, Any]:
         "order": [op["name"] for op in ops],
         "ops": ops,
         "clients": [
-            {"thread": thread, "name": name, "fetches": list(fetches[thread])}
+            {
+                "thread": thread,
+                "name": name,
+                "fetches": list(fetches[thread]),
+                "feeds": fed_shapes(graph, loop.calls[thread].feed_dict),
+            }
             for thread, name in names.items()
         ],
         "trainable": [v.op.name for v in graph.get_collection(keys.TRAINABLE_VARIABLES)],

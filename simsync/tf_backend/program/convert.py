@@ -105,7 +105,18 @@ from simsync.tf_backend.program.capture import (
 from simsync.tf_backend.program.towers import find_towers
 from simsync.words import plural
 
-__all__ = ["CONSTANTS", "FED", "MAX_OPS", "RESOURCES", "VARIABLES", "convert", "session_client"]
+__all__ = [
+    "BATCH_INPUTS",
+    "CONSTANTS",
+    "FED",
+    "MAX_OPS",
+    "RESOURCES",
+    "VARIABLES",
+    "Batch",
+    "convert",
+    "find_batch",
+    "session_client",
+]
 
 #: a step of at most this many ops is simulated; more is refused in one line
 MAX_OPS = 20_000
@@ -263,7 +274,18 @@ def convert(
     steps = [n for n in data.get("collections", {}).get("global_step", []) if n in graph.variables]
     if steps:  # the program's global step (tf.train.get_or_create_global_step)
         graph.facts["global_step"] = steps[0]
+    ran = dict((profile or {}).get("shapes", {}))
+    for client in clients:  # a fed placeholder runs no op: its shape is what was fed
+        ran.update(client.get("feeds", {}))
+    batch = find_batch(ops, [n for n in data["order"] if n in needed], ran)
+    if batch is not None:
+        graph.facts["batch"] = {
+            "size": batch.size,
+            "ops": sorted(set(batch.ops) & set(kept)),
+            "carry": sorted(set(batch.carry) & set(kept)),
+        }
     report = _report(data, ops, needed, reasons, kept, towers, untimed, profile, graph)
+    report["batch"] = None if batch is None else batch.size
     # where the program made its shared ops (the averaging, the apply), by function and line
     report["made_in"] = {
         name: (made_in or {})[name]
@@ -661,6 +683,136 @@ def _variables(
         )
         names.add(name)
     return names
+
+
+#: ops that bring a step's examples in: fed, drawn at random, dequeued, read from a dataset
+BATCH_INPUTS = FED | DEQUEUES | {
+    "RandomStandardNormal", "RandomUniform", "RandomUniformInt", "TruncatedNormal",
+    "IteratorGetNext", "IteratorGetNextSync",
+}  # fmt: skip
+
+
+class Batch(NamedTuple):
+    """A step's batch: its size, the ops whose work grows with it, and those whose first
+    output carries it."""
+
+    size: int
+    ops: tuple[str, ...]
+    carry: tuple[str, ...] = ()
+
+
+def find_batch(
+    ops: Mapping[str, Any], order: list[str], ran: Mapping[str, list[int]]
+) -> Batch | None:
+    """The batch of a step that runs the ops of ``order`` (in the order they were made), and
+    the ops whose work grows with it; None when no input brings examples in.
+
+    The batch is the first dimension most of the inputs' (:data:`BATCH_INPUTS`) first
+    outputs have. A tensor carries it when its first dimension is the batch and its op
+    is an input or takes a tensor that carries it: the activations and their gradients.
+    An input, and an op taking one, does work that grows with the batch. A weight's
+    gradient does not carry it (its shape is the weight's, even where a dimension of the
+    weight is as large as the batch): the tensors a variable's update takes are followed
+    back, through ops whose inputs all have their output's shape (an ``Identity``, an
+    ``AddN``, the towers' ``concat``, give or take a first dimension that is not the
+    batch's; not a ``MatMul``), and none of those carries it.
+
+    >>> t = lambda op, shape: {"op": op, "slot": 0, "shape": shape}
+    >>> ops = {
+    ...     "x": {"type": "Placeholder", "inputs": [], "shape": [None, 4]},
+    ...     "w": {"type": "VarHandleOp", "inputs": []},
+    ...     "read": {"type": "ReadVariableOp", "inputs": [t("w", None)]},
+    ...     "y": {"type": "MatMul", "inputs": [t("x", [None, 4]), t("read", [4, 4])]},
+    ...     "dw": {"type": "MatMul", "inputs": [t("x", [None, 4]), t("y", [None, 4])]},
+    ...     "apply": {"type": "ResourceApplyGradientDescent",
+    ...               "inputs": [t("w", None), t("dw", [4, 4])]},
+    ... }
+    >>> find_batch(ops, list(ops), {"x:0": [4, 4], "y:0": [4, 4]})
+    Batch(size=4, ops=('x', 'y', 'dw'), carry=('x', 'y'))
+    """
+    firsts = []
+    for name in order:
+        if ops[name]["type"] in BATCH_INPUTS:
+            shape = ran.get(f"{name}:0") or ops[name].get("shape")
+            if shape and shape[0] is not None:
+                firsts.append(int(shape[0]))
+    if not firsts:
+        return None
+    size = Counter(firsts).most_common(1)[0][0]
+    weight_side = _weight_side(ops, ran, size)
+    carries, batched = set(), []
+    for name in order:
+        op = ops[name]
+        if op["type"] in BATCH_INPUTS:  # its examples: drawn, dequeued (fed: no op)
+            carries.add(name)
+            batched.append(name)
+            continue
+        for tensor in op["inputs"]:
+            shape = _shape(tensor, ran)
+            if tensor["op"] in carries and shape and shape[0] == size:
+                batched.append(name)
+                if (name, 0) not in weight_side:
+                    carries.add(name)
+                break
+    return Batch(size, tuple(batched), tuple(n for n in order if n in carries))
+
+
+def _weight_side(
+    ops: Mapping[str, Any], ran: Mapping[str, list[int]], size: int
+) -> set[tuple[str, int]]:
+    """The tensors (op, slot) that lead to a variable's update with its shape: its
+    gradient, followed back through ops whose every non-scalar input has their output's
+    shape, give or take a first dimension, and that contract none (a ``MatMul`` of square
+    shapes; see :func:`find_batch`)."""
+    found: set[tuple[str, int]] = set()
+    stack: list[tuple[str, int]] = []
+    for op in ops.values():
+        if any(word in op["type"] for word in _WRITES):
+            stack.extend((t["op"], t["slot"]) for t in op["inputs"][1:])
+    shapes: dict[tuple[str, int], tuple[int, ...] | None] = {}
+    for op in ops.values():
+        for tensor in op["inputs"]:
+            shapes[(tensor["op"], tensor["slot"])] = _shape(tensor, ran)
+    while stack:
+        key = stack.pop()
+        if key in found or key[0] not in ops:
+            continue
+        found.add(key)
+        out = shapes.get(key)
+        op = ops[key[0]]
+        inputs = [t for t in op["inputs"] if _shape(t, ran) != ()]
+        contracts = len(inputs) > 1 and any(word in op["type"] for word in _CONTRACTIONS)
+        if (
+            out
+            and inputs
+            and not contracts
+            and all(_alike(_shape(t, ran), out, size) for t in inputs)
+        ):
+            stack.extend((t["op"], t["slot"]) for t in inputs)
+    return found
+
+
+#: ops that sum over a dimension of their inputs: where a batch becomes a weight's shape
+_CONTRACTIONS = ("MatMul", "Conv", "Einsum")
+
+
+def _alike(shape: tuple[int, ...] | None, out: tuple[int, ...], batch: int) -> bool:
+    """Whether an op's input of ``shape`` is its output's ``out``, give or take a first
+    dimension that is not the batch's (the towers' ``concat`` and their mean, not a sum
+    over the batch).
+
+    >>> _alike((2, 32, 4), (32, 4), 32), _alike((32, 4), (4,), 32)
+    (True, False)
+    """
+    if shape is None:
+        return False
+    if shape == out:
+        return True
+    if shape[1:] == out:
+        return shape[0] != batch
+    if shape == out[1:]:
+        return out[0] != batch
+    return bool(shape and out) and shape[1:] == out[1:] and batch not in (shape[0], out[0])
 
 
 def _tensors(

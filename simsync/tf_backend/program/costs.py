@@ -72,8 +72,8 @@ def digest(files: Mapping[str, bytes], program: str) -> str:
 
 def graph_key(source: str, data: Mapping[str, Any], machine: Mapping[str, Any]) -> str:
     """What a profile is kept under: the program's files (``source``, their :func:`digest`),
-    the graph's ops, their inputs and devices, the loop's fetches, and the machine (not where
-    the ops were made, nor the program's name).
+    the graph's ops, their inputs and devices, the loop's fetches and the shapes it feeds,
+    and the machine (not where the ops were made, nor the program's name).
 
     >>> data = {"ops": [{"name": "t", "type": "NoOp", "device": "", "inputs": [],
     ...                  "control": ["b", "a"]}], "clients": [{"fetches": ["t"]}]}
@@ -86,7 +86,8 @@ def graph_key(source: str, data: Mapping[str, Any], machine: Mapping[str, Any]) 
         [op["name"], op["type"], op["device"], op["inputs"], sorted(op["control"])]
         for op in data["ops"]
     ]
-    clients = [client["fetches"] for client in data["clients"]]
+    # what its loop feeds, as large as it is: a placeholder's batch is not in the graph
+    clients = [[client["fetches"], client.get("feeds", {})] for client in data["clients"]]
     text = json.dumps([source, ops, clients, machine], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 

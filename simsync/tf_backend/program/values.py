@@ -70,6 +70,12 @@ def replay_plan(
             f"as '{pooled[0]}'), and the replay has no accumulator yet: it would apply "
             "each worker's gradient where TensorFlow applies their mean once per step"
         )
+    batch, own = (g.facts.get("batch", {}).get("size") for g in (graph, original))
+    if batch != own:
+        raise NoValues(
+            f"the what-if's batch is {batch}, the program fed its ops batches of {own}: run "
+            "the program with that batch instead"
+        )
     if sorted(graph.towers) != sorted(original.towers):
         raise NoValues(
             f"the program's averaging takes its {len(original.towers)} towers' gradients, "

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import statistics
 
 from simsync.errors import UsageError
 from simsync.ir import (
@@ -56,6 +57,7 @@ from simsync.kinds.tokens import ENQUEUE_TOKENS
 from simsync.words import plural
 
 __all__ = [
+    "MAX_BATCH",
     "MAX_TOWERS",
     "bytes_out",
     "copied_from",
@@ -63,6 +65,7 @@ __all__ = [
     "scaled",
     "state_of",
     "thread_copy",
+    "with_batch",
     "with_link",
     "with_run_work",
     "with_speeds",
@@ -323,6 +326,69 @@ def with_speeds(graph: Graph, speeds: list[float]) -> tuple[Graph, str]:
         each = ", ".join(f"tower_{t} {given[t]:g}" for t in towers)
         line += f" ({plural(len(speeds), 'speed')} for {plural(len(towers), 'tower')}: {each})"
     return new, line
+
+
+#: the largest batch ``--batch`` asks for
+MAX_BATCH = 1 << 20
+
+
+def with_batch(graph: Graph, batch: int) -> tuple[Graph, str]:
+    """A batch of ``batch`` examples where the program's inputs bring the batch its import
+    found (``graph.facts["batch"]``, :func:`~simsync.tf_backend.program.convert.find_batch`):
+    the ops whose work grows with the batch take their cost beyond an op's fixed cost (the
+    median of the others', at most their own) times the ratio, and the tensors that carry
+    it carry that many examples.
+
+    >>> from simsync.ir import Client, Cost, Op, Tensor
+    >>> g = Graph()
+    >>> for name, seconds in (("read", 2e-6), ("matmul", 102e-6), ("apply", 2e-6)):
+    ...     _ = g.add_op(Op(name, "generic", "/cpu:0", Cost(seconds)))
+    >>> g.add_tensor(Tensor("read", "matmul", 64, shape=(4, 4)))
+    >>> g.add_tensor(Tensor("matmul", "apply", 400, shape=(100, 1)))
+    >>> g.add_client(Client("main", ("apply",)))
+    >>> g.facts["batch"] = {"size": 100, "ops": ["matmul"], "carry": ["matmul"]}
+    >>> bigger, line = with_batch(g, 400)
+    >>> round(bigger.op("matmul").cost.mean * 1e6), bigger.op("apply").cost.mean * 1e6
+    (402, 2.0)
+    >>> [(t.nbytes, t.shape) for t in bigger.outputs("matmul")], line
+    ([(1600, (400, 1))], 'batch 400 (the program ran 100): 1 op and 1 tensor grow with it')
+    """
+    found = graph.facts.get("batch")
+    if not found:
+        raise UsageError(
+            f"--batch {batch}: the program's step takes no input that brings examples in (a "
+            "fed placeholder, a random draw, a dequeue, a dataset): which of its work grows "
+            "with the batch is not known"
+        )
+    size, ratio = int(found["size"]), batch / int(found["size"])
+    grows, carry = set(found["ops"]), set(found["carry"])
+    others = [op.cost.mean for op in graph.ops() if op.name not in grows and op.cost.mean > 0]
+    fixed = statistics.median(others) if others else 0.0
+    new = state_of(graph, graph.link)
+    new.facts["batch"] = {**found, "size": batch}
+    for device in graph.devices.values():
+        new.add_device(device)
+    for op in graph.ops():
+        if op.name in grows:
+            floor = min(op.cost.mean, fixed)
+            cost = dataclasses.replace(op.cost, mean=floor + (op.cost.mean - floor) * ratio)
+            op = dataclasses.replace(op, cost=cost)
+        new.add_op(op)
+    tensors = 0
+    for tensor in graph.edges():
+        shape = tensor.shape
+        if tensor.src in carry and shape and shape[0] == size:
+            tensors += 1
+            tensor = dataclasses.replace(
+                tensor, nbytes=round(tensor.nbytes * ratio), shape=(batch, *shape[1:])
+            )
+        new.add_tensor(tensor)
+    for client in graph.clients:
+        new.add_client(client)
+    line = f"batch {batch} (the program ran {size})"
+    if batch == size:
+        return new, line + ": its own, so it changes nothing"
+    return new, f"{line}: {plural(len(grows), 'op')} and {plural(tensors, 'tensor')} grow with it"
 
 
 def with_link(
