@@ -11,7 +11,7 @@ the shared ops were made, what was grouped and ignored, and each what-if's line.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,14 +134,19 @@ def simulate_program(
     imported: Imported | None = None,
     args: Sequence[str] = (),
     values: bool = False,
+    tasks: Mapping[str, int] | None = None,
+    task_flags: bool = True,
 ) -> ProgramRun:
     """Import the program at ``path`` (unless ``imported`` is given; ``args`` are its command
     line), change it, and simulate ``steps`` steps; with ``values``, replay the simulated
     order with the program's own ops (:func:`program_values`: one more sandboxed run of the
-    program)."""
+    program). A program written for a cluster runs as its cluster of ``tasks``
+    (:mod:`~simsync.tf_backend.program.cluster`)."""
     if changes.mode is not None or changes.replicas is not None:
         _mode_change(changes)  # a mode that is none: said before the program runs
-    imported = imported or import_program(path, args=args, costs=costs, refresh=refresh)
+    imported = imported or import_program(
+        path, args=args, costs=costs, refresh=refresh, tasks=tasks, task_flags=task_flags
+    )
     graph, lines = what_if(imported.graph, changes)
     sim = simulate_graph(graph, steps, name=Path(path).stem, source=str(path), seed=seed)
     run = ProgramRun(imported, graph, sim, lines)

@@ -86,9 +86,10 @@ def add(commands: Any) -> None:
         '({"ps": ["host:port"], "worker": [...]}) or a TF_CONFIG; start each task there with '
         "`python -m simsync.tf_backend.cluster.task` (see docs/tensorflow.md)",
     )
-    from simsync.cli.program import add_program_options
+    from simsync.cli.program import add_program_options, add_task_options
 
     add_program_options(p, crosscheck=True)
+    add_task_options(p)
     p.set_defaults(run=crosscheck)
 
 

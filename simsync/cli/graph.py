@@ -52,6 +52,9 @@ def add(commands: Any) -> None:
         help="your TensorFlow program's graph with one box per TensorFlow op (default: one "
         "per name scope of each tower, and one per name scope of the shared ops)",
     )
+    from simsync.cli.program import add_task_options
+
+    add_task_options(p)
     p.set_defaults(run=graph)
 
 
@@ -61,7 +64,7 @@ def graph(args: argparse.Namespace) -> int:
     from simsync.programs import is_program
 
     if not is_program(args.file):  # graph's --towers counts lanes: only -- ARGS is a program's
-        refuse_program_options(args, ["program_args"])
+        refuse_program_options(args, ["program_args", "tasks", "no_task_flags"])
         if args.every_op:
             raise UsageError(
                 f"--every-op unfolds a TensorFlow program's graph; {args.file} is a scenario, "

@@ -19,6 +19,7 @@ from simsync.errors import UsageError
 __all__ = [
     "PROGRAM_OPTIONS",
     "add_program_options",
+    "add_task_options",
     "crosscheck_program_command",
     "graph_program",
     "simulate_program_command",
@@ -35,6 +36,8 @@ PROGRAM_OPTIONS = {
     "latency": "--latency",
     "refresh_costs": "--refresh-costs",
     "program_args": "-- ARGS",
+    "tasks": "--tasks",
+    "no_task_flags": "--no-task-flags",
     "runs": "--runs",
     "values": "--values",
 }
@@ -103,6 +106,40 @@ def _batch(text: str) -> int:
             f"{text!r}: must be a whole number of examples from 1 to {MAX_BATCH:,}"
         )
     return value
+
+
+def add_task_options(parser: argparse.ArgumentParser) -> None:
+    """``--tasks`` and ``--no-task-flags``: a program written for a cluster, run as one."""
+    group = parser.add_argument_group(
+        "a TensorFlow program written for a cluster (one process per task)",
+        "Every task runs the program in a sandbox of its own, all of them in one private "
+        "network that nothing outside reaches (docs/importing.md). Each task is told who it "
+        "is by TF_CONFIG and by the TF1 flags after the program's own command line: "
+        "--job_name, --task_index and --<job>_hosts for every job (--ps_hosts, "
+        "--worker_hosts).",
+    )
+    group.add_argument(
+        "--tasks",
+        type=_tasks,
+        metavar="JOB=N,...",
+        help="the cluster's jobs and their tasks, such as ps=1,worker=2 (the ps tasks only "
+        "serve; every other task trains)",
+    )
+    group.add_argument(
+        "--no-task-flags",
+        action="store_true",
+        help="tell each task who it is by TF_CONFIG alone (a program whose command line "
+        "takes no --job_name)",
+    )
+
+
+def _tasks(text: str) -> dict[str, int]:
+    from simsync.tf_backend.program.cluster import parse_tasks
+
+    try:
+        return parse_tasks(text)
+    except UsageError as error:
+        raise argparse.ArgumentTypeError(str(error).partition(": ")[2]) from None
 
 
 def add_program_options(parser: argparse.ArgumentParser, *, crosscheck: bool = False) -> None:
@@ -239,6 +276,8 @@ def simulate_program_command(args: argparse.Namespace, console: Any) -> int:
         refresh=args.refresh_costs,
         args=args.program_args,
         values=args.values,
+        tasks=args.tasks,
+        task_flags=not args.no_task_flags,
     )
     result = program_summary(run)
     if args.json:
@@ -288,6 +327,11 @@ def crosscheck_program_command(args: argparse.Namespace) -> int:
                 "takes --runs, --steps, --costs, --refresh-costs, --towers, --batch, --json and -- "
                 "ARGS"
             )
+    if args.tasks is not None:
+        raise UsageError(
+            f"crosscheck {args.file} --tasks: a cluster's program is simulated (simsync "
+            "simulate ... --tasks), not yet run again on TensorFlow to compare"
+        )
     what_if = changes.towers is not None or changes.batch is not None
     with console(stderr=True).status("Starting TensorFlow...") as status:
         _, report = crosscheck_program(
@@ -394,5 +438,10 @@ def graph_program(args: argparse.Namespace) -> Any:
     from simsync.tf_backend.program import import_program
     from simsync.viz import folded_by_scope
 
-    graph = import_program(args.file, args=getattr(args, "program_args", ())).graph
+    graph = import_program(
+        args.file,
+        args=getattr(args, "program_args", ()),
+        tasks=args.tasks,
+        task_flags=not args.no_task_flags,
+    ).graph
     return graph if getattr(args, "every_op", False) else folded_by_scope(graph)

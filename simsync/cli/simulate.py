@@ -49,9 +49,10 @@ def add(commands: Any) -> None:
         action="store_true",
         help="skip the model's real numbers (faster; no loss is reported)",
     )
-    from simsync.cli.program import add_program_options
+    from simsync.cli.program import add_program_options, add_task_options
 
     add_program_options(p)
+    add_task_options(p)
     p.set_defaults(run=simulate)
 
 

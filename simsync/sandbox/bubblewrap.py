@@ -42,7 +42,8 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,9 +53,11 @@ from simsync.sandbox import seccomp
 from simsync.sandbox.channel import KEY_BYTES, parse_line, unseal
 
 __all__ = [
+    "ENDED",
     "NO_SANDBOX",
     "TOO_LARGE",
     "Limits",
+    "Network",
     "Outcome",
     "Sandbox",
     "SandboxUnavailable",
@@ -66,6 +69,11 @@ __all__ = [
 
 #: the exit status a child gives when its answer was larger than the file size limit
 TOO_LARGE = 3
+#: what :func:`_wait` returns for a task of a cluster ended once its cluster was done
+ENDED = "ended: its cluster was done"
+#: how often a task of a cluster is asked whether its cluster is done, and what of its
+#: answer is looked at then
+POLL_SECONDS, TAIL_BYTES = 0.2, 4096
 #: the prefix of the grader's temporary folders, one per sandboxed run (and one per grading,
 #: ``simsync-grade-``), with the grader's process id: a grader killed with ``kill -9`` cannot
 #: remove its own, the next one removes them (:func:`remove_stale_folders`)
@@ -246,6 +254,18 @@ def locked_folder(prefix: str) -> Iterator[Path]:
             os.close(handle)
 
 
+@dataclass(frozen=True)
+class Network:
+    """A child that is one task of a cluster: it runs in the cluster's private network
+    namespace (``enter``: the command that enters it, such as ``nsenter``), where bubblewrap
+    shares that network with it (loopback only, the cluster's own), and it ends when
+    ``done`` says so (asked with the end of what it has said so far, its last
+    :data:`TAIL_BYTES`), what it said kept."""
+
+    enter: tuple[str, ...]
+    done: Callable[[bytes], bool]
+
+
 def run_child(
     sandbox: Sandbox,
     request: dict[str, Any],
@@ -256,6 +276,7 @@ def run_child(
     module: str = "simsync.grading.child",
     threads: bool = False,
     sealed: bool = False,
+    network: Network | None = None,
 ) -> Outcome:
     """Run ``python -I -m MODULE REQUEST SUBMISSION WORK`` (by default the grader's
     :mod:`simsync.grading.child`) on ``request`` with ``submission`` (a clean copy, see
@@ -265,7 +286,7 @@ def run_child(
     threads only with ``threads`` (TensorFlow needs them); new processes never. A ``sealed``
     child (one that runs nobody's code) gets a key on its standard input, and only its lines
     sealed with that key are read (:mod:`simsync.sandbox.channel`); the request says so to
-    it (``"sealed": true``)."""
+    it (``"sealed": true``). A task of a cluster runs in its ``network``."""
     key = os.urandom(KEY_BYTES) if sealed else None
     with locked_folder(SCRATCH_PREFIX) as scratch, _started_pipe() as started:
         request_file = scratch / "request.json"
@@ -276,15 +297,30 @@ def run_child(
             work = scratch / "work"
             work.mkdir()
             command = [*child, str(request_file), str(submission), str(work)]
-            return _run(command, work, scratch, limits, started, sandboxed=False, key=key)
+            return _run(
+                command, work, scratch, limits, started, sandboxed=False, key=key, network=network
+            )
         inside = [*child, INSIDE_REQUEST, INSIDE_SUBMISSION, INSIDE_WORK]
         bwrap = _bwrap_command(
-            sandbox.bwrap, request_file, submission, hidden, limits.scratch_bytes
+            sandbox.bwrap,
+            request_file,
+            submission,
+            hidden,
+            limits.scratch_bytes,
+            share_net=network is not None,
         )
         code = seccomp.program(threads=threads)
         command = [*bwrap, *inside]
         return _run(
-            command, scratch, scratch, limits, started, sandboxed=True, filter_code=code, key=key
+            command,
+            scratch,
+            scratch,
+            limits,
+            started,
+            sandboxed=True,
+            filter_code=code,
+            key=key,
+            network=network,
         )
 
 
@@ -302,10 +338,18 @@ def _started_pipe() -> Iterator[tuple[int, int]]:
 
 
 def _bwrap_command(
-    bwrap: str, request: Path, submission: Path, hidden: tuple[Path, ...], scratch_bytes: int
+    bwrap: str,
+    request: Path,
+    submission: Path,
+    hidden: tuple[Path, ...],
+    scratch_bytes: int,
+    share_net: bool = False,
 ) -> list[str]:
-    """bubblewrap's arguments, up to the ``--`` before the command."""
+    """bubblewrap's arguments, up to the ``--`` before the command; ``share_net``: the
+    network namespace it is started in (a cluster's private one), not one of its own."""
     command = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns"]
+    if share_net:
+        command.append("--share-net")
     command += ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
     # first the sandbox's own /tmp, in memory: what is bound after it may lie under /tmp
     command += ["--size", str(scratch_bytes), "--tmpfs", "/tmp", "--dir", INSIDE_WORK]
@@ -391,6 +435,7 @@ def _run(
     sandboxed: bool,
     filter_code: bytes | None = None,
     key: bytes | None = None,
+    network: Network | None = None,
 ) -> Outcome:
     work = INSIDE_WORK if sandboxed else str(cwd)
     env = {
@@ -408,7 +453,9 @@ def _run(
     with _filter_fd(filter_code) as fds, open(out_path, "w+b") as out, open(err_path, "w+b") as err:
         if fds:
             command = [command[0], "--add-seccomp-fd", str(fds[0]), *command[1:]]
-        status = _wait(command, cwd, env, out, err, (*fds, started[1]), limits, key)
+        if network is not None:
+            command = [*network.enter, *command]
+        status = _wait(command, cwd, env, out, err, (*fds, started[1]), limits, key, network)
         out.seek(0)
         err.seek(0)
         said, dropped = _merge(out.read(limits.file_bytes), limits.line_bytes, key)
@@ -430,6 +477,8 @@ def _stopped(
     began: bool = False,
 ) -> str | None:
     """Why the child stopped before its work was done, or None when it finished."""
+    if status == ENDED:  # its cluster was done: what it said stands
+        return None if said else "its cluster ended before it said anything"
     if isinstance(status, str):  # the wall clock
         return status
     signalled = -status if status < 0 else status - 128 if sandboxed and status > 128 else 0
@@ -457,10 +506,13 @@ def _wait(
     fds: tuple[int, ...],
     limits: Limits,
     key: bytes | None = None,
+    network: Network | None = None,
 ) -> int | str:
     """Start the child, wait for it within the wall clock, and leave nothing running: its
     process group is killed whatever happens (a timeout, Ctrl-C, an exception here). A
-    ``key`` is written on its standard input (a pipe holds it whole), which is then closed."""
+    ``key`` is written on its standard input (a pipe holds it whole), which is then closed.
+    A task of a cluster (``network``) is also ended, :data:`ENDED`, once its cluster is
+    done, asked every :data:`POLL_SECONDS` with what it said so far."""
     process = subprocess.Popen(
         command,
         cwd=cwd,
@@ -478,7 +530,19 @@ def _wait(
                 process.stdin.write(key.hex().encode() + b"\n")
             with contextlib.suppress(OSError):
                 process.stdin.close()
-        return process.wait(timeout=limits.wall_seconds)
+        if network is None:
+            return process.wait(timeout=limits.wall_seconds)
+        began = time.monotonic()
+        while True:
+            try:
+                return process.wait(timeout=POLL_SECONDS)
+            except subprocess.TimeoutExpired:
+                if time.monotonic() - began > limits.wall_seconds:
+                    raise
+            with open(out.name, "rb") as so_far:  # its last line, at most
+                so_far.seek(max(0, os.fstat(so_far.fileno()).st_size - TAIL_BYTES))
+                if network.done(so_far.read(TAIL_BYTES)):
+                    return ENDED
     except subprocess.TimeoutExpired:
         return f"stopped: took longer than {limits.wall_seconds:g} s"
     finally:

@@ -325,6 +325,8 @@ class ProgramSaid(TypedDict, total=False):
     measured: Measured
     values: Values
     export: Export
+    #: a task of a cluster said all of its answer (it trains on, until its cluster is done)
+    answered: bool
 
 
 # ## The grader's processes

@@ -47,6 +47,7 @@ __all__ = [
     "LOGICAL_DEVICES",
     "PROFILE_THREAD",
     "PUSHES",
+    "RECOVERY_WAIT_SECONDS",
     "RUNNER_TRACES",
     "TAKES",
     "Call",
@@ -67,6 +68,8 @@ RUNNER_TRACES = 5
 RUNNER_TRACE_EVERY = 4
 #: the name of the threads the profile starts to run a loop's clients together
 PROFILE_THREAD = "simsync-profile"
+#: how often a worker of a cluster that is not the chief looks for the chief's variables
+RECOVERY_WAIT_SECONDS = 0.5
 #: how long the first thread in its loop waits for no other thread to join one
 SETTLE_SECONDS = 0.5
 #: at most this long, whatever happens
@@ -126,6 +129,8 @@ class Observer:
     on_loop: Callable[[Loop], None]
     #: a run (and every op of it) gives up after this long; 0: never
     timeout_ms: int = 0
+    #: a task of a cluster: it starts its server and connects its sessions to it
+    cluster: bool = False
     calls: list[Call] = field(default_factory=list)
     sessions: int = 0
     looping: dict[str, Call] = field(default_factory=dict)
@@ -158,11 +163,12 @@ class Observer:
         observer = self
 
         def __init__(self: Any, target: str = "", graph: Any = None, config: Any = None) -> None:
-            if target:  # a server's session would wait for a cluster the sandbox has not
+            if target and not observer.cluster:  # it would wait for a cluster not there
                 raise Ended(
                     f"connects its session to a TensorFlow server ({str(target)[:100]}): "
                     "simsync imports a program that trains in one process, with "
-                    "tf.compat.v1.Session() and no target"
+                    "tf.compat.v1.Session() and no target, or runs every task of a cluster "
+                    "with --tasks (docs/importing.md)"
                 )
             observer.sessions += 1
             real_init(self, target, graph, observer.configure(config))
@@ -211,16 +217,34 @@ class Observer:
         def server(self: Any, *args: Any, **kwargs: Any) -> None:
             raise Ended(
                 "starts a TensorFlow server (tf.train.Server): a program of one process per "
-                "task of a cluster is not imported yet; simsync imports one that trains in one "
-                "process, one thread per worker (see docs/importing.md)"
+                "task of a cluster runs as its cluster with --tasks, such as --tasks "
+                "ps=1,worker=2 (see docs/importing.md)"
             )
 
         base.__init__ = __init__
         base.run = run
         base.make_callable = make_callable
         runner_class.create_threads = create_threads
-        self.tf.distribute.Server.__init__ = server  # tf.compat.v1.train.Server too
+        if self.cluster:
+            self._quick_start()
+        else:
+            self.tf.distribute.Server.__init__ = server  # tf.compat.v1.train.Server too
         self.real_run = real_run
+
+    def _quick_start(self) -> None:
+        """A worker that is not the chief waits for the chief's variables, trying again
+        every ``recovery_wait_secs`` (30 s unless the program says): every
+        :data:`RECOVERY_WAIT_SECONDS` here, as the time it waits is only its start."""
+        manager = self.tf.compat.v1.train.SessionManager
+        real = manager.__init__
+
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            kwargs["recovery_wait_secs"] = min(
+                kwargs.get("recovery_wait_secs", RECOVERY_WAIT_SECONDS), RECOVERY_WAIT_SECONDS
+            )
+            real(self, *args, **kwargs)
+
+        manager.__init__ = __init__
 
     def configure(self, config: Any) -> Any:
         """The program's configuration with simsync's devices and no graph rewriting."""
@@ -438,13 +462,28 @@ def fetch_names(graph: Any, fetches: Any) -> tuple[str, ...]:
 
 def program_device(device: str) -> str:
     """The program's name for a placed device: ``/cpu:0``; ``/gpu:i`` for a real GPU or for
-    the logical ``CPU:i+1`` that stood for it.
+    the logical ``CPU:i+1`` that stood for it; a task of a cluster's, with its job and task
+    first (``/job:ps/task:0``, its CPU; ``/job:worker/task:1/gpu:0``).
 
     >>> program_device("/job:localhost/replica:0/task:0/device:CPU:3")
     '/gpu:2'
     >>> program_device("/device:CPU:0"), program_device("/device:GPU:1")
     ('/cpu:0', '/gpu:1')
+    >>> program_device("/job:ps/replica:0/task:0/device:CPU:0"), program_device("/job:ps")
+    ('/job:ps/task:0', '/job:ps/task:0')
     """
+    task = _TASK.search(device)
+    if task is not None and task.group(1) != "localhost":
+        placed = _local_device(device)
+        where = f"/job:{task.group(1)}/task:{task.group(2) or 0}"
+        return where if placed == "/cpu:0" else f"{where}{placed}"
+    return _local_device(device)
+
+
+_TASK = re.compile(r"/job:([A-Za-z0-9_]+)(?:/replica:\d+)?(?:/task:(\d+))?")
+
+
+def _local_device(device: str) -> str:
     found = re.search(r"(?i)device:(cpu|gpu):(\d+)", device)
     if found is None:
         return "/cpu:0"

@@ -81,6 +81,10 @@ def main(request_path: str, folder: str, work: str) -> int:
 
     gpus = len(tf.config.list_physical_devices("GPU"))
 
+    task = request.get("task")
+    if task is not None:  # who it is in its cluster, as TF_CONFIG says it to a program
+        os.environ["TF_CONFIG"] = json.dumps(task["tf_config"])
+
     def on_loop(loop: Loop) -> None:
         try:
             _answer(tf, request, loop, gpus, say)
@@ -88,11 +92,15 @@ def main(request_path: str, folder: str, work: str) -> int:
             say(error=str(ended))
         except BaseException as error:
             say(error=f"could not read the training loop: {type(error).__name__}: {error}")
-        os._exit(0)
+        if task is None:
+            os._exit(0)
+        # a task of a cluster trains on, as written: the other workers may wait for its
+        # gradients, until every one has answered and the parent ends them all
+        say(answered=True)
 
     exported = request["kind"] == "meta" and request.get("loop") is not None
     timeout = EXPORTED_RUN_TIMEOUT_MS if exported else 0
-    observer = Observer(tf, gpus, on_loop, timeout_ms=timeout)
+    observer = Observer(tf, gpus, on_loop, timeout_ms=timeout, cluster=task is not None)
     observer.install()
     try:
         if request["kind"] == "meta":

@@ -202,7 +202,7 @@ def convert(
         graph.core_efficiency[LOCALHOST] = efficiency
     seconds = "busy" if pooled else "seconds"
     for device in sorted({devices[name] for name in kept} | {"/cpu:0"}):
-        cpu = device.startswith("/cpu:")
+        cpu = "/gpu:" not in device  # a CPU, of this process or of a task of a cluster
         graph.add_device(Device(device, kind="cpu" if cpu else "gpu", concurrent=cpu))
     variables = _variables(graph, ops, needed, devices, data)
     unsimulated = set() if queue_runners else {n for n in needed if shared.get(n) in fed}

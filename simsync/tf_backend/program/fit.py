@@ -88,9 +88,13 @@ def fit_costs(
         found["why"] = f"at its bound, {found['scale']:g}: the traced steps are not this loop's"
     elif found["per_run"] > MOST_PER_RUN * wall:
         share = found["per_run"] / wall
-        found["why"] = (
-            f"{share:.0%} of the step outside its ops: the traced steps are not this loop's"
-        )
+        if any(name.startswith("/job:") for name in graph.devices):
+            # a task of a cluster: each run calls the others (gRPC), beyond its ops
+            found["why"] = f"{share:.0%} of the step outside its ops: its tasks' calls (gRPC)"
+        else:
+            found["why"] = (
+                f"{share:.0%} of the step outside its ops: the traced steps are not this loop's"
+            )
     return fitted, found
 
 

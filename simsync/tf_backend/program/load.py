@@ -31,7 +31,8 @@ import binascii
 import os
 import stat
 import statistics
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -40,6 +41,7 @@ from simsync.errors import GraphError, SimsyncError, UsageError, printable
 from simsync.ir import Graph
 from simsync.sandbox.bubblewrap import (
     Limits,
+    Network,
     Sandbox,
     find_sandbox,
     locked_folder,
@@ -58,6 +60,7 @@ from simsync.sandbox.wire import (
 )
 from simsync.tf_backend.profile.machine import cached_efficiency
 from simsync.tf_backend.program import costs as cost_cache
+from simsync.tf_backend.program.cluster import join, private_network, task_says, trainers
 from simsync.tf_backend.program.convert import convert
 from simsync.tf_backend.program.fit import apply_fit, fit_costs
 from simsync.tf_backend.program.made_in import Source, made_in
@@ -149,6 +152,10 @@ class _Runner:
     loop: dict[str, Any] | None = None
     program: _Copied | None = None
     made_in: Mapping[str, Any] | None = None
+    #: a program written for a cluster: its jobs and their tasks (``--tasks``), each task
+    #: told who it is by TF_CONFIG, and by the TF1 flags with ``task_flags``
+    tasks: Mapping[str, int] | None = None
+    task_flags: bool = True
 
 
 @dataclass
@@ -185,6 +192,8 @@ def import_program(
     export: bool = False,
     processes: int = PROFILE_PROCESSES,
     name: str | None = None,
+    tasks: Mapping[str, int] | None = None,
+    task_flags: bool = True,
 ) -> Imported:
     """Run the program at ``path`` in the sandbox until its training loop is known, and
     return its graph with costs (see the module's docstring). ``args`` are its command line
@@ -196,19 +205,25 @@ def import_program(
     (:data:`~simsync.sandbox.bubblewrap.NO_SANDBOX` only for trusted code). A program that
     cannot be imported raises :class:`ProgramError` with one line, which names it ``name``
     (default: its path). ``hidden`` folders are empty inside the sandbox (the grader's: the
-    assignments and their solutions)."""
+    assignments and their solutions). A program written for a cluster runs as its cluster
+    of ``tasks`` (``{"ps": 1, "worker": 2}``, :mod:`~simsync.tf_backend.program.cluster`),
+    each task told who it is by ``TF_CONFIG`` and, with ``task_flags``, the TF1 flags."""
     source = Path(path)
     shown = printable(name or str(source), one_line=True)
     folder = None if cache is False else (cache or cost_cache.costs_folder())
     chosen = cost_cache.load_costs(costs) if costs is not None else None
-    runner = _Runner(source, shown, tuple(args), limits, sandbox, hidden)
+    runner = _Runner(
+        source, shown, tuple(args), limits, sandbox, hidden, tasks=tasks, task_flags=task_flags
+    )
+    if tasks is not None and export:
+        raise ProgramError(f"{shown}: a graded program runs in one process, not as a cluster")
     remove_stale_folders()  # a program's copies a killed import left
     with locked_folder("simsync-export-") as exported:
         if export:
             runner = _exported(runner, Path(exported))
         answer = _profiled(runner, steps, folder, refresh or folder is None, chosen is not None)
         key = str(answer.key)
-        if "profile" in answer.said and processes > 1:
+        if "profile" in answer.said and processes > 1 and tasks is None:
             _more_walls(runner, answer.said["profile"], key, processes)
     profile, costs_from = _profile(answer, folder, chosen, costs)
     if chosen is not None:
@@ -448,7 +463,10 @@ def _more_walls(runner: _Runner, profile: Profile, key: str, processes: int) -> 
 def _run(runner: _Runner, request: dict[str, Any]) -> _Answer:
     """Run the child as ``runner`` says with ``request`` (the program's name, its kind, its
     files' hash and ``args`` added), and return what it said, checked whole, with a graph and
-    its machine or an export; else raise :class:`ProgramError` with one line."""
+    its machine or an export; else raise :class:`ProgramError` with one line. A program
+    written for a cluster runs as its cluster (:func:`_run_cluster`)."""
+    if runner.tasks is not None:
+        return _run_cluster(runner, request, runner.tasks)
     shown, source = runner.shown, runner.source
     kind = "meta" if source.suffix in (".meta", ".pbtxt") else "python"
     limits = runner.limits or ImportLimits()
@@ -492,6 +510,103 @@ def _run(runner: _Runner, request: dict[str, Any]) -> _Answer:
             f"{limits.memory_bytes / 2**30:g} GiB here; does the program start many threads?)"
         )
     raise ProgramError(f"{shown}: {why}")
+
+
+def _run_cluster(runner: _Runner, request: dict[str, Any], jobs: Mapping[str, int]) -> _Answer:
+    """Run every task of the cluster ``jobs`` (:mod:`~simsync.tf_backend.program.cluster`),
+    each a child in the sandbox, all in one private network, until every task that trains
+    has said its graph and costs (or one has failed, or the wall clock is up); then end them
+    all and join what they said into one program's answer."""
+    shown, source = runner.shown, runner.source
+    if source.suffix != ".py":
+        raise ProgramError(f"{shown}: --tasks runs a program (.py), not a MetaGraphDef")
+    limits = runner.limits or ImportLimits()
+    training = trainers(jobs)
+    answered: set[tuple[str, int]] = set()
+    failed: list[tuple[str, int]] = []
+    lock = threading.Lock()
+
+    def over() -> bool:
+        return bool(failed) or len(answered) == len(training)
+
+    def done_for(task: tuple[str, int]) -> Callable[[bytes], bool]:
+        def done(tail: bytes) -> bool:
+            if task in training and tail.rstrip().endswith(ANSWERED):
+                with lock:
+                    answered.add(task)
+            return over()
+
+        return done
+
+    outcomes: dict[tuple[str, int], Any] = {}
+    with private_network() as enter, locked_folder("simsync-program-") as folder:
+        files = _copy(source, Path(folder), shown)
+        copied = _Copied.of(files, source.name)
+
+        def run_task(job: str, index: int) -> None:
+            flags, config = task_says(jobs, job, index, runner.task_flags)
+            said = {
+                **request,
+                "program": source.name,
+                "kind": "python",
+                "args": [*runner.args, *flags],
+                "source": copied.digest,
+                "task": {"tf_config": config},
+            }
+            network = Network(enter, done_for((job, index)))
+            try:
+                outcomes[(job, index)] = run_child(
+                    runner.sandbox or find_sandbox(),
+                    said,
+                    Path(folder),
+                    limits,
+                    runner.hidden,
+                    module="simsync.tf_backend.program.child",
+                    threads=True,
+                    network=network,
+                )
+            finally:
+                if (job, index) in training and (job, index) not in answered:
+                    with lock:
+                        failed.append((job, index))
+
+        started = [
+            threading.Thread(target=run_task, args=(job, i), daemon=True)
+            for job, count in jobs.items()
+            for i in range(count)
+        ]
+        for thread in started:
+            thread.start()
+        for thread in started:
+            thread.join()
+    answers = []
+    for job, index in training:
+        outcome = outcomes.get((job, index))
+        task = f"{shown} (task {job} {index})"
+        if outcome is None:
+            raise ProgramError(f"{task}: its process could not be run")
+        said = _checked(outcome.said, task)
+        if said.get("error"):
+            raise ProgramError(f"{task}: {printable(said['error'], one_line=True)[:MAX_ERROR]}")
+        if not all(key in said for key in ("graph", "machine", "profile")):
+            why = outcome.too_long(limits) or outcome.error
+            if why is None and failed and failed[0] != (job, index):
+                why = f"task {failed[0][0]} {failed[0][1]} failed first"
+            raise ProgramError(f"{task}: it said no training loop ({why or 'no answer'})")
+        answers.append(said)
+    joined = join(answers, source.name)
+    try:
+        checked = read_said(ProgramSaid, joined, "its cluster")
+        read_graph(checked["graph"], "its cluster's graph")
+    except WireError as error:
+        raise ProgramError(f"{shown}: {error}") from None
+    answer = _Answer(checked, copied)  # type: ignore[arg-type]
+    answer.key = cost_cache.graph_key(copied.digest, joined["graph"], joined["machine"])
+    return answer
+
+
+#: the line a task of a cluster says once its answer is whole
+ANSWERED = b'{"answered": true}'
 
 
 def _checked(said: dict[str, Any], shown: str) -> ProgramSaid:
