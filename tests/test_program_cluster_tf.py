@@ -18,7 +18,7 @@ import pytest
 from helpers import one_clear_line
 
 from simsync.kinds import sync_points
-from simsync.programs import program_summary, simulate_program
+from simsync.programs import WhatIf, program_summary, simulate_program
 from simsync.tf_backend.program import ProgramError, import_program
 
 PROGRAMS = Path(__file__).parent / "fixtures" / "programs"
@@ -63,6 +63,12 @@ def test_simulated_the_workers_update_asynchronously_with_staleness(asynchronous
     assert summary["workers"] == 2 and summary["updates_applied"] > 0
     assert set(summary["staleness_by_client"]) == {"worker_0", "worker_1"}
     assert summary["imported"]["fit"]["scale"] > 0
+    # four workers: the two more are worker 0's copies, each on a task of its own
+    run = simulate_program(
+        PROGRAMS / "between_graph_async.py", WhatIf(towers=4), imported=asynchronous, steps=8
+    )
+    assert {f"/job:worker/task:{k}" for k in range(4)} <= set(run.graph.devices)
+    assert len([c for c in run.graph.clients if not c.daemon]) == 4
 
 
 @pytest.mark.tf

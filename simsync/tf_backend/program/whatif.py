@@ -232,17 +232,27 @@ def _scope(ops: list[Op]) -> str | None:
     return next(iter(tops)) if len(tops) == 1 else None
 
 
+#: a device of tower 0's own: a GPU, or a task of a cluster's job (a worker), by its index
+_OWN = re.compile(r"(/gpu:|/job:[A-Za-z0-9_]+/task:)0")
+
+
 def _own_device(ops: list[Op]) -> str | None:
-    """The device tower 0 placed its own ops on, when it is a GPU of its own."""
+    """The device tower 0 placed its own ops on, when it is a GPU of its own (or worker 0
+    of a cluster: each worker its task)."""
     placed = [op.device for op in ops if op.tower is not None]
     if not placed:
         return None
     device = max(set(placed), key=placed.count)
-    return device if re.fullmatch(r"/gpu:\d+", device) else None
+    return device if _OWN.fullmatch(device) else None
 
 
 def _device_of(own: str | None, tower: int) -> str | None:
-    return None if own is None else f"/gpu:{tower}"
+    """Tower ``tower``'s own device, as tower 0's is ``own``.
+
+    >>> _device_of("/gpu:0", 3), _device_of("/job:worker/task:0", 3), _device_of(None, 3)
+    ('/gpu:3', '/job:worker/task:3', None)
+    """
+    return None if own is None else f"{own[:-1]}{tower}"
 
 
 def _line(towers: int, had: int, scope: str | None) -> str:
