@@ -189,26 +189,31 @@ def crosscheck_program(
     costs: str | os.PathLike[str] | None = None,
     refresh: bool = False,
     on_progress: Callable[[str], None] | None = None,
+    tasks: Mapping[str, int] | None = None,
+    task_flags: bool = True,
 ) -> tuple[ProgramRun, dict[str, Any]]:
     """``simsync crosscheck PROGRAM.py``: predict from the imported graph (changed as
     ``changes`` asks), then run the program ``runs`` more times, each a fresh process
     (``real_args`` its command line there, ``args`` when None), and compare
     (:mod:`simsync.crosscheck.program`). The imported graph and its runs' graphs must be one
-    graph: a what-if is checked against the program built that way by ``real_args``."""
+    graph: a what-if is checked against the program built that way by ``real_args``. A
+    program written for a cluster runs as its cluster of ``tasks`` every time."""
     from simsync.crosscheck.program import program_report
     from simsync.tf_backend.program.convert import convert
     from simsync.tf_backend.program.load import measure_program
 
     say = on_progress or (lambda message: None)
     say("Importing the program (its costs: cached, or measured now)...")
-    imported = import_program(path, args=args, costs=costs, refresh=refresh)
+    imported = import_program(
+        path, args=args, costs=costs, refresh=refresh, tasks=tasks, task_flags=task_flags
+    )
     run = simulate_program(path, changes, steps=PREDICTION_STEPS, imported=imported)
     measured, keys = [], set()
     for number in range(runs):
         say(f"Running the program on TensorFlow, run {number + 1} of {runs}...")
         key, data, found = measure_program(
             path, args=args if real_args is None else real_args, traced=traced,
-            untraced=untraced,
+            untraced=untraced, tasks=tasks, task_flags=task_flags,
         )  # fmt: skip
         keys.add(key)
         measured.append(found)

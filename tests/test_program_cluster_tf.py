@@ -18,7 +18,7 @@ import pytest
 from helpers import one_clear_line
 
 from simsync.kinds import sync_points
-from simsync.programs import WhatIf, program_summary, simulate_program
+from simsync.programs import WhatIf, crosscheck_program, program_summary, simulate_program
 from simsync.tf_backend.program import ProgramError, import_program
 
 PROGRAMS = Path(__file__).parent / "fixtures" / "programs"
@@ -159,7 +159,17 @@ def test_tasks_that_are_no_cluster_are_refused_in_one_line(given, said):
     assert last.startswith("simsync simulate: error: argument --tasks: ") and said in last
 
 
-def test_a_scenario_and_a_crosscheck_take_no_tasks():
+@pytest.mark.tf
+def test_crosscheck_runs_the_cluster_again_and_compares_each_worker():
+    _, report = crosscheck_program(
+        PROGRAMS / "between_graph_async.py", runs=1, traced=3, untraced=10, tasks=TASKS
+    )
+    assert report["same_graph"] and report["structure"]["ok"]
+    assert report["structure"]["checked"] > 0
+    assert sorted(c["client"] for c in report["step_time"]) == ["worker_0", "worker_1"]
+
+
+def test_a_scenario_takes_no_tasks():
     root = Path(__file__).parent.parent
     graph = subprocess.run(
         [sys.executable, "-m", "simsync", "graph", "examples/four_towers.toml", "--tasks",
@@ -167,8 +177,3 @@ def test_a_scenario_and_a_crosscheck_take_no_tasks():
         capture_output=True, text=True, timeout=120, cwd=root,
     )  # fmt: skip
     one_clear_line(graph, "--tasks", "is a scenario")
-    crosscheck = subprocess.run(
-        [sys.executable, "-m", "simsync", "crosscheck", "train.py", "--tasks", "ps=1,worker=1"],
-        capture_output=True, text=True, timeout=120, cwd=root,
-    )  # fmt: skip
-    one_clear_line(crosscheck, "--tasks", "not yet run again on TensorFlow")

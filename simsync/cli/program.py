@@ -327,11 +327,6 @@ def crosscheck_program_command(args: argparse.Namespace) -> int:
                 "takes --runs, --steps, --costs, --refresh-costs, --towers, --batch, --json and -- "
                 "ARGS"
             )
-    if args.tasks is not None:
-        raise UsageError(
-            f"crosscheck {args.file} --tasks: a cluster's program is simulated (simsync "
-            "simulate ... --tasks), not yet run again on TensorFlow to compare"
-        )
     what_if = changes.towers is not None or changes.batch is not None
     with console(stderr=True).status("Starting TensorFlow...") as status:
         _, report = crosscheck_program(
@@ -345,6 +340,8 @@ def crosscheck_program_command(args: argparse.Namespace) -> int:
             costs=args.costs,
             refresh=args.refresh_costs,
             on_progress=lambda message: status.update(escape(message)),
+            tasks=args.tasks,
+            task_flags=not args.no_task_flags,
         )
     if args.json:
         print(json.dumps(report, indent=2, allow_nan=False))

@@ -188,9 +188,10 @@ def private_network() -> Iterator[tuple[str, ...]]:
 
 
 def join(answers: Sequence[Mapping[str, Any]], program: str) -> dict[str, Any]:
-    """The graph, machine and profile of a cluster whose tasks that train said ``answers``
-    (each a checked ``{"graph", "machine", "profile"}``, in :func:`trainers`' order), as one
-    program's: see the module's docstring.
+    """The graph, machine and profile (or what a cross-check's run measured) of a cluster
+    whose tasks that train said ``answers`` (each a checked ``{"graph", "machine",
+    "profile"}``, or ``"measured"``, in :func:`trainers`' order), as one program's: see the
+    module's docstring.
 
     >>> def said(device):
     ...     t = lambda op: {"op": op, "slot": 0, "shape": [], "dtype": "float32", "bytes": 4}
@@ -221,6 +222,7 @@ def join(answers: Sequence[Mapping[str, Any]], program: str) -> dict[str, Any]:
     clients, runners, trainable, sizes = [], [], [], {}
     collections: dict[str, list[str]] = {"update_ops": [], "train_op": [], "global_step": []}
     profile: dict[str, Any] = {"ops": {}, "tensors": {}, "shapes": {}, "clients": {}}
+    measured: dict[str, Any] = {}
     for k, answer in enumerate(answers):
         graph, scope = answer["graph"], f"worker_{k}"
         by_name = {op["name"]: op for op in graph["ops"]}
@@ -255,7 +257,7 @@ def join(answers: Sequence[Mapping[str, Any]], program: str) -> dict[str, Any]:
                     "feeds": {tensor(t): s for t, s in client.get("feeds", {}).items()},
                 }
             )
-            cost = answer["profile"]["clients"].get(client["thread"])
+            cost = answer.get("profile", {}).get("clients", {}).get(client["thread"])
             if cost is not None:  # timed while the other tasks ran theirs: together
                 profile["clients"][thread] = {**cost, "together": True}
         for runner in graph["queue_runners"]:
@@ -271,11 +273,19 @@ def join(answers: Sequence[Mapping[str, Any]], program: str) -> dict[str, Any]:
         sizes.update({named(q): n for q, n in graph["queue_sizes"].items()})
         for key, listed in graph["collections"].items():
             collections[key] += [named(n) for n in listed if named(n) not in collections[key]]
-        costs = answer["profile"]
-        profile["ops"].update({named(n): c for n, c in costs["ops"].items()})
-        profile["tensors"].update({tensor(t): b for t, b in costs["tensors"].items()})
-        profile["shapes"].update({tensor(t): s for t, s in costs.get("shapes", {}).items()})
-        profile["steps"] = costs["steps"]
+        costs = answer.get("profile")
+        if costs is not None:
+            profile["ops"].update({named(n): c for n, c in costs["ops"].items()})
+            profile["tensors"].update({tensor(t): b for t, b in costs["tensors"].items()})
+            shapes = costs.get("shapes", {})
+            profile["shapes"].update({tensor(t): s for t, s in shapes.items()})
+            profile["steps"] = costs["steps"]
+        ran = answer.get("measured")
+        if ran is not None:  # a cross-check's run: each client's steps, its ops renamed
+            for thread, client in ran["clients"].items():
+                own = scope if len(graph["clients"]) == 1 else f"{scope}:{thread}"
+                steps = [[(named(r[0]), *r[1:]) for r in step] for step in client["steps"]]
+                measured[own] = {**client, "steps": steps, "together": True}
     first = answers[0]["graph"]
     joined = {
         "program": program,
@@ -290,4 +300,9 @@ def join(answers: Sequence[Mapping[str, Any]], program: str) -> dict[str, Any]:
         "cores": first["cores"],
         "runs_before_loop": max(a["graph"]["runs_before_loop"] for a in answers),
     }
-    return {"graph": joined, "machine": answers[0]["machine"], "profile": profile}
+    said: dict[str, Any] = {"graph": joined, "machine": answers[0]["machine"]}
+    if all("profile" in answer for answer in answers):
+        said["profile"] = profile
+    if all("measured" in answer for answer in answers):
+        said["measured"] = {"clients": measured}
+    return said

@@ -291,14 +291,20 @@ def measure_program(
     untraced: int = 30,
     limits: Limits | None = None,
     sandbox: Sandbox | None = None,
+    tasks: Mapping[str, int] | None = None,
+    task_flags: bool = True,
 ) -> tuple[str, GraphData, dict[str, Any]]:
     """Run the program at ``path`` again, in a process of its own, until its training loop
     is known, and measure it (:func:`~simsync.tf_backend.program.profile.measure_loop`:
     ``untraced`` timed steps and ``traced`` traced ones per client): the graph's key (the
     same as the import's when the program built the same graph), the graph as plain data
-    (:func:`~simsync.tf_backend.program.convert.convert`'s input) and what was measured."""
+    (:func:`~simsync.tf_backend.program.convert.convert`'s input) and what was measured. A
+    program written for a cluster runs as its cluster of ``tasks`` (see
+    :func:`import_program`), all of its workers measured together."""
     shown = printable(str(path), one_line=True)
-    runner = _Runner(Path(path), shown, tuple(args), limits, sandbox)
+    runner = _Runner(
+        Path(path), shown, tuple(args), limits, sandbox, tasks=tasks, task_flags=task_flags
+    )
     answer = _run(runner, {"measure": {"traced": traced, "untraced": untraced}})
     if "measured" not in answer.said:
         raise answer.missing(shown, "its run was not measured")
@@ -588,7 +594,8 @@ def _run_cluster(runner: _Runner, request: dict[str, Any], jobs: Mapping[str, in
         said = _checked(outcome.said, task)
         if said.get("error"):
             raise ProgramError(f"{task}: {printable(said['error'], one_line=True)[:MAX_ERROR]}")
-        if not all(key in said for key in ("graph", "machine", "profile")):
+        wanted = ("graph", "machine", "measured" if "measure" in request else "profile")
+        if not all(key in said for key in wanted):
             why = outcome.too_long(limits) or outcome.error
             if why is None and failed and failed[0] != (job, index):
                 why = f"task {failed[0][0]} {failed[0][1]} failed first"
