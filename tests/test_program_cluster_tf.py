@@ -1,7 +1,7 @@
 """Programs written for a cluster, one process per task, run as their cluster (``--tasks``):
 every task in the sandbox, all in one private loopback network. The programs, written for
 this project in the manner of the TF1 distributed guide and of
-inception_distributed_training.py (tests/fixtures/programs/between_graph_*.py): 1 parameter
+inception_distributed_training.py (tests/fixtures/programs/between_graph.py): 1 parameter
 server and 2 workers, the variables placed on the server by replica_device_setter, each
 worker's graph its own, MonitoredTrainingSession. The expected facts come from the programs
 (two dense layers: four variables; two workers; worker 0 the chief) and from TensorFlow's
@@ -25,11 +25,12 @@ PROGRAMS = Path(__file__).parent / "fixtures" / "programs"
 TASKS = {"ps": 1, "worker": 2}
 VARIABLES = 4  # hidden/weights, hidden/biases, logits/weights, logits/biases
 PS = "/job:ps/task:0"
+PROGRAM = PROGRAMS / "between_graph.py"
 
 
 @pytest.fixture(scope="module")
 def asynchronous():
-    return import_program(PROGRAMS / "between_graph_async.py", tasks=TASKS, cache=False)
+    return import_program(PROGRAM, tasks=TASKS, cache=False)
 
 
 @pytest.mark.tf
@@ -57,23 +58,20 @@ def test_each_workers_graph_is_a_tower_and_the_variables_live_on_the_parameter_s
 
 @pytest.mark.tf
 def test_simulated_the_workers_update_asynchronously_with_staleness(asynchronous):
-    summary = program_summary(
-        simulate_program(PROGRAMS / "between_graph_async.py", imported=asynchronous, steps=40)
-    )
+    summary = program_summary(simulate_program(PROGRAM, imported=asynchronous, steps=40))
     assert summary["workers"] == 2 and summary["updates_applied"] > 0
     assert set(summary["staleness_by_client"]) == {"worker_0", "worker_1"}
     assert summary["imported"]["fit"]["scale"] > 0
     # four workers: the two more are worker 0's copies, each on a task of its own
-    run = simulate_program(
-        PROGRAMS / "between_graph_async.py", WhatIf(towers=4), imported=asynchronous, steps=8
-    )
+    run = simulate_program(PROGRAM, WhatIf(towers=4), imported=asynchronous, steps=8)
     assert {f"/job:worker/task:{k}" for k in range(4)} <= set(run.graph.devices)
     assert len([c for c in run.graph.clients if not c.daemon]) == 4
 
 
 @pytest.mark.tf
 def test_sync_replicas_between_graphs_has_its_accumulators_tokens_and_chief():
-    imported = import_program(PROGRAMS / "between_graph_sync.py", tasks=TASKS, cache=False)
+    sync = ["--sync_replicas"]
+    imported = import_program(PROGRAM, args=sync, tasks=TASKS, cache=False)
     graph = imported.graph
     accumulators = [n for n, r in graph.resources.items() if r.kind == "accumulator"]
     assert len(accumulators) == VARIABLES  # one per variable, shared by both workers' graphs
@@ -89,7 +87,7 @@ def test_sync_replicas_between_graphs_has_its_accumulators_tokens_and_chief():
     assert sorted(sync_points(graph)) == sorted(
         o.name for o in graph.ops() if o.kind == "take_gradients"
     )
-    run = simulate_program(PROGRAMS / "between_graph_sync.py", imported=imported, steps=10)
+    run = simulate_program(PROGRAM, imported=imported, steps=10, args=sync)
     applies = [u for u in run.simulation.trace.updates if u.applied and "Apply" in u.op]
     assert len(applies) == VARIABLES * 10  # each step applied once, by the chief
 
@@ -97,7 +95,7 @@ def test_sync_replicas_between_graphs_has_its_accumulators_tokens_and_chief():
 @pytest.mark.tf
 def test_a_program_that_reads_tf_config_alone_runs_without_the_flags():
     imported = import_program(
-        PROGRAMS / "between_graph_tf_config.py", tasks=TASKS, task_flags=False, cache=False
+        PROGRAM, args=["--tf_config"], tasks=TASKS, task_flags=False, cache=False
     )
     assert sorted(imported.graph.towers) == [0, 1]
 
@@ -105,14 +103,9 @@ def test_a_program_that_reads_tf_config_alone_runs_without_the_flags():
 @pytest.mark.tf
 def test_its_tasks_see_no_network_but_their_own_loopback_and_leave_no_process():
     with pytest.raises(ProgramError) as raised:
-        import_program(
-            PROGRAMS / "between_graph_interfaces.py",
-            args=["--show_interfaces"],
-            tasks=TASKS,
-            cache=False,
-        )
+        import_program(PROGRAM, args=["--show_interfaces"], tasks=TASKS, cache=False)
     assert "RuntimeError: interfaces: ['lo']" in str(raised.value)
-    assert not _running("between_graph_interfaces")
+    assert not _running("between_graph.py")
 
 
 def _running(word: str) -> list[str]:
@@ -131,7 +124,7 @@ def _running(word: str) -> list[str]:
 @pytest.mark.tf
 def test_a_cluster_program_without_tasks_is_told_of_them():
     with pytest.raises(ProgramError) as raised:
-        import_program(PROGRAMS / "between_graph_async.py", cache=False)
+        import_program(PROGRAM, cache=False)
     message = str(raised.value)
     assert "\n" not in message and "--tasks ps=1,worker=2" in message
 
@@ -161,9 +154,7 @@ def test_tasks_that_are_no_cluster_are_refused_in_one_line(given, said):
 
 @pytest.mark.tf
 def test_crosscheck_runs_the_cluster_again_and_compares_each_worker():
-    _, report = crosscheck_program(
-        PROGRAMS / "between_graph_async.py", runs=1, traced=3, untraced=10, tasks=TASKS
-    )
+    _, report = crosscheck_program(PROGRAM, runs=1, traced=3, untraced=10, tasks=TASKS)
     assert report["same_graph"] and report["structure"]["ok"]
     assert report["structure"]["checked"] > 0
     assert sorted(c["client"] for c in report["step_time"]) == ["worker_0", "worker_1"]

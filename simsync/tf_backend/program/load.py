@@ -42,6 +42,7 @@ from simsync.ir import Graph
 from simsync.sandbox.bubblewrap import (
     Limits,
     Network,
+    Outcome,
     Sandbox,
     find_sandbox,
     locked_folder,
@@ -483,16 +484,8 @@ def _run(runner: _Runner, request: dict[str, Any]) -> _Answer:
         request["source"] = copied.digest
         if runner.loop is not None:
             request["loop"] = runner.loop
-        outcome = run_child(
-            runner.sandbox or find_sandbox(),
-            request,
-            Path(folder),
-            limits,
-            runner.hidden,
-            module="simsync.tf_backend.program.child",
-            threads=True,
-            sealed=kind == "meta",  # a graph loaded: no code of the program's runs there
-        )
+        # a graph loaded: no code of the program's runs there
+        outcome = _child(runner, request, Path(folder), limits, sealed=kind == "meta")
     said = _checked(outcome.said, shown)
     if said.get("error"):
         ran_again = " (its graph, loaded again without its code)" if runner.loop else ""
@@ -561,16 +554,7 @@ def _run_cluster(runner: _Runner, request: dict[str, Any], jobs: Mapping[str, in
             }
             network = Network(enter, done_for((job, index)))
             try:
-                outcomes[(job, index)] = run_child(
-                    runner.sandbox or find_sandbox(),
-                    said,
-                    Path(folder),
-                    limits,
-                    runner.hidden,
-                    module="simsync.tf_backend.program.child",
-                    threads=True,
-                    network=network,
-                )
+                outcomes[(job, index)] = _child(runner, said, Path(folder), limits, network=network)
             finally:
                 if (job, index) in training and (job, index) not in answered:
                     with lock:
@@ -610,6 +594,29 @@ def _run_cluster(runner: _Runner, request: dict[str, Any], jobs: Mapping[str, in
     answer = _Answer(checked, copied)  # type: ignore[arg-type]
     answer.key = cost_cache.graph_key(copied.digest, joined["graph"], joined["machine"])
     return answer
+
+
+def _child(
+    runner: _Runner,
+    request: dict[str, Any],
+    folder: Path,
+    limits: Limits,
+    sealed: bool = False,
+    network: Network | None = None,
+) -> Outcome:
+    """One child of the program (:mod:`~simsync.tf_backend.program.child`) run on
+    ``request`` with the files of ``folder``, in the runner's sandbox."""
+    return run_child(
+        runner.sandbox or find_sandbox(),
+        request,
+        folder,
+        limits,
+        runner.hidden,
+        module="simsync.tf_backend.program.child",
+        threads=True,
+        sealed=sealed,
+        network=network,
+    )
 
 
 #: the line a task of a cluster says once its answer is whole
