@@ -242,6 +242,7 @@ def crosscheck_program(
     report["what_if"] = run.changes
     report["args"] = list(args)
     report["real_args"] = list(args if real_args is None else real_args)
+    report["tasks"] = dict(tasks) if tasks is not None else None  # a cluster's, each run
     report["same_graph"] = keys == {imported.key} if real_args is None else len(keys) == 1
     return run, report
 

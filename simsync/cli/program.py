@@ -356,8 +356,10 @@ def _print_crosscheck(report: dict[str, Any], out: Any) -> None:
     for line in report["what_if"]:
         out.print(f"  what if: {line} (run as: {' '.join(report['real_args'])})", markup=False)
     out.print(f"  costs: {report['costs']}", markup=False)
+    tasks = report.get("tasks")
+    fresh = f"cluster of {sum(tasks.values())} processes" if tasks else "process"
     out.print(
-        f"  {report['runs']} runs, each a fresh process; {report['traced_steps']} traced steps",
+        f"  {report['runs']} runs, each a fresh {fresh}; {report['traced_steps']} traced steps",
         markup=False,
     )
     verdict = "agree" if structure["ok"] else f"{len(structure['violations'])} violated"

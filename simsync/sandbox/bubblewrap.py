@@ -264,6 +264,9 @@ class Network:
 
     enter: tuple[str, ...]
     done: Callable[[bytes], bool]
+    #: asked as ``done`` is: once it says so, the child is told to go on (``go`` and a
+    #: newline on its standard input, which is then closed)
+    ready: Callable[[bytes], bool] | None = None
 
 
 def run_child(
@@ -513,11 +516,12 @@ def _wait(
     ``key`` is written on its standard input (a pipe holds it whole), which is then closed.
     A task of a cluster (``network``) is also ended, :data:`ENDED`, once its cluster is
     done, asked every :data:`POLL_SECONDS` with what it said so far."""
+    told = network is None or network.ready is None  # nothing to tell it
     process = subprocess.Popen(
         command,
         cwd=cwd,
         env=env,
-        stdin=subprocess.DEVNULL if key is None else subprocess.PIPE,
+        stdin=subprocess.DEVNULL if key is None and told else subprocess.PIPE,
         stdout=out,
         stderr=err,
         pass_fds=fds,
@@ -541,8 +545,15 @@ def _wait(
                     raise
             with open(out.name, "rb") as so_far:  # its last line, at most
                 so_far.seek(max(0, os.fstat(so_far.fileno()).st_size - TAIL_BYTES))
-                if network.done(so_far.read(TAIL_BYTES)):
-                    return ENDED
+                tail = so_far.read(TAIL_BYTES)
+            if network.done(tail):
+                return ENDED
+            if not told and network.ready is not None and network.ready(tail):
+                told = True
+                with contextlib.suppress(OSError):
+                    if process.stdin is not None:
+                        process.stdin.write(b"go\n")
+                        process.stdin.close()
     except subprocess.TimeoutExpired:
         return f"stopped: took longer than {limits.wall_seconds:g} s"
     finally:

@@ -325,6 +325,8 @@ class ProgramSaid(TypedDict, total=False):
     measured: Measured
     values: Values
     export: Export
+    #: a task of a cluster reached its training loop (it waits for every other one's)
+    looping: bool
     #: a task of a cluster said all of its answer (it trains on, until its cluster is done)
     answered: bool
 

@@ -84,8 +84,12 @@ def main(request_path: str, folder: str, work: str) -> int:
     task = request.get("task")
     if task is not None:  # who it is in its cluster, as TF_CONFIG says it to a program
         os.environ["TF_CONFIG"] = json.dumps(task["tf_config"])
+    answered: list[bool] = []
 
     def on_loop(loop: Loop) -> None:
+        if task is not None:  # a task of a cluster: its loop is timed when every one's is
+            say(looping=True)
+            sys.stdin.buffer.readline()
         try:
             _answer(tf, request, loop, gpus, say)
         except Ended as ended:  # said in a line of its own
@@ -95,13 +99,20 @@ def main(request_path: str, folder: str, work: str) -> int:
         if task is None:
             os._exit(0)
         # a task of a cluster trains on, as written: the other workers may wait for its
-        # gradients, until every one has answered and the parent ends them all
+        # gradients, until every one has answered and the parent ends them all (what
+        # goes wrong then, as its servers end, is not its answer's)
         say(answered=True)
+        answered.append(True)
 
     exported = request["kind"] == "meta" and request.get("loop") is not None
     timeout = EXPORTED_RUN_TIMEOUT_MS if exported else 0
     observer = Observer(tf, gpus, on_loop, timeout_ms=timeout, cluster=task is not None)
     observer.install()
+
+    def failed(message: str) -> None:
+        if not answered:  # after its answer, a task of a cluster ends as its servers do
+            say(error=message)
+
     try:
         if request["kind"] == "meta":
             _meta(tf, program, observer, request)
@@ -109,19 +120,19 @@ def main(request_path: str, folder: str, work: str) -> int:
             sys.argv = [str(program), *request.get("args", [])]
             sys.path.insert(0, work)
             runpy.run_path(str(program), run_name="__main__")
-        say(error=observer.why_no_loop(eager=tf.executing_eagerly()))
+        failed(observer.why_no_loop(eager=tf.executing_eagerly()))
     except Ended as ended:
-        say(error=str(ended))
+        failed(str(ended))
     except SystemExit as stop:
         if stop.code not in (None, 0):
-            say(error=f"exited with status {stop.code} before its training loop")
+            failed(f"exited with status {stop.code} before its training loop")
         else:
-            say(error=observer.why_no_loop(eager=tf.executing_eagerly()))
+            failed(observer.why_no_loop(eager=tf.executing_eagerly()))
     except SyntaxError as error:
         where = f"{Path(error.filename or program).name}:{error.lineno}"
-        say(error=f"{where}: SyntaxError: {error.msg}")
+        failed(f"{where}: SyntaxError: {error.msg}")
     except BaseException as error:
-        say(error=_described(error, program))
+        failed(_described(error, program))
     os._exit(0)
 
 

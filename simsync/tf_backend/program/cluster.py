@@ -11,8 +11,9 @@ such programs read it (:func:`task_says`): ``TF_CONFIG`` (``{"cluster": {...}, "
 program's own command line: ``--job_name``, ``--task_index`` and ``--<job>_hosts`` for each
 job (``--ps_hosts``, ``--worker_hosts``).
 
-The tasks of every job but ``ps`` train: each reaches its training loop, says its graph and
-its costs, then trains on as written (the others may wait for its gradients) until all of
+The tasks of every job but ``ps`` train: each reaches its training loop, waits there until
+every one is at its own (their steps are timed together), says its graph and its costs,
+then trains on as written (the others may wait for its gradients) until all of
 them have said theirs; the parameter servers only serve. Their graphs are then joined into
 one (:func:`join`): the state the tasks share by name on one device (variables, queues,
 accumulators, which between-graph replication makes in every task's graph) is one op; every

@@ -515,13 +515,15 @@ def _run_cluster(runner: _Runner, request: dict[str, Any], jobs: Mapping[str, in
     """Run every task of the cluster ``jobs`` (:mod:`~simsync.tf_backend.program.cluster`),
     each a child in the sandbox, all in one private network, until every task that trains
     has said its graph and costs (or one has failed, or the wall clock is up); then end them
-    all and join what they said into one program's answer."""
+    all and join what they said into one program's answer. A task at its training loop
+    waits until every task that trains is at its own: their steps are timed together."""
     shown, source = runner.shown, runner.source
     if source.suffix != ".py":
         raise ProgramError(f"{shown}: --tasks runs a program (.py), not a MetaGraphDef")
     limits = runner.limits or ImportLimits()
     training = trainers(jobs)
     answered: set[tuple[str, int]] = set()
+    looping: set[tuple[str, int]] = set()
     failed: list[tuple[str, int]] = []
     lock = threading.Lock()
 
@@ -536,6 +538,18 @@ def _run_cluster(runner: _Runner, request: dict[str, Any], jobs: Mapping[str, in
             return over()
 
         return done
+
+    def ready_for(task: tuple[str, int]) -> Callable[[bytes], bool]:
+        """Whether ``task`` may go on from its loop: every task that trains is at its own,
+        so their steps are timed together."""
+
+        def ready(tail: bytes) -> bool:
+            if task in training and LOOPING in tail:
+                with lock:
+                    looping.add(task)
+            return len(looping) == len(training)
+
+        return ready
 
     outcomes: dict[tuple[str, int], Any] = {}
     with private_network() as enter, locked_folder("simsync-program-") as folder:
@@ -552,7 +566,7 @@ def _run_cluster(runner: _Runner, request: dict[str, Any], jobs: Mapping[str, in
                 "source": copied.digest,
                 "task": {"tf_config": config},
             }
-            network = Network(enter, done_for((job, index)))
+            network = Network(enter, done_for((job, index)), ready_for((job, index)))
             try:
                 outcomes[(job, index)] = _child(runner, said, Path(folder), limits, network=network)
             finally:
@@ -576,10 +590,11 @@ def _run_cluster(runner: _Runner, request: dict[str, Any], jobs: Mapping[str, in
         if outcome is None:
             raise ProgramError(f"{task}: its process could not be run")
         said = _checked(outcome.said, task)
-        if said.get("error"):
-            raise ProgramError(f"{task}: {printable(said['error'], one_line=True)[:MAX_ERROR]}")
         wanted = ("graph", "machine", "measured" if "measure" in request else "profile")
-        if not all(key in said for key in wanted):
+        whole = all(key in said for key in wanted) and said.get("answered") is True
+        if said.get("error") and not whole:  # an error once its cluster was ended: not its
+            raise ProgramError(f"{task}: {printable(said['error'], one_line=True)[:MAX_ERROR]}")
+        if not whole:
             why = outcome.too_long(limits) or outcome.error
             if why is None and failed and failed[0] != (job, index):
                 why = f"task {failed[0][0]} {failed[0][1]} failed first"
@@ -619,8 +634,9 @@ def _child(
     )
 
 
-#: the line a task of a cluster says once its answer is whole
-ANSWERED = b'{"answered": true}'
+#: the lines a task of a cluster says at its loop (then waits for the others), and once its
+#: answer is whole
+LOOPING, ANSWERED = b'{"looping": true}', b'{"answered": true}'
 
 
 def _checked(said: dict[str, Any], shown: str) -> ProgramSaid:
