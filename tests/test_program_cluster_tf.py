@@ -122,11 +122,36 @@ def _running(word: str) -> list[str]:
 
 
 @pytest.mark.tf
-def test_a_cluster_program_without_tasks_is_told_of_them():
+@pytest.mark.parametrize(
+    ("role", "said"),
+    [
+        ([], "connects its session to a TensorFlow server"),  # worker 0 by its defaults
+        (["--job_name", "ps"], "waits on its TensorFlow server (server.join())"),
+    ],
+)
+def test_one_task_of_a_cluster_without_tasks_is_told_of_them(role, said):
     with pytest.raises(ProgramError) as raised:
-        import_program(PROGRAM, cache=False)
+        import_program(PROGRAM, args=role, cache=False)
     message = str(raised.value)
-    assert "\n" not in message and "--tasks ps=1,worker=2" in message
+    assert "\n" not in message and said in message and "--tasks ps=1,worker=2" in message
+
+
+@pytest.mark.tf
+def test_a_cluster_in_one_process_has_a_tower_and_a_client_per_workers_thread():
+    """tests/fixtures/programs/cluster_threads.py starts every server of its cluster
+    (localhost, which has a name in the sandbox) and runs each worker as a thread with a
+    graph and a session of its own."""
+    program = PROGRAMS / "cluster_threads.py"
+    imported = import_program(program, cache=False, processes=1)
+    graph = imported.graph
+    assert sorted(graph.towers) == [0, 1]
+    assert sorted(c.name for c in graph.clients) == ["worker_0", "worker_1"]
+    trainable = [v for v in graph.variables.values() if v.trainable]
+    assert len(trainable) == VARIABLES and {v.device for v in trainable} == {PS}
+    assert not sync_points(graph)
+    _, report = crosscheck_program(program, runs=1, traced=3, untraced=10)
+    assert report["structure"]["ok"] and report["structure"]["checked"] > 0
+    assert sorted(c["client"] for c in report["step_time"]) == ["worker_0", "worker_1"]
 
 
 @pytest.mark.parametrize(

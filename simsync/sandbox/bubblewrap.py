@@ -18,7 +18,8 @@ The sandbox is bubblewrap (``bwrap``, the one Flatpak uses), run with:
   namespaces;
 * a file system holding only the system's ``/usr``, the Python interpreter and the installed
   packages (read-only; the assignments' folders are hidden under empty ones), the copy of the
-  submission (read-only; the child copies it into its working folder), and a ``/tmp`` in
+  submission (read-only; the child copies it into its working folder), an ``/etc/hosts``
+  that names ``localhost`` alone (a program's own servers listen there), and a ``/tmp`` in
   memory of ``Limits.scratch_bytes``;
 * the limits of :class:`Limits` (``setrlimit`` before bubblewrap starts, inherited), and the
   grader's wall clock.
@@ -304,6 +305,8 @@ def run_child(
                 command, work, scratch, limits, started, sandboxed=False, key=key, network=network
             )
         inside = [*child, INSIDE_REQUEST, INSIDE_SUBMISSION, INSIDE_WORK]
+        hosts = scratch / "hosts"
+        hosts.write_text(HOSTS)
         bwrap = _bwrap_command(
             sandbox.bwrap,
             request_file,
@@ -311,6 +314,7 @@ def run_child(
             hidden,
             limits.scratch_bytes,
             share_net=network is not None,
+            hosts=hosts,
         )
         code = seccomp.program(threads=threads)
         command = [*bwrap, *inside]
@@ -347,9 +351,11 @@ def _bwrap_command(
     hidden: tuple[Path, ...],
     scratch_bytes: int,
     share_net: bool = False,
+    hosts: Path | None = None,
 ) -> list[str]:
     """bubblewrap's arguments, up to the ``--`` before the command; ``share_net``: the
-    network namespace it is started in (a cluster's private one), not one of its own."""
+    network namespace it is started in (a cluster's private one), not one of its own;
+    ``hosts``: its ``/etc/hosts``."""
     command = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns"]
     if share_net:
         command.append("--share-net")
@@ -367,6 +373,8 @@ def _bwrap_command(
     for path in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime"):
         if os.path.exists(path):
             command += ["--ro-bind", path, path]
+    if hosts is not None:  # localhost has a name: a program's own servers listen there
+        command += ["--ro-bind", str(hosts), "/etc/hosts"]
     for path in _python_paths():
         command += ["--ro-bind", path, path]
     for path in _inside(hidden, _python_paths()):
@@ -385,6 +393,10 @@ def _bwrap_command(
     command += ["--size", str(SHARED_MEMORY_BYTES), "--tmpfs", "/dev/shm"]
     command += ["--remount-ro", "/dev", "--remount-ro", "/"]
     return command
+
+
+#: the sandbox's /etc/hosts: localhost, and no other name
+HOSTS = "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n"
 
 
 def _interpreter() -> str:

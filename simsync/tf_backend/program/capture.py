@@ -99,6 +99,8 @@ class Call:
     fetches: tuple[str, ...]
     raw_fetches: Any
     feed_dict: Any = None
+    #: the session it runs in (a cluster in one process: each worker's thread its own)
+    session: Any = None
 
 
 @dataclass
@@ -131,6 +133,8 @@ class Observer:
     timeout_ms: int = 0
     #: a task of a cluster: it starts its server and connects its sessions to it
     cluster: bool = False
+    #: the servers the program started (their ``ServerDef``): a cluster of one process
+    servers: list[Any] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
     sessions: int = 0
     looping: dict[str, Call] = field(default_factory=dict)
@@ -163,12 +167,12 @@ class Observer:
         observer = self
 
         def __init__(self: Any, target: str = "", graph: Any = None, config: Any = None) -> None:
-            if target and not observer.cluster:  # it would wait for a cluster not there
-                raise Ended(
-                    f"connects its session to a TensorFlow server ({str(target)[:100]}): "
-                    "simsync imports a program that trains in one process, with "
-                    "tf.compat.v1.Session() and no target, or runs every task of a cluster "
-                    "with --tasks (docs/importing.md)"
+            if target and not observer.cluster and not observer.whole_cluster(target):
+                raise Ended(  # it would wait for a cluster not there
+                    f"connects its session to a TensorFlow server ({str(target)[:100]}) of "
+                    "a cluster whose other tasks it does not start: a program of one "
+                    "process per task runs as its cluster with --tasks, such as --tasks "
+                    "ps=1,worker=2 (docs/importing.md)"
                 )
             observer.sessions += 1
             real_init(self, target, graph, observer.configure(config))
@@ -214,22 +218,49 @@ class Observer:
                 observer.runners.append(self)
             return real_create(self, *args, **kwargs)
 
+        server_class = self.tf.distribute.Server  # tf.compat.v1.train.Server too
+        real_server, real_join = server_class.__init__, server_class.join
+
         def server(self: Any, *args: Any, **kwargs: Any) -> None:
-            raise Ended(
-                "starts a TensorFlow server (tf.train.Server): a program of one process per "
-                "task of a cluster runs as its cluster with --tasks, such as --tasks "
-                "ps=1,worker=2 (see docs/importing.md)"
-            )
+            real_server(self, *args, **kwargs)
+            observer.servers.append(self.server_def)
+
+        def join(self: Any) -> None:
+            if not observer.cluster and not observer.whole_cluster(self.target):
+                raise Ended(
+                    "waits on its TensorFlow server (server.join()) for the other tasks of "
+                    "its cluster, which it does not start: a program of one process per task "
+                    "runs as its cluster with --tasks, such as --tasks ps=1,worker=2 "
+                    "(docs/importing.md)"
+                )
+            real_join(self)
 
         base.__init__ = __init__
         base.run = run
         base.make_callable = make_callable
         runner_class.create_threads = create_threads
+        server_class.__init__ = server
+        server_class.join = join
         if self.cluster:
             self._quick_start()
-        else:
-            self.tf.distribute.Server.__init__ = server  # tf.compat.v1.train.Server too
         self.real_run = real_run
+
+    def whole_cluster(self, target: Any) -> bool:
+        """Whether the server of ``target`` is one of this process's and the process
+        started every task of its cluster (a cluster in one process, its workers threads)."""
+        if not self.servers:
+            return False
+        tasks = {(job.name, index) for job in self.servers[0].cluster.job for index in job.tasks}
+        started = {(d.job_name, d.task_index) for d in self.servers}
+        addresses = {
+            job.tasks[d.task_index]
+            for d in self.servers
+            for job in d.cluster.job
+            if job.name == d.job_name and d.task_index in job.tasks
+        }
+        text = target.decode(errors="replace") if isinstance(target, bytes) else str(target)
+        where = text.removeprefix("grpc://")
+        return started == tasks and where in addresses
 
     def _quick_start(self) -> None:
         """A worker that is not the chief waits for the chief's variables, trying again
@@ -268,7 +299,7 @@ class Observer:
         graph = session.graph
         self.place(graph)
         thread = threading.current_thread().name
-        call = Call(thread, fetch_names(graph, fetches), fetches, feed_dict)
+        call = Call(thread, fetch_names(graph, fetches), fetches, feed_dict, session)
         with self._lock:
             self.calls.append(call)
             key = (thread, call.fetches)

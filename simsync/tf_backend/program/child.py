@@ -273,18 +273,11 @@ def export_loop(tf: Any, loop: Loop) -> dict[str, Any]:
     }
 
 
-def _answer(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any) -> None:
+def _machine(tf: Any, gpus: int) -> dict[str, Any]:
+    """The machine the costs are measured on."""
     from simsync.tf_backend.profile.machine import processor
-    from simsync.tf_backend.program.profile import profile_loop
 
-    missing = missing_workers(loop)
-    if missing:
-        raise Ended(missing)
-    if request.get("export"):
-        say(export=export_loop(tf, loop))
-        return
-    data = graph_data(tf, loop, request["program"], gpus)
-    machine = {
+    return {
         "tensorflow": tf.__version__,
         "devices": f"{gpus} GPU(s)" if gpus else "logical CPU devices",
         "processor": processor(),
@@ -294,6 +287,23 @@ def _answer(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any) ->
         # sess.run's own cost into the GIL's part, CPU and waiting
         "profile_form": 6,
     }
+
+
+def _answer(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any) -> None:
+    from simsync.tf_backend.program.profile import profile_loop
+
+    missing = missing_workers(loop)
+    if missing:
+        raise Ended(missing)
+    tasks = _tasks_in_threads(loop)
+    if tasks is not None:  # a cluster in one process: each worker's thread, its own graph
+        _answer_tasks(tf, request, tasks, gpus, say)
+        return
+    if request.get("export"):
+        say(export=export_loop(tf, loop))
+        return
+    data = graph_data(tf, loop, request["program"], gpus)
+    machine = _machine(tf, gpus)
     say(graph=data)
     say(machine=machine)
     measure = request.get("measure")
@@ -312,6 +322,82 @@ def _answer(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any) ->
         say(measured=measure_loop(tf, loop, int(measure["traced"]), int(measure["untraced"])))
     elif request.get("profile", True) and not _known(request, data, machine):
         say(profile=profile_loop(tf, loop, int(request.get("steps", 5))))
+
+
+def _tasks_in_threads(loop: Loop) -> list[Loop] | None:
+    """A loop whose threads run in sessions of graphs of their own (a cluster of one
+    process, a worker per thread) as one loop per thread, in the order of their threads'
+    names; None when every thread runs in the loop's graph."""
+    if all(
+        call.session is None or call.session.graph is loop.graph for call in loop.calls.values()
+    ):
+        return None
+    return [
+        Loop(
+            call.session,
+            call.session.graph,
+            {thread: call},
+            loop.runs_before,
+            loop.observer,
+            loop.observer.all_runners(call.session.graph),
+        )
+        for thread, call in sorted(loop.calls.items())
+    ]
+
+
+def _answer_tasks(tf: Any, request: dict[str, Any], tasks: list[Loop], gpus: int, say: Any) -> None:
+    """The answer of a cluster in one process: each worker's loop (:func:`_tasks_in_threads`)
+    profiled, or measured, at once with the others, each on a thread of its own, and their
+    graphs joined as a cluster's tasks' are
+    (:func:`~simsync.tf_backend.program.cluster.join`)."""
+    import threading
+
+    from simsync.tf_backend.program.cluster import join
+    from simsync.tf_backend.program.profile import PROFILE_THREAD, measure_loop, profile_loop
+
+    if request.get("export") or request.get("replay"):
+        raise Ended(
+            "runs a cluster in one process (a graph per worker's thread): it is simulated "
+            "and cross-checked, not graded nor replayed"
+        )
+    if any(op.type in PUSHES for task in tasks for op in task.graph.get_operations()):
+        raise Ended(
+            "runs SyncReplicasOptimizer's workers as threads of one process, each with a "
+            "graph of its own: not imported yet; run each task as a process of its own "
+            "with --tasks (docs/importing.md)"
+        )
+    machine = _machine(tf, gpus)
+    measure = request.get("measure")
+    answers: list[dict[str, Any]] = [{} for _ in tasks]
+    failed: list[BaseException] = []
+
+    def one(index: int, task: Loop) -> None:
+        try:
+            answer: dict[str, Any] = {"machine": machine}
+            answer["graph"] = graph_data(tf, task, request["program"], gpus)
+            if measure:
+                found = measure_loop(tf, task, int(measure["traced"]), int(measure["untraced"]))
+                answer["measured"] = found
+            else:
+                answer["profile"] = profile_loop(tf, task, int(request.get("steps", 5)))
+            answers[index] = answer
+        except BaseException as error:  # said in the leader's thread
+            failed.append(error)
+
+    threads = [
+        threading.Thread(target=one, args=(i, task), name=f"{PROFILE_THREAD}-task-{i}")
+        for i, task in enumerate(tasks)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failed:
+        raise failed[0]
+    joined = join(answers, request["program"])
+    for key in ("graph", "machine", "profile", "measured"):
+        if key in joined:
+            say(**{key: joined[key]})
 
 
 def _known(request: dict[str, Any], data: dict[str, Any], machine: dict[str, Any]) -> bool:
