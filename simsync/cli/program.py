@@ -254,6 +254,19 @@ def refuse_program_options(
             )
 
 
+def _running(args: argparse.Namespace) -> str:
+    """What a terminal shows while the program runs until its loop is known."""
+    from rich.markup import escape
+
+    tasks = getattr(args, "tasks", None)
+    if tasks:
+        return escape(
+            f"Running {args.file}'s cluster ({sum(tasks.values())} tasks, each in a "
+            "sandbox) until its workers loop..."
+        )
+    return escape(f"Running {args.file} in a sandbox until its training loop is known...")
+
+
 def simulate_program_command(args: argparse.Namespace, console: Any) -> int:
     """``simsync simulate PROGRAM.py``: import, change, simulate, report."""
     from simsync.programs import WhatIf, program_summary, simulate_program
@@ -267,18 +280,21 @@ def simulate_program_command(args: argparse.Namespace, console: Any) -> int:
         latency_us=args.latency,
         batch=args.batch,
     )
-    run = simulate_program(
-        args.file,
-        changes,
-        steps=args.steps or 100,
-        seed=args.seed or 0,
-        costs=args.costs,
-        refresh=args.refresh_costs,
-        args=args.program_args,
-        values=args.values,
-        tasks=args.tasks,
-        task_flags=not args.no_task_flags,
-    )
+    from simsync.cli.shared import console as make_console
+
+    with make_console(stderr=True).status(_running(args)):
+        run = simulate_program(
+            args.file,
+            changes,
+            steps=args.steps or 100,
+            seed=args.seed or 0,
+            costs=args.costs,
+            refresh=args.refresh_costs,
+            args=args.program_args,
+            values=args.values,
+            tasks=args.tasks,
+            task_flags=not args.no_task_flags,
+        )
     result = program_summary(run)
     if args.json:
         print(json.dumps(result, indent=2, allow_nan=False))
@@ -434,13 +450,15 @@ def _print_crosscheck(report: dict[str, Any], out: Any) -> None:
 def graph_program(args: argparse.Namespace) -> Any:
     """The imported graph of ``simsync graph PROGRAM.py``, folded by name scope unless
     ``--every-op``."""
+    from simsync.cli.shared import console
     from simsync.tf_backend.program import import_program
     from simsync.viz import folded_by_scope
 
-    graph = import_program(
-        args.file,
-        args=getattr(args, "program_args", ()),
-        tasks=args.tasks,
-        task_flags=not args.no_task_flags,
-    ).graph
+    with console(stderr=True).status(_running(args)):
+        graph = import_program(
+            args.file,
+            args=getattr(args, "program_args", ()),
+            tasks=getattr(args, "tasks", None),
+            task_flags=not getattr(args, "no_task_flags", False),
+        ).graph
     return graph if getattr(args, "every_op", False) else folded_by_scope(graph)
