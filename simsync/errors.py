@@ -33,16 +33,17 @@ def printable(text: str, *, one_line: bool = False) -> str:
     'four\\x1b[2Jtowers'
     >>> print(printable("cannot write a\nb.json: Read-only file system", one_line=True))
     cannot write a\nb.json: Read-only file system
-    >>> printable("evil\u202egpj.py")
-    'evil\\u202egpj.py'
+    >>> printable("evil\u202egpj.py"), printable("lone\ud800")
+    ('evil\\u202egpj.py', 'lone\\ud800')
     """
     pattern = _CONTROL_OR_BREAK if one_line else _CONTROL
     text = pattern.sub(lambda match: ascii(match.group())[1:-1], text)
     if text.isascii():
         return text
     # line and paragraph separators, and format characters (a right-to-left override)
+    # and half of a UTF-16 pair alone (Cs), which no terminal's encoding takes
     return "".join(
-        ascii(c)[1:-1] if unicodedata.category(c) in ("Zl", "Zp", "Cf") else c for c in text
+        ascii(c)[1:-1] if unicodedata.category(c) in ("Zl", "Zp", "Cf", "Cs") else c for c in text
     )
 
 

@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from simsync.errors import UsageError
+from simsync.errors import UsageError, printable
 
 try:
     import fcntl
@@ -181,10 +181,11 @@ def read_json(
 MAX_VALUES = 4_000_000
 
 
-def loads_bounded(text: str | bytes) -> Any:
+def loads_bounded(text: str | bytes, unique: bool = False) -> Any:
     """JSON ``text`` parsed, its values counted first (at most :data:`MAX_VALUES`): else
     ``ValueError`` saying why (not JSON, a number too long to read, nested too deep, too
-    many values).
+    many values; with ``unique``, a key given twice in one table, which JSON leaves to the
+    reader: a file a person wrote means one of them, and which one is not said).
 
     >>> loads_bounded(b'{"a": [1, 2]}')
     {'a': [1, 2]}
@@ -192,18 +193,36 @@ def loads_bounded(text: str | bytes) -> Any:
     Traceback (most recent call last):
     ...
     ValueError: more than 4,000,000 values
+    >>> try:
+    ...     loads_bounded('{"key": "a", "key": "b"}', unique=True)
+    ... except ValueError as error:
+    ...     print(error)
+    holds the key 'key' twice in one table
     """
     raw = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
     if raw.count(b",") + raw.count(b"[") + raw.count(b"{") > MAX_VALUES:
         raise ValueError(f"more than {MAX_VALUES:,} values")
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique if unique else None)
     except RecursionError:
         raise ValueError("nested too deeply") from None
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, _Twice):
         raise
     except ValueError:  # Python's limit on the digits of an integer
         raise ValueError("holds a number too long to read") from None
+
+
+class _Twice(ValueError):
+    """A key given twice in one table."""
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    table: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in table:
+            raise _Twice(f"holds the key {printable(repr(key), one_line=True)} twice in one table")
+        table[key] = value
+    return table
 
 
 def _parsed(
@@ -213,7 +232,7 @@ def _parsed(
     shown = os.fspath(path) if name is None else name
     text = read_input(path, what, name=shown, limit=limit)
     try:
-        return tomllib.loads(text) if language == "TOML" else loads_bounded(text)
+        return tomllib.loads(text) if language == "TOML" else loads_bounded(text, unique=True)
     except tomllib.TOMLDecodeError as error:
         problem = f"TOML syntax error: {error}"
     except json.JSONDecodeError as error:

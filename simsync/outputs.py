@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from simsync.errors import UsageError
+from simsync.errors import UsageError, printable
 from simsync.files import refuse_overwriting_inputs, write_text
 
 __all__ = ["STDOUT", "Stdout", "check_writable", "output_path", "refuse_stdout", "write_or_print"]
@@ -64,7 +64,7 @@ def write_or_print(text: str, output: Path | Stdout | None) -> None:
         sys.stdout.write(text)
         return
     write_text(output, text)
-    print(f"wrote {output}")
+    print(f"wrote {printable(str(output), one_line=True)}")
 
 
 def check_writable(output: Path | Stdout | None, inputs: Sequence[Path | None]) -> None:

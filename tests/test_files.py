@@ -324,3 +324,13 @@ def test_a_closed_standard_output_or_input_and_a_full_device_are_one_line() -> N
         assert done.returncode == 2 and done.stderr == (
             "simsync: error: cannot write to standard output: No space left on device\n"
         )
+
+
+def test_a_json_input_that_gives_a_key_twice_is_one_line(tmp_path) -> None:
+    from simsync.files import InputError, read_json
+
+    path = tmp_path / "costs.json"
+    path.write_text('{"key": "a", "key": "b", "profile": {"ops": {}}}')
+    with pytest.raises(InputError) as raised:
+        read_json(path, "costs file", name="costs.json")
+    assert str(raised.value) == "costs.json: JSON holds the key 'key' twice in one table"

@@ -139,3 +139,50 @@ def test_any_pattern_graph_round_trips_as_data(
     data = graph_to_dict(graph)
     assert graph_to_dict(graph_from_dict(data)) == data
     assert json.loads(json.dumps(data)) == data  # plain JSON, nothing else
+
+
+def _averaging(gated: bool):
+    """Two towers' gradients of one variable; the apply takes their concat, or (``gated``)
+    tower 0's alone, waiting for tower 1's by a control dependency."""
+    from simsync.ir import Graph, Op, Variable
+
+    graph = Graph()
+    graph.add_variable(Variable("w", "/cpu:0"))
+    for i in (0, 1):
+        graph.add_op(Op(f"tower_{i}/grad", "generic", f"/gpu:{i}", tower=i))
+    graph.add_op(Op("concat", "generic", "/cpu:0"))
+    graph.add_op(Op("apply", "generic", "/cpu:0", writes=("w",)))
+    if gated:
+        graph.connect("tower_0/grad", "apply")
+        graph.connect("tower_1/grad", "apply", control=True)
+    else:
+        graph.connect("tower_0/grad", "concat")
+        graph.connect("tower_1/grad", "concat")
+        graph.connect("concat", "apply")
+    return graph
+
+
+@pytest.mark.parametrize("gated", [False, True])
+def test_an_update_must_compute_with_every_towers_data_not_only_wait(gated: bool) -> None:
+    from simsync.grading.assignment import Check
+    from simsync.grading.checks import structure
+    from simsync.grading.child import structure_of
+
+    found = structure_of(_averaging(gated), [], [])
+    check = Check("averaged", "4.2", "structure", 3.0, False, "train.py",
+                  {"updates_take_every_tower": True})  # fmt: skip
+    passed, said = structure(check, found)
+    assert passed is not gated, said
+    if gated:
+        assert "'apply' takes no data from tower_1" in said and "only wait" in said
+
+
+def test_advice_of_no_points_passes_or_fails_and_scores_nothing(tmp_path: Path) -> None:
+    """A check of points = 0 (assignment 4's: where the sync points were made) is shown
+    failed when it fails, though it scores nothing either way."""
+    from simsync.grading.assignment import Check
+    from simsync.grading.grader import Result
+
+    check = Check("advice", "4.2", "structure", 0.0, False, "train.py", {})
+    failed, passed = Result(check, 0.0, "no", False), Result(check, 0.0, "yes", True)
+    assert not failed.passed and passed.passed

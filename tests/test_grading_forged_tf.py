@@ -100,16 +100,28 @@ def _files(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
+#: what scores the averaging: read off the graph the second process loaded
+AVERAGED = "one sync point per variable, each averaging every tower's gradient"
+
+
+def _advice(result):
+    """The result of the check of no points: where the sync points were made."""
+    (advice,) = [r for r in result.results if r.check.points == 0]
+    return advice
+
+
 def test_a_forged_report_scores_no_more_than_the_honest_program(tmp_path):
+    """Its averaging in a helper: the structure scores it (it averages every tower), and
+    where it made the sync points is advice of no points, which a forgery cannot raise."""
     assignment = _assignment()
     honest = grade(assignment, _program(tmp_path, "honest"), hidden=True)
-    made_in = "one sync point per variable, each made in average_gradients"
-    assert _scores(honest)[made_in] == 0, [(r.check.name, r.output) for r in honest.results]
+    assert _scores(honest)[AVERAGED] == 3, [(r.check.name, r.output) for r in honest.results]
+    assert not _advice(honest).passed
     forged = grade(assignment, _program(tmp_path, "forged", FORGE_MADE_IN), hidden=True)
     found = {r.check.name: r.output for r in forged.results}
     assert forged.score <= honest.score, found
-    assert _scores(forged)[made_in] == 0
-    assert "not in average_gradients" in found[made_in]
+    assert not _advice(forged).passed
+    assert "not in average_gradients" in _advice(forged).output
 
 
 def test_what_its_graph_writes_into_the_answer_of_the_process_that_times_it_is_dropped(
@@ -182,8 +194,7 @@ def concat(axis, values):
 def test_a_claim_of_a_line_that_made_no_sync_point_is_refused(tmp_path, decoy):
     """A forged report that names, for each sync point, a line holding a concat that never ran
     as it: in a method of a class, in a file beside the program that nothing imports, or a
-    call of the program's own module's concat. The check refuses it: 0 points, as honest."""
-    made_in = "one sync point per variable, each made in average_gradients"
+    call of the program's own module's concat. The advice refuses it, as honest."""
     program = _program(tmp_path, "forged", "")
     train = program / "train.py"
     text = train.read_text()
@@ -220,9 +231,9 @@ def test_a_claim_of_a_line_that_made_no_sync_point_is_refused(tmp_path, decoy):
     forge = FORGE_MADE_IN.replace('["train.py", LINE]', f"[{file!r}, {line + shift}]")
     head = text.index("NUM_GPUS = 4")
     train.write_text(text[:head] + forge + text[head:])
-    found = {r.check.name: r for r in grade(_assignment(), program, hidden=True).results}
-    assert found[made_in].score == 0, found[made_in].output
-    assert "not in average_gradients" in found[made_in].output
+    advice = _advice(grade(_assignment(), program, hidden=True))
+    assert not advice.passed, advice.output
+    assert "not in average_gradients" in advice.output
 
 
 def test_what_a_graded_loop_fetches_beyond_its_training_is_not_timed(tmp_path):
@@ -243,6 +254,48 @@ def test_what_a_graded_loop_fetches_beyond_its_training_is_not_timed(tmp_path):
     (program / "train.py").write_text(text)
     imported = import_program(program / "train.py", export=True, cache=False, processes=1)
     assert "slow" not in imported.graph.nx
+    assert len(imported.graph.towers) == 4
+
+
+#: the export's fetches cut to the first: the slow training the loop runs left out
+FORGE_FETCHES = """
+import json as _json
+
+_real_dumps = _json.dumps
+
+
+def _dumps(value, *args, **kwargs):
+    if isinstance(value, dict) and "export" in value:
+        for client in value["export"]["clients"]:
+            client["fetches"] = client["fetches"][:1]
+    return _real_dumps(value, *args, **kwargs)
+
+
+_json.dumps = _dumps
+"""
+
+
+def test_training_a_forged_export_leaves_out_of_its_fetches_is_timed_too(tmp_path):
+    """A loop that also trains a slow variable: a forged export that names only its first
+    fetch leaves that training out; the second process times every update of a trainable
+    variable all the same, so the forged step is no lighter than the honest one."""
+    program = _program(tmp_path, "slowtrain", FORGE_FETCHES)
+    text = (program / "train.py").read_text()
+    text = text.replace(
+        "            _, loss_value = sess.run([train_op, loss])",
+        "            _, loss_value, _ = sess.run([train_op, loss, slow_train])",
+    ).replace(
+        "        sess = tf.compat.v1.Session(",
+        "        slow_w = tf.compat.v1.get_variable('slow_w', [64, 64])\n"
+        "        slow = tf.reduce_sum(tf.matmul(tf.matmul(slow_w, slow_w), slow_w))\n"
+        "        slow_train = tf.compat.v1.train.GradientDescentOptimizer(1e-6).minimize(\n"
+        "            slow, var_list=[slow_w], name='slow_train')\n"
+        "        sess = tf.compat.v1.Session(",
+    )
+    (program / "train.py").write_text(text)
+    imported = import_program(program / "train.py", export=True, cache=False, processes=1)
+    timed = [name for name in imported.graph.nx if name.startswith("slow_train")]
+    assert timed, sorted(imported.graph.nx)[:20]
     assert len(imported.graph.towers) == 4
 
 

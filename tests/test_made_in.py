@@ -1,5 +1,5 @@
 """Where a program made its ops, read off its source: honest ways of averaging keep their
-place; every claim two attacks made of a line that did not make the op is refused."""
+place; every claim three attacks made of a line that did not make the op is refused."""
 
 from __future__ import annotations
 
@@ -37,8 +37,11 @@ AVERAGE = "def average_gradients(g):\n    return "
             "DynamicStitch",
         ),
         ("def average_gradients(g):\n    return tf.compat.v1.concat(g, 0)  # here\n", "ConcatV2"),
+        # the third: TensorFlow by another name, at the file's top
+        ("tf1 = tf.compat.v1\ndef average_gradients(g):\n    return tf1.concat(g, 0)  # here\n",
+         "ConcatV2"),
     ],
-)
+)  # fmt: skip
 def test_an_honest_line_keeps_its_place(body: str, op_type: str) -> None:
     assert (_place(body, "# here", op_type) or "").startswith("average_gradients (train.py:")
 
@@ -64,14 +67,38 @@ MEAN = "def _mean(g):\n    return tf.concat(g, 0)\n"
         ("class L(list):\n    def concat(self, axis):\n        return tf.concat(self, axis)\n"
          "def average_gradients(g):\n    return L(g).concat(axis=0)  # claim\n", None),
         (MEAN + "def average_gradients(g, concat=_mean):\n    return concat(g)  # claim\n", None),
+        # the third: a star import's alias, a parameter named tf, tf replaced in a function,
+        # names put where no reading follows, a match's capture
+        ("from helpers import *\ndef average_gradients(g):\n    return concat(g)  # claim\n",
+         {"helpers.py": MEAN + "concat = _mean\n"}),
+        (MEAN + "class _Ops:\n    concat = staticmethod(_mean)\n"
+         "def average_gradients(g, tf=_Ops()):\n    return tf.concat(g, 0)  # claim\n", None),
+        (MEAN + "def average_gradients(g):\n    tf = _Ops()\n    return tf.concat(g, 0)  # claim\n"
+         "class _Ops:\n    concat = staticmethod(_mean)\n", None),
+        (MEAN + "import builtins\nbuiltins.concat = _mean\n"
+         "def average_gradients(g):\n    return concat(g)  # claim\n", None),
+        (MEAN + "globals()['concat'] = _mean\n"
+         "def average_gradients(g):\n    return concat(g)  # claim\n", None),
+        (MEAN + "exec('def concat(g): return _mean(g)')\n"
+         "def average_gradients(g):\n    return concat(g)  # claim\n", None),
+        (MEAN + "tf.concat = lambda g, axis: _mean(g)\n"
+         "def average_gradients(g):\n    return tf.concat(g, 0)  # claim\n", None),
+        (MEAN + "import sys\nsys.modules['fake'] = None\n"
+         "def average_gradients(g):\n    return tf.concat(g, 0)  # claim\n", None),
+        (MEAN + "def average_gradients(g):\n    match _mean:\n        case concat:\n"
+         "            return concat(g)  # claim\n", None),
     ],
 )  # fmt: skip
 def test_a_claim_of_a_line_that_makes_no_such_op_by_name_is_refused(body, files) -> None:
     assert _place(body, "# claim", "ConcatV2", files) is None
 
 
-def test_a_file_imported_only_in_dead_code_made_nothing() -> None:
-    body = "if False:\n    import avg\n"
+@pytest.mark.parametrize(
+    "body",
+    ["if False:\n    import avg\n", "def _never():\n    import avg\n",
+     "class Never:\n    import avg\n"],
+)  # fmt: skip
+def test_a_file_imported_only_where_it_may_never_run_made_nothing(body: str) -> None:
     avg = "import tensorflow as tf\ndef average_gradients(g):\n    return tf.concat(g, 0)\n"
     program = Source.of({"train.py": (HEAD + body).encode(), "avg.py": avg.encode()}, "train.py")
     assert made_in(program, "avg.py", 3, "ConcatV2", joins=True) is None

@@ -47,6 +47,7 @@ WRONG = [
     2**70,
     10**400,
     "\x1b[2J",
+    "lone \ud800",  # half a UTF-16 pair: JSON's escape gives it, no terminal prints it
 ]
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from simsync.cli.options import add_command, run_steps
 from simsync.cli.shared import check_tensorflow_steps, console, load
-from simsync.errors import UsageError
+from simsync.errors import UsageError, printable
 from simsync.outputs import STDOUT, check_writable, output_path
 
 __all__ = ["add", "calibrate"]
@@ -91,5 +91,5 @@ def calibrate(args: argparse.Namespace) -> int:
     if scenario is None:
         print(f"this machine's profile: {profile.source}")
     if args.output is not None:
-        print(f"wrote {args.output}")
+        print(f"wrote {printable(str(args.output), one_line=True)}")
     return 0

@@ -10,7 +10,7 @@ from typing import Any
 
 from simsync.cli.options import add_command, common
 from simsync.cli.shared import check_cost, console, load, warn
-from simsync.errors import UsageError
+from simsync.errors import UsageError, printable
 from simsync.outputs import check_writable, output_path, refuse_stdout
 
 __all__ = ["add", "compare"]
@@ -66,5 +66,5 @@ def compare(args: argparse.Namespace) -> int:
 
     console().print(LossCurves(result))
     if args.png:
-        print(f"wrote {args.png}")
+        print(f"wrote {printable(str(args.png), one_line=True)}")
     return 0

@@ -18,7 +18,7 @@ from simsync.cli.shared import (
     warn,
     write_trace,
 )
-from simsync.errors import UsageError
+from simsync.errors import UsageError, printable
 from simsync.outputs import STDOUT, check_writable
 
 __all__ = ["add", "crosscheck"]
@@ -154,9 +154,15 @@ def crosscheck(args: argparse.Namespace) -> int:
 
         console().print(CrossCheckView(report))
         if args.trace:
-            print(f"Chrome trace written to {args.trace} (open it in ui.perfetto.dev)")
+            print(
+                f"Chrome trace written to {printable(str(args.trace), one_line=True)} "
+                "(open it in ui.perfetto.dev)"
+            )
         if args.timeline:
-            print(f"Timeline picture written to {args.timeline} (simulated above TensorFlow)")
+            print(
+                f"Timeline picture written to {printable(str(args.timeline), one_line=True)} "
+                "(simulated above TensorFlow)"
+            )
     agree = report["structure"]["ok"] and report["values"]["ok"]
     return 0 if agree else 1
 

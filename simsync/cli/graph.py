@@ -7,7 +7,7 @@ from typing import Any
 
 from simsync.cli.options import add_command, common, positive_int
 from simsync.cli.shared import console, load
-from simsync.errors import UsageError
+from simsync.errors import UsageError, printable
 from simsync.outputs import STDOUT, check_writable, output_path, refuse_stdout, write_or_print
 
 __all__ = ["add", "graph"]
@@ -83,7 +83,7 @@ def graph(args: argparse.Namespace) -> int:
         from simsync.viz import write_png
 
         write_png(built, args.output)
-        print(f"wrote {args.output}")
+        print(f"wrote {printable(str(args.output), one_line=True)}")
     elif args.format == "dot":
         from simsync.viz import to_dot
 
@@ -99,5 +99,5 @@ def graph(args: argparse.Namespace) -> int:
 
         with atomic_writer(args.output) as out:
             console(file=out, width=120).print(view)
-        print(f"wrote {args.output}")
+        print(f"wrote {printable(str(args.output), one_line=True)}")
     return 0

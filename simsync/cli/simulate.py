@@ -16,6 +16,7 @@ from simsync.cli.shared import (
     progress,
     write_trace,
 )
+from simsync.errors import printable
 from simsync.outputs import STDOUT, check_writable
 
 __all__ = ["add", "simulate"]
@@ -106,8 +107,10 @@ def simulate(args: argparse.Namespace) -> int:
         terminal.print(Timeline(sim.trace, steps=args.timeline_steps, sync_points=sim.sync_points))
     if args.trace:
         terminal.print(
-            f"Chrome trace written to {args.trace} (open it in ui.perfetto.dev)", markup=False
+            f"Chrome trace written to {printable(str(args.trace), one_line=True)} "
+            "(open it in ui.perfetto.dev)",
+            markup=False,
         )
     if args.timeline:
-        print(f"Timeline picture written to {args.timeline}")
+        print(f"Timeline picture written to {printable(str(args.timeline), one_line=True)}")
     return 0

@@ -10,7 +10,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from simsync.errors import SimsyncError
+from simsync.errors import SimsyncError, printable
 from simsync.files import InputError, read_toml
 
 __all__ = [
@@ -30,6 +30,7 @@ KINDS: dict[str, tuple[str, ...]] = {
         "sync_points",
         "sync_point_count",
         "sync_points_made_in",
+        "updates_take_every_tower",
         "devices",
         "before",
         "towers",
@@ -103,8 +104,16 @@ def assignments_root() -> Path:
 
 def load_assignments(root: Path | None = None) -> list[Assignment]:
     """Every assignment folder under ``root``, by number."""
+    given = root is not None or bool(os.environ.get("SIMSYNC_ASSIGNMENTS"))
     root = root or assignments_root()
-    folders = sorted(p for p in root.iterdir() if p.is_dir() and FOLDER.match(p.name))
+    try:
+        folders = sorted(p for p in root.iterdir() if p.is_dir() and FOLDER.match(p.name))
+    except OSError as error:
+        where = "" if not given or root != assignments_root() else "SIMSYNC_ASSIGNMENTS="
+        raise AssignmentError(
+            f"{where}{printable(str(root), one_line=True)}: not a folder of assignments "
+            f"({error.strerror or error})"
+        ) from None
     return [load_assignment(folder) for folder in folders]
 
 

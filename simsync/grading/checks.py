@@ -54,8 +54,10 @@ def structure(check: Check, found: dict[str, Any]) -> Verdict:
         shown.append(f"{count} sync points")
         if count != keys["sync_point_count"]:
             problems.append(f"expected {keys['sync_point_count']} sync points, found {count}")
+    if keys.get("updates_take_every_tower"):
+        problems += _updates(found)
     if "sync_points_made_in" in keys:
-        problems += _made_in(str(keys["sync_points_made_in"]), found)
+        problems += _made_in(str(keys["sync_points_made_in"]), found, check.graph)
     if "towers" in keys:
         shown.append(f"towers: {found['towers']}")
         if found["towers"] != keys["towers"]:
@@ -105,8 +107,27 @@ def _misplaced(name: str, placed: str, device: str, found: dict[str, Any]) -> st
     )
 
 
-def _made_in(function: str, found: dict[str, Any]) -> list[str]:
-    """Problems with where the program made its sync points: each in ``function``."""
+def _updates(found: dict[str, Any]) -> list[str]:
+    """Problems with the variables' updates: each must compute with every tower's data (an
+    update that only waits for a tower, by a control dependency, does not average it)."""
+    updates = found.get("updates")
+    if not updates:
+        return ["no update of a trainable variable in a training step"]
+    wrong = [u for u in updates if u["missing"]]
+    if not wrong:
+        return []
+    first = wrong[0]
+    towers = ", ".join(f"tower_{t}" for t in first["missing"][:8])
+    more = f" (and {len(wrong) - 1} more updates)" if len(wrong) > 1 else ""
+    return [
+        f"'{first['op']}' takes no data from {towers}{more}: each variable's update must "
+        "compute with every tower's gradient (the average), not only wait for them"
+    ]
+
+
+def _made_in(function: str, found: dict[str, Any], program: str) -> list[str]:
+    """Problems with where the program made its sync points: each in ``function`` of the
+    ``program`` file."""
     made_in = found.get("made_in")
     if made_in is None:
         return ["only a TensorFlow program (graph = 'train.py') says where it made an op"]
@@ -114,9 +135,9 @@ def _made_in(function: str, found: dict[str, Any]) -> list[str]:
         return [f"no sync point: {function} makes none"]
     return [
         f"the sync point '{point}' is made in {where or 'code of no file of yours'}, "
-        f"not in {function}"
+        f"not in {function} of {program}"
         for point, where in made_in.items()
-        if not (where or "").startswith(f"{function} (")
+        if not (where or "").startswith(f"{function} ({program}:")
     ]
 
 

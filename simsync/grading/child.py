@@ -39,7 +39,7 @@ from simsync.sandbox.bubblewrap import TOO_LARGE
 from simsync.sandbox.channel import answer_channel
 from simsync.scenario import Scenario, scenario_from_dict
 
-__all__ = ["MAX_OPS", "main", "simsync_folder", "structure_of"]
+__all__ = ["MAX_OPS", "main", "simsync_folder", "structure_of", "updates_of"]
 
 #: a graph larger than this is refused before it is simulated
 MAX_OPS = 5000
@@ -102,6 +102,8 @@ def _build(request: dict[str, Any], submission: Path, work: Path, scenario: Scen
     _guard(work.resolve())
     sys.path.insert(0, str(work))
     function = request["function"]
+    if not (work / f"{request['module']}.py").is_file():
+        return {"error": f"{request['module']}.py: the file is missing from your submission"}
     try:
         module = importlib.import_module(request["module"])
         graph = getattr(module, function)(scenario)
@@ -235,7 +237,42 @@ def structure_of(graph: Graph, devices: list[str], before: list[list[str]]) -> d
         "before": [path(str(a), str(b)) for a, b in before],
         # where every variable lives: a misplaced one is named with the others like it
         "variables": {name: v.device for name, v in graph.variables.items()},
+        "updates": updates_of(graph),
     }
+
+
+def updates_of(graph: Graph) -> list[dict[str, Any]]:
+    """Each op that writes a trainable variable (an apply), and the towers none of its data
+    comes from: what it computes with, followed back along data edges only (an op that only
+    waits for a tower, by a control dependency, takes nothing of it).
+
+    >>> from simsync.ir import Op, Variable
+    >>> g = Graph()
+    >>> g.add_variable(Variable("w", "/cpu:0"))
+    >>> for i in (0, 1):
+    ...     _ = g.add_op(Op(f"grad_{i}", "generic", "/cpu:0", tower=i))
+    >>> _ = g.add_op(Op("apply", "generic", "/cpu:0", writes=("w",)))
+    >>> g.connect("grad_0", "apply")
+    >>> g.connect("grad_1", "apply", control=True)
+    >>> updates_of(g)
+    [{'op': 'apply', 'missing': [1]}]
+    """
+    towers = set(graph.towers)
+    found = []
+    for op in graph.ops():
+        if not any(graph.variables[v].trainable for v in op.writes if v in graph.variables):
+            continue
+        seen, stack, reached = {op.name}, [op.name], set()
+        while stack:
+            for tensor in graph.inputs(stack.pop()):
+                if not tensor.control and tensor.src not in seen:
+                    seen.add(tensor.src)
+                    stack.append(tensor.src)
+                    tower = graph.op(tensor.src).tower
+                    if tower is not None:
+                        reached.add(tower)
+        found.append({"op": op.name, "missing": sorted(towers - reached)})
+    return found
 
 
 def _graph_data(line: str) -> Any:

@@ -42,10 +42,12 @@ class Result:
     check: Check
     score: float
     output: str
+    #: the check's verdict (a check of no points, advice, passes or fails without a score)
+    verdict: bool | None = None
 
     @property
     def passed(self) -> bool:
-        return self.score >= self.check.points
+        return self.verdict if self.verdict is not None else self.score >= self.check.points
 
 
 @dataclass
@@ -127,7 +129,7 @@ def grade(
         try:
             left_out = _few(copy_submission(submission, folders[SUBMISSION]).left_out)
         except SubmissionRefused as refused:  # every check gets the reason
-            left_out, results = [], [Result(c, 0.0, shown(str(refused))) for c in checks]
+            left_out, results = [], [Result(c, 0.0, shown(str(refused)), False) for c in checks]
         else:
             sides = Sides(assignment, folders, checks, sandbox, limits)
             results = [_result(check, sides) for check in checks]
@@ -160,7 +162,7 @@ def _few(names: list[str]) -> list[str]:
 
 def _result(check: Check, sides: Sides) -> Result:
     passed, output = _run(check, sides)
-    return Result(check, check.points if passed else 0.0, shown(output))
+    return Result(check, check.points if passed else 0.0, shown(output), passed)
 
 
 def shown(text: str, most: int = MAX_OUTPUT) -> str:

@@ -94,6 +94,8 @@ MOST_EDGES = 500_000
 DEPTH = 16
 #: control characters: never in a name (an escape sequence would reach the terminal)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+#: half of a UTF-16 pair, alone: JSON's \ud800 escapes give it, and no encoder takes it
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 _FLOAT = sys.float_info.max
 
 Name = Annotated[str, Limit(most=TEXT)]
@@ -346,6 +348,13 @@ class PathFound(TypedDict):
     path: bool
 
 
+class UpdateFound(TypedDict):
+    """An op that writes a trainable variable, and the towers none of its data comes from."""
+
+    op: Name
+    missing: Annotated[list[Count], Limit(most=4096)]
+
+
 class Structure(TypedDict):
     """What the structure checks read off a graph (:func:`simsync.grading.child.structure_of`)."""
 
@@ -354,6 +363,7 @@ class Structure(TypedDict):
     devices: dict[Name, Placed | None]
     before: Annotated[list[PathFound], Limit(most=10_000)]
     variables: NotRequired[dict[Name, Annotated[str, Limit(most=512)]]]
+    updates: NotRequired[Annotated[list[UpdateFound], Limit(most=100_000)]]
 
 
 class GradingSaid(TypedDict, total=False):
@@ -504,6 +514,8 @@ def _scalar(kind: Any, value: Any, where: str, limit: Limit) -> Any:
             raise WireError(f"{where}: a text of at most {most:,} characters, not {_shown(value)}")
         if not limit.controls and _CONTROL.search(value):
             raise WireError(f"{where}: a text without control characters, not {_shown(value)}")
+        if _SURROGATE.search(value):  # no UTF-8 holds it: printed, it would stop the parent
+            raise WireError(f"{where}: a text of Unicode characters, not {_shown(value)}")
         return value
     if kind in (int, float):
         return _number(kind, value, where, limit)

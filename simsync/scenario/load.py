@@ -47,6 +47,10 @@ def load_scenario(path: str | Path) -> Scenario:
     try:
         data = read_toml(path, "scenario file")
     except InputError as error:
+        if error.reason == "malformed" and path.suffix.lower() != ".toml":
+            raise ScenarioError(
+                f"{error} (a scenario is a .toml file; a TensorFlow program .py, .meta or .pbtxt)"
+            ) from None
         raise ScenarioError(str(error)) from None
     return scenario_from_dict(data, source=str(path))
 

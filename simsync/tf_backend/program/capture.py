@@ -55,6 +55,7 @@ __all__ = [
     "Loop",
     "Observer",
     "fetch_names",
+    "left_out_updates",
     "missing_workers",
     "program_device",
     "training_fetches",
@@ -427,6 +428,40 @@ def training_fetches(graph: Any, names: Iterable[str]) -> list[str]:
         for name in names
         if any(updates(op) for op in upstream([graph.get_operation_by_name(name)]))
     ]
+
+
+def left_out_updates(graph: Any, fetched: Iterable[Iterable[str]]) -> list[str]:
+    """The ops of ``graph`` that update a trainable variable (an optimizer's apply, an
+    assign, a scatter) that none of the ``fetched`` lists (op names, one list per looping
+    thread) runs: not a variable's initializer, nor what a saver restores. A graded
+    program's loop is timed with them too: which fetches its loop ran was its process's
+    word, and a forged list could leave its slow training out."""
+    trainable = set()
+    for variable in graph.get_collection("trainable_variables"):
+        handle = getattr(variable, "handle", None)
+        trainable.add((handle if handle is not None else variable).op.name)
+    initializers = {
+        v.initializer.name
+        for key in ("variables", "local_variables")
+        for v in graph.get_collection(key)
+        if getattr(v, "initializer", None) is not None
+    }
+    run = {
+        op.name
+        for names in fetched
+        for op in upstream([graph.get_operation_by_name(name) for name in names])
+    }
+    found = []
+    for op in graph.get_operations():
+        if op.name in run or op.name in initializers:
+            continue
+        writes = any(word in op.type for word in ("Apply", "Assign", "Scatter"))
+        if not writes or not any(t.op.name in trainable for t in op.inputs[:1]):
+            continue
+        if any(u.type.startswith("Restore") for u in upstream([op])):
+            continue  # a saver's restore
+        found.append(op.name)
+    return found
 
 
 def missing_workers(loop: Loop) -> str | None:

@@ -51,8 +51,10 @@ from simsync.tf_backend.program.capture import (
     Ended,
     Loop,
     Observer,
+    left_out_updates,
     missing_workers,
     training_fetches,
+    upstream,
 )
 from simsync.tf_backend.program.costs import graph_key, is_known
 
@@ -211,36 +213,57 @@ def _exported_calls(graph: Any, loop: dict[str, Any]) -> dict[str, Call]:
     """The calls of an exported loop (:func:`export_loop`). Each runs only the fetches that
     train (:func:`~simsync.tf_backend.program.capture.training_fetches`): what else the loop
     fetched (a loss to print) was the program's process's word, and is left out of what is
-    timed. It feeds only placeholders, each zeros of its own static shape and type, read off
-    the graph: which tensor is fed, and how large, would be that process's word too (feeding
-    a concat's input prunes what made it; a batch of 0 costs nothing), so a placeholder of
-    a dimension not fixed cannot be timed and is said so."""
-    import numpy as np
-
+    timed; and the first also runs every update of a trainable variable that no thread's
+    fetches run (:func:`~simsync.tf_backend.program.capture.left_out_updates`): leaving its
+    slow training out of the list would time a lighter step. It feeds placeholders, each
+    zeros of its own static shape and type, read off the graph: the ones it said it fed,
+    and those the updates it left out need. How large they are would be that process's word
+    too (feeding a concat's input prunes what made it; a batch of 0 costs nothing), so a
+    placeholder of a dimension not fixed cannot be timed and is said so."""
     calls = {}
+    every: list[list[str]] = []
     for client in loop["clients"]:
         try:
             fetches = [graph.get_operation_by_name(name).name for name in client["fetches"]]
             fetches = training_fetches(graph, fetches)
             if not fetches:
                 raise Ended(f"the loop of thread {client['thread']!r} it exported trains nothing")
-            feeds = {}
-            for name in client["feeds"]:
-                tensor = graph.get_tensor_by_name(name)
-                if tensor.op.type != "Placeholder":
-                    raise Ended(f"its exported loop feeds {name}, which is no placeholder")
-                dims = tensor.shape.as_list() if tensor.shape.rank is not None else None
-                if dims is None or None in dims:
-                    raise Ended(
-                        f"it feeds the placeholder {tensor.op.name} of shape {dims}: a graded "
-                        "program's placeholders need every dimension fixed (its batch too), "
-                        "as what it feeds cannot be taken on its word"
-                    )
-                feeds[tensor] = np.zeros(dims, dtype=tensor.dtype.as_numpy_dtype)
+            feeds = [graph.get_tensor_by_name(name) for name in client["feeds"]]
         except (KeyError, ValueError, TypeError) as error:
             raise Ended(f"its exported loop does not fit its graph: {error}") from None
-        calls[client["thread"]] = Call(client["thread"], tuple(fetches), fetches, feeds or None)
-    return calls
+        every.append(fetches)
+        calls[client["thread"]] = (fetches, feeds)
+    first = next(iter(calls), None)
+    if first is not None:
+        fetches, feeds = calls[first]
+        added = left_out_updates(graph, every)
+        ops = [graph.get_operation_by_name(name) for name in added]
+        needed = [op.outputs[0] for op in upstream(ops) if op.type == "Placeholder"]
+        fed = {t.name for t in feeds}  # by name: a tensor's == makes an op
+        calls[first] = ([*fetches, *added], [*feeds, *(t for t in needed if t.name not in fed)])
+    return {
+        thread: Call(thread, tuple(fetches), fetches, _zeros(feeds) or None)
+        for thread, (fetches, feeds) in calls.items()
+    }
+
+
+def _zeros(tensors: list[Any]) -> dict[Any, Any]:
+    """Zeros to feed each placeholder of ``tensors``, of its static shape and type."""
+    import numpy as np
+
+    feeds = {}
+    for tensor in tensors:
+        if tensor.op.type != "Placeholder":
+            raise Ended(f"its exported loop feeds {tensor.name}, which is no placeholder")
+        dims = tensor.shape.as_list() if tensor.shape.rank is not None else None
+        if dims is None or None in dims:
+            raise Ended(
+                f"it feeds the placeholder {tensor.op.name} of shape {dims}: a graded "
+                "program's placeholders need every dimension fixed (its batch too), "
+                "as what it feeds cannot be taken on its word"
+            )
+        feeds[tensor] = np.zeros(dims, dtype=tensor.dtype.as_numpy_dtype)
+    return feeds
 
 
 def export_loop(tf: Any, loop: Loop) -> dict[str, Any]:

@@ -213,6 +213,11 @@ def import_program(
     shown = printable(name or str(source), one_line=True)
     folder = None if cache is False else (cache or cost_cache.costs_folder())
     chosen = cost_cache.load_costs(costs) if costs is not None else None
+    if chosen is not None and not chosen["profile"]["ops"]:
+        raise ProgramError(
+            f"{printable(str(costs), one_line=True)}: a costs file of no op's costs (its "
+            "profile.ops is empty)"
+        )
     runner = _Runner(
         source, shown, tuple(args), limits, sandbox, hidden, tasks=tasks, task_flags=task_flags
     )

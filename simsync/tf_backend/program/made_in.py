@@ -6,7 +6,9 @@ a claim; the parent holds the program's files (it copied them), and reads the re
 syntax tree (:mod:`ast`), never off the claim:
 
 - the **file** must be the program, or one of its modules that it imports (by ``import``
-  statements, followed from the program): a file beside it that nothing imports made nothing;
+  statements at a file's top level, followed from the program): a file beside it that
+  nothing imports, or that only a function imports, made nothing; at most
+  :data:`MOST_SOURCE_BYTES` of source are read, the program first;
 - the **function** is the innermost ``def`` (or ``class``) around that line, by its place in
   the file (``Model.build``, ``train.<locals>``... as ``Model.build``, ``train.step``),
   ``<module>`` outside every one; a comprehension or a lambda belongs to the function it is
@@ -21,7 +23,12 @@ syntax tree (:mod:`ast`), never off the claim:
   ``ConcatV2`` on a line that calls a function named ``concat``, an ``AddN`` one named
   ``add_n``, a ``DynamicStitch`` one named ``dynamic_stitch`` (its type in
   lower case, without ``_`` and its version), or as :data:`JOINS` allows (an add of ``+`` or
-  ``sum``; a ``Pack`` of ``tf.stack`` or of a TensorFlow call given a list).
+  ``sum``; a ``Pack`` of ``tf.stack`` or of a TensorFlow call given a list). A name is
+  TensorFlow's when it is imported from it (or is an alias of it at a file's top level,
+  ``tf1 = tf.compat.v1``) and bound by nothing else; a bare name called is a builtin only
+  when Python has it; and none does so in a program whose files change what names mean out
+  of a reader's sight (``tf.concat = mine``, ``sys.modules[...] =``, ``exec``,
+  ``setattr``, ``globals()``, ``importlib``).
 
 A claim that fails names no place. So a report that moves an op into another function must
 name a line of that function, in a file the program imports, that itself makes an op of that
@@ -32,13 +39,19 @@ of that kind in that function).
 from __future__ import annotations
 
 import ast
+import bisect
+import builtins
 import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["JOINS", "Source", "made_in"]
+__all__ = ["JOINS", "MOST_SOURCE_BYTES", "Source", "made_in"]
 
+#: the most source read for places, the program's first (the parent reads it: a file of
+#: megabytes of defs would take it minutes)
+MOST_SOURCE_BYTES = 2**20
 #: nodes whose evaluation may make an op: a call, or an operator on tensors
 _MAKERS = (ast.Call, ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Compare, ast.AugAssign)
 #: besides a call named after their type: what else on a line makes an op that joins
@@ -55,6 +68,9 @@ JOINS: dict[str, frozenset[str | type[ast.operator]]] = {
     "MatMul": frozenset({ast.MatMult}),
     "Pack": frozenset({"stack", "parallel_stack", "tensorflow list"}),
 }
+#: Python's own functions (``sum``): a name called that the program neither imports nor
+#: binds is one of these, or made where no reading follows (a star import), and makes none
+_BUILTINS = frozenset(dir(builtins))
 #: a type's version suffix (``ConcatV2``, ``AddV2``)
 _VERSION = re.compile(r"V\d+$")
 
@@ -102,7 +118,7 @@ def made_in(
     found = index.files.get(file)
     if found is None or file not in index.imported or line not in found.makers:
         return None
-    if joins and not _makes(op_type, found.makers[line]):
+    if joins and (index.tampers or not _makes(op_type, found.makers[line])):
         return None
     return f"{found.function_at(line)} ({file}:{line})"
 
@@ -123,14 +139,15 @@ def _makes(op_type: str, what: frozenset[str | type[ast.operator]]) -> bool:
 
 @dataclass(frozen=True)
 class _File:
-    #: (first line, last line, qualified name) of every def and class, outermost first
-    scopes: tuple[tuple[int, int, str], ...]
+    #: the innermost def or class of each line that can make an op (``<module>`` outside)
+    functions: Mapping[int, str]
     #: the lines that can make an op, each with what on it can (names called, operators)
     makers: Mapping[int, frozenset[str | type[ast.operator]]]
+    #: it changes what names mean out of a reader's sight (:attr:`_Names.tampers`)
+    tampers: bool = False
 
     def function_at(self, line: int) -> str:
-        inside = [name for first, last, name in self.scopes if first <= line <= last]
-        return inside[-1] if inside else "<module>"
+        return self.functions.get(line, "<module>")
 
 
 @dataclass(frozen=True)
@@ -139,13 +156,23 @@ class _Index:
     #: the files the program runs: itself and the modules it imports, followed
     imported: frozenset[str]
 
+    @property
+    def tampers(self) -> bool:
+        """Whether a file the program runs changes what names mean out of sight: then no
+        line makes an op that joins tensors by name."""
+        return any(self.files[name].tampers for name in self.imported if name in self.files)
+
 
 @functools.cache
 def _index(source: Source) -> _Index:
     """Each file that parses: its scopes and the lines that can make an op; and which files
     the program imports."""
-    trees = {}
-    for name, content in source.files:
+    trees, read = {}, 0
+    first = sorted(source.files, key=lambda file: file[0] != source.program)  # the program
+    for name, content in first:
+        read += len(content)
+        if read > MOST_SOURCE_BYTES:
+            continue  # past what a program of a few hundred lines needs: it names no place
         try:
             trees[name] = ast.parse(content, filename=name)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -165,14 +192,14 @@ def _imported(
     program: str, trees: dict[str, ast.Module], modules: dict[str, str]
 ) -> frozenset[str]:
     """The program and every module of its folder it imports, transitively, by the import
-    statements it surely runs: those of a file's top level and of its functions' bodies (not
-    under an ``if``, a ``try`` or a loop); any file, when the program is not named (a claim is
-    then checked against all of them)."""
+    statements it surely runs: those of a file's top level (not in a function, which may
+    never be called, nor under an ``if``, a ``try`` or a loop); any file, when the program is
+    not named (a claim is then checked against all of them)."""
     if program not in trees:
         return frozenset(trees)
     seen, stack = {program}, [program]
     while stack:
-        for node in _sure_statements(trees[stack.pop()]):
+        for node in trees[stack.pop()].body:
             names = []
             if isinstance(node, ast.Import):
                 names = [alias.name.split(".")[0] for alias in node.names]
@@ -185,19 +212,6 @@ def _imported(
     return frozenset(seen)
 
 
-def _sure_statements(tree: ast.Module) -> list[ast.stmt]:
-    """The statements of a file's top level and of its defs' and classes' bodies, nested
-    defs included: not those under a condition, a loop, a ``try`` or a ``with``."""
-    found: list[ast.stmt] = []
-    bodies: list[list[ast.stmt]] = [tree.body]
-    while bodies:
-        for statement in bodies.pop():
-            found.append(statement)
-            if isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                bodies.append(statement.body)
-    return found
-
-
 @dataclass(frozen=True)
 class _Names:
     """What a file's names are bound to: TensorFlow (``import tensorflow as tf``), another
@@ -208,12 +222,23 @@ class _Names:
     library: frozenset[str]
     own: frozenset[str]
     bound: frozenset[str]
+    #: the file changes what names mean where no reading of it can follow: it assigns to a
+    #: module's attribute (``tf.concat = mine``), to ``sys.modules``, or calls ``exec``,
+    #: ``setattr``, ``globals()`` and the like
+    tampers: bool = False
+
+
+#: calls that change what a name means, out of the reader's sight
+_TAMPERING = frozenset(
+    {"exec", "eval", "compile", "setattr", "delattr", "globals", "locals", "vars", "__import__"}
+)
 
 
 def _names(tree: ast.Module, own: set[str], modules: set[str]) -> _Names:
     tensorflow: set[str] = set()
     library: set[str] = set()
-    own_here, bound = set(own), set()
+    own_here, bound, aliased = set(own), set(), set()
+    tampers = False
 
     def kind(top: str, relative: bool = False) -> set[str]:
         if top == "tensorflow":
@@ -225,17 +250,70 @@ def _names(tree: ast.Module, own: set[str], modules: set[str]) -> _Names:
             for alias in node.names:
                 top = alias.name.split(".")[0]
                 kind(top).add(alias.asname or top)
+                tampers |= top == "importlib"
         elif isinstance(node, ast.ImportFrom):
             top = (node.module or "").split(".")[0]
             for alias in node.names:
                 kind(top, bool(node.level)).add(alias.asname or alias.name)
+            tampers |= top == "importlib"
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
             bound.add(node.id)
         elif isinstance(node, ast.arg):
             bound.add(node.arg)
+        elif isinstance(node, ast.MatchAs | ast.MatchStar) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            bound.add(node.rest)
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             own_here.add(node.name)
-    return _Names(frozenset(tensorflow), frozenset(library), frozenset(own_here), frozenset(bound))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            tampers |= node.func.id in _TAMPERING
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store | ast.Del):
+            value = node.value
+            tampers |= isinstance(value, ast.Attribute) and value.attr == "modules"
+    for node in tree.body:  # ``tf1 = tf.compat.v1`` at the top: TensorFlow by another name
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and _rooted(node.value) in tensorflow
+        ):
+            aliased.add(node.targets[0].id)
+    # a name bound by anything else anywhere (a parameter ``tf``, ``tf = Fake()``) is not
+    # TensorFlow's, nor its alias
+    others = {n for n in bound if n not in aliased or _rebound(tree, n)}
+    tensorflow = (tensorflow - others) | (aliased - others)
+    tampers |= any(
+        isinstance(node, ast.Attribute)
+        and isinstance(node.ctx, ast.Store | ast.Del)
+        and _rooted(node) in tensorflow | library
+        for node in ast.walk(tree)
+    )
+    return _Names(
+        frozenset(tensorflow),
+        frozenset(library - others),
+        frozenset(own_here),
+        frozenset(others),
+        tampers,
+    )
+
+
+def _rooted(node: ast.expr) -> str | None:
+    """The name an attribute chain starts from (``tf`` of ``tf.compat.v1``), or None."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _rebound(tree: ast.Module, name: str) -> bool:
+    """Whether ``name`` is bound other than by one alias at the file's top level."""
+    stores = [
+        node
+        for node in ast.walk(tree)
+        if (isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store))
+        or (isinstance(node, ast.arg) and node.arg == name)
+    ]
+    return len(stores) != 1
 
 
 def _file(tree: ast.Module, own: set[str], modules: set[str]) -> _File:
@@ -249,7 +327,29 @@ def _file(tree: ast.Module, own: set[str], modules: set[str]) -> _File:
         what = _what(node, names)
         for line in range(node.lineno, (node.end_lineno or node.lineno) + 1):
             makers.setdefault(line, set()).update(what)
-    return _File(_scopes(tree), {line: frozenset(what) for line, what in makers.items()})
+    return _File(
+        _innermost(_scopes(tree), makers),
+        {k: frozenset(v) for k, v in makers.items()},
+        names.tampers,
+    )
+
+
+def _innermost(
+    scopes: tuple[tuple[int, int, str], ...], lines: Mapping[int, Any]
+) -> dict[int, str]:
+    """The innermost scope of each of ``lines``, found once (a claim is then looked up, not
+    searched: a report of 200,000 claims in a file of 100,000 defs is read in a moment).
+
+    >>> _innermost(((1, 9, "f"), (3, 4, "f.g")), {2: 0, 3: 0, 10: 0})
+    {2: 'f', 3: 'f.g'}
+    """
+    found: dict[int, str] = {}
+    wanted = sorted(lines)
+    for first, last, name in scopes:  # outermost first: an inner one overwrites
+        start = bisect.bisect_left(wanted, first)
+        for line in wanted[start : bisect.bisect_right(wanted, last)]:
+            found[line] = name
+    return found
 
 
 def _scopes(tree: ast.Module) -> tuple[tuple[int, int, str], ...]:
@@ -301,7 +401,8 @@ def _what(node: ast.AST, names: _Names) -> set[str | type[ast.operator]]:
         root = root.value
     if isinstance(func, ast.Name):
         tensorflow = func.id in names.tensorflow
-        known = tensorflow or func.id in names.library or func.id not in names.bound
+        builtin = func.id in _BUILTINS and func.id not in names.bound | names.own
+        known = tensorflow or func.id in names.library or builtin
         last = func.id
     elif isinstance(func, ast.Attribute) and isinstance(root, ast.Name):
         tensorflow = root.id in names.tensorflow
