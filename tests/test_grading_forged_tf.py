@@ -119,7 +119,9 @@ def test_a_forged_report_scores_no_more_than_the_honest_program(tmp_path):
     assert not _advice(honest).passed
     forged = grade(assignment, _program(tmp_path, "forged", FORGE_MADE_IN), hidden=True)
     found = {r.check.name: r.output for r in forged.results}
-    assert forged.score <= honest.score, found
+    # the step check is this machine's timing of the same graph: its noise is no forgery's
+    step = next(c.name for c in assignment.checks if c.kind == "simulation")
+    assert {**_scores(forged), step: 0} == {**_scores(honest), step: 0}, found
     assert not _advice(forged).passed
     assert "not in average_gradients" in _advice(forged).output
 

@@ -82,7 +82,6 @@ def test_a_tensorflow_program_is_graded_by_its_structure_and_simulation(tmp_path
     found = {r.check.name: r.output for r in graded.results}
     averaged = found["one sync point per variable, each averaging every tower's gradient"]
     assert "expected 4 sync points, found 0" in averaged, averaged
-    assert "takes no data from tower_0, tower_1, tower_2" in averaged, averaged
     (advice,) = [r for r in graded.results if r.check.points == 0]
     assert not advice.passed and "no sync point" in advice.output
     # the towers are there, TensorFlow just never runs three of them: said, and blamed on the
