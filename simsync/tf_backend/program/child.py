@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import errno
+import functools
 import io
 import json
 import math
@@ -373,10 +374,8 @@ def _answer_tasks(tf: Any, request: dict[str, Any], tasks: list[Loop], gpus: int
     profiled, or measured, at once with the others, each on a thread of its own, and their
     graphs joined as a cluster's tasks' are
     (:func:`~simsync.tf_backend.program.cluster.join`)."""
-    import threading
-
     from simsync.tf_backend.program.cluster import join
-    from simsync.tf_backend.program.profile import PROFILE_THREAD, measure_loop, profile_loop
+    from simsync.tf_backend.program.profile import all_at_once, measure_loop, profile_loop
 
     if request.get("export") or request.get("replay"):
         raise Ended(
@@ -392,31 +391,18 @@ def _answer_tasks(tf: Any, request: dict[str, Any], tasks: list[Loop], gpus: int
     machine = _machine(tf, gpus)
     measure = request.get("measure")
     answers: list[dict[str, Any]] = [{} for _ in tasks]
-    failed: list[BaseException] = []
 
     def one(index: int, task: Loop) -> None:
-        try:
-            answer: dict[str, Any] = {"machine": machine}
-            answer["graph"] = graph_data(tf, task, request["program"], gpus)
-            if measure:
-                found = measure_loop(tf, task, int(measure["traced"]), int(measure["untraced"]))
-                answer["measured"] = found
-            else:
-                answer["profile"] = profile_loop(tf, task, int(request.get("steps", 5)))
-            answers[index] = answer
-        except BaseException as error:  # said in the leader's thread
-            failed.append(error)
+        answer: dict[str, Any] = {"machine": machine}
+        answer["graph"] = graph_data(tf, task, request["program"], gpus)
+        if measure:
+            found = measure_loop(tf, task, int(measure["traced"]), int(measure["untraced"]))
+            answer["measured"] = found
+        else:
+            answer["profile"] = profile_loop(tf, task, int(request.get("steps", 5)))
+        answers[index] = answer
 
-    threads = [
-        threading.Thread(target=one, args=(i, task), name=f"{PROFILE_THREAD}-task-{i}")
-        for i, task in enumerate(tasks)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if failed:
-        raise failed[0]
+    all_at_once([functools.partial(one, i, task) for i, task in enumerate(tasks)])
     joined = join(answers, request["program"])
     for key in ("graph", "machine", "profile", "measured"):
         if key in joined:

@@ -43,6 +43,7 @@ gradients the workers push) is not run here: its own runs are traced while the c
 
 from __future__ import annotations
 
+import functools
 import itertools
 import statistics
 import threading
@@ -71,6 +72,7 @@ __all__ = [
     "TRACED_STEPS",
     "UNTRACED_STEPS",
     "WARMUP_STEPS",
+    "all_at_once",
     "measure_loop",
     "profile_loop",
     "queue_size_ops",
@@ -265,19 +267,31 @@ def _each_client(
         return {thread: work(thread, call, None) for thread, call in loop.calls.items()}
     together = _Together(len(loop.calls), lambda: _chief_wants_traces(loop))
     results: dict[str, dict[str, Any]] = {}
-    failed: list[BaseException] = []
 
     def one(thread: str, call: Any) -> None:
         try:
             results[thread] = {**work(thread, call, together), "together": True}
-        except BaseException as error:  # said in the leader's thread
-            failed.append(error)
         finally:  # a worker that is done stops the others: they would wait for it
             together.done(thread, force=True)
 
+    all_at_once([functools.partial(one, thread, call) for thread, call in loop.calls.items()])
+    return {thread: results[thread] for thread in loop.calls}
+
+
+def all_at_once(works: list[Callable[[], None]]) -> None:
+    """Run each of ``works`` on a thread of its own (named :data:`PROFILE_THREAD`), all at
+    once, until every one is done; then raise the first error one of them raised."""
+    failed: list[BaseException] = []
+
+    def one(work: Callable[[], None]) -> None:
+        try:
+            work()
+        except BaseException as error:  # raised in the caller's thread
+            failed.append(error)
+
     threads = [
-        threading.Thread(target=one, args=item, name=f"{PROFILE_THREAD}-{index}", daemon=True)
-        for index, item in enumerate(loop.calls.items())
+        threading.Thread(target=one, args=(work,), name=f"{PROFILE_THREAD}-{i}", daemon=True)
+        for i, work in enumerate(works)
     ]
     for thread in threads:
         thread.start()
@@ -285,7 +299,6 @@ def _each_client(
         thread.join()
     if failed:
         raise failed[0]
-    return {thread: results[thread] for thread in loop.calls}
 
 
 def _traced_runs(
