@@ -302,6 +302,47 @@ def test_training_a_forged_export_leaves_out_of_its_fetches_is_timed_too(tmp_pat
     assert len(imported.graph.towers) == 4
 
 
+#: the export's collection of trainable variables forged: the slow variable left out
+FORGE_TRAINABLE = """
+import tensorflow as _tf
+
+_real_export = _tf.compat.v1.train.export_meta_graph
+
+
+def _export(*args, **kwargs):
+    meta = _real_export(*args, **kwargs)
+    listed = meta.collection_def["trainable_variables"].bytes_list.value
+    kept = [v for v in listed if b"slow_w" not in v]
+    del listed[:]
+    listed.extend(kept)
+    return meta
+
+
+_tf.compat.v1.train.export_meta_graph = _export
+"""
+
+
+def test_an_update_of_a_variable_its_export_calls_untrainable_is_timed_too(tmp_path):
+    """The fourth attack: the slow training an assign, its variable taken out of the
+    exported trainable collection (the process's word): every update of every variable is
+    timed all the same."""
+    program = _program(tmp_path, "untrainable", FORGE_TRAINABLE)
+    text = (program / "train.py").read_text()
+    text = text.replace(
+        "            _, loss_value = sess.run([train_op, loss])",
+        "            _, loss_value, _ = sess.run([train_op, loss, slow_train])",
+    ).replace(
+        "        sess = tf.compat.v1.Session(",
+        "        slow_w = tf.compat.v1.get_variable('slow_w', [64, 64])\n"
+        "        slow_train = tf.compat.v1.assign_add(\n"
+        "            slow_w, 1e-6 * tf.matmul(tf.matmul(slow_w, slow_w), slow_w))\n"
+        "        sess = tf.compat.v1.Session(",
+    )
+    (program / "train.py").write_text(text)
+    imported = import_program(program / "train.py", export=True, cache=False, processes=1)
+    assert any(op.writes == ("slow_w",) for op in imported.graph.ops()), sorted(imported.graph.nx)
+
+
 FED = """import json as _json
 import tensorflow as tf
 

@@ -97,7 +97,7 @@ def test_a_graph_without_an_input_of_examples_says_so_in_one_line():
     assert str(raised.value).startswith("--batch 64:") and "\n" not in str(raised.value)
 
 
-@pytest.mark.parametrize("given", ["0", "-3", "1.5", "many", str(2**21)])
+@pytest.mark.parametrize("given", ["0", "-3", "1.5", "many", str(2**21), " 4", "\u0664", "4e2"])
 def test_a_batch_that_is_no_count_of_examples_is_refused_by_the_command_line(given):
     done = subprocess.run(
         [sys.executable, "-m", "simsync", "simulate", str(SOFTMAX), "--batch", given],

@@ -163,6 +163,8 @@ def test_a_cluster_in_one_process_has_a_tower_and_a_client_per_workers_thread():
         ("ps=0,worker=2", "every job has at least 1 task"),
         ("worker=17", "at most 16"),
         ("Worker=1", "give each job"),
+        ("worker=\u0662", "give each job"),  # an Arabic-Indic 2: int() would take it
+        ("worker=\u00b2", "give each job"),  # a superscript 2: isdigit() would take it
     ],
 )
 def test_tasks_that_are_no_cluster_are_refused_in_one_line(given, said):

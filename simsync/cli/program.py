@@ -97,10 +97,7 @@ def _runs(text: str) -> int:
 def _batch(text: str) -> int:
     from simsync.tf_backend.program.whatif import MAX_BATCH
 
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
+    value = int(text) if text.isascii() and text.isdigit() else 0  # not " 4", "٤", "4e2"
     if not 1 <= value <= MAX_BATCH:
         raise argparse.ArgumentTypeError(
             f"{text!r}: must be a whole number of examples from 1 to {MAX_BATCH:,}"

@@ -112,7 +112,7 @@ def _updates(found: dict[str, Any]) -> list[str]:
     update that only waits for a tower, by a control dependency, does not average it)."""
     updates = found.get("updates")
     if not updates:
-        return ["no update of a trainable variable in a training step"]
+        return ["no update of a variable computes with a tower's data in a training step"]
     wrong = [u for u in updates if u["missing"]]
     if not wrong:
         return []

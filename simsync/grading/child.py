@@ -242,9 +242,12 @@ def structure_of(graph: Graph, devices: list[str], before: list[list[str]]) -> d
 
 
 def updates_of(graph: Graph) -> list[dict[str, Any]]:
-    """Each op that writes a trainable variable (an apply), and the towers none of its data
-    comes from: what it computes with, followed back along data edges only (an op that only
-    waits for a tower, by a control dependency, takes nothing of it).
+    """Each op that writes a variable with data of a tower (an apply of the gradients), and
+    the towers none of its data comes from: what it computes with, followed back along data
+    edges only (an op that only waits for a tower, by a control dependency, takes nothing of
+    it). Every variable counts, trainable or not (which variables a program's graph calls
+    trainable is its process's word); one written with no tower's data (a global step's
+    increment) is none of these.
 
     >>> from simsync.ir import Op, Variable
     >>> g = Graph()
@@ -260,7 +263,7 @@ def updates_of(graph: Graph) -> list[dict[str, Any]]:
     towers = set(graph.towers)
     found = []
     for op in graph.ops():
-        if not any(graph.variables[v].trainable for v in op.writes if v in graph.variables):
+        if not op.writes:
             continue
         seen, stack, reached = {op.name}, [op.name], set()
         while stack:
@@ -271,7 +274,8 @@ def updates_of(graph: Graph) -> list[dict[str, Any]]:
                     tower = graph.op(tensor.src).tower
                     if tower is not None:
                         reached.add(tower)
-        found.append({"op": op.name, "missing": sorted(towers - reached)})
+        if reached:
+            found.append({"op": op.name, "missing": sorted(towers - reached)})
     return found
 
 

@@ -85,6 +85,8 @@ DEQUEUES = frozenset(
     {"QueueDequeueV2", "QueueDequeue", "QueueDequeueManyV2", "QueueDequeueMany",
      "QueueDequeueUpToV2", "QueueDequeueUpTo"}
 )  # fmt: skip
+#: the ops that make a variable (its handle, or the variable itself)
+_VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable", "VarHandleOpV2"})
 #: a ``ConditionalAccumulator`` (dense gradients; SyncReplicasOptimizer's, one per variable),
 #: a push to one (``apply_grad``, with the worker's local step) and a take (``take_grad(R)``)
 ACCUMULATORS = frozenset({"ConditionalAccumulator", "ResourceConditionalAccumulator"})
@@ -431,15 +433,13 @@ def training_fetches(graph: Any, names: Iterable[str]) -> list[str]:
 
 
 def left_out_updates(graph: Any, fetched: Iterable[Iterable[str]]) -> list[str]:
-    """The ops of ``graph`` that update a trainable variable (an optimizer's apply, an
-    assign, a scatter) that none of the ``fetched`` lists (op names, one list per looping
-    thread) runs: not a variable's initializer, nor what a saver restores. A graded
-    program's loop is timed with them too: which fetches its loop ran was its process's
-    word, and a forged list could leave its slow training out."""
-    trainable = set()
-    for variable in graph.get_collection("trainable_variables"):
-        handle = getattr(variable, "handle", None)
-        trainable.add((handle if handle is not None else variable).op.name)
+    """The ops of ``graph`` that update a variable (an optimizer's apply, an assign, a
+    scatter) that none of the ``fetched`` lists (op names, one list per looping thread)
+    runs: not a variable's initializer, nor what a saver restores. A graded program's loop
+    is timed with them too: which fetches its loop ran was its process's word, and a forged
+    list could leave its slow training out. Every variable counts, trainable or not: the
+    graph's collections are that process's word too."""
+    variables = {op.name for op in graph.get_operations() if op.type in _VARIABLE_OPS}
     initializers = {
         v.initializer.name
         for key in ("variables", "local_variables")
@@ -456,7 +456,7 @@ def left_out_updates(graph: Any, fetched: Iterable[Iterable[str]]) -> list[str]:
         if op.name in run or op.name in initializers:
             continue
         writes = any(word in op.type for word in ("Apply", "Assign", "Scatter"))
-        if not writes or not any(t.op.name in trainable for t in op.inputs[:1]):
+        if not writes or not any(t.op.name in variables for t in op.inputs[:1]):
             continue
         if any(u.type.startswith("Restore") for u in upstream([op])):
             continue  # a saver's restore

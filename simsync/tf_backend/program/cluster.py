@@ -88,14 +88,15 @@ def parse_tasks(text: str) -> dict[str, int]:
     jobs: dict[str, int] = {}
     for part in text.split(","):
         job, equals, count = part.strip().partition("=")
-        if not equals or not _JOB.fullmatch(job) or not count.strip().isdigit():
+        digits = count.strip()
+        if not equals or not _JOB.fullmatch(job) or not (digits.isascii() and digits.isdigit()):
             raise UsageError(
                 f"--tasks {text!r}: give each job and its number of tasks, such as "
                 "ps=1,worker=2 (a job's name in lower case letters, digits and _)"
             )
         if job in jobs:
             raise UsageError(f"--tasks {text!r}: job {job!r} is given twice")
-        jobs[job] = int(count)
+        jobs[job] = int(digits)
     if any(n < 1 for n in jobs.values()) or sum(jobs.values()) > MAX_TASKS:
         raise UsageError(
             f"--tasks {text!r}: every job has at least 1 task, and the cluster at most "

@@ -588,6 +588,12 @@ def _run_cluster(runner: _Runner, request: dict[str, Any], jobs: Mapping[str, in
             thread.start()
         for thread in started:
             thread.join()
+    first = outcomes.get(failed[0]) if failed else None
+    if first is not None:  # the task that failed first says why, before the ones it ended
+        said = _checked(first.said, f"{shown} (task {failed[0][0]} {failed[0][1]})")
+        if said.get("error") and said.get("answered") is not True:
+            error = printable(said["error"], one_line=True)[:MAX_ERROR]
+            raise ProgramError(f"{shown} (task {failed[0][0]} {failed[0][1]}): {error}")
     answers = []
     for job, index in training:
         outcome = outcomes.get((job, index))
