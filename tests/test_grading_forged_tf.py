@@ -5,6 +5,7 @@ folders; and it changes nothing of the next submission's grade or the reference'
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -278,11 +279,10 @@ _json.dumps = _dumps
 """
 
 
-def test_training_a_forged_export_leaves_out_of_its_fetches_is_timed_too(tmp_path):
-    """A loop that also trains a slow variable: a forged export that names only its first
-    fetch leaves that training out; the second process times every update of a trainable
-    variable all the same, so the forged step is no lighter than the honest one."""
-    program = _program(tmp_path, "slowtrain", FORGE_FETCHES)
+def _with_slow_training(tmp_path: Path, name: str, forge: str, slow_train: str) -> Any:
+    """The reference, ``forge`` after its imports, its loop also running ``slow_train``
+    (lines that make it from a 64 x 64 variable ``slow_w``), imported as a graded program."""
+    program = _program(tmp_path, name, forge)
     text = (program / "train.py").read_text()
     text = text.replace(
         "            _, loss_value = sess.run([train_op, loss])",
@@ -290,13 +290,23 @@ def test_training_a_forged_export_leaves_out_of_its_fetches_is_timed_too(tmp_pat
     ).replace(
         "        sess = tf.compat.v1.Session(",
         "        slow_w = tf.compat.v1.get_variable('slow_w', [64, 64])\n"
+        + slow_train
+        + "        sess = tf.compat.v1.Session(",
+    )
+    (program / "train.py").write_text(text)
+    return import_program(program / "train.py", export=True, cache=False, processes=1)
+
+
+def test_training_a_forged_export_leaves_out_of_its_fetches_is_timed_too(tmp_path):
+    """A loop that also trains a slow variable: a forged export that names only its first
+    fetch leaves that training out; the second process times every update of a trainable
+    variable all the same, so the forged step is no lighter than the honest one."""
+    slow_train = (
         "        slow = tf.reduce_sum(tf.matmul(tf.matmul(slow_w, slow_w), slow_w))\n"
         "        slow_train = tf.compat.v1.train.GradientDescentOptimizer(1e-6).minimize(\n"
         "            slow, var_list=[slow_w], name='slow_train')\n"
-        "        sess = tf.compat.v1.Session(",
     )
-    (program / "train.py").write_text(text)
-    imported = import_program(program / "train.py", export=True, cache=False, processes=1)
+    imported = _with_slow_training(tmp_path, "slowtrain", FORGE_FETCHES, slow_train)
     timed = [name for name in imported.graph.nx if name.startswith("slow_train")]
     assert timed, sorted(imported.graph.nx)[:20]
     assert len(imported.graph.towers) == 4
@@ -326,20 +336,11 @@ def test_an_update_of_a_variable_its_export_calls_untrainable_is_timed_too(tmp_p
     """The fourth attack: the slow training an assign, its variable taken out of the
     exported trainable collection (the process's word): every update of every variable is
     timed all the same."""
-    program = _program(tmp_path, "untrainable", FORGE_TRAINABLE)
-    text = (program / "train.py").read_text()
-    text = text.replace(
-        "            _, loss_value = sess.run([train_op, loss])",
-        "            _, loss_value, _ = sess.run([train_op, loss, slow_train])",
-    ).replace(
-        "        sess = tf.compat.v1.Session(",
-        "        slow_w = tf.compat.v1.get_variable('slow_w', [64, 64])\n"
+    slow_train = (
         "        slow_train = tf.compat.v1.assign_add(\n"
         "            slow_w, 1e-6 * tf.matmul(tf.matmul(slow_w, slow_w), slow_w))\n"
-        "        sess = tf.compat.v1.Session(",
     )
-    (program / "train.py").write_text(text)
-    imported = import_program(program / "train.py", export=True, cache=False, processes=1)
+    imported = _with_slow_training(tmp_path, "untrainable", FORGE_TRAINABLE, slow_train)
     assert any(op.writes == ("slow_w",) for op in imported.graph.ops()), sorted(imported.graph.nx)
 
 
