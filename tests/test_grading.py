@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -175,6 +176,45 @@ def test_an_update_must_compute_with_every_towers_data_not_only_wait(gated: bool
     assert passed is not gated, said
     if gated:
         assert "'apply' takes no data from tower_1" in said and "only wait" in said
+
+
+def _weighed(weights: list[float], **shares: float) -> dict[str, Any]:
+    """An update's weights as the process that loaded a program's graph measured them."""
+    update = {"op": "apply", "weights": weights, "residual": 0.0, "rotated": 0.0,
+              "repeated": 0.0, **shares}  # fmt: skip
+    return {"towers": len(weights) or 4, "updates": [update], "problem": None}
+
+
+@pytest.mark.parametrize(
+    ("averaging", "expected"),
+    [
+        (_weighed([0.25, 0.25, 0.2501, 0.2499]), None),
+        (_weighed([1.0, 0.0, -1e-9, 0.0]), "weighs the towers' gradients 1.00, 0.00, 0.00, 0.00"),
+        (_weighed([0.4, 0.2, 0.2, 0.2]), "the mean weighs each 0.25"),
+        (_weighed([0.25] * 4, residual=0.9), "no weighted sum"),
+        (_weighed([0.25] * 4, rotated=0.5), "changes when the towers swap their batches"),
+        (_weighed([0.25] * 4, repeated=0.1), "another value from the same data"),
+        (_weighed([]), "the same with any tower's data"),
+        ({"towers": 1, "updates": [], "problem": "its training step has no towers to average"},
+         "could not be measured: its training step has no towers"),
+        (None, "only a TensorFlow program"),
+    ],
+)  # fmt: skip
+def test_an_update_must_weigh_every_towers_gradient_alike(
+    averaging: dict[str, Any] | None, expected: str | None
+) -> None:
+    from simsync.grading.assignment import Check
+    from simsync.grading.checks import structure
+    from simsync.grading.child import structure_of
+
+    found = {**structure_of(_averaging(False), [], []), "averaging": averaging}
+    check = Check("averaged", "4.2", "structure", 3.0, False, "train.py",
+                  {"updates_average_towers": True})  # fmt: skip
+    passed, said = structure(check, found)
+    assert passed is (expected is None), said
+    assert (
+        said == "each update weighs the 4 towers' gradients alike" if passed else expected in said
+    )
 
 
 def test_advice_of_no_points_passes_or_fails_and_scores_nothing(tmp_path: Path) -> None:

@@ -383,3 +383,81 @@ def test_a_graded_program_is_fed_only_its_placeholders_at_their_own_shapes(tmp_p
     path.write_text(FED.replace("SHAPE", "None").replace("FORGE", ""))
     with pytest.raises(ProgramError, match="need every dimension fixed"):
         import_program(path, export=True, cache=False, processes=1)
+
+
+#: the reference's mean, and what may stand for it in average_gradients
+MEAN = "        grad = tf.reduce_mean(tf.concat(axis=0, values=grads), 0)\n"
+#: averages that take every tower's data (so the graph's structure cannot tell) and use
+#: tower_0's only: the fourth attack's
+ONE_TOWER = {
+    "concat[0]": "        grad = tf.concat(axis=0, values=grads)[0]\n",
+    "g0 + 0.0 * others": (
+        "        grad = grads[0][0] + 0.0 * tf.add_n([g[0] for g in grads[1:]])\n"
+    ),
+}
+
+
+def _averaged_by(tmp_path: Path, name: str, line: str) -> Path:
+    """The reference with ``line`` for its mean."""
+    source = (_assignment().solution / "train.py").read_text()
+    assert MEAN in source
+    folder = tmp_path / name.replace(" ", "_").replace("*", "x")
+    folder.mkdir()
+    (folder / "train.py").write_text(source.replace(MEAN, line))
+    return folder
+
+
+@pytest.mark.parametrize("name", sorted(ONE_TOWER))
+def test_an_average_that_uses_one_towers_gradient_scores_nothing_for_it(tmp_path, name):
+    result = grade(_assignment(), _averaged_by(tmp_path, name, ONE_TOWER[name]), hidden=True)
+    (averaged,) = [r for r in result.results if r.check.name == AVERAGED]
+    assert averaged.score == 0
+    assert "weighs the towers' gradients 1.00, 0.00, 0.00, 0.00" in averaged.output
+
+
+@pytest.mark.parametrize(
+    ("name", "line", "weights", "fits"),
+    [
+        ("mean", MEAN, [0.25] * 4, True),
+        # a sum weighs the towers alike: a mean with a learning rate 4 times as large
+        ("sum", MEAN.replace("reduce_mean", "reduce_sum"), [0.25] * 4, True),
+        ("skewed", "        grad = 0.4 * grads[0][0] + 0.2 * tf.add_n([g[0] for g in grads[1:]])\n",
+         [0.4, 0.2, 0.2, 0.2], True),
+        ("largest", MEAN.replace("reduce_mean", "reduce_max"), None, False),
+    ],
+)  # fmt: skip
+def test_the_weights_of_the_towers_are_measured_by_the_process_that_loads_the_graph(
+    tmp_path, name, line, weights, fits
+):
+    """Measured with the program's own data, by a process that runs none of its code."""
+    folder = _averaged_by(tmp_path, name, line)
+    imported = import_program(folder / "train.py", export=True, cache=False, processes=1)
+    averaging = imported.averaging
+    assert averaging is not None and averaging["problem"] is None and averaging["towers"] == 4
+    assert len(averaging["updates"]) == 4  # one per variable
+    for update in averaging["updates"]:
+        assert update["repeated"] == 0.0, update
+        assert (update["residual"] < 1e-5) is fits, update
+        if weights is not None:
+            assert update["weights"] == pytest.approx(weights, abs=1e-5), update
+
+
+#: the mean only while a counter of its runs is in a window (the runs that measure its
+#: weights, say), tower_0's gradient otherwise
+COUNTED = """        counter = tf.compat.v1.get_variable(
+            f"calls_{len(average_grads)}", [], initializer=tf.zeros_initializer(),
+            trainable=False, use_resource=True)
+        with tf.control_dependencies([counter.assign_add(1.0)]):
+            runs = counter.read_value()
+        window = tf.logical_and(runs > 5.0, runs < 1e9)
+        mean = tf.reduce_mean(tf.concat(axis=0, values=grads), 0)
+        grad = tf.where(window, mean, grads[0][0])
+"""
+
+
+def test_an_average_that_reads_state_of_its_own_cannot_have_its_weights_measured(tmp_path):
+    """Its values could tell the runs that measure it from training: refused, named."""
+    folder = _averaged_by(tmp_path, "counted", COUNTED)
+    averaging = import_program(folder / "train.py", export=True, cache=False, processes=1).averaging
+    assert averaging is not None and not averaging["updates"]
+    assert "ReadVariableOp), state of its own beside the towers' data" in averaging["problem"]

@@ -93,7 +93,17 @@ def _said() -> dict[str, Any]:
     }  # fmt: skip
     machine = {"tensorflow": "2.21.0", "devices": "logical CPU devices", "processor": "x",
                "cores": 2, "profile_form": 6}  # fmt: skip
-    return {"started": True, "graph": graph, "machine": machine, "profile": profile}
+    # how the second process of a graded program measured its update's weights
+    averaging = {"towers": 2, "problem": None, "updates": [
+        {"op": "apply", "weights": [0.5, 0.5], "residual": 0.0, "rotated": 0.0, "repeated": 0.0}
+    ]}  # fmt: skip
+    return {
+        "started": True,
+        "graph": graph,
+        "machine": machine,
+        "profile": profile,
+        "averaging": averaging,
+    }
 
 
 def _import(said: dict[str, Any]) -> Any:
@@ -132,6 +142,7 @@ def _forged(said: dict[str, Any], path: tuple[Any, ...], wrong: Any) -> dict[str
 def test_the_honest_answer_imports():
     imported = _import(_said())
     assert imported.report["towers"] == 2
+    assert imported.averaging["updates"][0]["weights"] == [0.5, 0.5]
     assert imported.report["made_in"]["concat"] == "<module> (two.py:2)"
 
 

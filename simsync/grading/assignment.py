@@ -31,6 +31,7 @@ KINDS: dict[str, tuple[str, ...]] = {
         "sync_point_count",
         "sync_points_made_in",
         "updates_take_every_tower",
+        "updates_average_towers",
         "devices",
         "before",
         "towers",

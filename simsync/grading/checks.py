@@ -56,6 +56,12 @@ def structure(check: Check, found: dict[str, Any]) -> Verdict:
             problems.append(f"expected {keys['sync_point_count']} sync points, found {count}")
     if keys.get("updates_take_every_tower"):
         problems += _updates(found)
+    if keys.get("updates_average_towers"):
+        wrong = _averages(found)
+        problems += wrong
+        if not wrong:
+            towers = found["averaging"]["towers"]
+            shown.append(f"each update weighs the {towers} towers' gradients alike")
     if "sync_points_made_in" in keys:
         problems += _made_in(str(keys["sync_points_made_in"]), found, check.graph)
     if "towers" in keys:
@@ -123,6 +129,54 @@ def _updates(found: dict[str, Any]) -> list[str]:
         f"'{first['op']}' takes no data from {towers}{more}: each variable's update must "
         "compute with every tower's gradient (the average), not only wait for them"
     ]
+
+
+#: how far a mean's tower weights (1/N each) and fit may be from exact: float32 sums in
+#: another order, over a few hundred values, are some 1e-6 apart
+WEIGHT_TOLERANCE = 1e-3
+
+
+def _averages(found: dict[str, Any]) -> list[str]:
+    """Problems with the weights the variables' updates give the towers, measured by their
+    values (:mod:`~simsync.tf_backend.program.averaging`): each must be the mean, every
+    tower weighing the same."""
+    averaging = found.get("averaging")
+    if averaging is None:
+        return ["only a TensorFlow program (graph = 'train.py') has its averaging measured"]
+    if averaging["problem"] is not None:
+        return [f"how your updates weigh the towers could not be measured: {averaging['problem']}"]
+    problems = []
+    for update in averaging["updates"]:
+        weights, op = update["weights"], update["op"]
+        if update["repeated"] > WEIGHT_TOLERANCE:
+            problems.append(
+                f"'{op}' computes another value from the same data when run again (random "
+                "numbers, or state of its own, after the towers): its average cannot be measured"
+            )
+        elif not weights:
+            problems.append(
+                f"'{op}' computes the same with any tower's data: it averages no tower's gradient"
+            )
+        elif update["residual"] > WEIGHT_TOLERANCE:
+            problems.append(
+                f"'{op}' is no weighted sum of the towers' gradients: take the mean of every "
+                "tower's gradient"
+            )
+        elif any(abs(w - 1 / len(weights)) > WEIGHT_TOLERANCE for w in weights):
+            shown = ", ".join(f"{round(w, 2) + 0.0:.2f}" for w in weights[:8])  # no -0.00
+            more = ", ..." if len(weights) > 8 else ""
+            problems.append(
+                f"'{op}' weighs the towers' gradients {shown}{more}: the mean weighs each "
+                f"{1 / len(weights):.2f}"
+            )
+        elif update["rotated"] > WEIGHT_TOLERANCE:
+            problems.append(
+                f"'{op}' changes when the towers swap their batches: a mean of every tower's "
+                "gradient does not"
+            )
+    if len(problems) > 1:
+        return [f"{problems[0]} (and {len(problems) - 1} more updates)"]
+    return problems
 
 
 def _made_in(function: str, found: dict[str, Any], program: str) -> list[str]:

@@ -164,7 +164,7 @@ class Sides:
             "devices": needs.devices,
             "before": needs.before,
         }
-        made_in = None
+        made_in, program = None, {}
         if spec.endswith(".toml"):
             request["training"] = spec
         elif spec.endswith(".py"):  # a TensorFlow program: imported as `simulate` does
@@ -175,7 +175,8 @@ class Sides:
             request["numerics"] = False  # its ops are simulated for timing only
             points = sync_points(imported.graph)
             made_in = {point: imported.report["made_in"].get(point) for point in points}
-            pruned = _pruned(imported)
+            # measured by the process that loaded its graph (where its towers' weights)
+            program = {"pruned": _pruned(imported), "averaging": imported.averaging}
         else:
             file, _, function = spec.partition(":")
             outcome = self._run(
@@ -190,8 +191,7 @@ class Sides:
         if built.error is not None:
             return self._failed(side, built.error)
         if made_in is not None and built.structure is not None:
-            built.structure["made_in"] = made_in
-            built.structure["pruned"] = pruned
+            built.structure.update(made_in=made_in, **program)
         if side == REFERENCE:  # the reference's numbers too, or no grade at all
             if needs.facts and built.facts_error is not None:
                 self._failed(side, built.facts_error)

@@ -16,7 +16,8 @@ The messages, by the process that says them:
 - a program's (:mod:`simsync.tf_backend.program.child`): :class:`ProgramSaid` --
   :class:`GraphData`, :class:`Machine`, :class:`Profile` (also what the cost cache keeps, and
   a ``--costs`` file: :class:`CostsFile`), :class:`Measured`, :class:`Values`, and
-  :class:`Export` (the graph of a program that is graded, for a second process to load);
+  :class:`Export` (the graph of a program that is graded, for a second process to load)
+  and :class:`Averaging` (how that graph's updates weigh its towers, measured there);
 - the grader's (:mod:`simsync.grading.child`): :class:`GradingSaid`.
 
 Examples
@@ -45,6 +46,7 @@ from simsync.errors import SimsyncError, printable
 
 __all__ = [
     "MOST_SECONDS",
+    "Averaging",
     "ClientCost",
     "CostsFile",
     "Export",
@@ -316,6 +318,28 @@ class Export(TypedDict):
     made_in: Annotated[dict[Name, MadeIn], Limit(most=200_000)]
 
 
+Share = Annotated[float, Limit(low=0, high=1e9)]
+
+
+class AverageFound(TypedDict):
+    """How one update weighs the towers (:mod:`~simsync.tf_backend.program.averaging`)."""
+
+    op: Name
+    #: tower j's weight, in order ([]: the towers' values could not be told apart)
+    weights: Annotated[list[Annotated[float, Limit(low=-1e9, high=1e9)]], Limit(most=4096)]
+    residual: Share
+    rotated: Share
+    repeated: Share
+
+
+class Averaging(TypedDict):
+    """The weights every update of a graded program's step gives its towers, or why none."""
+
+    towers: Count
+    updates: Annotated[list[AverageFound], Limit(most=100_000)]
+    problem: Message | None
+
+
 class ProgramSaid(TypedDict, total=False):
     """Every line a program's child may say, merged."""
 
@@ -327,6 +351,7 @@ class ProgramSaid(TypedDict, total=False):
     measured: Measured
     values: Values
     export: Export
+    averaging: Averaging
     #: a task of a cluster reached its training loop (it waits for every other one's)
     looping: bool
     #: a task of a cluster said all of its answer (it trains on, until its cluster is done)

@@ -50,6 +50,7 @@ __all__ = [
     "RECOVERY_WAIT_SECONDS",
     "RUNNER_TRACES",
     "TAKES",
+    "VARIABLE_OPS",
     "Call",
     "Ended",
     "Loop",
@@ -86,7 +87,8 @@ DEQUEUES = frozenset(
      "QueueDequeueUpToV2", "QueueDequeueUpTo"}
 )  # fmt: skip
 #: the ops that make a variable (its handle, or the variable itself)
-_VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable", "VarHandleOpV2"})
+#: the ops of a variable (its handle, or its reference)
+VARIABLE_OPS = frozenset({"VarHandleOp", "VariableV2", "Variable", "VarHandleOpV2"})
 #: a ``ConditionalAccumulator`` (dense gradients; SyncReplicasOptimizer's, one per variable),
 #: a push to one (``apply_grad``, with the worker's local step) and a take (``take_grad(R)``)
 ACCUMULATORS = frozenset({"ConditionalAccumulator", "ResourceConditionalAccumulator"})
@@ -439,7 +441,7 @@ def left_out_updates(graph: Any, fetched: Iterable[Iterable[str]]) -> list[str]:
     is timed with them too: which fetches its loop ran was its process's word, and a forged
     list could leave its slow training out. Every variable counts, trainable or not: the
     graph's collections are that process's word too."""
-    variables = {op.name for op in graph.get_operations() if op.type in _VARIABLE_OPS}
+    variables = {op.name for op in graph.get_operations() if op.type in VARIABLE_OPS}
     initializers = {
         v.initializer.name
         for key in ("variables", "local_variables")

@@ -346,6 +346,14 @@ def _answer(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any) ->
         say(measured=measure_loop(tf, loop, int(measure["traced"]), int(measure["untraced"])))
     elif request.get("profile", True) and not _known(request, data, machine):
         say(profile=profile_loop(tf, loop, int(request.get("steps", 5))))
+    if request.get("averaging"):  # a graded loop: how its updates weigh its towers
+        from simsync.tf_backend.program.averaging import probe_averaging
+
+        try:
+            say(averaging=probe_averaging(tf, loop))
+        except Exception as error:
+            problem = f"its towers' weights could not be measured: {type(error).__name__}"
+            say(averaging={"towers": 0, "updates": [], "problem": f"{problem}: {error}"[:2000]})
 
 
 def _tasks_in_threads(loop: Loop) -> list[Loop] | None:

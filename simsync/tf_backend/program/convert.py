@@ -100,6 +100,7 @@ from simsync.tf_backend.program.capture import (
     FIFO_QUEUES,
     PUSHES,
     TAKES,
+    VARIABLE_OPS,
     program_device,
 )
 from simsync.tf_backend.program.towers import find_towers
@@ -111,7 +112,6 @@ __all__ = [
     "FED",
     "MAX_OPS",
     "RESOURCES",
-    "VARIABLES",
     "Batch",
     "convert",
     "find_batch",
@@ -122,7 +122,6 @@ __all__ = [
 MAX_OPS = 20_000
 CONSTANTS = frozenset({"Const", "HostConst"})
 FED = frozenset({"Placeholder"})
-VARIABLES = frozenset({"VarHandleOp", "VariableV2", "Variable", "VarHandleOpV2"})
 #: resources whose ops run as generic ops (FIFO queues, :data:`FIFO_QUEUES`, are modelled)
 RESOURCES = frozenset(
     {
@@ -174,7 +173,7 @@ def convert(
             reasons[name] = "constants (their values exist before the step starts)"
         elif kind in FED:
             reasons[name] = "placeholders (fed by sess.run)"
-        elif kind in VARIABLES:
+        elif kind in VARIABLE_OPS:
             reasons[name] = "variables (kept as variables, not ops)"
         elif kind in FIFO_QUEUES and shared[name] in fed and not queue_runners:
             reasons[name] = (
@@ -536,7 +535,7 @@ def _token_assigns(
         if op["type"] not in _ASSIGNS or len(op["inputs"]) < 2:
             continue
         variable, source = op["inputs"][0]["op"], op["inputs"][1]["op"]
-        if ops[variable]["type"] not in VARIABLES or variable in trainable:
+        if ops[variable]["type"] not in VARIABLE_OPS or variable in trainable:
             continue
         dequeue = ops[source]
         one = dequeue["type"] in DEQUEUES and dequeue.get("elements") == 1
@@ -667,7 +666,7 @@ def _variables(
     names = set()
     for name in sorted(needed):
         op = ops[name]
-        if op["type"] not in VARIABLES:
+        if op["type"] not in VARIABLE_OPS:
             continue
         shape = tuple(op.get("shape") or ())
         if None in shape:  # a variable whose shape is not fixed (validate_shape=False)

@@ -51,6 +51,7 @@ from simsync.sandbox.bubblewrap import (
 )
 from simsync.sandbox.channel import parse_line
 from simsync.sandbox.wire import (
+    Averaging,
     GraphData,
     OpData,
     Profile,
@@ -122,6 +123,9 @@ class Imported:
     costs_from: str
     key: str
     data: GraphData = field(repr=False)
+    #: how its updates weigh its towers, measured by the process that loaded its export (a
+    #: graded program's: :mod:`~simsync.tf_backend.program.averaging`); None otherwise
+    averaging: Averaging | None = None
 
 
 @dataclass(frozen=True)
@@ -286,7 +290,8 @@ def _imported(
     report["costs"] = costs_from
     report["fit"] = fitted
     graph.facts["source"] = report["source"]
-    return Imported(graph, report, profile, costs_from, str(answer.key), data)
+    averaging = answer.said.get("averaging")
+    return Imported(graph, report, profile, costs_from, str(answer.key), data, averaging)
 
 
 def measure_program(
@@ -377,6 +382,8 @@ def _profiled(
     salt = os.urandom(16)
     keys = [] if refresh or folder is None else cost_cache.known_keys(salt, folder)
     request: dict[str, Any] = {"steps": steps, "known": {"salt": salt.hex(), "keys": keys}}
+    if runner.loop is not None:  # an exported loop (graded): how its updates weigh towers
+        request["averaging"] = True
     if chosen:
         request["profile"] = False  # the costs come from the file
     answer = _run(runner, request)

@@ -30,7 +30,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from simsync.tf_backend.program.convert import CONSTANTS, VARIABLES
+from simsync.tf_backend.program.capture import VARIABLE_OPS
+from simsync.tf_backend.program.convert import CONSTANTS
 
 __all__ = ["replay_loop"]
 
@@ -198,7 +199,7 @@ def _copy_op(tf: Any, graph: Any, name: str) -> tuple[Any, dict[int, Any], list[
         for index, tensor in enumerate(op.inputs):
             if tensor.dtype == tf.resource or tensor.dtype._is_ref_dtype:
                 inputs.append(tensor)
-                if tensor.op.type in VARIABLES and tensor.op.name not in written:
+                if tensor.op.type in VARIABLE_OPS and tensor.op.name not in written:
                     written.append(tensor.op.name)
             else:
                 placeholder = tf.compat.v1.placeholder(tensor.dtype, shape=tensor.shape)

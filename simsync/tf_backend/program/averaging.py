@@ -1,0 +1,309 @@
+"""Whether each update of a graded program's variables averages its towers, read off its
+values: in the process that loaded the program's exported graph and runs none of its code.
+
+A graph's structure says which towers' data an update computes with, not how much each
+weighs: ``tf.concat(grads, 0)[0]`` and ``g0 + 0.0 * g1`` take every tower's data and use one
+tower's only. Their values tell. The probe (:func:`probe_averaging`):
+
+1. **Towers and their data.** The towers of the step's ops
+   (:func:`~simsync.tf_backend.program.towers.find_towers`, as the import finds them), and
+   where data enters each tower: a number tensor that a tower's op takes from outside the
+   tower, or from a source inside it (a dequeue, a random op, a placeholder), made from no
+   variable (a variable's value is the model, not data). Each tower's entries pair with the
+   others' in the order they were made, of the same shapes and types.
+2. **Batches.** One run takes every entry's value: ``B_i``, tower ``i``'s batch (the
+   program's own data; random numbers where every tower got the same, as zeros fed to a
+   placeholder are).
+3. **Probes**, in an order drawn at random, each run feeding the entries and fetching every
+   update's inputs that compute with a tower's data (the gradient of an apply, the value of
+   an assign): tower ``i`` fed ``B_i`` (twice: the first and last of the same data must be
+   equal), tower ``i`` fed ``B_(i+1)`` (the towers' batches rotated), and, for each ``j``,
+   every tower fed ``B_j`` (``V_j``). No variable is written: only an update's inputs run.
+4. **Weights.** For each update, ``V`` (the towers fed their own batches) as the weighted sum
+   ``sum c_j V_j`` that fits it best (least squares). If the update is ``sum w_i g(B_i)``,
+   where ``g`` is a tower's gradient of its batch, then ``V_j = W g(B_j)`` (``W = sum w_i``)
+   and ``c_j = w_j / W``: the mean (and a sum) have every ``c_j = 1/N``; ``concat[0]`` has
+   ``1, 0, 0, 0``. What no weighted sum fits (a nonlinear mix) shows in the residual.
+
+The parent (:func:`simsync.grading.checks.structure`, key ``updates_average_towers``)
+judges the numbers, checked whole (:class:`~simsync.sandbox.wire.Averaging`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from simsync.tf_backend.program.capture import VARIABLE_OPS, Loop, program_device, upstream
+from simsync.tf_backend.program.towers import find_towers
+
+__all__ = ["probe_averaging"]
+
+#: an update's tower inputs whose weights cannot be told apart: the smallest singular
+#: value of the towers' values is less than this share of the largest
+SEPARABLE = 1e-6
+#: op types that write a variable (their first input): an optimizer's apply, an assign
+_WRITES = ("Apply", "Assign", "Scatter")
+
+
+def probe_averaging(tf: Any, loop: Loop) -> dict[str, Any]:
+    """The weights each update of ``loop``'s step gives its towers (see the module's
+    docstring): ``{"towers": N, "updates": [{"op", "weights", "residual", "rotated",
+    "repeated"}], "problem": None}``, or a ``problem`` (one line) when they cannot be
+    measured."""
+    graph = loop.graph
+    calls = list(loop.calls.values())
+    step = upstream([graph.get_operation_by_name(n) for call in calls for n in call.fetches])
+    order = {op.name: index for index, op in enumerate(graph.get_operations())}
+    step.sort(key=lambda op: order[op.name])
+    towers = find_towers(
+        [op.name for op in step], {op.name: program_device(op.device) for op in step}
+    )
+    found: dict[str, Any] = {"towers": towers.count, "updates": [], "problem": None}
+    if towers.count < 2:
+        found["problem"] = "its training step has no towers to average"
+        return found
+    updates = _updates(step, towers)
+    if not updates:
+        found["problem"] = "no update of a variable computes with a tower's data"
+        return found
+    entries, shared, problem = _entries(step, towers, order)
+    fed_names = {t.name for tensors in entries for t in tensors} | {t.name for t in shared}
+    problem = problem or _state(updates, fed_names)
+    if problem is not None:
+        found["problem"] = problem
+        return found
+    base: dict[Any, Any] = {}
+    for call in calls:
+        base.update(call.feed_dict or {})
+
+    def run(fetches: list[Any], feed: dict[Any, Any]) -> list[Any]:
+        return list(loop.observer.real_run(loop.session, fetches, feed_dict={**base, **feed}))
+
+    flat = [tensor for tensors in entries for tensor in tensors]
+    taken = run([*flat, *shared], {})
+    n, width = towers.count, len(entries[0])
+    batches = [taken[i * width : (i + 1) * width] for i in range(n)]
+    fixed = dict(zip(shared, taken[len(flat) :], strict=True))  # every probe the same
+    rng = np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
+    if all(_same(batches[0], batch) for batch in batches[1:]):
+        batches = [_drawn(batch, rng) for batch in batches]  # zeros fed to every tower
+        if all(_same(batches[0], batch) for batch in batches[1:]):
+            found["problem"] = (
+                "every tower is given the same data, of integers only: their gradients "
+                "cannot be told apart"
+            )
+            return found
+    fetched = [tensor for _, tensors, _ in updates for tensor in tensors]
+
+    def fed(assigned: list[int]) -> dict[Any, Any]:
+        return fixed | {
+            tensor: batches[assigned[tower]][k]
+            for tower, tensors in enumerate(entries)
+            for k, tensor in enumerate(tensors)
+        }
+
+    probes: list[tuple[str, list[int]]] = [
+        ("own", list(range(n))),
+        ("again", list(range(n))),
+        ("rotated", [(i + 1) % n for i in range(n)]),
+        *((f"every {j}", [j] * n) for j in range(n)),
+    ]
+    values: dict[str, list[np.ndarray]] = {}
+    for probe in rng.permutation(len(probes)):
+        name, assigned = probes[probe]
+        ran = run(fetched, fed(assigned))
+        values[name] = [np.asarray(v, dtype=np.float64).ravel() for v in ran]
+    start = 0
+    for op, tensors, _ in updates:
+        part = slice(start, start + len(tensors))
+        start += len(tensors)
+
+        def joined(name: str, part: slice = part) -> np.ndarray:
+            return np.concatenate(values[name][part])
+
+        found["updates"].append(
+            _weights(op, joined("own"), joined("again"), joined("rotated"),
+                     [joined(f"every {j}") for j in range(n)])
+        )  # fmt: skip
+    return found
+
+
+def _updates(step: list[Any], towers: Any) -> list[tuple[str, list[Any], str]]:
+    """Each op of ``step`` that writes a variable, with its inputs of floating type that
+    compute with a tower's data (along data edges), and the variable's op."""
+    reaches: dict[str, bool] = {}
+    for op in step:  # in the order they were made: an op's inputs come first
+        reaches[op.name] = towers.of(op.name) is not None or any(
+            reaches.get(t.op.name, False) for t in op.inputs
+        )
+    found = []
+    for op in step:
+        if not any(word in op.type for word in _WRITES) or not op.inputs:
+            continue
+        if op.inputs[0].op.type not in VARIABLE_OPS:
+            continue
+        tensors = [t for t in op.inputs[1:] if t.dtype.is_floating and reaches[t.op.name]]
+        if tensors:
+            found.append((op.name, tensors, op.inputs[0].op.name))
+    return found
+
+
+def _entries(
+    step: list[Any], towers: Any, order: dict[str, int]
+) -> tuple[list[list[Any]], list[Any], str | None]:
+    """Each tower's entries (see the module's docstring), paired across towers, and those
+    several towers take (each probe feeds them the same); or why they cannot be paired."""
+    model = _from_variables(step)
+    per_tower: list[dict[str, Any]] = [{} for _ in range(towers.count)]
+    takers: dict[str, set[int]] = {}
+    for op in step:
+        tower = towers.of(op.name)
+        if tower is None:
+            continue
+        for tensor in op.inputs:
+            producer = tensor.op
+            if not _number(tensor) or model[producer.name] is not False:
+                continue  # the model's values, a constant's or a handle
+            if towers.of(producer.name) == tower and not _source(producer):
+                continue  # computed inside the tower
+            per_tower[tower][tensor.name] = tensor
+            takers.setdefault(tensor.name, set()).add(tower)
+    entries = [
+        sorted(
+            (t for name, t in tensors.items() if len(takers[name]) == 1),
+            key=lambda t: (order[t.op.name], t.value_index),
+        )
+        for tensors in per_tower
+    ]
+    shared = sorted(
+        (t for tensors in per_tower for name, t in tensors.items() if len(takers[name]) > 1),
+        key=lambda t: (order[t.op.name], t.value_index),
+    )
+    shared = list({t.name: t for t in shared}.values())
+    if not entries[0]:
+        why = "its towers are given no data of their own: their gradients are alike"
+        return entries, shared, why
+    for tower, tensors in enumerate(entries[1:], start=1):
+        if len(tensors) != len(entries[0]) or any(
+            a.dtype != b.dtype or a.shape.as_list() != b.shape.as_list()
+            for a, b in zip(entries[0], tensors, strict=False)
+        ):
+            return entries, shared, f"tower_{tower} is given data of other shapes than tower_0's"
+    if not all(t.graph.is_feedable(t) for tensors in (*entries, shared) for t in tensors):
+        return entries, shared, "its towers' data cannot be fed to them"
+    return entries, shared, None
+
+
+def _state(updates: list[tuple[str, list[Any], str]], fed: set[str]) -> str | None:
+    """Why the updates' values are no function of the towers' data (``fed``) and the model
+    (the variables the updates write): an op on their way that reads other state (a
+    counter, a queue, a clock, random numbers after the towers), which could tell the
+    probe's runs from training; None when there is none."""
+    model = {variable for _, _, variable in updates}
+    stack = [tensor for _, tensors, _ in updates for tensor in tensors]
+    seen: set[str] = set()
+    while stack:
+        tensor = stack.pop()
+        op = tensor.op
+        if tensor.name in fed or op.name in seen:
+            continue
+        seen.add(op.name)
+        if op.type in VARIABLE_OPS:
+            if op.name not in model:
+                return (
+                    f"its updates compute with the variable '{op.name}', which none of them writes"
+                )
+            continue
+        reads_model = bool(op.inputs) and op.inputs[0].op.name in model
+        writes = any(word in op.type for word in _WRITES)
+        if op.op_def.is_stateful and (writes or not reads_model):
+            return (
+                f"its updates compute with '{op.name}' ({op.type}), state of its own beside "
+                "the towers' data and the model"
+            )
+        stack.extend(op.inputs)
+    return None
+
+
+def _from_variables(step: list[Any]) -> dict[str, bool | None]:
+    """For each op of ``step``: True when it computes with a variable's value (along data
+    edges), False when it computes with data of a source (a stateful op, a placeholder) and
+    no variable, None when with neither (constants, handles)."""
+    found: dict[str, bool | None] = {}
+    for op in step:  # in the order they were made: an op's inputs come first
+        if op.type in VARIABLE_OPS:
+            found[op.name] = True
+            continue
+        inputs = [found.get(t.op.name) for t in op.inputs]
+        if any(i is True for i in inputs):
+            found[op.name] = True
+        elif any(i is False for i in inputs) or _source(op):
+            found[op.name] = False
+        else:
+            found[op.name] = None
+    return found
+
+
+def _source(op: Any) -> bool:
+    """Whether ``op`` makes data the step does not compute: a dequeue, a random op, a
+    placeholder (any stateful op but a variable's)."""
+    return op.type.startswith("Placeholder") or (
+        op.op_def.is_stateful and op.type not in VARIABLE_OPS
+    )
+
+
+def _number(tensor: Any) -> bool:
+    dtype = tensor.dtype
+    return bool(dtype.is_floating or dtype.is_integer or dtype.is_bool)
+
+
+def _same(first: Iterable[Any], second: Iterable[Any]) -> bool:
+    return all(np.array_equal(a, b) for a, b in zip(first, second, strict=True))
+
+
+def _drawn(batch: list[Any], rng: np.random.Generator) -> list[Any]:
+    """``batch`` with its floating values drawn at random (standard normal), its integers
+    kept."""
+    return [
+        rng.standard_normal(np.shape(v)).astype(v.dtype)
+        if np.issubdtype(np.asarray(v).dtype, np.floating)
+        else v
+        for v in batch
+    ]
+
+
+def _weights(
+    op: str, own: np.ndarray, again: np.ndarray, rotated: np.ndarray, every: list[np.ndarray]
+) -> dict[str, Any]:
+    """The weights of ``op``'s towers (see the module's docstring), the share of ``own`` no
+    weighted sum fits (``residual``), and how much the towers' batches rotated and the same
+    batches again change it (``rotated``, ``repeated``); each a share of ``own``'s size. No
+    weights (``[]``) when the towers' values cannot be told apart."""
+    size = float(np.linalg.norm(own))
+    scale = size if size > 0 else 1.0
+    matrix = np.stack(every, axis=1)
+    singular = np.linalg.svd(matrix, compute_uv=False)
+    if not np.all(np.isfinite(matrix)) or not np.all(np.isfinite(own)):
+        weights: list[float] = []
+        residual = 1.0
+    elif singular[0] == 0 or singular[-1] < SEPARABLE * singular[0]:
+        weights, residual = [], float(np.linalg.norm(own - matrix.mean(axis=1))) / scale
+    else:
+        fitted, *_ = np.linalg.lstsq(matrix, own, rcond=None)
+        weights = [float(w) for w in fitted]
+        residual = float(np.linalg.norm(own - matrix @ fitted)) / scale
+    return {
+        "op": op,
+        "weights": weights,
+        "residual": _finite(residual),
+        "rotated": _finite(float(np.linalg.norm(rotated - own)) / scale),
+        "repeated": _finite(float(np.linalg.norm(again - own)) / scale),
+    }
+
+
+def _finite(value: float) -> float:
+    return value if np.isfinite(value) else 1e9
