@@ -461,3 +461,34 @@ def test_an_average_that_reads_state_of_its_own_cannot_have_its_weights_measured
     averaging = import_program(folder / "train.py", export=True, cache=False, processes=1).averaging
     assert averaging is not None and not averaging["updates"]
     assert "ReadVariableOp), state of its own beside the towers' data" in averaging["problem"]
+
+
+#: the export says a second thread loops, training one variable only: a light step beside
+#: the real one would shorten the mean
+FORGE_CLIENT = """
+import json as _json
+
+_real_dumps = _json.dumps
+
+
+def _dumps(value, *args, **kwargs):
+    if isinstance(value, dict) and "export" in value:
+        light = [n for n in _json.loads(_real_dumps(value))["export"]["made_in"]
+                 if n.startswith("apply_gradients/update_hidden/biases/")
+                 and n.endswith("ApplyGradientDescent")]
+        value["export"]["clients"].append({"thread": "light", "fetches": light, "feeds": {}})
+    return _real_dumps(value, *args, **kwargs)
+
+
+_json.dumps = _dumps
+"""
+
+
+def test_a_thread_a_forged_export_says_loops_on_part_of_the_step_is_not_timed(tmp_path):
+    imported = import_program(
+        _program(tmp_path, "light", FORGE_CLIENT) / "train.py",
+        export=True,
+        cache=False,
+        processes=1,
+    )
+    assert [c.name for c in imported.graph.clients] == ["main"]

@@ -216,8 +216,11 @@ def _exported_calls(graph: Any, loop: dict[str, Any]) -> dict[str, Call]:
     fetched (a loss to print) was the program's process's word, and is left out of what is
     timed; and the first also runs every update of a trainable variable that no thread's
     fetches run (:func:`~simsync.tf_backend.program.capture.left_out_updates`): leaving its
-    slow training out of the list would time a lighter step. It feeds placeholders, each
-    zeros of its own static shape and type, read off the graph: the ones it said it fed,
+    slow training out of the list would time a lighter step. A thread whose step runs a
+    part of another's only is left out: which threads loop is that process's word too, and
+    a light one said beside the real loop would shorten the mean step. It feeds
+    placeholders, each zeros of its own static shape and type, read off the graph: the ones
+    it said it fed,
     and those the updates it left out need. How large they are would be that process's word
     too (feeding a concat's input prunes what made it; a batch of 0 costs nothing), so a
     placeholder of a dimension not fixed cannot be timed and is said so."""
@@ -234,6 +237,13 @@ def _exported_calls(graph: Any, loop: dict[str, Any]) -> dict[str, Call]:
             raise Ended(f"its exported loop does not fit its graph: {error}") from None
         every.append(fetches)
         calls[client["thread"]] = (fetches, feeds)
+    runs = {
+        thread: {op.name for op in upstream([graph.get_operation_by_name(n) for n in fetches])}
+        for thread, (fetches, _) in calls.items()
+    }
+    for thread, ran in runs.items():  # a lighter loop said beside the one that trains
+        if any(ran < other for other in runs.values()):
+            del calls[thread]
     first = next(iter(calls), None)
     if first is not None:
         fetches, feeds = calls[first]
