@@ -23,7 +23,13 @@ from simsync.tf_backend.program import Imported, import_program
 from simsync.tf_backend.program.fit import simulate_graph
 from simsync.tf_backend.program.load import PROGRAM_SUFFIXES
 from simsync.tf_backend.program.modes import MODE_CHANGES, ModeChange
-from simsync.tf_backend.program.whatif import with_batch, with_link, with_speeds, with_towers
+from simsync.tf_backend.program.whatif import (
+    on_devices_of_their_own,
+    with_batch,
+    with_link,
+    with_speeds,
+    with_towers,
+)
 
 __all__ = [
     "PREDICTION_STEPS",
@@ -68,6 +74,9 @@ class ProgramRun:
     values: dict[str, Any] | None = None
     #: why there are no values, when asked for and there are none
     no_values: str = ""
+    #: the same graph simulated as on GPUs, where this machine's cores are fewer than its
+    #: towers (:func:`on_gpus`), or None
+    on_gpus: dict[str, Any] | None = None
 
 
 def is_program(path: str | os.PathLike[str]) -> bool:
@@ -150,9 +159,30 @@ def simulate_program(
     graph, lines = what_if(imported.graph, changes)
     sim = simulate_graph(graph, steps, name=Path(path).stem, source=str(path), seed=seed)
     run = ProgramRun(imported, graph, sim, lines)
+    run.on_gpus = on_gpus(graph, steps, seed, str(path))
     if values:
         program_values(path, run, args=args)
     return run
+
+
+def on_gpus(graph: Graph, steps: int, seed: int, source: str) -> dict[str, Any] | None:
+    """Where this machine's cores are fewer than the towers of ``graph`` (so its logical
+    devices take turns on them, which GPUs would not): the same graph simulated with each
+    tower's device its own (:func:`~simsync.tf_backend.program.whatif.on_devices_of_their_own`),
+    its mean step and how often each tower came last at a sync point, of ``meetings`` (the
+    sync points' steps). None elsewhere."""
+    own = on_devices_of_their_own(graph)
+    if own is None:
+        return None
+    alone, line = own
+    found = summary(simulate_graph(alone, steps, name=graph.name, source=source, seed=seed))
+    last: dict[str, int] = {}
+    for counts in found["waited_for"].values():
+        for tower, count in counts.items():
+            last[tower] = last.get(tower, 0) + int(count)
+    meetings = steps * len(found["waited_for"])  # a sync point in a step
+    return {"line": line, "step_time": found["step_time"]["mean"], "last": last,
+            "meetings": meetings}  # fmt: skip
 
 
 def program_values(
@@ -303,4 +333,5 @@ def program_summary(run: ProgramRun) -> dict[str, Any]:
         name: report["made_in"].get(name) for name in result["sync_points"]
     }
     result["what_if"] = run.changes
+    result["on_gpus"] = run.on_gpus
     return result

@@ -3,7 +3,7 @@ their article ("a queue", "an element")."""
 
 from __future__ import annotations
 
-__all__ = ["article", "plural"]
+__all__ = ["article", "ms", "plural"]
 
 
 def plural(count: float, noun: str, many: str | None = None) -> str:
@@ -30,3 +30,12 @@ def article(noun: str) -> str:
     ('a queue', 'an element')
     """
     return f"an {noun}" if noun[:1] in "aeiou" else f"a {noun}"
+
+
+def ms(seconds: float | None) -> str:
+    """Seconds as milliseconds, to the microsecond; ``–`` for none.
+
+    >>> ms(0.00177), ms(None)
+    ('1.770', '–')
+    """
+    return "–" if seconds is None else f"{seconds * 1e3:.3f}"

@@ -662,3 +662,36 @@ def test_a_one_device_program_under_one_scope_folds_into_the_scopes_below_it():
     assert not graph.towers
     boxes = sorted(op.name for op in folded_by_scope(graph).ops())
     assert len(boxes) > 1 and all(box.startswith("Train/") for box in boxes), boxes
+
+
+def test_where_the_towers_outnumber_the_cores_the_gpu_answer_is_said_beside_this_machines():
+    """8 towers on this machine's 2 cores take turns; on GPUs, each on a device of its own,
+    the half-speed towers are the ones the others wait for (issue: lesson 1's program with
+    --towers 8 --speeds 1,0.8,0.5,1 named no straggler)."""
+    from simsync.engine import summary
+    from simsync.ir import LOCALHOST
+    from simsync.programs import on_gpus
+    from simsync.tf_backend.program.fit import simulate_graph
+    from simsync.tf_backend.program.whatif import with_speeds
+    from simsync.viz.program import on_gpus_lines
+
+    graph, _ = convert(_two_towers(), None)
+    for op in graph.ops():
+        if op.tower is not None:  # each tower's work: 1 ms at speed 1
+            graph.replace_op(dataclasses.replace(op, cost=Cost(5e-4)))
+    graph, _ = with_speeds(with_towers(graph, 8)[0], [1, 0.8, 0.5, 1])
+    assert on_gpus(graph, 20, 0, "two.py") is None  # devices of their own already
+    graph.host_cores[LOCALHOST] = 2
+    found = on_gpus(graph, 20, 0, "two.py")
+    assert found is not None
+    assert found["line"] == (
+        "here the 8 towers share 2 cores; on GPUs each tower has a device of its own"
+    )
+    half = {"tower_2", "tower_6"}
+    assert sum(found["last"].get(t, 0) for t in half) >= found["meetings"]
+    assert not {t for t, n in found["last"].items() if n} - half  # only they come last there
+    here = summary(simulate_graph(graph, 20, name="two", source="two.py", seed=0))
+    assert found["step_time"] < here["step_time"]["mean"]  # 2 cores for 8 towers' work
+    lines = on_gpus_lines({"step_time": here["step_time"], "on_gpus": found})
+    assert lines[-1].startswith("  last at a sync point there: tower_2 100 %, tower_6 100 %")
+    assert max(len(line) for line in lines) <= 78  # 80 columns, indented by the report

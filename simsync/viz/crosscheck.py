@@ -9,7 +9,7 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-from simsync.words import plural
+from simsync.words import ms, plural
 
 if TYPE_CHECKING:  # the cross-check is not imported to draw what it found
     from simsync.crosscheck.report import (
@@ -49,10 +49,6 @@ REMEDY = {
 
 def _mark(ok: bool) -> Text:
     return Text("✓ agree", style="bold green") if ok else Text("✗ DISAGREE", style="bold red")
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.3f}"
 
 
 def _percent(error: float | None) -> str:
@@ -154,13 +150,13 @@ class CrossCheckView:
         yield self._gradients(r["protocol"])
         timing = r["timing"]
         yield Text(
-            f"Time between applies: predicted {_ms(timing['predicted_step_time'])} ms, "
-            f"measured {_ms(timing['measured_step_time'])} ms ({_percent(timing['error'])})."
+            f"Time between applies: predicted {ms(timing['predicted_step_time'])} ms, "
+            f"measured {ms(timing['measured_step_time'])} ms ({_percent(timing['error'])})."
         )
         priced = timing.get("priced")
         if priced:
             costs = ", ".join(
-                f"{k} {_ms(v)} ms" for k, v in sorted(priced["costs"].items()) if k in COST_KEYS
+                f"{k} {ms(v)} ms" for k, v in sorted(priced["costs"].items()) if k in COST_KEYS
             )
             yield Text(
                 f"Priced for this machine: the tasks are processes sharing its "
@@ -168,7 +164,7 @@ class CrossCheckView:
                 f"{priced['core_efficiency']:.2f} with all busy), and the cluster's own ops "
                 f"cost what a reference cluster measured here once ({costs}). The scenario's "
                 f"own costs, a task per host, would predict "
-                f"{_ms(priced['unpriced_step_time'])} ms."
+                f"{ms(priced['unpriced_step_time'])} ms."
             )
         elif timing["error"] is not None and abs(timing["error"]) > 0.1:
             yield Text(
@@ -324,23 +320,23 @@ class CrossCheckView:
             table.add_column(column, justify="right" if column != "what" else "left")
         table.add_row(
             Text("step time, mean", style="bold"),
-            _ms(timing["predicted_step_time"]),
-            _ms(timing["measured_step_time"]),
+            ms(timing["predicted_step_time"]),
+            ms(timing["measured_step_time"]),
             _percent(timing["error"]),
         )
         low, high = timing["measured_interval"]
         table.add_row(
             "step time, median",
-            _ms(timing["predicted_median_step_time"]),
-            f"{_ms(timing['measured_median_step_time'])}\n({_ms(low)}–{_ms(high)})",
+            ms(timing["predicted_median_step_time"]),
+            f"{ms(timing['measured_median_step_time'])}\n({ms(low)}–{ms(high)})",
             _percent(timing["error_median"]),
         )
         for kind, row in timing["ops"].items():
             timed_by = TIMED_BY.get(row["timed_by"], "")
             table.add_row(
                 f"  {kind} op{timed_by}",
-                _ms(row["predicted"]),
-                _ms(row["measured"]),
+                ms(row["predicted"]),
+                ms(row["measured"]),
                 _percent(row["error"]),
             )
         return table
@@ -379,11 +375,11 @@ def _refit(refit: RefitReport) -> Text:
     return Text(
         "Measured again in this session, between its timed steps, since this machine's load "
         "changes (the cached profile's values in brackets): each sess.run's own time "
-        f"{_ms(session[1])} ms ({_ms(session[0])}), real seconds per second of compute "
+        f"{ms(session[1])} ms ({ms(session[0])}), real seconds per second of compute "
         f"{scale[1]:.2f} ({scale[0]:.2f}), speed of busy cores sharing the machine "
         f"{efficiency[1]:.2f} ({efficiency[0]:.2f}). The predictions above use today's values; "
         f"with the cached profile the median step would be "
-        f"{_ms(refit['cached_predicted_median_step_time'])} ms"
+        f"{ms(refit['cached_predicted_median_step_time'])} ms"
         + (f", off by {_percent(error)} from the measured median." if error is not None else "."),
         style="dim",
     )
@@ -397,11 +393,11 @@ def _drift(machine: MachineCheck | None, refitted: bool = False) -> RenderResult
     faster = machine["predicted"] > machine["interval"][1]
     yield Text(
         f"Steps with {VARIANTS[machine['variant']][1]} took "
-        f"{_ms(machine['measured'])} ms here, where this machine's profile predicts "
-        f"{_ms(machine['predicted'])} ms"
+        f"{ms(machine['measured'])} ms here, where this machine's profile predicts "
+        f"{ms(machine['predicted'])} ms"
         + (
-            f", and the scenario's own steps {_ms(own['measured'])} ms where it predicts "
-            f"{_ms(own['predicted'])} ms"
+            f", and the scenario's own steps {ms(own['measured'])} ms where it predicts "
+            f"{ms(own['predicted'])} ms"
             if (own := machine.get("scenario"))
             else ""
         )

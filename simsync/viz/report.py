@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from simsync.trace import Update, named_straggler, stalest_client, straggler
-from simsync.words import plural
+from simsync.words import ms, plural
 
 if TYPE_CHECKING:
     from simsync.engine.results import Summary
@@ -32,10 +32,6 @@ _STEP_TIMES: tuple[Literal["mean", "p50", "p95"], ...] = ("mean", "p50", "p95")
 
 #: The note of a tower last clearly most often that is no straggler (it queued).
 IN_LINE = "◀ last in line"
-
-
-def _ms(seconds: float | None) -> str:
-    return "–" if seconds is None else f"{seconds * 1e3:.3f}"
 
 
 class SummaryView:
@@ -81,7 +77,7 @@ class SummaryView:
         if path.get("ops"):
             yield Text(
                 f"critical path at mean costs, without contention "
-                f"({_ms(path.get('seconds'))} ms): " + " → ".join(path_by_scope(path["ops"])),
+                f"({ms(path.get('seconds'))} ms): " + " → ".join(path_by_scope(path["ops"])),
                 style="dim",
             )
             note = critical_path_note(
@@ -134,7 +130,7 @@ class SummaryView:
         table.add_column("value", justify="right")
         label = "update time" if asynchronous else "step time"
         for key in _STEP_TIMES:
-            table.add_row(f"{label} {key} (ms)", _ms(stats.get(key) if stats else None))
+            table.add_row(f"{label} {key} (ms)", ms(stats.get(key) if stats else None))
         throughput = s.get("throughput")
         table.add_row("throughput (samples/s)", "–" if throughput is None else f"{throughput:,.0f}")
         if asynchronous:
@@ -255,13 +251,13 @@ class SummaryView:
         for i, tower in enumerate(shown):
             count = last.get(tower, 0)
             if together and i == 0:
-                yield tower, _ms(waits[tower]), f"{count}/{runs}", "together", "dim"
+                yield tower, ms(waits[tower]), f"{count}/{runs}", "together", "dim"
             elif tower == slowest and in_line:
-                yield tower, _ms(waits[tower]), f"{count}/{runs}", IN_LINE, "yellow"
+                yield tower, ms(waits[tower]), f"{count}/{runs}", IN_LINE, "yellow"
             elif tower == slowest:
-                yield tower, _ms(waits[tower]), f"{count}/{runs}", "◀ straggler", "bold red"
+                yield tower, ms(waits[tower]), f"{count}/{runs}", "◀ straggler", "bold red"
             else:
-                yield tower, _ms(waits[tower]), f"{count}/{runs}", "", ""
+                yield tower, ms(waits[tower]), f"{count}/{runs}", "", ""
         if len(towers) > len(shown):
             yield "…", "", "", f"+{len(towers) - len(shown)} towers", "dim"
 
@@ -349,16 +345,16 @@ def critical_path_note(
     if step > path:
         vary = " (its times vary from step to step)" if varied else ""
         return (
-            f"The mean step ({_ms(step)} ms) is longer than this path: a step waits for its "
+            f"The mean step ({ms(step)} ms) is longer than this path: a step waits for its "
             f"slowest compute{vary} and for devices and links busy with other work, which this "
             "path, at mean costs and alone on the machine, leaves out."
         )
     if clients > 1:
         return (
-            f"The mean step ({_ms(step)} ms) is shorter than this path: it is {clients} clients' "
+            f"The mean step ({ms(step)} ms) is shorter than this path: it is {clients} clients' "
             "steps, and this path is the longest of them: the others' steps are shorter."
         )
-    return f"The mean step ({_ms(step)} ms) is shorter than this path: " + (
+    return f"The mean step ({ms(step)} ms) is shorter than this path: " + (
         "its compute times were shorter than their mean." if varied else "clients overlapped."
     )
 

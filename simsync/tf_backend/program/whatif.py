@@ -61,6 +61,7 @@ __all__ = [
     "MAX_TOWERS",
     "bytes_out",
     "copied_from",
+    "on_devices_of_their_own",
     "run_only",
     "scaled",
     "state_of",
@@ -336,6 +337,36 @@ def with_speeds(graph: Graph, speeds: list[float]) -> tuple[Graph, str]:
         each = ", ".join(f"tower_{t} {given[t]:g}" for t in towers)
         line += f" ({plural(len(speeds), 'speed')} for {plural(len(towers), 'tower')}: {each})"
     return new, line
+
+
+def on_devices_of_their_own(graph: Graph) -> tuple[Graph, str] | None:
+    """``graph`` as it would run on GPUs, each tower's device one of its own, where this
+    machine's cores are fewer than its towers (their logical devices share the cores, and
+    so take turns): its ops at the same costs, no longer sharing a pool of cores; with one
+    line that says so. None where the towers' devices do not share fewer cores than there
+    are towers (the graph runs on them as it would on GPUs).
+
+    >>> from simsync.ir import Device, LOCALHOST, Op
+    >>> g = Graph()
+    >>> for i in range(4):
+    ...     g.add_device(Device(f"/gpu:{i}", kind="gpu"))
+    ...     _ = g.add_op(Op(f"tower_{i}/grad", "generic", f"/gpu:{i}", tower=i))
+    >>> on_devices_of_their_own(g) is None
+    True
+    >>> g.host_cores[LOCALHOST] = 2
+    >>> own, line = on_devices_of_their_own(g)
+    >>> own.host_cores, line
+    ({}, 'here the 4 towers share 2 cores; on GPUs each tower has a device of its own')
+    """
+    towers = len(graph.towers)
+    cores = min(graph.host_cores.values(), default=None)
+    if cores is None or towers <= cores:
+        return None
+    new = _copy(graph)
+    new.host_cores.clear()
+    new.core_efficiency.clear()
+    own = "on GPUs each tower has a device of its own"
+    return new, f"here the {towers} towers share {plural(cores, 'core')}; {own}"
 
 
 #: the largest batch ``--batch`` asks for
