@@ -96,6 +96,17 @@ def test_graph_formats(tmp_path: Path, fmt: str) -> None:
         assert b"average_gradients" in data
 
 
+def test_graph_writes_the_format_its_outputs_suffix_names(tmp_path: Path) -> None:
+    """`graph FILE -o graph.png` wrote text into graph.png: the suffix chooses the format."""
+    for name, start in (("graph.png", b"\x89PNG"), ("graph.gv", b"digraph")):
+        result = run("graph", FOUR, "-o", str(tmp_path / name))
+        assert result.returncode == 0, result.stderr
+        assert (tmp_path / name).read_bytes().startswith(start)
+    result = run("graph", FOUR, "--format", "text", "-o", str(tmp_path / "text.png"))
+    assert result.returncode == 2 and not (tmp_path / "text.png").exists()
+    assert "--format text writes text, not a PNG" in result.stderr
+
+
 def test_calibrate_steps_apply_only_to_a_file() -> None:
     # this machine's own profile is measured on fixed steps: --steps there would be ignored
     result = run("calibrate", "--steps", "5")

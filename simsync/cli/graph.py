@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from simsync.cli.options import add_command, common, positive_int
@@ -27,9 +28,9 @@ def add(commands: Any) -> None:
     )
     p.add_argument(
         "--format",
-        choices=("text", "dot", "png"),
-        default="text",
-        help="text (default), dot or png",
+        choices=FORMATS,
+        default=None,
+        help="text, dot or png (default: from OUT's suffix, .png or .dot/.gv; else text)",
     )
     p.add_argument(
         "-o",
@@ -58,10 +59,45 @@ def add(commands: Any) -> None:
     p.set_defaults(run=graph)
 
 
+#: what the graph is written as, and the suffixes of OUT that choose each
+FORMATS = ("text", "dot", "png")
+SUFFIXES = {".png": "png", ".dot": "dot", ".gv": "dot"}
+
+
+def output_format(chosen: str | None, output: Path | None) -> str:
+    """The format to write: ``--format``, else the one ``OUT``'s suffix names, else text;
+    a clear line where they disagree (text or DOT into a ``.png``, a PNG into another name).
+
+    >>> [output_format(None, out) for out in (Path("g.png"), Path("g.gv"), None)]
+    ['png', 'dot', 'text']
+    >>> output_format("text", Path("g.png"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    simsync.errors.UsageError: --format text writes text, not a PNG: ... or give --format png
+    """
+    named = SUFFIXES.get(output.suffix.lower()) if output not in (None, STDOUT) else None
+    if chosen is None:
+        return named or "text"
+    if named == "png" and chosen != "png":
+        raise UsageError(
+            f"--format {chosen} writes text, not a PNG: name the output other than "
+            f"{output.name}, or give --format png"  # type: ignore[union-attr]
+        )
+    if chosen == "png" and output is not None and output is not STDOUT and named != "png":
+        raise UsageError(f"--format png writes PNG files: name the output *.png, not {output.name}")
+    return chosen
+
+
 def graph(args: argparse.Namespace) -> int:
     from simsync.cli.program import graph_program, refuse_program_options
     from simsync.patterns import build
     from simsync.programs import is_program
+
+    args.format = output_format(args.format, args.output)  # before a program is imported
+    if args.format == "png":
+        if args.output is None:
+            raise UsageError("--format png needs -o OUT.png")
+        refuse_stdout(args.output, "-o", "a PNG")
 
     if not is_program(args.file):  # graph's --towers counts lanes: only -- ARGS is a program's
         refuse_program_options(args, ["program_args", "tasks", "no_task_flags"])
@@ -73,13 +109,6 @@ def graph(args: argparse.Namespace) -> int:
     built = graph_program(args) if is_program(args.file) else build(load(args.file))
     check_writable(args.output, [args.file])
     if args.format == "png":
-        if args.output is None:
-            raise UsageError("--format png needs -o OUT.png")
-        refuse_stdout(args.output, "-o", "a PNG")
-        if args.output.suffix.lower() != ".png":
-            raise UsageError(
-                f"--format png writes PNG files: name the output *.png, not {args.output.name}"
-            )
         from simsync.viz import write_png
 
         write_png(built, args.output)
