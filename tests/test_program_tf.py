@@ -283,3 +283,25 @@ def test_crosscheck_of_threads_measures_them_together_and_compares_their_updates
     updates = report["updates_per_second"]
     assert updates["predicted"] > 0 and updates["measured"] > 0
     assert isinstance(updates["ok"], bool)
+
+
+def test_a_program_made_of_a_package_imports_with_the_folders_below_it(tmp_path):
+    """The held-out Inception trainer imports its model from a package of its own
+    (`from inception.slim import ops`): the folders below the program go with it into the
+    sandbox; a module in none of them is one line that says what was copied."""
+    package = tmp_path / "model" / "layers"
+    package.mkdir(parents=True)
+    (tmp_path / "model" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "softmax.py").write_text((PROGRAMS / "softmax_feed.py").read_text())
+    (tmp_path / "train.py").write_text("from model.layers import softmax  # noqa: F401\n")
+    (tmp_path / ".hidden").mkdir()
+    (tmp_path / ".hidden" / "other.py").write_text("raise SystemExit('not copied')\n")
+    imported = import_program(tmp_path / "train.py", cache=False)
+    assert len(imported.graph.variables) == 2  # the module's W and b, trained in its loop
+    missing = tmp_path / "alone.py"
+    missing.write_text("import nowhere_to_be_found\n")
+    with pytest.raises(ProgramError) as raised:
+        import_program(missing, cache=False)
+    message = str(raised.value)
+    assert "ModuleNotFoundError" in message and "folders below it" in message, message

@@ -84,9 +84,14 @@ PROFILE_PROCESSES = 3
 FIT_FORM = 4  # 3: per_run on top of a NoOp run's run_work; 4: tried until within 1 %
 #: what ``simsync simulate FILE`` reads as a program rather than a scenario
 PROGRAM_SUFFIXES = (".py", ".meta", ".pbtxt")
-#: the program's folder: files copied beside it (its own modules), at most, and their size;
-#: the program (or its MetaGraphDef) itself may be larger
-MAX_FILES, MAX_FILE_BYTES, MAX_PROGRAM_BYTES = 50, 2**20, 16 * 2**20
+#: the program's folder: ``.py`` files copied beside it and in the folders below it (its own
+#: modules and packages), at most, and their size; the program (or its MetaGraphDef) itself
+#: may be larger; how deep below it folders are read
+MAX_FILES, MAX_FILE_BYTES, MAX_PROGRAM_BYTES, MAX_DEPTH = 200, 2**20, 16 * 2**20, 4
+#: folders read for them at most (a program in a home folder of many)
+MAX_FOLDERS = 500
+#: folders below a program that hold no module of its own
+NOT_ITS_OWN = frozenset({"__pycache__", "site-packages", "node_modules", "venv", "env"})
 #: the most of what its process said went wrong that a line shows
 MAX_ERROR = 1000
 
@@ -503,6 +508,8 @@ def _run(runner: _Runner, request: dict[str, Any]) -> _Answer:
         ran_again = " (its graph, loaded again without its code)" if runner.loop else ""
         error = printable(said["error"], one_line=True)
         error = error if len(error) <= MAX_ERROR else f"{error[:MAX_ERROR]}..."
+        if "ModuleNotFoundError" in error and source.suffix == ".py":
+            error += _copied_modules(source)
         raise ProgramError(f"{shown}{ran_again}: {error}")
     if "export" in said or ("graph" in said and "machine" in said):
         answer = _Answer(said, copied, stopped=outcome.too_long(limits) or outcome.error or "")
@@ -699,8 +706,10 @@ def _profile(answer: _Answer, folder: Path | None, chosen: Any, costs: Any) -> t
 
 
 def _copy(source: Path, target: Path, shown: str) -> dict[str, bytes]:
-    """The program and the ``.py`` files beside it, regular files only: copied, and each
-    file's bytes by name (``shown`` names the program in an error)."""
+    """The program and the ``.py`` files beside it and in the folders below it (its modules
+    and packages, :func:`_beside`), regular files only: copied, and each file's bytes by
+    name, a path relative to the program's folder (``shown`` names the program in an
+    error)."""
     if not source.is_file():
         what = "not found" if not source.exists() else "not a regular file"
         raise ProgramError(f"{shown}: {what}")
@@ -711,8 +720,7 @@ def _copy(source: Path, target: Path, shown: str) -> dict[str, bytes]:
     copied = {}
     names = [source.name]
     if source.suffix == ".py":
-        beside = sorted(p.name for p in source.parent.glob("*.py") if p.name != source.name)
-        names += beside[:MAX_FILES]
+        names += _beside(source)[:MAX_FILES]
     for name in names:
         program = name == source.name
         most = MAX_PROGRAM_BYTES if program else MAX_FILE_BYTES
@@ -731,6 +739,59 @@ def _copy(source: Path, target: Path, shown: str) -> dict[str, bytes]:
         if len(content) > most and name == source.name:
             raise ProgramError(f"{shown}: larger than {most // 2**20} MiB")
         if len(content) <= most:
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
             (target / name).write_bytes(content)
             copied[name] = content
     return copied
+
+
+def _beside(source: Path) -> list[str]:
+    """The ``.py`` files beside the program and in the folders below it, at most
+    :data:`MAX_DEPTH` deep, nearest first (paths relative to its folder, ``/`` between
+    folders): not in a hidden folder, a virtual environment or a folder of installed
+    packages (:data:`NOT_ITS_OWN`), nor behind a link; at most :data:`MAX_FOLDERS`
+    folders read."""
+    found, level, read = [], [source.parent], 0
+    for _ in range(MAX_DEPTH + 1):
+        below = []
+        for folder in level[: MAX_FOLDERS - read]:
+            read += 1
+            try:
+                entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+            except OSError:
+                continue
+            for entry in entries:
+                if entry.is_symlink():
+                    continue
+                if entry.is_file() and entry.name.endswith(".py") and entry.path != str(source):
+                    found.append(Path(entry.path).relative_to(source.parent).as_posix())
+                elif entry.is_dir() and _its_own(entry):
+                    below.append(Path(entry.path))
+        if len(found) > MAX_FILES or read >= MAX_FOLDERS:
+            break
+        level = below
+    return found
+
+
+def _copied_modules(source: Path) -> str:
+    """What of a program's modules its sandbox holds, for an error that one is missing."""
+    count = len(_beside(source))
+    cut = (
+        f"; of {count} or more .py files there, only the first {MAX_FILES} (move the program "
+        "to a folder of its own)"
+        if count > MAX_FILES
+        else ""
+    )
+    return (
+        " (the program runs in a sandbox, with the .py files beside it and in the folders "
+        f"below it, {MAX_DEPTH} deep{cut}; an installed module must be in this Python's "
+        "environment)"
+    )
+
+
+def _its_own(entry: os.DirEntry[str]) -> bool:
+    """Whether a folder below a program may hold its modules (not hidden, not a virtual
+    environment's or installed packages')."""
+    if entry.name.startswith(".") or entry.name in NOT_ITS_OWN:
+        return False
+    return not os.path.exists(os.path.join(entry.path, "pyvenv.cfg"))
