@@ -695,3 +695,24 @@ def test_where_the_towers_outnumber_the_cores_the_gpu_answer_is_said_beside_this
     lines = on_gpus_lines({"step_time": here["step_time"], "on_gpus": found})
     assert lines[-1].startswith("  last at a sync point there: tower_2 100 %, tower_6 100 %")
     assert max(len(line) for line in lines) <= 78  # 80 columns, indented by the report
+
+
+def test_moving_averages_kept_in_no_update_ops_collection_are_found_and_reported():
+    """The held-out Inception trainer keeps its batch norm's updates in slim's own collection:
+    an update of a variable that is not trained, one tower's work, is found all the same."""
+    from simsync.viz.program import _update_ops
+
+    data = _two_towers()
+    data["ops"].insert(0, _op("moving", "VarHandleOp", device="/device:CPU:0"))
+    for i in (0, 1):
+        update = _op(f"tower_{i}/bn/update", "AssignSubVariableOp", ["moving", f"tower_{i}/fwd"],
+                     device=f"/device:GPU:{i}")  # fmt: skip
+        data["ops"].append(update)
+        data["clients"][0]["fetches"].append(update["name"])
+    data["order"] = [op["name"] for op in data["ops"]]
+    _, report = convert(data, None)
+    assert report["update_ops"] == {"collected": 0, "run": 2, "towers": [0, 1],
+                                    "racing": ["moving"]}  # fmt: skip
+    (line,) = _update_ops(report, 2)
+    assert line.startswith("moving averages (in no UPDATE_OPS collection): the training loop")
+    assert "they race on 1 moving average" in line

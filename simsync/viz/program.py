@@ -214,7 +214,8 @@ def _accumulators(imported: Mapping[str, Any]) -> list[str]:
 
 
 def _update_ops(imported: Mapping[str, Any], towers: int) -> list[str]:
-    """A line on the program's ``UPDATE_OPS`` (batch norm's moving averages), when it has any.
+    """A line on the program's updates of batch norm's moving averages (its ``UPDATE_OPS``,
+    and those found in no such collection), when it has any.
 
     >>> one = {"collected": 8, "run": 2, "towers": [0], "racing": []}
     >>> print(_update_ops({"update_ops": one}, 4)[0][:58])
@@ -222,24 +223,28 @@ def _update_ops(imported: Mapping[str, Any], towers: int) -> list[str]:
     >>> every = {"collected": 4, "run": 4, "towers": [0, 1], "racing": ["mean", "variance"]}
     >>> print(_update_ops({"update_ops": every}, 2)[0][:73])
     UPDATE_OPS: the training loop runs every tower's (4 of 4): they race on 2
-
+    >>> slim = {"collected": 0, "run": 28, "towers": [1], "racing": []}
+    >>> print(_update_ops({"update_ops": slim}, 2)[0][:93])
+    moving averages (in no UPDATE_OPS collection): the training loop runs 28, tower_1's only: the
     """
     found = imported.get("update_ops") or {}
     collected, run, whose = found.get("collected", 0), found.get("run", 0), found.get("towers", [])
-    if not collected:
+    if not collected and not run:
         return []
     if not run:
         return [f"UPDATE_OPS: {plural(collected, 'op')}, none run by the training loop: the "
                 "moving averages never change"]  # fmt: skip
-    line = f"UPDATE_OPS: the training loop runs {run} of {collected}"
+    label = "UPDATE_OPS" if collected else "moving averages (in no UPDATE_OPS collection)"
+    counted = f"{run} of {collected}" if collected >= run else str(run)
+    line = f"{label}: the training loop runs {counted}"
     if towers > 1 and len(whose) == 1:
         return [f"{line}, tower_{whose[0]}'s only: the other towers' batch statistics never "
                 "reach the moving averages"]  # fmt: skip
     racing = found.get("racing") or []
     if racing:
-        return [f"UPDATE_OPS: the training loop runs every tower's ({run} of {collected}): "
-                f"they race on {plural(len(racing), 'moving average')}, each update reading "
-                "and writing it, in whatever order the towers finish"]  # fmt: skip
+        return [f"{label}: the training loop runs every tower's ({counted}): they race on "
+                f"{plural(len(racing), 'moving average')}, each update reading and writing it, "
+                "in whatever order the towers finish"]  # fmt: skip
     return [line]
 
 

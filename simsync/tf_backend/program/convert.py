@@ -305,32 +305,52 @@ def convert(
 
 
 def _update_ops(data: Mapping[str, Any], graph: Graph, stepped: set[str]) -> dict[str, Any]:
-    """The program's ``UPDATE_OPS`` (batch norm's moving averages): how many it collected,
-    how many its training loop runs, whose towers' those are, and the variables that more
-    than one tower's updates write (they race: each reads and writes the moving average).
+    """The program's updates of batch norm's moving averages: the ops its training loop runs
+    that are one tower's work (:func:`~simsync.ir.tower_work`) and write a variable that is
+    not trainable (a tower's batch statistics), wherever the program keeps them (a library
+    may keep them in a collection of its own, as the Inception trainer's slim does), and its
+    ``UPDATE_OPS`` that it runs. How many it collected, how many run, whose towers' those are, and
+    the variables that more than one tower's updates write (they race: each reads and
+    writes the moving average).
 
     >>> from simsync.ir import Cost, Graph, Op, Variable
     >>> g = Graph()
-    >>> _ = g.add_variable(Variable("mean", "/cpu:0"))
+    >>> _ = g.add_variable(Variable("mean", "/cpu:0", trainable=False))
     >>> for i in (0, 1):
     ...     _ = g.add_op(Op(f"tower_{i}/update", "generic", "/cpu:0", Cost(0.0), tower=i,
     ...                     writes=("mean",)))
     >>> data = {"collections": {"update_ops": ["tower_0/update", "tower_1/update", "x"]}}
     >>> _update_ops(data, g, {"tower_0/update", "tower_1/update"})
     {'collected': 3, 'run': 2, 'towers': [0, 1], 'racing': ['mean']}
+    >>> _update_ops({}, g, {"tower_1/update"})  # in no collection: found all the same
+    {'collected': 0, 'run': 1, 'towers': [1], 'racing': []}
     """
     names = list(data.get("collections", {}).get("update_ops", []))
-    run = [graph.op(name) for name in names if name in stepped and name in graph.nx]
+    work = tower_work(graph)
+    run = [
+        op
+        for op in graph.ops()
+        if op.name in stepped
+        and (
+            op.name in names
+            or (op.name in work and any(not _trainable(graph, v) for v in op.writes))
+        )
+    ]
     writers: dict[str, set[int | None]] = {}
     for op in run:
         for variable in op.writes:
-            writers.setdefault(variable, set()).add(op.tower)
+            writers.setdefault(variable, set()).add(work.get(op.name, op.tower))
     return {
         "collected": len(names),
         "run": len(run),
-        "towers": sorted({op.tower for op in run if op.tower is not None}),
+        "towers": sorted({t for t in (work.get(op.name, op.tower) for op in run) if t is not None}),
         "racing": sorted(v for v, towers in writers.items() if len(towers) > 1),
     }
+
+
+def _trainable(graph: Graph, name: str) -> bool:
+    variable = graph.variables.get(name)
+    return variable is None or variable.trainable
 
 
 def _tokens_step(graph: Graph) -> str | None:
