@@ -180,8 +180,9 @@ def test_an_update_must_compute_with_every_towers_data_not_only_wait(gated: bool
 
 def _weighed(weights: list[float], **shares: float) -> dict[str, Any]:
     """An update's weights as the process that loaded a program's graph measured them."""
-    update = {"op": "apply", "weights": weights, "residual": 0.0, "rotated": 0.0,
-              "repeated": 0.0, **shares}  # fmt: skip
+    update = {"op": "apply", "weights": weights, "joint": False, "finite": True, "residual": 0.0,
+              "permuted": 0.0, "repeated": 0.0,
+              **shares}  # fmt: skip
     return {"towers": len(weights) or 4, "updates": [update], "problem": None}
 
 
@@ -189,10 +190,15 @@ def _weighed(weights: list[float], **shares: float) -> dict[str, Any]:
     ("averaging", "expected"),
     [
         (_weighed([0.25, 0.25, 0.2501, 0.2499]), None),
-        (_weighed([1.0, 0.0, -1e-9, 0.0]), "weighs the towers' gradients 1.00, 0.00, 0.00, 0.00"),
-        (_weighed([0.4, 0.2, 0.2, 0.2]), "the mean weighs each 0.25"),
-        (_weighed([0.25] * 4, residual=0.9), "no weighted sum"),
-        (_weighed([0.25] * 4, rotated=0.5), "changes when the towers swap their batches"),
+        (_weighed([1.0, 0.0, -1e-9, 0.0], permuted=1.4),
+         "weighs the towers' gradients 1.00, 0.00, 0.00, 0.00"),
+        (_weighed([], finite=False), "no numbers (NaN or infinite)"),
+        (_weighed([0.4, 0.2, 0.2, 0.2], permuted=0.5), "the mean weighs each 0.25"),
+        (_weighed([0.25] * 4, residual=0.9, permuted=0.3), "no weighted sum"),
+        (_weighed([0.25] * 4, permuted=0.5), "changes when the towers swap their batches"),
+        # the mean, then a step that depends on its size: symmetric, but no fixed weights
+        (_weighed([0.49, 0.50, 0.46, 0.47], permuted=0.0), "tf.clip_by_global_norm"),
+        (_weighed([0.25] * 4, residual=0.9, permuted=0.0), "treats the towers alike"),
         (_weighed([0.25] * 4, repeated=0.1), "another value from the same data"),
         (_weighed([]), "the same with any tower's data"),
         ({"towers": 1, "updates": [], "problem": "its training step has no towers to average"},

@@ -492,3 +492,107 @@ def test_a_thread_a_forged_export_says_loops_on_part_of_the_step_is_not_timed(tm
         processes=1,
     )
     assert [c.name for c in imported.graph.clients] == ["main"]
+
+
+def _edited(tmp_path: Path, name: str, *edits: tuple[str, str]) -> Path:
+    """The reference's program with each ``(old, new)`` of ``edits`` made (each must be
+    there): a folder holding it as train.py."""
+    source = (_assignment().solution / "train.py").read_text()
+    for old, new in edits:
+        assert old in source, old
+        source = source.replace(old, new)
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "train.py").write_text(source)
+    return folder
+
+
+APPLY = (
+    "        train_op = opt.apply_gradients("
+    'grads, global_step=global_step, name="apply_gradients")\n'
+)
+#: the averages applied at a rate of 0 (seen), tower_0's gradients applied where no check
+#: looked for an update: the handle through tf.identity, or a tf.function's call
+HIDDEN = {
+    "identity": APPLY.replace("opt.apply", "tf.compat.v1.train.GradientDescentOptimizer(0.0).apply")
+    + """        with tf.control_dependencies([train_op]):
+            hidden = [tf.raw_ops.ResourceApplyGradientDescent(
+                var=tf.identity(v.handle), alpha=0.1, delta=g) for g, v in tower_grads[0]]
+        train_op = tf.group(train_op, *hidden)
+""",
+    "function": APPLY.replace("opt.apply", "tf.compat.v1.train.GradientDescentOptimizer(0.0).apply")
+    + """        @tf.function
+        def step(handle, delta):
+            tf.raw_ops.AssignSubVariableOp(resource=handle, value=0.1 * delta)
+            return tf.constant(0)
+
+        with tf.control_dependencies([train_op]):
+            hidden = [step(v.handle, g) for g, v in tower_grads[0]]
+        train_op = tf.group(train_op, *hidden)
+""",
+}
+
+
+@pytest.mark.parametrize("how", sorted(HIDDEN))
+def test_an_update_whose_handle_reaches_it_another_way_is_found_and_measured(tmp_path, how):
+    """The fifth attack's F3 and F4: the model trained on tower_0's gradients by an op no
+    check counted as an update, the averages applied at a rate of 0."""
+    folder = _edited(tmp_path, how, (APPLY, HIDDEN[how]))
+    averaging = import_program(folder / "train.py", export=True, cache=False, processes=1).averaging
+    assert averaging is not None and averaging["problem"] is None
+    found = {u["op"]: u for u in averaging["updates"]}
+    hidden = [u for name, u in found.items() if not name.startswith("apply_gradients/")]
+    assert len(hidden) == 4, sorted(found)  # one per variable
+    for update in hidden:
+        assert update["weights"] == pytest.approx([1, 0, 0, 0], abs=1e-6), update
+
+
+#: the towers' real batches cut from one batch they all take, a random tag of each tower's
+#: own as what the measuring would vary (the fifth attack's F2)
+SHARED = (
+    ("    tower_grads = []\n",
+     "    tower_grads = []\n    every_image, every_label = queue.dequeue_many(NUM_GPUS)\n"),
+    ("                images, labels = queue.dequeue()\n",
+     "                images, labels = every_image[i], every_label[i]\n"),
+)  # fmt: skip
+#: the towers' inputs cut from a placeholder: the average tells training (the towers fed
+#: the placeholder's slices) from the measuring (fed other values), the fifth attack's F1
+SLICED = (
+    ("    tower_grads = []\n",
+     "    tower_grads = []\n"
+     "    global X\n"
+     "    X = tf.compat.v1.placeholder(tf.float32, [NUM_GPUS * BATCH, FEATURES], name='X')\n"
+     "    xs = [tf.identity(X[i * BATCH:(i + 1) * BATCH]) for i in range(NUM_GPUS)]\n"),
+    ("                images, labels = queue.dequeue()\n",
+     "                _, labels = queue.dequeue()\n                images = xs[i]\n"),
+    (MEAN, MEAN + "        grad = tf.where(tf.reduce_all(tf.equal(X, 0.0)), grads[0][0], grad)\n"),
+    ("            _, loss_value = sess.run([train_op, loss])",
+     "            _, loss_value = sess.run([train_op, loss], feed_dict={X: "
+     "tf.compat.v1.random_normal([NUM_GPUS * BATCH, FEATURES]).eval(session=sess)})"),
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "edits", "said"),
+    [
+        ("shared", SHARED, "its towers share data ('fifo_queue_DequeueMany:0'"),
+        ("placeholder", SLICED, "its updates compute with 'X' (Placeholder)"),
+    ],
+)
+def test_data_the_measuring_cannot_vary_tower_by_tower_is_refused(tmp_path, name, edits, said):
+    folder = _edited(tmp_path, name, *edits)
+    averaging = import_program(folder / "train.py", export=True, cache=False, processes=1).averaging
+    assert averaging is not None and not averaging["updates"]
+    assert said in str(averaging["problem"])
+
+
+def test_an_honest_average_of_a_variable_of_fewer_values_than_towers_passes(tmp_path):
+    """Two classes: softmax_linear/biases has 2 values for 4 towers' weights (the fifth
+    attack's F5): judged by the weights that fit every update at once."""
+    folder = _edited(tmp_path, "two", ("FEATURES, HIDDEN, CLASSES = 64, 128, 10",
+                                       "FEATURES, HIDDEN, CLASSES = 64, 128, 2"))  # fmt: skip
+    averaging = import_program(folder / "train.py", export=True, cache=False, processes=1).averaging
+    assert averaging is not None and averaging["problem"] is None
+    (biases,) = [u for u in averaging["updates"] if "softmax_linear/biases" in u["op"]]
+    assert biases["joint"] and biases["weights"] == pytest.approx([0.25] * 4, abs=1e-4)
+    assert all(u["residual"] < 1e-5 for u in averaging["updates"])

@@ -95,7 +95,8 @@ def _said() -> dict[str, Any]:
                "cores": 2, "profile_form": 6}  # fmt: skip
     # how the second process of a graded program measured its update's weights
     averaging = {"towers": 2, "problem": None, "updates": [
-        {"op": "apply", "weights": [0.5, 0.5], "residual": 0.0, "rotated": 0.0, "repeated": 0.0}
+        {"op": "apply", "weights": [0.5, 0.5], "joint": False, "finite": True, "residual": 0.0,
+         "permuted": 0.0, "repeated": 0.0}
     ]}  # fmt: skip
     return {
         "started": True,

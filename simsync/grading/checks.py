@@ -145,38 +145,53 @@ def _averages(found: dict[str, Any]) -> list[str]:
         return ["only a TensorFlow program (graph = 'train.py') has its averaging measured"]
     if averaging["problem"] is not None:
         return [f"how your updates weigh the towers could not be measured: {averaging['problem']}"]
-    problems = []
-    for update in averaging["updates"]:
-        weights, op = update["weights"], update["op"]
-        if update["repeated"] > WEIGHT_TOLERANCE:
-            problems.append(
-                f"'{op}' computes another value from the same data when run again (random "
-                "numbers, or state of its own, after the towers): its average cannot be measured"
-            )
-        elif not weights:
-            problems.append(
-                f"'{op}' computes the same with any tower's data: it averages no tower's gradient"
-            )
-        elif update["residual"] > WEIGHT_TOLERANCE:
-            problems.append(
-                f"'{op}' is no weighted sum of the towers' gradients: take the mean of every "
-                "tower's gradient"
-            )
-        elif any(abs(w - 1 / len(weights)) > WEIGHT_TOLERANCE for w in weights):
-            shown = ", ".join(f"{round(w, 2) + 0.0:.2f}" for w in weights[:8])  # no -0.00
-            more = ", ..." if len(weights) > 8 else ""
-            problems.append(
-                f"'{op}' weighs the towers' gradients {shown}{more}: the mean weighs each "
-                f"{1 / len(weights):.2f}"
-            )
-        elif update["rotated"] > WEIGHT_TOLERANCE:
-            problems.append(
-                f"'{op}' changes when the towers swap their batches: a mean of every tower's "
-                "gradient does not"
-            )
+    problems = [p for p in map(_average_problem, averaging["updates"]) if p is not None]
     if len(problems) > 1:
         return [f"{problems[0]} (and {len(problems) - 1} more updates)"]
     return problems
+
+
+def _average_problem(update: dict[str, Any]) -> str | None:
+    """What is wrong with how one update weighs the towers, or None: the mean weighs each
+    1/N, fits exactly, and changes neither when the towers' batches are permuted nor when
+    the same batches come again."""
+    weights, op = update["weights"], update["op"]
+    alike = update["permuted"] <= WEIGHT_TOLERANCE
+    equal = bool(weights) and all(abs(w - 1 / len(weights)) <= WEIGHT_TOLERANCE for w in weights)
+    if not update["finite"]:
+        return (
+            f"'{op}' computes values that are no numbers (NaN or infinite) with the towers' "
+            "data: its average cannot be measured"
+        )
+    if update["repeated"] > WEIGHT_TOLERANCE:
+        return (
+            f"'{op}' computes another value from the same data when run again (random "
+            "numbers, or state of its own, after the towers): its average cannot be measured"
+        )
+    if not weights:
+        return f"'{op}' computes the same with any tower's data: it averages no tower's gradient"
+    if alike and (update["residual"] > WEIGHT_TOLERANCE or not equal):
+        return (
+            f"'{op}' treats the towers alike, but is no sum of their gradients with fixed "
+            "weights (a max, or a step after the mean that depends on the gradients, such "
+            "as tf.clip_by_global_norm): the mean itself is measured, so clip each tower's "
+            "gradients before the average, if at all"
+        )
+    if update["residual"] > WEIGHT_TOLERANCE:
+        return f"'{op}' is no weighted sum of the towers' gradients: take the mean of every tower's"
+    if not equal:
+        shown = ", ".join(f"{round(w, 2) + 0.0:.2f}" for w in weights[:8])  # no -0.00
+        more = ", ..." if len(weights) > 8 else ""
+        return (
+            f"'{op}' weighs the towers' gradients {shown}{more}: the mean weighs each "
+            f"{1 / len(weights):.2f}"
+        )
+    if not alike:
+        return (
+            f"'{op}' changes when the towers swap their batches: a mean of every tower's "
+            "gradient does not"
+        )
+    return None
 
 
 def _made_in(function: str, found: dict[str, Any], program: str) -> list[str]:

@@ -327,8 +327,12 @@ class AverageFound(TypedDict):
     op: Name
     #: tower j's weight, in order ([]: the towers' values could not be told apart)
     weights: Annotated[list[Annotated[float, Limit(low=-1e9, high=1e9)]], Limit(most=4096)]
+    #: the weights are those that fit every update at once (its own values are too few)
+    joint: bool
+    #: every value it computed was a number (not NaN, not infinite)
+    finite: bool
     residual: Share
-    rotated: Share
+    permuted: Share
     repeated: Share
 
 

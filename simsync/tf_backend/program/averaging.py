@@ -10,20 +10,32 @@ tower's only. Their values tell. The probe (:func:`probe_averaging`):
    where data enters each tower: a number tensor that a tower's op takes from outside the
    tower, or from a source inside it (a dequeue, a random op, a placeholder), made from no
    variable (a variable's value is the model, not data). Each tower's entries pair with the
-   others' in the order they were made, of the same shapes and types.
-2. **Batches.** One run takes every entry's value: ``B_i``, tower ``i``'s batch (the
+   others' in the order they were made, of the same shapes and types. Data that several
+   towers take (a batch each tower cuts its own part of) is refused: the measuring changes
+   each tower's own batch, and could not change that one tower by tower. A number they
+   share (a rate, a flag) is fed as it was.
+2. **The updates and their way.** Every op of the step that writes a variable, however its
+   handle reached it (:func:`~simsync.tf_backend.program.capture.variables_written`), and
+   its inputs that compute with a tower's data. On their way back to the towers' data there
+   may be only the model (the variables the updates write) and computation: an op that
+   reads other state (a counter of its runs, a clock, random numbers after the towers) or
+   data not fed as a tower's (a placeholder) is refused, as it could tell the measuring
+   runs from training.
+3. **Batches.** One run takes every entry's value: ``B_i``, tower ``i``'s batch (the
    program's own data; random numbers where every tower got the same, as zeros fed to a
    placeholder are).
-3. **Probes**, in an order drawn at random, each run feeding the entries and fetching every
-   update's inputs that compute with a tower's data (the gradient of an apply, the value of
-   an assign): tower ``i`` fed ``B_i`` (twice: the first and last of the same data must be
-   equal), tower ``i`` fed ``B_(i+1)`` (the towers' batches rotated), and, for each ``j``,
-   every tower fed ``B_j`` (``V_j``). No variable is written: only an update's inputs run.
-4. **Weights.** For each update, ``V`` (the towers fed their own batches) as the weighted sum
+4. **Probes**, in an order drawn at random, each run feeding the entries and fetching every
+   update's inputs: tower ``i`` fed ``B_i`` (twice: the first and last of the same data
+   must be equal), the towers' batches rotated and two towers' swapped (a mean does not
+   change), and, for each ``j``, every tower fed ``B_j`` (``V_j``). No variable is written:
+   only an update's inputs run.
+5. **Weights.** For each update, ``V`` (the towers fed their own batches) as the weighted sum
    ``sum c_j V_j`` that fits it best (least squares). If the update is ``sum w_i g(B_i)``,
    where ``g`` is a tower's gradient of its batch, then ``V_j = W g(B_j)`` (``W = sum w_i``)
    and ``c_j = w_j / W``: the mean (and a sum) have every ``c_j = 1/N``; ``concat[0]`` has
-   ``1, 0, 0, 0``. What no weighted sum fits (a nonlinear mix) shows in the residual.
+   ``1, 0, 0, 0``. What no weighted sum fits (a nonlinear mix) shows in the residual. An
+   update of fewer values than towers (a scalar) is judged by the weights that fit every
+   update at once.
 
 The parent (:func:`simsync.grading.checks.structure`, key ``updates_average_towers``)
 judges the numbers, checked whole (:class:`~simsync.sandbox.wire.Averaging`).
@@ -37,7 +49,15 @@ from typing import Any
 
 import numpy as np
 
-from simsync.tf_backend.program.capture import VARIABLE_OPS, Loop, program_device, upstream
+from simsync.tf_backend.program.capture import (
+    HANDLE_READS,
+    VARIABLE_OPS,
+    Loop,
+    carried_variable,
+    program_device,
+    upstream,
+    variables_written,
+)
 from simsync.tf_backend.program.towers import find_towers
 
 __all__ = ["probe_averaging"]
@@ -45,15 +65,13 @@ __all__ = ["probe_averaging"]
 #: an update's tower inputs whose weights cannot be told apart: the smallest singular
 #: value of the towers' values is less than this share of the largest
 SEPARABLE = 1e-6
-#: op types that write a variable (their first input): an optimizer's apply, an assign
-_WRITES = ("Apply", "Assign", "Scatter")
 
 
 def probe_averaging(tf: Any, loop: Loop) -> dict[str, Any]:
     """The weights each update of ``loop``'s step gives its towers (see the module's
-    docstring): ``{"towers": N, "updates": [{"op", "weights", "residual", "rotated",
-    "repeated"}], "problem": None}``, or a ``problem`` (one line) when they cannot be
-    measured."""
+    docstring): ``{"towers": N, "updates": [{"op", "weights", "joint", "finite",
+    "residual", "permuted", "repeated"}], "problem": None}``, or a ``problem`` (one line) when they
+    cannot be measured."""
     graph = loop.graph
     calls = list(loop.calls.values())
     step = upstream([graph.get_operation_by_name(n) for call in calls for n in call.fetches])
@@ -72,7 +90,7 @@ def probe_averaging(tf: Any, loop: Loop) -> dict[str, Any]:
         return found
     entries, shared, problem = _entries(step, towers, order)
     fed_names = {t.name for tensors in entries for t in tensors} | {t.name for t in shared}
-    problem = problem or _state(updates, fed_names)
+    problem = _shared_data(shared) or problem or _state(updates, fed_names)
     if problem is not None:
         found["problem"] = problem
         return found
@@ -98,6 +116,7 @@ def probe_averaging(tf: Any, loop: Loop) -> dict[str, Any]:
             )
             return found
     fetched = [tensor for _, tensors, _ in updates for tensor in tensors]
+    swapped = [1, 0, *range(2, n)]
 
     def fed(assigned: list[int]) -> dict[Any, Any]:
         return fixed | {
@@ -110,6 +129,7 @@ def probe_averaging(tf: Any, loop: Loop) -> dict[str, Any]:
         ("own", list(range(n))),
         ("again", list(range(n))),
         ("rotated", [(i + 1) % n for i in range(n)]),
+        ("swapped", swapped),
         *((f"every {j}", [j] * n) for j in range(n)),
     ]
     values: dict[str, list[np.ndarray]] = {}
@@ -117,24 +137,28 @@ def probe_averaging(tf: Any, loop: Loop) -> dict[str, Any]:
         name, assigned = probes[probe]
         ran = run(fetched, fed(assigned))
         values[name] = [np.asarray(v, dtype=np.float64).ravel() for v in ran]
-    start = 0
-    for op, tensors, _ in updates:
-        part = slice(start, start + len(tensors))
+    parts, start = [], 0
+    for _, tensors, _ in updates:
+        parts.append(slice(start, start + len(tensors)))
         start += len(tensors)
 
-        def joined(name: str, part: slice = part) -> np.ndarray:
-            return np.concatenate(values[name][part])
+    def joined(name: str, part: slice) -> np.ndarray:
+        return np.concatenate(values[name][part])
 
-        found["updates"].append(
-            _weights(op, joined("own"), joined("again"), joined("rotated"),
-                     [joined(f"every {j}") for j in range(n)])
-        )  # fmt: skip
+    measured = [{name: joined(name, part) for name in values} for part in parts]
+    joint = _joint_weights([(m["own"], [m[f"every {j}"] for j in range(n)]) for m in measured])
+    for (op, _, _), m in zip(updates, measured, strict=True):
+        permuted = [m["rotated"], m["swapped"]]
+        every = [m[f"every {j}"] for j in range(n)]
+        found["updates"].append(_weights(op, m["own"], m["again"], permuted, every, joint))
     return found
 
 
-def _updates(step: list[Any], towers: Any) -> list[tuple[str, list[Any], str]]:
-    """Each op of ``step`` that writes a variable, with its inputs of floating type that
-    compute with a tower's data (along data edges), and the variable's op."""
+def _updates(step: list[Any], towers: Any) -> list[tuple[str, list[Any], tuple[str, ...]]]:
+    """Each op of ``step`` that writes a variable
+    (:func:`~simsync.tf_backend.program.capture.variables_written`: however its handle
+    reached it), with its inputs of floating type that compute with a tower's data (along
+    data edges), and the variables it writes."""
     reaches: dict[str, bool] = {}
     for op in step:  # in the order they were made: an op's inputs come first
         reaches[op.name] = towers.of(op.name) is not None or any(
@@ -142,13 +166,12 @@ def _updates(step: list[Any], towers: Any) -> list[tuple[str, list[Any], str]]:
         )
     found = []
     for op in step:
-        if not any(word in op.type for word in _WRITES) or not op.inputs:
+        written = variables_written(op)
+        if not written:
             continue
-        if op.inputs[0].op.type not in VARIABLE_OPS:
-            continue
-        tensors = [t for t in op.inputs[1:] if t.dtype.is_floating and reaches[t.op.name]]
+        tensors = [t for t in op.inputs if t.dtype.is_floating and reaches[t.op.name]]
         if tensors:
-            found.append((op.name, tensors, op.inputs[0].op.name))
+            found.append((op.name, tensors, tuple(written)))
     return found
 
 
@@ -198,12 +221,27 @@ def _entries(
     return entries, shared, None
 
 
-def _state(updates: list[tuple[str, list[Any], str]], fed: set[str]) -> str | None:
+def _shared_data(shared: list[Any]) -> str | None:
+    """Why data that several towers take stops the measuring: each probe feeds it the same,
+    so a tower's batch cut from it inside the tower would not change from probe to probe.
+    A number (a rate, a flag) is no batch, and is fed as it was."""
+    data = [t for t in shared if t.shape.rank != 0]
+    if not data:
+        return None
+    return (
+        f"its towers share data ('{data[0].name}', taken by more than one tower): how each "
+        "tower's gradient weighs is measured by changing each tower's own batch; give each "
+        "its own (a dequeue in each tower, or a split made outside the towers)"
+    )
+
+
+def _state(updates: list[tuple[str, list[Any], tuple[str, ...]]], fed: set[str]) -> str | None:
     """Why the updates' values are no function of the towers' data (``fed``) and the model
     (the variables the updates write): an op on their way that reads other state (a
-    counter, a queue, a clock, random numbers after the towers), which could tell the
-    probe's runs from training; None when there is none."""
-    model = {variable for _, _, variable in updates}
+    counter, a queue, a clock, random numbers after the towers) or data the measuring does
+    not feed (a placeholder), which could tell the measuring runs from training; None when
+    there is none."""
+    model = {variable for _, _, written in updates for variable in written}
     stack = [tensor for _, tensors, _ in updates for tensor in tensors]
     seen: set[str] = set()
     while stack:
@@ -212,18 +250,20 @@ def _state(updates: list[tuple[str, list[Any], str]], fed: set[str]) -> str | No
         if tensor.name in fed or op.name in seen:
             continue
         seen.add(op.name)
-        if op.type in VARIABLE_OPS:
-            if op.name not in model:
+        read = carried_variable(tensor) if op.type in VARIABLE_OPS else None
+        if op.type in HANDLE_READS:
+            read = next((v for v in map(carried_variable, op.inputs) if v is not None), None)
+        if read is not None or op.type in VARIABLE_OPS:
+            if read not in model:
                 return (
-                    f"its updates compute with the variable '{op.name}', which none of them writes"
+                    f"its updates compute with the variable '{read or op.name}', which none "
+                    "of them writes"
                 )
             continue
-        reads_model = bool(op.inputs) and op.inputs[0].op.name in model
-        writes = any(word in op.type for word in _WRITES)
-        if op.op_def.is_stateful and (writes or not reads_model):
+        if _source(op):
             return (
-                f"its updates compute with '{op.name}' ({op.type}), state of its own beside "
-                "the towers' data and the model"
+                f"its updates compute with '{op.name}' ({op.type}), state or data of its own "
+                "beside the towers' data and the model"
             )
         stack.extend(op.inputs)
     return None
@@ -276,33 +316,70 @@ def _drawn(batch: list[Any], rng: np.random.Generator) -> list[Any]:
     ]
 
 
+def _joint_weights(measured: list[tuple[np.ndarray, list[np.ndarray]]]) -> np.ndarray | None:
+    """The weights that fit every update at once (each scaled to its own size): what an
+    update of fewer values than towers (a scalar, two classes' biases) is judged by, its own
+    fit having more unknowns than values. None when they cannot be told apart either."""
+    rows, targets = [], []
+    for own, every in measured:
+        matrix = np.stack(every, axis=1)
+        if not (np.all(np.isfinite(matrix)) and np.all(np.isfinite(own))):
+            continue
+        size = max(float(np.linalg.norm(own)), float(np.abs(matrix).max(initial=0.0)))
+        if size > 0:
+            rows.append(matrix / size)
+            targets.append(own / size)
+    if not rows:
+        return None
+    matrix, target = np.concatenate(rows), np.concatenate(targets)
+    if not _separable(matrix):
+        return None
+    fitted, *_ = np.linalg.lstsq(matrix, target, rcond=None)
+    return np.asarray(fitted)
+
+
+def _separable(matrix: np.ndarray) -> bool:
+    """Whether the towers' columns of ``matrix`` can be told apart (full column rank)."""
+    if matrix.shape[0] < matrix.shape[1]:
+        return False
+    singular = np.linalg.svd(matrix, compute_uv=False)
+    return bool(singular[0] > 0 and singular[-1] >= SEPARABLE * singular[0])
+
+
 def _weights(
-    op: str, own: np.ndarray, again: np.ndarray, rotated: np.ndarray, every: list[np.ndarray]
+    op: str,
+    own: np.ndarray,
+    again: np.ndarray,
+    permuted: list[np.ndarray],
+    every: list[np.ndarray],
+    joint: np.ndarray | None,
 ) -> dict[str, Any]:
-    """The weights of ``op``'s towers (see the module's docstring), the share of ``own`` no
-    weighted sum fits (``residual``), and how much the towers' batches rotated and the same
-    batches again change it (``rotated``, ``repeated``); each a share of ``own``'s size. No
-    weights (``[]``) when the towers' values cannot be told apart."""
+    """The weights of ``op``'s towers (see the module's docstring; ``joint``, the fit of
+    every update at once, where its own values cannot tell them), the share of ``own`` no
+    weighted sum fits (``residual``), and how much the towers' batches permuted and the same
+    batches again change it (``permuted``, ``repeated``); each a share of ``own``'s size.
+    No weights (``[]``) when the towers' values cannot be told apart."""
     size = float(np.linalg.norm(own))
     scale = size if size > 0 else 1.0
     matrix = np.stack(every, axis=1)
-    singular = np.linalg.svd(matrix, compute_uv=False)
-    if not np.all(np.isfinite(matrix)) or not np.all(np.isfinite(own)):
-        weights: list[float] = []
-        residual = 1.0
-    elif singular[0] == 0 or singular[-1] < SEPARABLE * singular[0]:
-        weights, residual = [], float(np.linalg.norm(own - matrix.mean(axis=1))) / scale
-    else:
+    finite = all(np.all(np.isfinite(v)) for v in (matrix, own, again, *permuted))
+    found: dict[str, Any] = {
+        "op": op, "weights": [], "residual": 1e9, "joint": False, "finite": finite,
+    }  # fmt: skip
+    if not finite:  # what a model blown up to NaN or infinity computes
+        return {**found, "permuted": 1e9, "repeated": 1e9}
+    if _separable(matrix):
         fitted, *_ = np.linalg.lstsq(matrix, own, rcond=None)
-        weights = [float(w) for w in fitted]
-        residual = float(np.linalg.norm(own - matrix @ fitted)) / scale
-    return {
-        "op": op,
-        "weights": weights,
-        "residual": _finite(residual),
-        "rotated": _finite(float(np.linalg.norm(rotated - own)) / scale),
-        "repeated": _finite(float(np.linalg.norm(again - own)) / scale),
-    }
+    elif joint is not None:
+        fitted, found["joint"] = joint, True
+    else:
+        fitted = None
+    if fitted is not None:
+        found["weights"] = [float(w) for w in fitted]
+        found["residual"] = _finite(float(np.linalg.norm(own - matrix @ fitted)) / scale)
+    found["permuted"] = _finite(max(float(np.linalg.norm(p - own)) for p in permuted) / scale)
+    found["repeated"] = _finite(float(np.linalg.norm(again - own)) / scale)
+    return found
 
 
 def _finite(value: float) -> float:

@@ -44,6 +44,8 @@ __all__ = [
     "DEQUEUES",
     "ENQUEUES",
     "FIFO_QUEUES",
+    "HANDLE_PASSES",
+    "HANDLE_READS",
     "LOGICAL_DEVICES",
     "PROFILE_THREAD",
     "PUSHES",
@@ -55,12 +57,15 @@ __all__ = [
     "Ended",
     "Loop",
     "Observer",
+    "carried_variable",
     "fetch_names",
+    "is_handle",
     "left_out_updates",
     "missing_workers",
     "program_device",
     "training_fetches",
     "upstream",
+    "variables_written",
 ]
 
 #: CPU devices every observed session has: ``CPU:0`` and one per ``/gpu:i`` up to 16
@@ -413,6 +418,77 @@ class Observer:
         )
 
 
+#: ops that take a variable's handle (or reference) and only read it
+HANDLE_READS = frozenset(
+    {
+        "ReadVariableOp", "ResourceGather", "ResourceGatherNd", "VariableShape",
+        "VarIsInitializedOp", "IsVariableInitialized", "DestroyResourceOp",
+    }
+)  # fmt: skip
+#: ops that pass a handle (or reference) on as it is: what takes it from them reads or
+#: writes the variable
+HANDLE_PASSES = frozenset(
+    {
+        "Identity", "IdentityN", "RefIdentity", "Switch", "RefSwitch", "Merge", "RefMerge",
+        "Enter", "RefEnter", "Exit", "RefExit", "NextIteration", "RefNextIteration",
+    }
+)  # fmt: skip
+
+
+#: the ops that write a variable through its reference (a TF1 variable's): their types hold
+#: one of these
+REF_WRITES = ("Apply", "Assign", "Scatter", "CountUpTo")
+
+
+def is_handle(dtype: str) -> bool:
+    """Whether a tensor of this type (its name) is a resource's handle or a reference."""
+    return dtype == "resource" or dtype.endswith("_ref")
+
+
+def carried_variable(tensor: Any) -> str | None:
+    """The variable (its op's name) a handle or reference ``tensor`` carries, followed back
+    through the ops that pass it on (``tf.identity(v.handle)``, a ``tf.cond``'s switch);
+    None for any other tensor. ``tensor`` is TensorFlow's, or any object with ``.dtype.name``
+    and ``.op`` (``.op.name``, ``.op.type``, ``.op.inputs``) alike."""
+    op = _variable_op(tensor)
+    return None if op is None else str(op.name)
+
+
+def _variable_op(tensor: Any) -> Any:
+    """The variable's op ``tensor`` carries (:func:`carried_variable`), or None."""
+    for _ in range(10_000):  # a chain of passes, at most (a cycle ends there)
+        op = tensor.op
+        if op.type in VARIABLE_OPS:
+            return op
+        if not is_handle(tensor.dtype.name):
+            return None
+        handed = [t for t in op.inputs if is_handle(t.dtype.name)]
+        if not handed:
+            return None
+        tensor = handed[0]
+    return None
+
+
+def variables_written(op: Any) -> list[str]:
+    """The variables ``op`` writes: every variable whose handle it takes, however passed to
+    it, unless it only reads it (:data:`HANDLE_READS`) or passes it on
+    (:data:`HANDLE_PASSES`); and the variable whose reference an op of an optimizer's kind
+    takes (:data:`REF_WRITES`). An op unknown here that takes a variable's handle writes it
+    (a function's call may: what it does is not read here), so no update is missed. ``op`` is
+    TensorFlow's, or alike (:func:`carried_variable`)."""
+    if op.type in HANDLE_READS or op.type in HANDLE_PASSES or op.type in VARIABLE_OPS:
+        return []
+    writer = any(word in op.type for word in REF_WRITES)
+    found = []
+    for tensor in op.inputs:
+        variable = _variable_op(tensor)
+        # a reference goes to any op that reads the variable's value (TensorFlow reads it
+        # there): only the ops of an optimizer's kind write through one
+        if variable is not None and (writer or variable.type not in ("VariableV2", "Variable")):
+            found.append(str(variable.name))
+    return list(dict.fromkeys(found))
+
+
 def training_fetches(graph: Any, names: Iterable[str]) -> list[str]:
     """The fetches (op names) that train: whose run updates a trainable variable (an apply,
     an assign, a scatter on it) or pushes a gradient to an accumulator."""
@@ -422,10 +498,7 @@ def training_fetches(graph: Any, names: Iterable[str]) -> list[str]:
         trainable.add((handle if handle is not None else variable).op.name)
 
     def updates(op: Any) -> bool:
-        writes = any(word in op.type for word in ("Apply", "Assign", "Scatter"))
-        if writes and any(t.op.name in trainable for t in op.inputs[:1]):
-            return True
-        return op.type in PUSHES
+        return op.type in PUSHES or any(v in trainable for v in variables_written(op))
 
     return [
         name
@@ -436,12 +509,12 @@ def training_fetches(graph: Any, names: Iterable[str]) -> list[str]:
 
 def left_out_updates(graph: Any, fetched: Iterable[Iterable[str]]) -> list[str]:
     """The ops of ``graph`` that update a variable (an optimizer's apply, an assign, a
-    scatter) that none of the ``fetched`` lists (op names, one list per looping thread)
-    runs: not a variable's initializer, nor what a saver restores. A graded program's loop
-    is timed with them too: which fetches its loop ran was its process's word, and a forged
-    list could leave its slow training out. Every variable counts, trainable or not: the
-    graph's collections are that process's word too."""
-    variables = {op.name for op in graph.get_operations() if op.type in VARIABLE_OPS}
+    scatter, any op that takes its handle and does not only read it:
+    :func:`variables_written`) that none of the ``fetched`` lists (op names, one list per
+    looping thread) runs: not a variable's initializer, nor what a saver restores. A graded
+    program's loop is timed with them too: which fetches its loop ran was its process's
+    word, and a forged list could leave its slow training out. Every variable counts,
+    trainable or not: the graph's collections are that process's word too."""
     initializers = {
         v.initializer.name
         for key in ("variables", "local_variables")
@@ -455,10 +528,7 @@ def left_out_updates(graph: Any, fetched: Iterable[Iterable[str]]) -> list[str]:
     }
     found = []
     for op in graph.get_operations():
-        if op.name in run or op.name in initializers:
-            continue
-        writes = any(word in op.type for word in ("Apply", "Assign", "Scatter"))
-        if not writes or not any(t.op.name in variables for t in op.inputs[:1]):
+        if op.name in run or op.name in initializers or not variables_written(op):
             continue
         if any(u.type.startswith("Restore") for u in upstream([op])):
             continue  # a saver's restore

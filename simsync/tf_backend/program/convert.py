@@ -71,6 +71,7 @@ import re
 import statistics
 from collections import Counter
 from collections.abc import Mapping
+from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 from simsync.errors import GraphError
@@ -101,7 +102,9 @@ from simsync.tf_backend.program.capture import (
     PUSHES,
     TAKES,
     VARIABLE_OPS,
+    carried_variable,
     program_device,
+    variables_written,
 )
 from simsync.tf_backend.program.towers import find_towers
 from simsync.words import plural
@@ -208,15 +211,20 @@ def convert(
     queues = _queues(graph, ops, needed - unsimulated, devices, data, runners, shared, tokens)
     counters = {name for name, v in graph.variables.items() if v.counter}
     untimed = 0
+    views = _views(ops)
     for name in kept:
         op = ops[name]
-        handles = [i["op"] for i in op["inputs"] if i["op"] in variables]
+        # a variable's handle however passed (tf.identity(v.handle)); an op unknown here
+        # that takes one writes it (capture.variables_written)
+        written = tuple(v for v in variables_written(views[name]) if v in variables)
+        handles = [carried_variable(t) for t in views[name].inputs]
+        reads = tuple(dict.fromkeys(h for h in handles if h in variables and h not in written))
+        if written:
+            reads = ()
         if name in assigned:  # the token's dequeue writes the counter
-            handles = [h for h in handles if h != assigned[name][1]]
-        writes = any(word in op["type"] for word in _WRITES)
+            reads = tuple(h for h in reads if h != assigned[name][1])
+            written = tuple(h for h in written if h != assigned[name][1])
         kind, queue, elements = _queue_op(op, queues, shared, tokens)
-        reads = () if writes else tuple(dict.fromkeys(handles))
-        written = tuple(dict.fromkeys(handles)) if writes else ()
         if kind is PUSH_GRADIENTS:  # apply_grad(grad, local_step): tagged with the local step
             reads = _counter_read(ops, op["inputs"][1:2], counters)
         elif kind is ENQUEUE_TOKENS:  # fill([N], global_step): tokens of the global step
@@ -346,6 +354,23 @@ def _update_ops(data: Mapping[str, Any], graph: Graph, stepped: set[str]) -> dic
         "towers": sorted({t for t in (work.get(op.name, op.tower) for op in run) if t is not None}),
         "racing": sorted(v for v, towers in writers.items() if len(towers) > 1),
     }
+
+
+def _views(ops: Mapping[str, Any]) -> dict[str, Any]:
+    """The ops of a program's graph data as TensorFlow's ops look to
+    :func:`~simsync.tf_backend.program.capture.variables_written`: ``.name``, ``.type`` and
+    ``.inputs``, each input's ``.op`` and ``.dtype.name`` (one home for which op writes
+    which variable, on either side)."""
+    views = {
+        name: SimpleNamespace(name=name, type=op["type"], inputs=[]) for name, op in ops.items()
+    }
+    for name, op in ops.items():
+        views[name].inputs = [
+            SimpleNamespace(op=views[t["op"]], dtype=SimpleNamespace(name=str(t["dtype"])))
+            for t in op["inputs"]
+            if t["op"] in views
+        ]
+    return views
 
 
 def _trainable(graph: Graph, name: str) -> bool:
