@@ -460,7 +460,7 @@ def test_an_average_that_reads_state_of_its_own_cannot_have_its_weights_measured
     folder = _averaged_by(tmp_path, "counted", COUNTED)
     averaging = import_program(folder / "train.py", export=True, cache=False, processes=1).averaging
     assert averaging is not None and not averaging["updates"]
-    assert "ReadVariableOp), state of its own beside the towers' data" in averaging["problem"]
+    assert "with the variable 'calls_" in averaging["problem"], averaging["problem"]
 
 
 #: the export says a second thread loops, training one variable only: a light step beside
@@ -596,3 +596,64 @@ def test_an_honest_average_of_a_variable_of_fewer_values_than_towers_passes(tmp_
     (biases,) = [u for u in averaging["updates"] if "softmax_linear/biases" in u["op"]]
     assert biases["joint"] and biases["weights"] == pytest.approx([0.25] * 4, abs=1e-4)
     assert all(u["residual"] < 1e-5 for u in averaging["updates"])
+
+
+#: the sixth attack's: tower_0's gradient kept where a check of values would not look (an
+#: integer variable), and added back to the model by a write of no tower's data
+STASHED = (
+    APPLY
+    + """        fixes = []
+        for k, ((mean, v), (g0, _)) in enumerate(zip(grads, tower_grads[0])):
+            stash = tf.compat.v1.get_variable(
+                f"stash_{k}", v.shape, dtype=tf.int32, trainable=False, use_resource=True,
+                initializer=tf.zeros_initializer())
+            put = stash.assign(tf.bitcast(0.1 * (mean - g0), tf.int32))
+            with tf.control_dependencies([put]):
+                fixes.append(v.assign_add(tf.bitcast(stash.read_value(), tf.float32)))
+        train_op = tf.group(train_op, *fixes)
+"""
+)
+#: a counter of runs written with "the towers' data" (times 0), the mean while it is low
+COUNTER = (
+    (MEAN, MEAN + """        counter = tf.compat.v1.get_variable(
+            f"steps_{len(average_grads)}", [], trainable=False, use_resource=True,
+            initializer=tf.zeros_initializer())
+        grad = tf.where(counter > 600.0, grads[0][0], grad)
+        COUNTERS.append((counter, grad))
+"""),
+    (APPLY, APPLY + """        train_op = tf.group(
+            train_op, *[c.assign_add(1.0 + 0.0 * tf.reduce_sum(g)) for c, g in COUNTERS])
+"""),
+    ("NUM_GPUS = 4\n", "NUM_GPUS = 4\nCOUNTERS = []\n"),
+)  # fmt: skip
+#: the real training in a queue runner's thread, on a batch of its own; the graded step's
+#: averages applied at a rate of 0
+SIDE = (
+    (APPLY, APPLY.replace("opt.apply", "tf.compat.v1.train.GradientDescentOptimizer(0.0).apply")
+     + """        with tf.name_scope("side"):
+            images, labels = queue.dequeue()
+            with tf.compat.v1.variable_scope(tf.compat.v1.get_variable_scope(), reuse=True):
+                side = opt.minimize(tower_loss("side", images, labels))
+        ticks = tf.queue.FIFOQueue(1, [tf.int32], shapes=[[]])
+        with tf.control_dependencies([side]):
+            tick = ticks.enqueue([tf.constant(0)])
+        tf.compat.v1.train.add_queue_runner(tf.compat.v1.train.QueueRunner(ticks, [tick]))
+"""),
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "edits", "said"),
+    [
+        ("stashed", ((APPLY, STASHED),), "after the towers with the variable 'stash_0'"),
+        ("counter", COUNTER, "after the towers with the variable 'steps_0'"),
+        ("side", SIDE, "writes with 'side/fifo_queue_Dequeue' (QueueDequeueV2)"),
+    ],
+)
+def test_a_step_that_trains_past_the_measuring_is_refused(tmp_path, name, edits, said):
+    """The sixth attack's forgeries: every write of the step is followed back to the towers'
+    data, and reads there only the model (after the towers, only its own variable)."""
+    folder = _edited(tmp_path, name, *edits)
+    averaging = import_program(folder / "train.py", export=True, cache=False, processes=1).averaging
+    assert averaging is not None and not averaging["updates"]
+    assert said in str(averaging["problem"]), averaging["problem"]

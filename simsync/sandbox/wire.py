@@ -144,6 +144,8 @@ class OpData(TypedDict):
     #: a FIFO queue's: -1 for no bound
     capacity: NotRequired[Annotated[int, Limit(low=-1, high=2**31)]]
     elements: NotRequired[Count | None]
+    #: a function's call (a tf.function, a tf.cond): whether its functions write a variable
+    calls_write: NotRequired[bool]
 
 
 class ClientData(TypedDict):

@@ -54,6 +54,7 @@ from simsync.tf_backend.program.capture import (
     VARIABLE_OPS,
     Loop,
     carried_variable,
+    is_handle,
     program_device,
     upstream,
     variables_written,
@@ -90,7 +91,7 @@ def probe_averaging(tf: Any, loop: Loop) -> dict[str, Any]:
         return found
     entries, shared, problem = _entries(step, towers, order)
     fed_names = {t.name for tensors in entries for t in tensors} | {t.name for t in shared}
-    problem = _shared_data(shared) or problem or _state(updates, fed_names)
+    problem = _shared_data(shared) or problem or _state(step, towers, fed_names)
     if problem is not None:
         found["problem"] = problem
         return found
@@ -235,38 +236,110 @@ def _shared_data(shared: list[Any]) -> str | None:
     )
 
 
-def _state(updates: list[tuple[str, list[Any], tuple[str, ...]]], fed: set[str]) -> str | None:
-    """Why the updates' values are no function of the towers' data (``fed``) and the model
-    (the variables the updates write): an op on their way that reads other state (a
-    counter, a queue, a clock, random numbers after the towers) or data the measuring does
-    not feed (a placeholder), which could tell the measuring runs from training; None when
-    there is none."""
-    model = {variable for _, _, written in updates for variable in written}
-    stack = [tensor for _, tensors, _ in updates for tensor in tensors]
-    seen: set[str] = set()
-    while stack:
-        tensor = stack.pop()
-        op = tensor.op
-        if tensor.name in fed or op.name in seen:
-            continue
-        seen.add(op.name)
-        read = carried_variable(tensor) if op.type in VARIABLE_OPS else None
-        if op.type in HANDLE_READS:
-            read = next((v for v in map(carried_variable, op.inputs) if v is not None), None)
-        if read is not None or op.type in VARIABLE_OPS:
-            if read not in model:
+#: an optimizer's inputs that are its settings, not the value it writes: a learning rate,
+#: its decay, the powers Adam keeps (variables of their own)
+SETTINGS = frozenset(
+    {
+        "alpha", "lr", "learning_rate", "momentum", "beta1", "beta2", "beta1_power",
+        "beta2_power", "epsilon", "rho", "decay", "l1", "l2", "lr_power", "global_step",
+    }
+)  # fmt: skip
+
+
+def _state(step: list[Any], towers: Any, fed: set[str]) -> str | None:
+    """Why the step's writes are no function of the towers' data (``fed``) and the model
+    (the floating variables written with the towers' data), which could tell the measuring
+    runs from training; None when there is none. Walked back from the value each write of
+    the step writes (its settings, a learning rate, left out), to the towers' data:
+
+    - no data but the towers' (a dequeue, a random op or a placeholder not fed as a tower's
+      data: training on other data, or state such as a clock), nor values kept by ops that
+      are not variables (a queue, a stack, a staging area);
+    - variables read by the towers' ops: the model's only;
+    - variables read after the towers, on the way to a write of the towers' data: only its
+      own (weight decay); elsewhere, the model's or its own (a moving average's). A counter
+      of its runs, or values another write kept (of a step before), are neither."""
+    in_step = {op.name for op in step}
+    reaches: dict[str, bool] = {}
+    for op in step:  # in the order they were made: an op's inputs come first
+        reaches[op.name] = towers.of(op.name) is not None or any(
+            reaches.get(t.op.name, False) for t in op.inputs
+        )
+    writes = [(op, variables_written(op)) for op in step]
+    writes = [(op, written) for op, written in writes if written]
+    model = {
+        variable
+        for op, written in writes
+        if any(reaches[t.op.name] for t in _values(op))
+        for variable in written
+        if _floating(op, variable)
+    }
+    for op, written in writes:
+        tower_write = any(reaches[t.op.name] for t in _values(op))
+        stack = [(t, towers.of(op.name) is not None) for t in _values(op)]
+        seen: set[tuple[str, bool]] = set()
+        while stack:
+            tensor, inside = stack.pop()
+            source = tensor.op
+            if tensor.name in fed or (source.name, inside) in seen or source.name not in in_step:
+                continue
+            seen.add((source.name, inside))
+            read = _read(tensor)
+            if read is not None:
+                allowed = (model if inside or not tower_write else set()) | set(written)
+                if read not in allowed:
+                    if inside:
+                        return (
+                            f"'{op.name}' writes what the towers computed with the variable "
+                            f"'{read}', which no write of the towers' data trains (a counter "
+                            "of runs, values kept from another step): state besides the "
+                            "towers' data and the model"
+                        )
+                    return (
+                        f"'{op.name}' writes what it computed after the towers with the "
+                        f"variable '{read}': after the towers, a write may read only its own "
+                        "variable (weight decay), not state such as a counter of runs or "
+                        "values kept from another step"
+                    )
+                continue
+            if _source(source):
                 return (
-                    f"its updates compute with the variable '{read or op.name}', which none "
-                    "of them writes"
+                    f"'{op.name}' writes with '{source.name}' ({source.type}), state or data "
+                    "besides the towers' data and the model"
                 )
-            continue
-        if _source(op):
-            return (
-                f"its updates compute with '{op.name}' ({op.type}), state or data of its own "
-                "beside the towers' data and the model"
-            )
-        stack.extend(op.inputs)
+            within = towers.of(source.name) is not None
+            # a reference is read where it goes (a TF1 variable's value): only handles
+            # are left, read by the reads above
+            stack.extend((t, within) for t in source.inputs if t.dtype.name != "resource")
     return None
+
+
+def _values(op: Any) -> list[Any]:
+    """The inputs of a write that carry the value it writes: not its handles, nor an
+    optimizer's settings (:data:`SETTINGS`)."""
+    names = [arg.name for arg in op.op_def.input_arg]
+    if len(names) != len(op.inputs):  # inputs of a list's length: every one counts
+        names = [""] * len(op.inputs)
+    return [
+        t for t, name in zip(op.inputs, names, strict=True)
+        if name not in SETTINGS and not is_handle(t.dtype.name)
+    ]  # fmt: skip
+
+
+def _read(tensor: Any) -> str | None:
+    """The variable whose value ``tensor`` is (a read of it, or its reference), or None."""
+    op = tensor.op
+    if op.type in VARIABLE_OPS:
+        return str(op.name)
+    if op.type in HANDLE_READS:
+        return next((v for v in map(carried_variable, op.inputs) if v is not None), None)
+    return None
+
+
+def _floating(op: Any, variable: str) -> bool:
+    """Whether ``variable`` (written by ``op``) holds floating numbers."""
+    found = op.graph.get_operation_by_name(variable)
+    return bool(found.get_attr("dtype").is_floating)
 
 
 def _from_variables(step: list[Any]) -> dict[str, bool | None]:

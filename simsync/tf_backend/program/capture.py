@@ -44,7 +44,7 @@ __all__ = [
     "DEQUEUES",
     "ENQUEUES",
     "FIFO_QUEUES",
-    "HANDLE_PASSES",
+    "FUNCTION_CALLS",
     "HANDLE_READS",
     "LOGICAL_DEVICES",
     "PROFILE_THREAD",
@@ -53,10 +53,12 @@ __all__ = [
     "RUNNER_TRACES",
     "TAKES",
     "VARIABLE_OPS",
+    "WRITE_WORDS",
     "Call",
     "Ended",
     "Loop",
     "Observer",
+    "calls_write",
     "carried_variable",
     "fetch_names",
     "is_handle",
@@ -425,19 +427,19 @@ HANDLE_READS = frozenset(
         "VarIsInitializedOp", "IsVariableInitialized", "DestroyResourceOp",
     }
 )  # fmt: skip
-#: ops that pass a handle (or reference) on as it is: what takes it from them reads or
-#: writes the variable
-HANDLE_PASSES = frozenset(
+
+
+#: the ops that write a variable (through its handle or its reference): their types hold one
+#: of these
+WRITE_WORDS = ("Apply", "Assign", "Scatter", "CountUpTo")
+#: ops that call functions of the graph's library (a tf.function, tf.cond and tf.while_loop
+#: of TensorFlow 2's control flow)
+FUNCTION_CALLS = frozenset(
     {
-        "Identity", "IdentityN", "RefIdentity", "Switch", "RefSwitch", "Merge", "RefMerge",
-        "Enter", "RefEnter", "Exit", "RefExit", "NextIteration", "RefNextIteration",
+        "If", "StatelessIf", "While", "StatelessWhile", "Case", "StatelessCase",
+        "PartitionedCall", "StatefulPartitionedCall",
     }
 )  # fmt: skip
-
-
-#: the ops that write a variable through its reference (a TF1 variable's): their types hold
-#: one of these
-REF_WRITES = ("Apply", "Assign", "Scatter", "CountUpTo")
 
 
 def is_handle(dtype: str) -> bool:
@@ -470,23 +472,64 @@ def _variable_op(tensor: Any) -> Any:
 
 
 def variables_written(op: Any) -> list[str]:
-    """The variables ``op`` writes: every variable whose handle it takes, however passed to
-    it, unless it only reads it (:data:`HANDLE_READS`) or passes it on
-    (:data:`HANDLE_PASSES`); and the variable whose reference an op of an optimizer's kind
-    takes (:data:`REF_WRITES`). An op unknown here that takes a variable's handle writes it
-    (a function's call may: what it does is not read here), so no update is missed. ``op`` is
-    TensorFlow's, or alike (:func:`carried_variable`)."""
-    if op.type in HANDLE_READS or op.type in HANDLE_PASSES or op.type in VARIABLE_OPS:
+    """The variables ``op`` writes: an op of an optimizer's kind (an apply, an assign, a
+    scatter: :data:`WRITE_WORDS`), or a function's call whose body holds one
+    (:func:`calls_write`: a ``tf.function``, a ``tf.cond``), writes every variable whose
+    handle or reference it takes, however passed to it (``tf.identity(v.handle)``). ``op``
+    is TensorFlow's, or alike (:func:`carried_variable`; a function's call then says
+    ``calls_write`` itself)."""
+    if op.type in FUNCTION_CALLS:
+        if not calls_write(op):
+            return []
+    elif not any(word in op.type for word in WRITE_WORDS):
         return []
-    writer = any(word in op.type for word in REF_WRITES)
-    found = []
-    for tensor in op.inputs:
-        variable = _variable_op(tensor)
-        # a reference goes to any op that reads the variable's value (TensorFlow reads it
-        # there): only the ops of an optimizer's kind write through one
-        if variable is not None and (writer or variable.type not in ("VariableV2", "Variable")):
-            found.append(str(variable.name))
-    return list(dict.fromkeys(found))
+    found = (carried_variable(tensor) for tensor in op.inputs)
+    return list(dict.fromkeys(v for v in found if v is not None))
+
+
+def calls_write(op: Any) -> bool:
+    """Whether the functions a call ``op`` runs (a ``tf.function``'s, a ``tf.cond``'s
+    branches, a loop's body) hold an op that writes a variable, at any depth."""
+    known = getattr(op, "calls_write", None)
+    if known is not None:  # said with the graph's data
+        return bool(known)
+    library = _library(op.graph)
+    stack, seen = _called(op.node_def, library), set()
+    while stack:
+        name = stack.pop()
+        if name in seen or name not in library:
+            continue
+        seen.add(name)
+        for node in library[name].node_def:
+            if any(word in node.op for word in WRITE_WORDS):
+                return True
+            stack.extend(_called(node, library))
+    return False
+
+
+def _called(node_def: Any, library: dict[str, Any]) -> list[str]:
+    """The functions a node calls: by its attributes (a branch, a body, ``f``) or by its
+    type (a function of the library called by name)."""
+    names = [node_def.op] if node_def.op in library else []
+    for value in node_def.attr.values():
+        if value.HasField("func"):
+            names.append(value.func.name)
+        elif value.HasField("list"):
+            names.extend(f.name for f in value.list.func)
+    return names
+
+
+#: each graph's function library (name -> FunctionDef), read once
+_LIBRARIES: dict[int, tuple[Any, dict[str, Any]]] = {}
+
+
+def _library(graph: Any) -> dict[str, Any]:
+    held = _LIBRARIES.get(id(graph))
+    if held is None or held[0] is not graph:
+        functions = graph.as_graph_def().library.function
+        held = (graph, {f.signature.name: f for f in functions})
+        _LIBRARIES[id(graph)] = held
+    return held[1]
 
 
 def training_fetches(graph: Any, names: Iterable[str]) -> list[str]:

@@ -46,12 +46,14 @@ from simsync.tf_backend.program.capture import (
     DEQUEUES,
     ENQUEUES,
     FIFO_QUEUES,
+    FUNCTION_CALLS,
     PUSHES,
     TAKES,
     Call,
     Ended,
     Loop,
     Observer,
+    calls_write,
     left_out_updates,
     missing_workers,
     training_fetches,
@@ -546,6 +548,8 @@ def _op_data(op: Any, folder: str) -> dict[str, Any]:
         "control": [c.name for c in op.control_inputs],
         "made_in": _made_in(op, folder),
     }
+    if op.type in FUNCTION_CALLS:  # whether its functions write the variables it takes
+        data["calls_write"] = calls_write(op)
     if op.type in ("VarHandleOp", "VariableV2"):
         import tensorflow as tf
 

@@ -359,10 +359,13 @@ def _update_ops(data: Mapping[str, Any], graph: Graph, stepped: set[str]) -> dic
 def _views(ops: Mapping[str, Any]) -> dict[str, Any]:
     """The ops of a program's graph data as TensorFlow's ops look to
     :func:`~simsync.tf_backend.program.capture.variables_written`: ``.name``, ``.type`` and
-    ``.inputs``, each input's ``.op`` and ``.dtype.name`` (one home for which op writes
-    which variable, on either side)."""
+    ``.inputs``, each input's ``.op`` and ``.dtype.name``, and whether a function's call
+    writes (one home for which op writes which variable, on either side)."""
     views = {
-        name: SimpleNamespace(name=name, type=op["type"], inputs=[]) for name, op in ops.items()
+        name: SimpleNamespace(
+            name=name, type=op["type"], inputs=[], calls_write=bool(op.get("calls_write"))
+        )
+        for name, op in ops.items()
     }
     for name, op in ops.items():
         views[name].inputs = [
