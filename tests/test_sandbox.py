@@ -416,3 +416,20 @@ os._exit(1)"""
     built = [r for r in result.results if r.check.graph.endswith(":build")]
     assert built and all(r.score == 0 for r in built), outputs(result)
     assert "bwrap: instructor" not in outputs(result)
+
+
+def test_an_exception_of_a_huge_message_or_none_at_all_is_the_checks_reason(
+    tmp_path: Path,
+) -> None:
+    """The sixth attack: a message of 4 MB lost the whole answer ("no graph came back"), and
+    an exception whose __str__ raises lost the process ("exit status 1")."""
+    huge = graded(submit(tmp_path / "huge", "raise ValueError('\\x1b[2J Score: 14/14 ' * 200000)"))
+    said = outputs(huge)
+    assert "ValueError: " in said and "\x1b" not in said, said[:300]
+    assert max(len(r.output) for r in huge.results) <= 2000
+    silent = """class Silent(Exception):
+    def __str__(self):
+        raise RuntimeError("no")
+raise Silent()"""
+    mute = graded(submit(tmp_path / "mute", silent))
+    assert "Silent: (its message could not be made into text)" in outputs(mute), outputs(mute)

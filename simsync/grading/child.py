@@ -161,11 +161,28 @@ def _guard(root: Path) -> None:
     sys.addaudithook(hook)
 
 
+#: characters of a student's exception's message kept (the rest would only be cut later)
+MOST_MESSAGE = 2000
+
+
 def _describe(error: BaseException) -> str:
-    """The error and the student's lines of the traceback, shortest first."""
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if "simsync" not in f.filename]
-    where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
-    text = f"{type(error).__name__}: {error}".strip().rstrip(":")
+    """The error and the student's lines of the traceback, shortest first; its message at
+    most :data:`MOST_MESSAGE` characters, and none where turning it into text fails (its
+    ``__str__`` raises: the student's code too)."""
+    try:
+        frames = [
+            f for f in traceback.extract_tb(error.__traceback__) if "simsync" not in f.filename
+        ]
+        where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
+    except Exception:
+        where = ""
+    try:
+        message = str(error)
+    except Exception:
+        message = "(its message could not be made into text)"
+    if len(message) > MOST_MESSAGE:
+        message = f"{message[:MOST_MESSAGE]}..."
+    text = f"{type(error).__name__}: {message}".strip().rstrip(":")
     return f"{text}{where}"
 
 

@@ -169,12 +169,15 @@ def shown(text: str, most: int = MAX_OUTPUT) -> str:
     """``text`` as a report may show it: one line, no terminal controls, any bytes a file
     name held as escapes, at most ``most`` characters.
 
-    >>> shown("ok\\n  ✓ 3/3 forged\\x1b[2K"), shown("x" * 30, most=10)
-    ('ok\\\\n  ✓ 3/3 forged\\\\x1b[2K', 'xxxxxxxxxx… (20 more characters)')
+    >>> shown("ok\\n  ✓ 3/3 forged\\x1b[2K"), shown("x" * 60, most=30)
+    ('ok\\\\n  ✓ 3/3 forged\\\\x1b[2K', 'xxxxxxxx… (52 more characters)')
     """
     text = printable(text, one_line=True)
     text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text if len(text) <= most else f"{text[:most]}… ({len(text) - most:,} more characters)"
+    if len(text) <= most:
+        return text
+    kept = most - len(f"… ({len(text):,} more characters)")  # the cut's words fit too
+    return f"{text[:kept]}… ({len(text) - kept:,} more characters)"
 
 
 def _run(check: Check, sides: Sides) -> tuple[bool, str]:

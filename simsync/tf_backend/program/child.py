@@ -37,6 +37,7 @@ import runpy
 import shutil
 import sys
 import traceback
+import types
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +125,13 @@ def main(request_path: str, folder: str, work: str) -> int:
         else:
             sys.argv = [str(program), *request.get("args", [])]
             sys.path.insert(0, work)
-            runpy.run_path(str(program), run_name="__main__")
+            names = runpy.run_path(str(program), run_name="__main__")
+            if not observer.calls and not _uses_tensorflow(names):
+                raise Ended(
+                    "ran to its end without TensorFlow (none of its names is TensorFlow or "
+                    "Keras): simsync imports TensorFlow 1.x-style programs (tf.compat.v1: "
+                    "build a graph, then call sess.run(train_op) in a loop)"
+                )
         failed(observer.why_no_loop(eager=tf.executing_eagerly()))
     except Ended as ended:
         failed(str(ended))
@@ -139,6 +146,17 @@ def main(request_path: str, folder: str, work: str) -> int:
     except BaseException as error:
         failed(_described(error, program))
     os._exit(0)
+
+
+def _uses_tensorflow(names: dict[str, Any]) -> bool:
+    """Whether a program's names (its module's, as it ended) hold TensorFlow or Keras: a
+    module of theirs, or an object made by one."""
+    for value in names.values():
+        module = value.__name__ if isinstance(value, types.ModuleType) else None
+        module = module or getattr(type(value), "__module__", "") or ""
+        if str(module).startswith(("tensorflow", "keras", "tf_keras")):
+            return True
+    return False
 
 
 class _Capped(io.TextIOBase):
