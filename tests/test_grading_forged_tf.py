@@ -512,7 +512,7 @@ APPLY = (
     'grads, global_step=global_step, name="apply_gradients")\n'
 )
 #: the averages applied at a rate of 0 (seen), tower_0's gradients applied where no check
-#: looked for an update: the handle through tf.identity, or a tf.function's call
+#: looked for an update: the handle through tf.identity (a tf.function's call: below)
 HIDDEN = {
     "identity": APPLY.replace("opt.apply", "tf.compat.v1.train.GradientDescentOptimizer(0.0).apply")
     + """        with tf.control_dependencies([train_op]):
@@ -520,23 +520,13 @@ HIDDEN = {
                 var=tf.identity(v.handle), alpha=0.1, delta=g) for g, v in tower_grads[0]]
         train_op = tf.group(train_op, *hidden)
 """,
-    "function": APPLY.replace("opt.apply", "tf.compat.v1.train.GradientDescentOptimizer(0.0).apply")
-    + """        @tf.function
-        def step(handle, delta):
-            tf.raw_ops.AssignSubVariableOp(resource=handle, value=0.1 * delta)
-            return tf.constant(0)
-
-        with tf.control_dependencies([train_op]):
-            hidden = [step(v.handle, g) for g, v in tower_grads[0]]
-        train_op = tf.group(train_op, *hidden)
-""",
 }
 
 
 @pytest.mark.parametrize("how", sorted(HIDDEN))
 def test_an_update_whose_handle_reaches_it_another_way_is_found_and_measured(tmp_path, how):
-    """The fifth attack's F3 and F4: the model trained on tower_0's gradients by an op no
-    check counted as an update, the averages applied at a rate of 0."""
+    """The fifth attack's F3: the model trained on tower_0's gradients by an op no check
+    counted as an update, the averages applied at a rate of 0."""
     folder = _edited(tmp_path, how, (APPLY, HIDDEN[how]))
     averaging = import_program(folder / "train.py", export=True, cache=False, processes=1).averaging
     assert averaging is not None and averaging["problem"] is None
@@ -576,7 +566,7 @@ SLICED = (
     ("name", "edits", "said"),
     [
         ("shared", SHARED, "its towers share data ('fifo_queue_DequeueMany:0'"),
-        ("placeholder", SLICED, "its updates compute with 'X' (Placeholder)"),
+        ("placeholder", SLICED, "its towers' data comes from 'X', a placeholder its loop feeds"),
     ],
 )
 def test_data_the_measuring_cannot_vary_tower_by_tower_is_refused(tmp_path, name, edits, said):
@@ -657,3 +647,31 @@ def test_a_step_that_trains_past_the_measuring_is_refused(tmp_path, name, edits,
     averaging = import_program(folder / "train.py", export=True, cache=False, processes=1).averaging
     assert averaging is not None and not averaging["updates"]
     assert said in str(averaging["problem"]), averaging["problem"]
+
+
+#: the seventh attack's: the model trained inside a function's call, given tower_0's
+#: gradients as integers beside the means (a check of the call's floating inputs saw means)
+IN_A_FUNCTION = (
+    APPLY.replace("opt.apply", "tf.compat.v1.train.GradientDescentOptimizer(0.0).apply")
+    + """        means = [g for g, _ in grads]
+        bits = [tf.bitcast(g0, tf.int32) for g0, _ in tower_grads[0]]
+
+        @tf.function
+        def apply(means, bits):
+            for (_, v), mean, b in zip(grads, means, bits, strict=True):
+                v.assign_sub(0.1 * tf.bitcast(b, tf.float32) + 0.0 * mean)
+            return tf.constant(0)
+
+        train_op = tf.group(train_op, apply(means, bits))
+"""
+)
+
+
+def test_a_write_inside_a_functions_call_is_refused(tmp_path):
+    """What a tf.function (a tf.cond, a tf.while_loop) writes is not what its inputs say."""
+    folder = _edited(tmp_path, "function", (APPLY, IN_A_FUNCTION))
+    averaging = import_program(folder / "train.py", export=True, cache=False, processes=1).averaging
+    assert averaging is not None and not averaging["updates"]
+    assert "writes variables inside a function's call (StatefulPartitionedCall" in str(
+        averaging["problem"]
+    )

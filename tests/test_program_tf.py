@@ -305,3 +305,22 @@ def test_a_program_made_of_a_package_imports_with_the_folders_below_it(tmp_path)
         import_program(missing, cache=False)
     message = str(raised.value)
     assert "ModuleNotFoundError" in message and "folders below it" in message, message
+
+
+def test_an_export_a_program_says_unasked_is_not_read(tmp_path):
+    """The seventh attack: a program's own line `{"export": ...}` in a plain import made the
+    parent look up a cost cache key of None (a traceback); it is not an answer there."""
+    program = tmp_path / "prog.py"
+    program.write_text(
+        "import os\n"
+        "for fd in range(3, 64):\n"
+        "    try:\n"
+        '        os.write(fd, b\'{"export": {"meta": "AAAA", "clients": [], '
+        '"made_in": {}}}\\n\')\n'
+        "    except OSError:\n"
+        "        pass\n"
+        "os._exit(0)\n"
+    )
+    with pytest.raises(ProgramError) as raised:
+        import_program(program, cache=tmp_path / "cache")
+    assert "\n" not in str(raised.value) and str(raised.value).startswith(str(program))

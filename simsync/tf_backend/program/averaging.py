@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from simsync.tf_backend.program.capture import (
+    FUNCTION_CALLS,
     HANDLE_READS,
     VARIABLE_OPS,
     Loop,
@@ -91,7 +92,12 @@ def probe_averaging(tf: Any, loop: Loop) -> dict[str, Any]:
         return found
     entries, shared, problem = _entries(step, towers, order)
     fed_names = {t.name for tensors in entries for t in tensors} | {t.name for t in shared}
-    problem = _shared_data(shared) or problem or _state(step, towers, fed_names)
+    problem = (
+        _shared_data(shared)
+        or _fed_by_the_loop([*(t for tensors in entries for t in tensors), *shared])
+        or problem
+        or _state(step, towers, fed_names)
+    )
     if problem is not None:
         found["problem"] = problem
         return found
@@ -246,6 +252,24 @@ SETTINGS = frozenset(
 )  # fmt: skip
 
 
+def _fed_by_the_loop(data: list[Any]) -> str | None:
+    """Why towers' data that a placeholder brings stops the measuring: what a graded loop
+    fed is its process's word (graded, it is fed zeros, and the measuring draws numbers in
+    their place), and a tower could tell those from what its loop feeds it."""
+    for tensor in data:
+        placeholder = next(
+            (op for op in upstream([tensor.op]) if op.type.startswith("Placeholder")), None
+        )
+        if placeholder is not None:
+            return (
+                f"its towers' data comes from '{placeholder.name}', a placeholder its loop "
+                "feeds: graded, it is fed zeros, and the towers could tell the measuring "
+                "from training; take each tower's batch in the graph (from a queue, as the "
+                "starter does)"
+            )
+    return None
+
+
 def _state(step: list[Any], towers: Any, fed: set[str]) -> str | None:
     """Why the step's writes are no function of the towers' data (``fed``) and the model
     (the floating variables written with the towers' data), which could tell the measuring
@@ -274,6 +298,13 @@ def _state(step: list[Any], towers: Any, fed: set[str]) -> str | None:
         for variable in written
         if _floating(op, variable)
     }
+    for op, _ in writes:
+        if op.type in FUNCTION_CALLS:
+            return (
+                f"'{op.name}' writes variables inside a function's call ({op.type}: a "
+                "tf.function, tf.cond or tf.while_loop), whose writes are not measured: "
+                "update the variables with an optimizer's ops"
+            )
     for op, written in writes:
         tower_write = any(reaches[t.op.name] for t in _values(op))
         stack = [(t, towers.of(op.name) is not None) for t in _values(op)]

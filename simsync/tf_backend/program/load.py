@@ -511,7 +511,8 @@ def _run(runner: _Runner, request: dict[str, Any]) -> _Answer:
         if "ModuleNotFoundError" in error and source.suffix == ".py":
             error += _copied_modules(source)
         raise ProgramError(f"{shown}{ran_again}: {error}")
-    if "export" in said or ("graph" in said and "machine" in said):
+    exported = "export" in said and bool(request.get("export"))  # only when asked for
+    if exported or ("graph" in said and "machine" in said):
         answer = _Answer(said, copied, stopped=outcome.too_long(limits) or outcome.error or "")
         if "graph" in said:
             answer.key = cost_cache.graph_key(copied.digest, said["graph"], said["machine"])
