@@ -433,3 +433,18 @@ def test_an_exception_of_a_huge_message_or_none_at_all_is_the_checks_reason(
 raise Silent()"""
     mute = graded(submit(tmp_path / "mute", silent))
     assert "Silent: (its message could not be made into text)" in outputs(mute), outputs(mute)
+
+
+def test_a_student_cannot_change_the_limits_it_runs_under(tmp_path: Path) -> None:
+    """The seventh attack: resource.prlimit went past the audit hook (the kernel allows a
+    process to lower its own limits, or the PID namespace's first process's)."""
+    body = """import resource
+for call in (lambda: resource.prlimit(1, resource.RLIMIT_CPU, (1, 1)),
+             lambda: resource.setrlimit(resource.RLIMIT_CPU, (1, 1))):
+    try:
+        call()
+        raise RuntimeError("changed a limit")
+    except PermissionError:
+        pass"""
+    result = graded(submit(tmp_path, body))
+    assert result.score == result.max_score, outputs(result)

@@ -45,7 +45,8 @@ __all__ = ["MAX_OPS", "main", "simsync_folder", "structure_of", "updates_of"]
 MAX_OPS = 5000
 #: audit events refused outright
 REFUSED = ("socket.", "subprocess.", "os.system", "os.exec", "os.posix_spawn", "os.fork",
-           "os.spawn", "ctypes.", "pty.", "os.kill", "os.forkpty", "webbrowser.")  # fmt: skip
+           "os.spawn", "ctypes.", "pty.", "os.kill", "os.forkpty", "webbrowser.",
+           "resource.prlimit", "resource.setrlimit")  # fmt: skip
 #: audit events that change the file system, checked against the working directory
 WRITES = ("os.remove", "os.rename", "os.mkdir", "os.rmdir", "os.chmod", "os.symlink", "os.link",
           "os.truncate", "shutil.rmtree", "os.utime", "os.chown", "shutil.copyfile")  # fmt: skip
