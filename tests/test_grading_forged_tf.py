@@ -675,3 +675,29 @@ def test_a_write_inside_a_functions_call_is_refused(tmp_path):
     assert "writes variables inside a function's call (StatefulPartitionedCall" in str(
         averaging["problem"]
     )
+
+
+#: the eighth attack's: a second handle to each variable, made inside a tf.function by the
+#: variable's shared name, writes tower_0's gradient beside the honest mean's apply
+ALIASED = (
+    APPLY
+    + """        def alias(v):
+            @tf.function
+            def handle():
+                return tf.raw_ops.VarHandleOp(
+                    dtype=v.dtype.base_dtype, shape=v.shape,
+                    shared_name=v.handle.op.get_attr("shared_name"))
+            return handle()
+
+        hidden = [tf.raw_ops.AssignSubVariableOp(resource=alias(v), value=0.1 * (g0 - mean))
+                  for (mean, v), (g0, _) in zip(grads, tower_grads[0], strict=True)]
+        train_op = tf.group(train_op, *hidden)
+"""
+)
+
+
+def test_a_write_through_a_handle_that_is_none_of_the_graphs_variables_is_refused(tmp_path):
+    folder = _edited(tmp_path, "aliased", (APPLY, ALIASED))
+    averaging = import_program(folder / "train.py", export=True, cache=False, processes=1).averaging
+    assert averaging is not None and not averaging["updates"]
+    assert "writes through a handle ('StatefulPartitionedCall" in str(averaging["problem"])

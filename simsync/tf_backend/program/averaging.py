@@ -53,7 +53,9 @@ from simsync.tf_backend.program.capture import (
     FUNCTION_CALLS,
     HANDLE_READS,
     VARIABLE_OPS,
+    WRITE_WORDS,
     Loop,
+    calls_write,
     carried_variable,
     is_handle,
     program_device,
@@ -298,8 +300,16 @@ def _state(step: list[Any], towers: Any, fed: set[str]) -> str | None:
         for variable in written
         if _floating(op, variable)
     }
-    for op, _ in writes:
-        if op.type in FUNCTION_CALLS:
+    for op in step:
+        unknown = _unknown_handle(op)
+        if unknown is not None:
+            return (
+                f"'{op.name}' writes through a handle ('{unknown}') that is none of the "
+                "graph's variables (made inside a function, or a second handle): what it "
+                "writes cannot be told; write each variable through its own handle"
+            )
+    for op in step:
+        if op.type in FUNCTION_CALLS and calls_write(op):  # whatever handles it takes
             return (
                 f"'{op.name}' writes variables inside a function's call ({op.type}: a "
                 "tf.function, tf.cond or tf.while_loop), whose writes are not measured: "
@@ -342,6 +352,21 @@ def _state(step: list[Any], towers: Any, fed: set[str]) -> str | None:
             # a reference is read where it goes (a TF1 variable's value): only handles
             # are left, read by the reads above
             stack.extend((t, within) for t in source.inputs if t.dtype.name != "resource")
+    return None
+
+
+def _unknown_handle(op: Any) -> str | None:
+    """The handle (its tensor's name) through which an op of a writing kind writes, or a
+    function's call may, that leads to none of the graph's variables; None when there is
+    none."""
+    writer = op.type in FUNCTION_CALLS or any(word in op.type for word in WRITE_WORDS)
+    if not writer:
+        return None
+    other = ("Accumulator", "Queue", "Stack", "Table")  # resources that are no variables
+    for tensor in op.inputs:
+        unknown = tensor.dtype.name == "resource" and carried_variable(tensor) is None
+        if unknown and not any(word in op.type for word in other):
+            return str(tensor.name)
     return None
 
 

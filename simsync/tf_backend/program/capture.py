@@ -464,6 +464,9 @@ def _variable_op(tensor: Any) -> Any:
             return op
         if not is_handle(tensor.dtype.name):
             return None
+        if op.type == "IdentityN":  # each output its own input's
+            tensor = op.inputs[tensor.value_index]
+            continue
         handed = [t for t in op.inputs if is_handle(t.dtype.name)]
         if not handed:
             return None
