@@ -94,10 +94,13 @@ def probe_averaging(tf: Any, loop: Loop) -> dict[str, Any]:
         return found
     entries, shared, problem = _entries(step, towers, order)
     fed_names = {t.name for tensors in entries for t in tensors} | {t.name for t in shared}
+    flat_entries = [*(t for tensors in entries for t in tensors), *shared]
     problem = (
         _shared_data(shared)
-        or _fed_by_the_loop([*(t for tensors in entries for t in tensors), *shared])
+        or _fed_by_the_loop(flat_entries)
         or problem
+        or _unlike_towers(step, towers)
+        or _other_state(step, towers, flat_entries)
         or _state(step, towers, fed_names)
     )
     if problem is not None:
@@ -232,16 +235,94 @@ def _entries(
 
 def _shared_data(shared: list[Any]) -> str | None:
     """Why data that several towers take stops the measuring: each probe feeds it the same,
-    so a tower's batch cut from it inside the tower would not change from probe to probe.
-    A number (a rate, a flag) is no batch, and is fed as it was."""
-    data = [t for t in shared if t.shape.rank != 0]
-    if not data:
+    so a tower's batch cut from it inside the tower, or a number drawn once a step (a
+    random number, a clock) that the towers switch on, would not change from probe to
+    probe as it does from step to step."""
+    if not shared:
         return None
     return (
-        f"its towers share data ('{data[0].name}', taken by more than one tower): how each "
-        "tower's gradient weighs is measured by changing each tower's own batch; give each "
+        f"its towers share data ('{shared[0].name}', taken by more than one tower): how each "
+        "tower's gradient weighs is measured by changing each tower's own data; give each "
         "its own (a dequeue in each tower, or a split made outside the towers)"
     )
+
+
+#: the sources a tower's data may come from: a queue's dequeue, random numbers (dropout),
+#: a dataset's iterator
+DATA_SOURCES = ("Dequeue", "Random", "Multinomial", "TruncatedNormal", "IteratorGetNext")
+#: stateful ops that keep nothing (a print, an assertion)
+KEEP_NOTHING = frozenset({"Print", "PrintV2", "Assert", "NoOp"})
+
+
+def _other_state(step: list[Any], towers: Any, entries: list[Any]) -> str | None:
+    """Why the step holds state besides the model's variables: its towers' data from a
+    source that is no queue, random op or iterator (a table, a stack, a file), or an op that
+    keeps the towers' data elsewhere than in a variable (a table's insert, a stack's push, a
+    staging area, a file); None when there is none."""
+    for tensor in entries:
+        for op in upstream([tensor.op]):
+            made = all(t.dtype.name == "resource" for t in op.outputs)  # a queue's, a table's
+            if _source(op) and not made and not _data_source(op):
+                return (
+                    f"its towers compute with '{op.name}' ({op.type}), state besides the "
+                    "model's variables: keep the model in variables"
+                )
+    reaches: dict[str, bool] = {}
+    for op in step:  # in the order they were made: an op's inputs come first
+        reaches[op.name] = towers.of(op.name) is not None or any(
+            reaches.get(t.op.name, False) for t in op.inputs
+        )
+        stateful = op.op_def.is_stateful and op.type not in KEEP_NOTHING
+        keeps = stateful and not variables_written(op) and op.type not in HANDLE_READS
+        if keeps and not _data_source(op) and reaches[op.name]:
+            if op.type in VARIABLE_OPS or (_source(op) and not op.inputs):
+                continue
+            return (
+                f"'{op.name}' ({op.type}) keeps what the towers computed elsewhere than in "
+                "a variable: a step may change only its variables"
+            )
+    return None
+
+
+def _data_source(op: Any) -> bool:
+    """Whether ``op`` brings a tower's data (:data:`DATA_SOURCES`)."""
+    return any(word in op.type for word in DATA_SOURCES)
+
+
+def _unlike_towers(step: list[Any], towers: Any) -> str | None:
+    """Why the towers do not compute the same: tower ``i``'s ops differ from tower 0's in
+    their kinds, their constants or their settings, in the order they were made (a tower
+    loop builds each tower alike; one that scales tower 0's loss, or draws a gate for the
+    others only, would weigh them unlike any average)."""
+    signatures: dict[int, list[tuple[str, bytes]]] = {}
+    for op in step:
+        tower = towers.of(op.name)
+        if tower is not None:
+            signatures.setdefault(tower, []).append(_signature(op))
+    first = signatures.get(0, [])
+    for tower in sorted(signatures):
+        if signatures[tower] != first:
+            return (
+                f"tower_{tower} computes otherwise than tower_0 (other ops, constants or "
+                "settings): build every tower alike, in one loop"
+            )
+    return None
+
+
+#: an op's settings that differ from tower to tower in a tower loop of alike towers
+_OWN_ATTRS = frozenset({"seed", "seed2", "_class", "shared_name", "container", "_output_shapes"})
+
+
+def _signature(op: Any) -> tuple[str, bytes]:
+    """What a tower's op computes, but for its name and place: its kind and its settings
+    (a constant's value among them)."""
+    attrs = op.node_def.attr
+    kept = b"".join(
+        name.encode() + attrs[name].SerializeToString(deterministic=True)
+        for name in sorted(attrs)
+        if name not in _OWN_ATTRS
+    )
+    return op.type, kept
 
 
 #: an optimizer's inputs that are its settings, not the value it writes: a learning rate,
