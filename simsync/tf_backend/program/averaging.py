@@ -10,17 +10,20 @@ tower's only. Their values tell. The probe (:func:`probe_averaging`):
    where data enters each tower: a number tensor that a tower's op takes from outside the
    tower, or from a source inside it (a dequeue, a random op, a placeholder), made from no
    variable (a variable's value is the model, not data). Each tower's entries pair with the
-   others' in the order they were made, of the same shapes and types. Data that several
-   towers take (a batch each tower cuts its own part of) is refused: the measuring changes
-   each tower's own batch, and could not change that one tower by tower. A number they
-   share (a rate, a flag) is fed as it was.
+   others' in the order they were made, of the same shapes and types. Refused: towers
+   built unlike each other (other op kinds, constants or settings); data that several
+   towers take (a batch each tower cuts its own part of, a number drawn once a step), which
+   the measuring could not change tower by tower; data a placeholder brings (graded, it is
+   fed zeros); data from state that is no queue, random op or iterator (a lookup table).
 2. **The updates and their way.** Every op of the step that writes a variable, however its
    handle reached it (:func:`~simsync.tf_backend.program.capture.variables_written`), and
    its inputs that compute with a tower's data. On their way back to the towers' data there
    may be only the model (the variables the updates write) and computation: an op that
    reads other state (a counter of its runs, a clock, random numbers after the towers) or
    data not fed as a tower's (a placeholder) is refused, as it could tell the measuring
-   runs from training.
+   runs from training; so is a write through a handle that is none of the graph's
+   variables, a write inside a function's call, and an op that keeps what the towers
+   computed elsewhere than in a variable (a table's insert, a stack's push).
 3. **Batches.** One run takes every entry's value: ``B_i``, tower ``i``'s batch (the
    program's own data; random numbers where every tower got the same, as zeros fed to a
    placeholder are).
@@ -100,6 +103,7 @@ def probe_averaging(tf: Any, loop: Loop) -> dict[str, Any]:
         or _fed_by_the_loop(flat_entries)
         or problem
         or _unlike_towers(step, towers)
+        or _hidden_writes(step)
         or _other_state(step, towers, flat_entries)
         or _state(step, towers, fed_names)
     )
@@ -381,21 +385,6 @@ def _state(step: list[Any], towers: Any, fed: set[str]) -> str | None:
         for variable in written
         if _floating(op, variable)
     }
-    for op in step:
-        unknown = _unknown_handle(op)
-        if unknown is not None:
-            return (
-                f"'{op.name}' writes through a handle ('{unknown}') that is none of the "
-                "graph's variables (made inside a function, or a second handle): what it "
-                "writes cannot be told; write each variable through its own handle"
-            )
-    for op in step:
-        if op.type in FUNCTION_CALLS and calls_write(op):  # whatever handles it takes
-            return (
-                f"'{op.name}' writes variables inside a function's call ({op.type}: a "
-                "tf.function, tf.cond or tf.while_loop), whose writes are not measured: "
-                "update the variables with an optimizer's ops"
-            )
     for op, written in writes:
         tower_write = any(reaches[t.op.name] for t in _values(op))
         stack = [(t, towers.of(op.name) is not None) for t in _values(op)]
@@ -433,6 +422,27 @@ def _state(step: list[Any], towers: Any, fed: set[str]) -> str | None:
             # a reference is read where it goes (a TF1 variable's value): only handles
             # are left, read by the reads above
             stack.extend((t, within) for t in source.inputs if t.dtype.name != "resource")
+    return None
+
+
+def _hidden_writes(step: list[Any]) -> str | None:
+    """Why a write of the step cannot be measured: through a handle that leads to none of
+    the graph's variables, or inside a function's call (its inputs need not be what it
+    writes); None when there is none."""
+    for op in step:
+        unknown = _unknown_handle(op)
+        if unknown is not None:
+            return (
+                f"'{op.name}' writes through a handle ('{unknown}') that is none of the "
+                "graph's variables (made inside a function, or a second handle): what it "
+                "writes cannot be told; write each variable through its own handle"
+            )
+        if op.type in FUNCTION_CALLS and calls_write(op):  # whatever handles it takes
+            return (
+                f"'{op.name}' writes variables inside a function's call ({op.type}: a "
+                "tf.function, tf.cond or tf.while_loop), whose writes are not measured: "
+                "update the variables with an optimizer's ops"
+            )
     return None
 
 
