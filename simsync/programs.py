@@ -145,12 +145,15 @@ def simulate_program(
     values: bool = False,
     tasks: Mapping[str, int] | None = None,
     task_flags: bool = True,
+    gpus: bool = True,
 ) -> ProgramRun:
     """Import the program at ``path`` (unless ``imported`` is given; ``args`` are its command
     line), change it, and simulate ``steps`` steps; with ``values``, replay the simulated
     order with the program's own ops (:func:`program_values`: one more sandboxed run of the
     program). A program written for a cluster runs as its cluster of ``tasks``
-    (:mod:`~simsync.tf_backend.program.cluster`)."""
+    (:mod:`~simsync.tf_backend.program.cluster`). With ``gpus``, also as on GPUs where this
+    machine's cores are fewer than its towers (:func:`on_gpus`; a prediction to cross-check
+    is of this machine only)."""
     if changes.mode is not None or changes.replicas is not None:
         _mode_change(changes)  # a mode that is none: said before the program runs
     imported = imported or import_program(
@@ -159,7 +162,7 @@ def simulate_program(
     graph, lines = what_if(imported.graph, changes)
     sim = simulate_graph(graph, steps, name=Path(path).stem, source=str(path), seed=seed)
     run = ProgramRun(imported, graph, sim, lines)
-    run.on_gpus = on_gpus(graph, steps, seed, str(path))
+    run.on_gpus = on_gpus(graph, steps, seed, str(path)) if gpus else None
     if values:
         program_values(path, run, args=args)
     return run
@@ -237,7 +240,7 @@ def crosscheck_program(
     imported = import_program(
         path, args=args, costs=costs, refresh=refresh, tasks=tasks, task_flags=task_flags
     )
-    run = simulate_program(path, changes, steps=PREDICTION_STEPS, imported=imported)
+    run = simulate_program(path, changes, steps=PREDICTION_STEPS, imported=imported, gpus=False)
     measured, keys = [], set()
     for number in range(runs):
         say(f"Running the program on TensorFlow, run {number + 1} of {runs}...")

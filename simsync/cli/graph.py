@@ -75,15 +75,17 @@ def output_format(chosen: str | None, output: Path | None) -> str:
     ...
     simsync.errors.UsageError: --format text writes text, not a PNG: ... or give --format png
     """
-    named = SUFFIXES.get(output.suffix.lower()) if output not in (None, STDOUT) else None
+    if output is None or output is STDOUT:
+        return chosen or "text"
+    named = SUFFIXES.get(output.suffix.lower())
     if chosen is None:
         return named or "text"
     if named == "png" and chosen != "png":
         raise UsageError(
             f"--format {chosen} writes text, not a PNG: name the output other than "
-            f"{output.name}, or give --format png"  # type: ignore[union-attr]
+            f"{output.name}, or give --format png"
         )
-    if chosen == "png" and output is not None and output is not STDOUT and named != "png":
+    if chosen == "png" and named != "png":
         raise UsageError(f"--format png writes PNG files: name the output *.png, not {output.name}")
     return chosen
 

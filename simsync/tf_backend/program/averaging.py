@@ -74,11 +74,11 @@ __all__ = ["probe_averaging"]
 SEPARABLE = 1e-6
 
 
-def probe_averaging(tf: Any, loop: Loop) -> dict[str, Any]:
+def probe_averaging(loop: Loop) -> dict[str, Any]:
     """The weights each update of ``loop``'s step gives its towers (see the module's
     docstring): ``{"towers": N, "updates": [{"op", "weights", "joint", "finite",
-    "residual", "permuted", "repeated"}], "problem": None}``, or a ``problem`` (one line) when they
-    cannot be measured."""
+    "residual", "permuted", "repeated"}], "problem": None}``, or a ``problem`` (one line)
+    when they cannot be measured."""
     graph = loop.graph
     calls = list(loop.calls.values())
     step = upstream([graph.get_operation_by_name(n) for call in calls for n in call.fetches])
@@ -91,21 +91,21 @@ def probe_averaging(tf: Any, loop: Loop) -> dict[str, Any]:
     if towers.count < 2:
         found["problem"] = "its training step has no towers to average"
         return found
-    updates = _updates(step, towers)
+    reaches = _reaching(step, towers)
+    updates = _updates(step, reaches)
     if not updates:
         found["problem"] = "no update of a variable computes with a tower's data"
         return found
     entries, shared, problem = _entries(step, towers, order)
-    fed_names = {t.name for tensors in entries for t in tensors} | {t.name for t in shared}
-    flat_entries = [*(t for tensors in entries for t in tensors), *shared]
+    flat = [tensor for tensors in entries for tensor in tensors]
     problem = (
         _shared_data(shared)
-        or _fed_by_the_loop(flat_entries)
+        or _entry_sources(flat)
         or problem
         or _unlike_towers(step, towers)
         or _hidden_writes(step)
-        or _other_state(step, towers, flat_entries)
-        or _state(step, towers, fed_names)
+        or _kept_elsewhere(step, reaches)
+        or _state(step, towers, reaches, {t.name for t in flat})
     )
     if problem is not None:
         found["problem"] = problem
@@ -117,11 +117,9 @@ def probe_averaging(tf: Any, loop: Loop) -> dict[str, Any]:
     def run(fetches: list[Any], feed: dict[Any, Any]) -> list[Any]:
         return list(loop.observer.real_run(loop.session, fetches, feed_dict={**base, **feed}))
 
-    flat = [tensor for tensors in entries for tensor in tensors]
-    taken = run([*flat, *shared], {})
+    taken = run(flat, {})
     n, width = towers.count, len(entries[0])
     batches = [taken[i * width : (i + 1) * width] for i in range(n)]
-    fixed = dict(zip(shared, taken[len(flat) :], strict=True))  # every probe the same
     rng = np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
     if all(_same(batches[0], batch) for batch in batches[1:]):
         batches = [_drawn(batch, rng) for batch in batches]  # zeros fed to every tower
@@ -131,11 +129,11 @@ def probe_averaging(tf: Any, loop: Loop) -> dict[str, Any]:
                 "cannot be told apart"
             )
             return found
-    fetched = [tensor for _, tensors, _ in updates for tensor in tensors]
+    fetched = [tensor for _, tensors in updates for tensor in tensors]
     swapped = [1, 0, *range(2, n)]
 
     def fed(assigned: list[int]) -> dict[Any, Any]:
-        return fixed | {
+        return {
             tensor: batches[assigned[tower]][k]
             for tower, tensors in enumerate(entries)
             for k, tensor in enumerate(tensors)
@@ -154,7 +152,7 @@ def probe_averaging(tf: Any, loop: Loop) -> dict[str, Any]:
         ran = run(fetched, fed(assigned))
         values[name] = [np.asarray(v, dtype=np.float64).ravel() for v in ran]
     parts, start = [], 0
-    for _, tensors, _ in updates:
+    for _, tensors in updates:
         parts.append(slice(start, start + len(tensors)))
         start += len(tensors)
 
@@ -163,31 +161,35 @@ def probe_averaging(tf: Any, loop: Loop) -> dict[str, Any]:
 
     measured = [{name: joined(name, part) for name in values} for part in parts]
     joint = _joint_weights([(m["own"], [m[f"every {j}"] for j in range(n)]) for m in measured])
-    for (op, _, _), m in zip(updates, measured, strict=True):
+    for (op, _), m in zip(updates, measured, strict=True):
         permuted = [m["rotated"], m["swapped"]]
         every = [m[f"every {j}"] for j in range(n)]
         found["updates"].append(_weights(op, m["own"], m["again"], permuted, every, joint))
     return found
 
 
-def _updates(step: list[Any], towers: Any) -> list[tuple[str, list[Any], tuple[str, ...]]]:
-    """Each op of ``step`` that writes a variable
-    (:func:`~simsync.tf_backend.program.capture.variables_written`: however its handle
-    reached it), with its inputs of floating type that compute with a tower's data (along
-    data edges), and the variables it writes."""
+def _reaching(step: list[Any], towers: Any) -> dict[str, bool]:
+    """For each op of ``step`` (in the order they were made: an op's inputs come first),
+    whether it is a tower's or computes with a tower's data (along data edges)."""
     reaches: dict[str, bool] = {}
-    for op in step:  # in the order they were made: an op's inputs come first
+    for op in step:
         reaches[op.name] = towers.of(op.name) is not None or any(
             reaches.get(t.op.name, False) for t in op.inputs
         )
+    return reaches
+
+
+def _updates(step: list[Any], reaches: dict[str, bool]) -> list[tuple[str, list[Any]]]:
+    """Each op of ``step`` that writes a variable
+    (:func:`~simsync.tf_backend.program.capture.variables_written`: however its handle
+    reached it), with its inputs of floating type that compute with a tower's data."""
     found = []
     for op in step:
-        written = variables_written(op)
-        if not written:
+        if not variables_written(op):
             continue
         tensors = [t for t in op.inputs if t.dtype.is_floating and reaches[t.op.name]]
         if tensors:
-            found.append((op.name, tensors, tuple(written)))
+            found.append((op.name, tensors))
     return found
 
 
@@ -195,7 +197,7 @@ def _entries(
     step: list[Any], towers: Any, order: dict[str, int]
 ) -> tuple[list[list[Any]], list[Any], str | None]:
     """Each tower's entries (see the module's docstring), paired across towers, and those
-    several towers take (each probe feeds them the same); or why they cannot be paired."""
+    several towers take (refused: :func:`_shared_data`); or why they cannot be paired."""
     model = _from_variables(step)
     per_tower: list[dict[str, Any]] = [{} for _ in range(towers.count)]
     takers: dict[str, set[int]] = {}
@@ -232,7 +234,7 @@ def _entries(
             for a, b in zip(entries[0], tensors, strict=False)
         ):
             return entries, shared, f"tower_{tower} is given data of other shapes than tower_0's"
-    if not all(t.graph.is_feedable(t) for tensors in (*entries, shared) for t in tensors):
+    if not all(t.graph.is_feedable(t) for tensors in entries for t in tensors):
         return entries, shared, "its towers' data cannot be fed to them"
     return entries, shared, None
 
@@ -258,33 +260,42 @@ DATA_SOURCES = ("Dequeue", "Random", "Multinomial", "TruncatedNormal", "Iterator
 KEEP_NOTHING = frozenset({"Print", "PrintV2", "Assert", "NoOp"})
 
 
-def _other_state(step: list[Any], towers: Any, entries: list[Any]) -> str | None:
-    """Why the step holds state besides the model's variables: its towers' data from a
-    source that is no queue, random op or iterator (a table, a stack, a file), or an op that
-    keeps the towers' data elsewhere than in a variable (a table's insert, a stack's push, a
-    staging area, a file); None when there is none."""
-    for tensor in entries:
-        for op in upstream([tensor.op]):
-            made = all(t.dtype.name == "resource" for t in op.outputs)  # a queue's, a table's
-            if _source(op) and not made and not _data_source(op):
-                return (
-                    f"its towers compute with '{op.name}' ({op.type}), state besides the "
-                    "model's variables: keep the model in variables"
-                )
-    reaches: dict[str, bool] = {}
-    for op in step:  # in the order they were made: an op's inputs come first
-        reaches[op.name] = towers.of(op.name) is not None or any(
-            reaches.get(t.op.name, False) for t in op.inputs
-        )
-        stateful = op.op_def.is_stateful and op.type not in KEEP_NOTHING
-        keeps = stateful and not variables_written(op) and op.type not in HANDLE_READS
-        if keeps and not _data_source(op) and reaches[op.name]:
-            if op.type in VARIABLE_OPS or (_source(op) and not op.inputs):
-                continue
+def _entry_sources(entries: list[Any]) -> str | None:
+    """Why what the towers' data comes from stops the measuring: a placeholder (what a
+    graded loop fed is its process's word: graded, it is fed zeros, and a tower could tell
+    the measuring's numbers from its loop's), or state that is no queue, random op or
+    iterator (a table's lookup, a stack); None when there is none."""
+    for op in upstream([tensor.op for tensor in entries]):
+        if op.type.startswith("Placeholder"):
             return (
-                f"'{op.name}' ({op.type}) keeps what the towers computed elsewhere than in "
-                "a variable: a step may change only its variables"
+                f"its towers' data comes from '{op.name}', a placeholder its loop feeds: "
+                "graded, it is fed zeros, and the towers could tell the measuring from "
+                "training; take each tower's batch in the graph (from a queue, as the "
+                "starter does)"
             )
+        made = all(t.dtype.name == "resource" for t in op.outputs)  # a queue's, a table's
+        if _source(op) and not made and not _data_source(op):
+            return (
+                f"its towers compute with '{op.name}' ({op.type}), state besides the "
+                "model's variables: keep the model in variables"
+            )
+    return None
+
+
+def _kept_elsewhere(step: list[Any], reaches: dict[str, bool]) -> str | None:
+    """Why the step keeps what the towers computed elsewhere than in a variable (a table's
+    insert, a stack's push, a staging area, a file); None when it does not."""
+    for op in step:
+        if not reaches[op.name] or not op.op_def.is_stateful or op.type in KEEP_NOTHING:
+            continue
+        if variables_written(op) or op.type in HANDLE_READS or _data_source(op):
+            continue
+        if op.type in VARIABLE_OPS or (_source(op) and not op.inputs):
+            continue  # a resource made (a queue's, a table's): nothing kept yet
+        return (
+            f"'{op.name}' ({op.type}) keeps what the towers computed elsewhere than in a "
+            "variable: a step may change only its variables"
+        )
     return None
 
 
@@ -339,25 +350,7 @@ SETTINGS = frozenset(
 )  # fmt: skip
 
 
-def _fed_by_the_loop(data: list[Any]) -> str | None:
-    """Why towers' data that a placeholder brings stops the measuring: what a graded loop
-    fed is its process's word (graded, it is fed zeros, and the measuring draws numbers in
-    their place), and a tower could tell those from what its loop feeds it."""
-    for tensor in data:
-        placeholder = next(
-            (op for op in upstream([tensor.op]) if op.type.startswith("Placeholder")), None
-        )
-        if placeholder is not None:
-            return (
-                f"its towers' data comes from '{placeholder.name}', a placeholder its loop "
-                "feeds: graded, it is fed zeros, and the towers could tell the measuring "
-                "from training; take each tower's batch in the graph (from a queue, as the "
-                "starter does)"
-            )
-    return None
-
-
-def _state(step: list[Any], towers: Any, fed: set[str]) -> str | None:
+def _state(step: list[Any], towers: Any, reaches: dict[str, bool], fed: set[str]) -> str | None:
     """Why the step's writes are no function of the towers' data (``fed``) and the model
     (the floating variables written with the towers' data), which could tell the measuring
     runs from training; None when there is none. Walked back from the value each write of
@@ -371,11 +364,6 @@ def _state(step: list[Any], towers: Any, fed: set[str]) -> str | None:
       own (weight decay); elsewhere, the model's or its own (a moving average's). A counter
       of its runs, or values another write kept (of a step before), are neither."""
     in_step = {op.name for op in step}
-    reaches: dict[str, bool] = {}
-    for op in step:  # in the order they were made: an op's inputs come first
-        reaches[op.name] = towers.of(op.name) is not None or any(
-            reaches.get(t.op.name, False) for t in op.inputs
-        )
     writes = [(op, variables_written(op)) for op in step]
     writes = [(op, written) for op, written in writes if written]
     model = {

@@ -380,7 +380,7 @@ def _answer(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any) ->
         from simsync.tf_backend.program.averaging import probe_averaging
 
         try:
-            say(averaging=probe_averaging(tf, loop))
+            say(averaging=probe_averaging(loop))
         except Exception as error:
             problem = f"its towers' weights could not be measured: {type(error).__name__}"
             say(averaging={"towers": 0, "updates": [], "problem": f"{problem}: {error}"[:2000]})
