@@ -250,6 +250,8 @@ def crosscheck_program(
         )  # fmt: skip
         keys.add(key)
         measured.append(found)
+        if real_args is not None and number == 0:
+            _built_as_asked(path, convert(data, None)[0], run.simulation.graph, real_args)
     if real_args is None:
         # the graph as imported, among the ops its profile saw run
         checked, timed = imported.graph, set(imported.profile.get("ops", {}))
@@ -278,6 +280,22 @@ def crosscheck_program(
     report["tasks"] = dict(tasks) if tasks is not None else None  # a cluster's, each run
     report["same_graph"] = keys == {imported.key} if real_args is None else len(keys) == 1
     return run, report
+
+
+def _built_as_asked(path: Any, built: Graph, asked: Graph, real_args: Sequence[str]) -> None:
+    """Refuse, in one line, a what-if's cross-check whose program, run with ``real_args``,
+    built other towers or threads than the what-if predicts for."""
+    for what, count in (
+        ("towers", lambda g: len(g.towers)),
+        ("threads", lambda g: sum(1 for c in g.clients if not c.daemon)),
+    ):
+        if count(built) != count(asked):
+            ran = " ".join(real_args) or "no arguments"
+            raise UsageError(
+                f"crosscheck {path}: the prediction has {count(asked)} {what}, but the "
+                f"program run with {ran} built {count(built)}: after --, give it what makes it "
+                f"build {count(asked)}"
+            )
 
 
 def _values(run: ProgramRun) -> dict[str, Any]:

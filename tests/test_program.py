@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from helpers import one_clear_line
 
+from simsync.errors import UsageError
 from simsync.ir import Cost
 from simsync.kinds import sync_points
 from simsync.tf_backend.program.convert import convert
@@ -123,6 +124,36 @@ def test_more_towers_of_asynchronous_threads_bring_their_threads():
     fewer, _ = with_towers(graph, 1)
     assert [c.name for c in fewer.clients] == ["thread_0"]
     assert "read_1" not in fewer.nx and "apply_1" not in fewer.nx and "read" in fewer.nx
+
+
+def _hogwild(threads=3):
+    """Hogwild: no towers, ``threads`` threads running one train op on one graph."""
+    ops = [
+        _op("w", "VarHandleOp", device="/device:CPU:0"),
+        _op("read", "ReadVariableOp", ["w"], device="/device:CPU:0"),
+        _op("grad", "MatMul", ["read"], device="/device:CPU:0"),
+        _op("apply", "ResourceApplyGradientDescent", ["w", "grad"], device="/device:CPU:0"),
+    ]
+    clients = [{"thread": f"T{i}", "name": f"thread_{i}", "fetches": ["apply"]}
+               for i in range(threads)]  # fmt: skip
+    return {"program": "hogwild.py", "order": [op["name"] for op in ops], "ops": ops,
+            "clients": clients, "trainable": ["w"]}  # fmt: skip
+
+
+def test_more_threads_of_one_train_op_where_a_program_has_no_towers():
+    graph, _ = convert(_hogwild(3), None)
+    assert not graph.towers
+    bigger, line = with_towers(graph, 5)
+    assert [c.name for c in bigger.clients] == [f"thread_{i}" for i in range(5)]
+    assert all(c.fetches == ("apply",) for c in bigger.clients)
+    assert line == "5 threads: 3 threads as the program ran them, 2 more like thread_0"
+    assert set(bigger.nx) == set(graph.nx)  # the threads share the program's one graph
+    fewer, line = with_towers(graph, 2)
+    assert [c.name for c in fewer.clients] == ["thread_0", "thread_1"]
+    assert line == "2 threads: the program's first 2 of 3"
+    one_loop, _ = convert(_hogwild(1), None)
+    with pytest.raises(UsageError, match="no towers to replicate, nor threads"):
+        with_towers(one_loop, 4)
 
 
 def test_program_options_are_refused_for_a_scenario():

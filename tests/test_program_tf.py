@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from helpers import one_clear_line
 
+from simsync.errors import UsageError
 from simsync.kinds import sync_points
 from simsync.programs import WhatIf, crosscheck_program, program_summary, simulate_program
 from simsync.sandbox.bubblewrap import Limits
@@ -196,6 +197,16 @@ def test_crosscheck_of_more_towers_runs_the_program_built_with_them():
     for found in report["arrivals"]:
         assert set(found["measured_last"]) == {f"tower_{i}" for i in range(4)}
     assert report["step_time"][0]["measured"] > 0
+
+
+def test_a_what_if_crosschecked_against_a_program_built_otherwise_is_refused():
+    # asked 4 towers, the program told to build 3: one line, after the first run
+    with pytest.raises(UsageError, match=r"prediction has 4 towers, but the program run with 3 "
+                       r"built 3: after --, give it what makes it build 4"):  # fmt: skip
+        crosscheck_program(
+            PROGRAMS / "towers_argv.py", WhatIf(towers=4), runs=2, traced=3, untraced=3,
+            real_args=["3"],
+        )  # fmt: skip
 
 
 def test_the_graph_of_a_program_is_drawn_one_box_per_name_scope(cpu_variables):

@@ -159,7 +159,8 @@ def add_program_options(parser: argparse.ArgumentParser, *, crosscheck: bool = F
         "--towers",
         type=_towers,
         metavar="N",
-        help="N towers: tower_0 replicated, its placement kept",
+        help="N towers: tower_0 replicated, its placement kept (a program with no towers "
+        "whose threads all run one train op, Hogwild: N such threads)",
     )
     group.add_argument(
         "--batch",

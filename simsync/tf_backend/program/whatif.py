@@ -10,7 +10,8 @@ new :class:`~simsync.ir.Graph` and a line for the report.
   ``concat`` and ``Mean`` of N inputs). A client that runs one tower's work alone (a thread
   of asynchronous training, running its own train op) is copied with its tower: N towers, N
   threads. A program's own SyncReplicasOptimizer then hands out ``max(N, R)`` tokens a step
-  (one per worker), where it handed out ``max(its workers, R)``.
+  (one per worker), where it handed out ``max(its workers, R)``. A program with no towers
+  whose threads run one train op (Hogwild) gets N such threads instead.
 - the mode changes (``--mode``) are in :mod:`simsync.tf_backend.program.modes`.
 - :func:`with_speeds`: device speeds, one per tower's device, repeated.
 - :func:`with_link`: every device's port bandwidth and latency.
@@ -88,10 +89,10 @@ def _copy_name(name: str, scope: str | None, tower: int) -> str:
 def with_towers(graph: Graph, towers: int) -> tuple[Graph, str]:
     """``graph`` with ``towers`` towers (see the module's docstring)."""
     have = sorted(graph.towers)
-    if not have:
-        raise UsageError("--towers: the program's graph has no towers to replicate")
     if not 1 <= towers <= MAX_TOWERS:
         raise UsageError(f"--towers {towers}: must be from 1 to {MAX_TOWERS}")
+    if not have:
+        return _with_threads(graph, towers)
     work = tower_work(graph)
     first = [op for op in graph.ops() if work.get(op.name) == 0]
     scope = _scope(first)
@@ -162,6 +163,43 @@ def with_towers(graph: Graph, towers: int) -> tuple[Graph, str]:
                 fetches.append(_same_in(name, work[name], last, scope, match))
         new.add_client(dataclasses.replace(client, fetches=tuple(dict.fromkeys(fetches))))
     return new, _line(towers, len(have), scope) + _tokens_per_step(new, len(have), towers)
+
+
+def _with_threads(graph: Graph, threads: int) -> tuple[Graph, str]:
+    """``graph`` (no towers) with ``threads`` threads running its one train op, where the
+    program ran two or more (Hogwild): the first ``threads`` of them, or copies of the first.
+
+    >>> from simsync.ir import Client, Cost, Graph, Op
+    >>> g = Graph()
+    >>> _ = g.add_op(Op("train", "generic", "/cpu:0", Cost(0.001)))
+    >>> for i in (0, 1):
+    ...     g.add_client(Client(f"thread_{i}", ("train",)))
+    >>> more, line = _with_threads(g, 3)
+    >>> [c.name for c in more.clients]
+    ['thread_0', 'thread_1', 'thread_2']
+    >>> line
+    '3 threads: thread_0 and thread_1 as the program ran them, 1 more like thread_0'
+    """
+    loops = [c for c in graph.clients if not c.daemon]
+    alike = [c for c in loops if c.fetches == loops[0].fetches] if loops else []
+    if len(alike) < 2:
+        raise UsageError(
+            "--towers: the program's graph has no towers to replicate, nor threads running "
+            "one train op to add to"
+        )
+    new = _copy(graph)
+    kept = {c.name for c in alike[:threads]}
+    new.clients = [c for c in graph.clients if c.name in kept or c not in alike]
+    taken = {c.name for c in graph.clients}
+    for k in range(len(alike), threads):
+        new.add_client(dataclasses.replace(alike[0], name=_copy_client(alike[0].name, k, taken)))
+    if threads <= len(alike):
+        return new, f"{plural(threads, 'thread')}: the program's first {threads} of {len(alike)}"
+    ran = " and ".join(c.name for c in alike) if len(alike) == 2 else f"{len(alike)} threads"
+    return new, (
+        f"{plural(threads, 'thread')}: {ran} as the program ran them, "
+        f"{threads - len(alike)} more like {alike[0].name}"
+    )
 
 
 def _tokens_per_step(new: Graph, had: int, towers: int) -> str:
