@@ -18,7 +18,7 @@ from typing import Any
 
 from simsync.engine import Simulation, summary
 from simsync.errors import UsageError
-from simsync.ir import Graph
+from simsync.ir import Graph, run_orders
 from simsync.tf_backend.program import Imported, import_program
 from simsync.tf_backend.program.fit import simulate_graph
 from simsync.tf_backend.program.load import PROGRAM_SUFFIXES
@@ -30,6 +30,7 @@ from simsync.tf_backend.program.whatif import (
     with_speeds,
     with_towers,
 )
+from simsync.trace import StepRecord
 
 __all__ = [
     "PREDICTION_STEPS",
@@ -298,6 +299,38 @@ def _built_as_asked(path: Any, built: Graph, asked: Graph, real_args: Sequence[s
             )
 
 
+def examples_per_second(graph: Graph, runs: Sequence[StepRecord]) -> float | None:
+    """Examples a program's loops train on per second: each run of a loop (not a daemon,
+    such as a queue runner's thread) takes the program's batch once for each tower it runs
+    where each tower brings in its own examples, once where the towers split a batch brought
+    in outside them; None without a batch.
+
+    >>> from simsync.ir import Client, Cost, Op
+    >>> g = Graph()
+    >>> g.facts["batch"] = {"size": 32, "per_tower": True}
+    >>> for i in (0, 1):
+    ...     _ = g.add_op(Op(f"tower_{i}/x", "generic", "/cpu:0", Cost(0.001), tower=i))
+    >>> g.add_client(Client("main", ("tower_0/x", "tower_1/x")))
+    >>> runs = [StepRecord("main", 0, 0.0, 0.5), StepRecord("main", 1, 0.5, 1.0)]
+    >>> examples_per_second(g, runs)
+    128.0
+    >>> g.facts["batch"]["per_tower"] = False  # one batch of 32, split between the towers
+    >>> examples_per_second(g, runs)
+    64.0
+    """
+    batch = graph.facts.get("batch")
+    loops = [c for c in graph.clients if not c.daemon]
+    if not batch or not loops:
+        return None
+    examples = {}
+    for client, order in zip(loops, run_orders(graph, [c.fetches for c in loops]), strict=True):
+        towers = {graph.op(name).tower for name in order} - {None}
+        examples[client.name] = batch["size"] * (len(towers) if batch["per_tower"] else 1)
+    timed = [s for s in runs if s.client in examples]
+    span = max((s.end for s in timed), default=0.0) - min((s.start for s in timed), default=0.0)
+    return sum(examples[s.client] for s in timed) / span if span > 0 else None
+
+
 def _values(run: ProgramRun) -> dict[str, Any]:
     """``values`` of the summary: the loss of every client's steps (the program's own ops in
     the simulated order), or why there is none."""
@@ -321,6 +354,8 @@ def program_summary(run: ProgramRun) -> dict[str, Any]:
     result: dict[str, Any] = dict(summary(run.simulation))
     result["towers"] = len(run.graph.towers)  # none when the program has none
     result["batch"] = run.graph.facts.get("batch", {}).get("size")  # as simulated
+    if result["throughput"] is None:  # its ops compute no loss simsync knows: by its batch
+        result["throughput"] = examples_per_second(run.graph, run.simulation.trace.steps)
     report = run.imported.report
     result["source"] = report["source"]
     result["ops"] = len(run.graph)

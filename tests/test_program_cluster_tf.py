@@ -62,6 +62,9 @@ def test_simulated_the_workers_update_asynchronously_with_staleness(asynchronous
     assert summary["workers"] == 2 and summary["updates_applied"] > 0
     assert set(summary["staleness_by_client"]) == {"worker_0", "worker_1"}
     assert summary["imported"]["fit"]["scale"] > 0
+    # each worker's run trains on its own batch, one worker's tower
+    batch = summary["batch"]
+    assert batch and summary["throughput"] == pytest.approx(batch * summary["updates_per_second"])
     # four workers: the two more are worker 0's copies, each on a task of its own
     run = simulate_program(PROGRAM, WhatIf(towers=4), imported=asynchronous, steps=8)
     assert {f"/job:worker/task:{k}" for k in range(4)} <= set(run.graph.devices)

@@ -105,6 +105,9 @@ def test_what_if_more_towers_replicates_tower_0(cpu_variables):
     for point in summary["sync_points"]:
         assert len(run.graph.inputs(point)) == 6
     assert "replicated from tower_0" in summary["what_if"][0]
+    # each tower dequeues its own batch of 32: a step trains on 6 of them
+    assert summary["batch"] == 32
+    assert summary["throughput"] == pytest.approx(6 * 32 * summary["updates_per_second"])
     assert {
         op.device for op in run.graph.ops() if op.tower == 5 and op.name.endswith("MatMul")
     } == {"/gpu:5"}
@@ -283,6 +286,7 @@ def test_a_feed_dict_program_of_unknown_batch_size_imports_with_the_shapes_it_ra
     assert graph.variables["Variable"].shape == (784, 10)
     summary = program_summary(simulate_program(PROGRAMS / "softmax_feed.py", imported=imported))
     assert summary["towers"] == 0  # it has none
+    assert summary["throughput"] == pytest.approx(100 * summary["updates_per_second"])
 
 
 def test_crosscheck_of_threads_measures_them_together_and_compares_their_updates():

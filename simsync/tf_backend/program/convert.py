@@ -290,6 +290,9 @@ def convert(
             "size": batch.size,
             "ops": sorted(set(batch.ops) & set(kept)),
             "carry": sorted(set(batch.carry) & set(kept)),
+            # each tower brings in its own examples (a step trains on one batch per tower),
+            # or they split a batch brought in outside them
+            "per_tower": any(towers.of(name) is not None for name in batch.inputs),
         }
     report = _report(data, ops, needed, reasons, kept, towers, untimed, profile, graph)
     report["batch"] = None if batch is None else batch.size
@@ -740,12 +743,13 @@ BATCH_INPUTS = FED | DEQUEUES | {
 
 
 class Batch(NamedTuple):
-    """A step's batch: its size, the ops whose work grows with it, and those whose first
-    output carries it."""
+    """A step's batch: its size, the ops whose work grows with it, those whose first
+    output carries it, and the inputs that bring it in (their first dimension is the batch)."""
 
     size: int
     ops: tuple[str, ...]
     carry: tuple[str, ...] = ()
+    inputs: tuple[str, ...] = ()
 
 
 def find_batch(
@@ -775,17 +779,18 @@ def find_batch(
     ...               "inputs": [t("w", None), t("dw", [4, 4])]},
     ... }
     >>> find_batch(ops, list(ops), {"x:0": [4, 4], "y:0": [4, 4]})
-    Batch(size=4, ops=('x', 'y', 'dw'), carry=('x', 'y'))
+    Batch(size=4, ops=('x', 'y', 'dw'), carry=('x', 'y'), inputs=('x',))
     """
-    firsts = []
+    firsts = {}
     for name in order:
         if ops[name]["type"] in BATCH_INPUTS:
             shape = ran.get(f"{name}:0") or ops[name].get("shape")
             if shape and shape[0] is not None:
-                firsts.append(int(shape[0]))
+                firsts[name] = int(shape[0])
     if not firsts:
         return None
-    size = Counter(firsts).most_common(1)[0][0]
+    size = Counter(firsts.values()).most_common(1)[0][0]
+    inputs = tuple(name for name, first in firsts.items() if first == size)
     weight_side = _weight_side(ops, ran, size)
     carries, batched = set(), []
     for name in order:
@@ -801,7 +806,7 @@ def find_batch(
                 if (name, 0) not in weight_side:
                     carries.add(name)
                 break
-    return Batch(size, tuple(batched), tuple(n for n in order if n in carries))
+    return Batch(size, tuple(batched), tuple(n for n in order if n in carries), inputs)
 
 
 def _weight_side(
