@@ -743,7 +743,22 @@ def test_moving_averages_kept_in_no_update_ops_collection_are_found_and_reported
     data["order"] = [op["name"] for op in data["ops"]]
     _, report = convert(data, None)
     assert report["update_ops"] == {"collected": 0, "run": 2, "towers": [0, 1],
-                                    "racing": ["moving"]}  # fmt: skip
+                                    "racing": ["moving"], "read_unordered": {}}  # fmt: skip
     (line,) = _update_ops(report, 2)
     assert line.startswith("moving averages (in no UPDATE_OPS collection): the training loop")
     assert "they race on 1 moving average" in line
+    # an exponential moving average kept of it (the Inception trainer's), run by the same
+    # step with no order between its read and the updates: which value it reads is a race
+    data["ops"].append(_op("ema/read", "ReadVariableOp", ["moving"], device="/device:CPU:0"))
+    data["clients"][0]["fetches"].append("ema/read")
+    data["order"].append("ema/read")
+    _, report = convert(data, None)
+    assert report["update_ops"]["read_unordered"] == {"moving": "ema/read"}
+    assert _update_ops(report, 2)[1].startswith(
+        "1 moving average is read in the same step in no order with its update (by ema/read)"
+    )
+    # read after both updates (a control dependency): no race
+    data["ops"][-1]["control"] = ["tower_0/bn/update", "tower_1/bn/update"]
+    _, report = convert(data, None)
+    assert report["update_ops"]["read_unordered"] == {}
+    assert len(_update_ops(report, 2)) == 1

@@ -226,8 +226,30 @@ def _update_ops(imported: Mapping[str, Any], towers: int) -> list[str]:
     >>> slim = {"collected": 0, "run": 28, "towers": [1], "racing": []}
     >>> print(_update_ops({"update_ops": slim}, 2)[0][:93])
     moving averages (in no UPDATE_OPS collection): the training loop runs 28, tower_1's only: the
+    >>> slim["read_unordered"] = {"bn/moving_mean": "ema/update_bn/moving_mean/sub"}
+    >>> print(_update_ops({"update_ops": slim}, 2)[1][:73])
+    1 moving average is read in the same step in no order with its update (by
     """
-    found = imported.get("update_ops") or {}
+    return _updates_line(imported.get("update_ops") or {}, towers) + _unordered_line(
+        imported.get("update_ops") or {}
+    )
+
+
+def _unordered_line(found: Mapping[str, Any]) -> list[str]:
+    unordered = found.get("read_unordered") or {}
+    if not unordered:
+        return []
+    first = next(iter(unordered.values()))
+    many = len(unordered) > 1
+    return [
+        f"{plural(len(unordered), 'moving average')} {'are' if many else 'is'} read in the same "
+        f"step in no order with {'their updates' if many else 'its update'} (by {first}"
+        f"{', ...' if many else ''}): that read sees the old value or the new one, whichever "
+        "runs first"
+    ]
+
+
+def _updates_line(found: Mapping[str, Any], towers: int) -> list[str]:
     collected, run, whose = found.get("collected", 0), found.get("run", 0), found.get("towers", [])
     if not collected and not run:
         return []

@@ -74,6 +74,8 @@ from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 
+import networkx as nx
+
 from simsync.errors import GraphError
 from simsync.ir import (
     LOCALHOST,
@@ -320,9 +322,11 @@ def _update_ops(data: Mapping[str, Any], graph: Graph, stepped: set[str]) -> dic
     that are one tower's work (:func:`~simsync.ir.tower_work`) and write a variable that is
     not trainable (a tower's batch statistics), wherever the program keeps them (a library
     may keep them in a collection of its own, as the Inception trainer's slim does), and its
-    ``UPDATE_OPS`` that it runs. How many it collected, how many run, whose towers' those are, and
+    ``UPDATE_OPS`` that it runs. How many it collected, how many run, whose towers' those are,
     the variables that more than one tower's updates write (they race: each reads and
-    writes the moving average).
+    writes the moving average), and those that another op of the step reads in no order
+    with their updates (``read_unordered``: an exponential moving average kept of them sees
+    the old value or the new one, whichever runs first), with the first such reader.
 
     >>> from simsync.ir import Cost, Graph, Op, Variable
     >>> g = Graph()
@@ -331,10 +335,13 @@ def _update_ops(data: Mapping[str, Any], graph: Graph, stepped: set[str]) -> dic
     ...     _ = g.add_op(Op(f"tower_{i}/update", "generic", "/cpu:0", Cost(0.0), tower=i,
     ...                     writes=("mean",)))
     >>> data = {"collections": {"update_ops": ["tower_0/update", "tower_1/update", "x"]}}
-    >>> _update_ops(data, g, {"tower_0/update", "tower_1/update"})
-    {'collected': 3, 'run': 2, 'towers': [0, 1], 'racing': ['mean']}
+    >>> _update_ops(data, g, {"tower_0/update", "tower_1/update"})["racing"]
+    ['mean']
     >>> _update_ops({}, g, {"tower_1/update"})  # in no collection: found all the same
-    {'collected': 0, 'run': 1, 'towers': [1], 'racing': []}
+    {'collected': 0, 'run': 1, 'towers': [1], 'racing': [], 'read_unordered': {}}
+    >>> _ = g.add_op(Op("ema/read", "generic", "/cpu:0", Cost(0.0), reads=("mean",)))
+    >>> _update_ops({}, g, {"tower_1/update", "ema/read"})["read_unordered"]
+    {'mean': 'ema/read'}
     """
     names = list(data.get("collections", {}).get("update_ops", []))
     work = tower_work(graph)
@@ -356,7 +363,30 @@ def _update_ops(data: Mapping[str, Any], graph: Graph, stepped: set[str]) -> dic
         "run": len(run),
         "towers": sorted({t for t in (work.get(op.name, op.tower) for op in run) if t is not None}),
         "racing": sorted(v for v, towers in writers.items() if len(towers) > 1),
+        "read_unordered": _read_unordered(graph, run, stepped),
     }
+
+
+def _read_unordered(graph: Graph, updates: list[Op], stepped: set[str]) -> dict[str, str]:
+    """The variables ``updates`` write that another op of the step reads with no path
+    between it and every update (neither waits for the other), each with its first reader."""
+    readers: dict[str, list[str]] = {}
+    written = {v for op in updates for v in op.writes}
+    for op in graph.ops():
+        if op.name in stepped and op not in updates:
+            for variable in set(op.reads) & written:
+                readers.setdefault(variable, []).append(op.name)
+    found: dict[str, str] = {}
+    for op in updates:
+        wanted = [v for v in op.writes if v in readers and v not in found]
+        if not wanted:
+            continue
+        ordered = nx.ancestors(graph.nx, op.name) | nx.descendants(graph.nx, op.name)
+        for variable in wanted:
+            unordered = [name for name in readers[variable] if name not in ordered]
+            if unordered:
+                found[variable] = unordered[0]
+    return dict(sorted(found.items()))
 
 
 def _views(ops: Mapping[str, Any]) -> dict[str, Any]:
