@@ -244,3 +244,24 @@ def test_the_comparison_of_who_is_last_is_a_verdict_and_is_shown() -> None:
     assert console.export_text().strip() == "no single tower, as predicted"
     assert "the simulation has tower_1 last in 45 % of 400 steps" in why
     assert "no single tower is usually last" in why and "changes from step to step" in why
+
+
+def test_the_drift_note_says_which_measurement_each_step_time_is() -> None:
+    """Lesson 1 showed the table's measured median (50.469 ms) and, below it, 'the scenario's
+    own steps 43.904 ms': two measurements of one scenario, unnamed, that read as one
+    contradicting the other."""
+    from rich.console import Console
+
+    from simsync.viz.crosscheck import _drift
+
+    own = {"variant": "scenario", "predicted": 0.040, "measured": 0.0439,
+           "interval": [0.043, 0.045], "error": -0.09}  # fmt: skip
+    machine = {"variant": "one tower working", "predicted": 0.020, "measured": 0.026,
+               "interval": [0.025, 0.027], "error": -0.23, "drifted": True,
+               "scenario": own}  # fmt: skip
+    console = Console(width=80, record=True)
+    for part in _drift(machine, refitted=True):  # type: ignore[arg-type]
+        console.print(part)
+    text = " ".join(console.export_text().split())
+    assert text.startswith("In the alternating rounds, steps with only one tower working took")
+    assert "the scenario's own steps 43.900 ms (the table's median is of the steps timed" in text

@@ -392,11 +392,12 @@ def _drift(machine: MachineCheck | None, refitted: bool = False) -> RenderResult
         return
     faster = machine["predicted"] > machine["interval"][1]
     yield Text(
-        f"Steps with {VARIANTS[machine['variant']][1]} took "
+        f"In the alternating rounds, steps with {VARIANTS[machine['variant']][1]} took "
         f"{ms(machine['measured'])} ms here, where this machine's profile predicts "
         f"{ms(machine['predicted'])} ms"
         + (
-            f", and the scenario's own steps {ms(own['measured'])} ms where it predicts "
+            f", and the scenario's own steps {ms(own['measured'])} ms (the table's median is "
+            f"of the steps timed apart from these rounds) where it predicts "
             f"{ms(own['predicted'])} ms"
             if (own := machine.get("scenario"))
             else ""

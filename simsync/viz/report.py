@@ -77,7 +77,9 @@ class SummaryView:
         if path.get("ops"):
             yield Text(
                 f"critical path at mean costs, without contention "
-                f"({ms(path.get('seconds'))} ms): " + " → ".join(path_by_scope(path["ops"])),
+                f"({ms(path.get('seconds'))} ms): "
+                + " → ".join(path_by_scope(path["ops"]))
+                + _any_tower(self.summary, path["ops"]),
                 style="dim",
             )
             note = critical_path_note(
@@ -319,6 +321,25 @@ def scope_lines(name: str, width: int = 30) -> str:
         else:
             line += piece
     return "\n".join([*lines, line])
+
+
+def _any_tower(summary: Summary, ops: list[str]) -> str:
+    """Where the critical path runs through one tower of several whose work up to each sync
+    point on it is equal: any of them is as long, and which one is not who comes last.
+
+    >>> s = {"towers": 2, "expected_last": {"concat": ""}}
+    >>> print(_any_tower(s, ["tower_0/read", "tower_0/grad", "concat", "apply"]))
+     (through tower_0 here; every tower's work is as long: any of them would do)
+    >>> _any_tower({**s, "expected_last": {"concat": "tower_0"}}, ["tower_0/grad", "concat"])
+    ''
+    """
+    towers = {m[1] for name in ops if (m := re.match(r"(tower_\d+)/", name))}
+    points = [name for name in ops if name in (summary.get("expected_last") or {})]
+    if len(towers) != 1 or int(summary.get("towers") or 1) < 2 or not points:
+        return ""
+    if any(summary["expected_last"][point] for point in points):
+        return ""
+    return f" (through {towers.pop()} here; every tower's work is as long: any of them would do)"
 
 
 def critical_path_note(
