@@ -109,3 +109,32 @@ def test_the_critical_path_is_explained_where_it_differs_from_the_step() -> None
     path = next(lesson for lesson in LESSONS if lesson.number == 3).folder / "random_8.toml"
     out = render(SummaryView(summary(simulate(load_scenario(Path(path))))))
     assert "critical path" in out and "The mean step (" in out
+
+
+def test_a_graph_of_long_names_keeps_two_tower_lanes_and_its_rows_at_80_columns() -> None:
+    """Lesson 7's program graph at 80 columns folded tower_1 (its names, such as
+    foo/sparse_softmax_cross_entropy_loss (13 ops), made one lane 49 wide) and squeezed the
+    gen column to nothing: long names are now cut so two towers' lanes fit."""
+    from simsync.ir import Client, Cost, Device, Graph, Op
+
+    graph = Graph(name="update_ops_program.py")
+    for device in ("/cpu:0", "/gpu:0", "/gpu:1"):
+        graph.add_device(Device(device))
+    chain = ["foo/random_normal (3 ops)", "foo/sparse_softmax_cross_entropy_loss (13 ops)",
+             "foo/gradients (89 ops)"]  # fmt: skip
+    for i in (0, 1):
+        for k, name in enumerate(chain):
+            graph.add_op(Op(f"tower_{i}/{name}", "generic", f"/gpu:{i}", Cost(0.001), tower=i))
+            if k:
+                graph.connect(f"tower_{i}/{chain[k - 1]}", f"tower_{i}/{name}", nbytes=4)
+    graph.add_op(Op("GradientDescent (7 ops)", "generic", "/cpu:0", Cost(0.001)))
+    for i in (0, 1):
+        graph.connect(f"tower_{i}/{chain[-1]}", "GradientDescent (7 ops)", nbytes=4)
+    graph.add_client(Client("main", ("GradientDescent (7 ops)",)))
+    out = render(GraphView(graph))
+    assert "│ gen │ tower_0" in out and "│ tower_1" in out and "folded" not in out
+    rows = [line.split("│")[1].strip() for line in out.splitlines() if line.startswith("│")]
+    assert [r for r in rows if r.isdigit()] == ["0", "1", "2", "3"]  # every row numbered
+    assert "│ sparse_softmax_cross_ │" in out  # cut after a "_", whole words below
+    assert "│ entropy_loss (13 ops) │" in out
+    assert max(len(line) for line in out.splitlines()) <= 80

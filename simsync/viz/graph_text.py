@@ -155,6 +155,8 @@ class GraphView:
         kept = set(keep) | set(slow_towers(graph))
         self.keep = [t for t in graph.towers if t in kept]
         self.compact = False
+        #: in a compact view, the longest line a name may take (None: cut at scopes only)
+        self.cap: int | None = None
         self.unit = lane_unit(graph)
         self.rows = generations(graph)
         self.sync_points = set(sync_points(graph))
@@ -195,11 +197,12 @@ class GraphView:
         ]
 
     def _name(self, name: str, style: str) -> list[tuple[str, str]]:
-        """An op's name on one line, or cut after each ``/`` when the view is compact."""
-        if not self.compact or "/" not in name:
+        """An op's name on one line, or, when the view is compact, cut after each ``/`` and
+        then, where a line is longer than the view's cap, after a ``_`` or a space."""
+        if not self.compact:
             return [(name, style)]
-        parts = name.split("/")
-        return [(part + "/", style) for part in parts[:-1]] + [(parts[-1], style)]
+        parts = re.findall(r"[^/]*/|[^/]+$", name)
+        return [(line, style) for part in parts for line in _wrapped(part, self.cap)]
 
     def _cell(self, ops: list[Op]) -> Text:
         text = Text()
@@ -226,16 +229,29 @@ class GraphView:
     def _fit(self, width: int) -> list[int]:
         """The towers whose lanes fit into ``width`` beside the shared lane (at least one):
         the kept ones first, then the others in order. Names are cut at their scopes when that
-        shows more towers."""
-        self.compact = False
+        shows more towers; where even that leaves fewer than two towers' lanes (the lanes a
+        lesson teaches), long names are cut further, to a width that two lanes fit."""
+        self.compact, self.cap = False, None
+        want = min(len(self.towers), self.max_towers)
         shown = self._fit_lanes(width)
-        if len(shown) < min(len(self.towers), self.max_towers):
+        if len(shown) < want:
             self.compact = True
             compact = self._fit_lanes(width)
+            if len(compact) < min(want, 2):
+                self.cap = self._cap(width, min(want, 2))
+                compact = self._fit_lanes(width)
             if len(compact) > len(shown):
                 return compact
-            self.compact = False
+            self.compact, self.cap = False, None
         return shown
+
+    def _cap(self, width: int, lanes: int) -> int:
+        """The longest line that lets ``lanes`` tower lanes and the shared lane (each cut
+        alike) fit into ``width``, with the elision column if towers are left out."""
+        spare = _elision_width(len(self.towers)) if lanes < len(self.towers) else 0
+        shared = 1 if any(None in cells for cells in self.cells) else 0
+        room = width - _GEN_WIDTH - 1 - spare
+        return max(room // (lanes + shared) - 3, 12)
 
     def _fit_lanes(self, width: int) -> list[int]:
         used = _GEN_WIDTH + 1
@@ -295,7 +311,7 @@ class GraphView:
             show_lines=True,
             padding=(0, 1),
         )
-        table.add_column("gen", justify="right", style="dim")
+        table.add_column("gen", justify="right", style="dim", no_wrap=True, min_width=3)
         for tower in shown:
             table.add_column(f"{self.unit}_{tower}", no_wrap=True)
         if hidden:
@@ -333,6 +349,30 @@ class GraphView:
                 f"{' (a take: the last one it needs)' if through else ''}.",
                 style="red",
             )
+
+
+def _wrapped(text: str, cap: int | None) -> list[str]:
+    """``text`` in lines of at most ``cap`` characters, cut after a ``_`` or a space where it
+    can be (mid-word only where a word alone is longer).
+
+    >>> _wrapped("sparse_softmax_cross_entropy_loss (13 ops)", 20)
+    ['sparse_softmax_', 'cross_entropy_loss', '(13 ops)']
+    >>> _wrapped("gradients", None)
+    ['gradients']
+    """
+    if cap is None or len(text) <= cap:
+        return [text]
+    lines, line = [], ""
+    for piece in re.findall(r"[^_ ]*[_ ]|[^_ ]+$", text):
+        while len(piece) > cap:  # a word longer than a line: cut it
+            room = cap - len(line)
+            lines.append(line + piece[:room])
+            line, piece = "", piece[room:]
+        if len(line) + len(piece) > cap:
+            lines.append(line)
+            line = ""
+        line += piece
+    return [part.rstrip(" ") for part in [*lines, line] if part.strip()]
 
 
 def shared_lane_title(graph: Graph) -> str:
