@@ -138,3 +138,14 @@ def test_a_graph_of_long_names_keeps_two_tower_lanes_and_its_rows_at_80_columns(
     assert "│ sparse_softmax_cross_ │" in out  # cut after a "_", whole words below
     assert "│ entropy_loss (13 ops) │" in out
     assert max(len(line) for line in out.splitlines()) <= 80
+
+
+def test_lesson_6s_graph_fits_80_columns_with_two_workers_lanes() -> None:
+    """Its shared lane ('◆ sync_replicas/take_gradients/layer_0/kernel') ran past 80 columns:
+    the table lost its right border and cut names ('layer_0/ke…')."""
+    path = next(lesson for lesson in LESSONS if lesson.number == 6).folder / "three_workers.toml"
+    out = render(GraphView(build(load_scenario(path))))
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 80 and "…" not in out.replace("… 1 more", "")
+    assert "│ worker_0 " in out and "│ worker_1 " in out
+    assert all(line.endswith(("┐", "┤", "│", "┘")) for line in lines if line.startswith(("┌", "│")))

@@ -185,16 +185,22 @@ class GraphView:
         if op.tower is None and self.shared_scope and name.startswith(self.shared_scope):
             name = name[len(self.shared_scope) :]
         if op.name not in self.sync_points:
-            return [*self._name(name, style), (f"  {format_devices(op.devices)}", "dim")]
+            return [*self._name(name, style), *self._note(format_devices(op.devices), "dim")]
         towers = tower_range(self.meets[op.name], self.unit)
         if op.resource and 0 < op.amount < len(self.meets[op.name]):  # a take of R of N
             towers = f"{op.amount} of {towers}"
         return [
             *self._name(f"{SYNC_MARK} {short_name(op)}", "bold red"),
-            (f"  {format_devices(op.devices)}", "dim"),
-            ("  SYNC POINT: waits", "bold red"),
-            (f"  for {towers}", "red"),
+            *self._note(format_devices(op.devices), "dim"),
+            *self._note("SYNC POINT: waits", "bold red"),
+            *self._note(f"for {towers}", "red"),
         ]
+
+    def _note(self, note: str, style: str) -> list[tuple[str, str]]:
+        """A line under an op's name, indented; cut after a ``/`` or a space as a name is
+        when the view has a cap (``/job:worker/`` and ``task:0`` on lines of their own)."""
+        cap = None if self.cap is None else self.cap - 2
+        return [(f"  {line}", style) for line in _wrapped(note, cap)]
 
     def _name(self, name: str, style: str) -> list[tuple[str, str]]:
         """An op's name on one line, or, when the view is compact, cut after each ``/`` and
@@ -352,18 +358,20 @@ class GraphView:
 
 
 def _wrapped(text: str, cap: int | None) -> list[str]:
-    """``text`` in lines of at most ``cap`` characters, cut after a ``_`` or a space where it
-    can be (mid-word only where a word alone is longer).
+    """``text`` in lines of at most ``cap`` characters, cut after a ``_``, a ``/`` or a space
+    where it can be (mid-word only where a word alone is longer).
 
     >>> _wrapped("sparse_softmax_cross_entropy_loss (13 ops)", 20)
     ['sparse_softmax_', 'cross_entropy_loss', '(13 ops)']
+    >>> _wrapped("/job:worker/task:0", 14)
+    ['/job:worker/', 'task:0']
     >>> _wrapped("gradients", None)
     ['gradients']
     """
     if cap is None or len(text) <= cap:
         return [text]
     lines, line = [], ""
-    for piece in re.findall(r"[^_ ]*[_ ]|[^_ ]+$", text):
+    for piece in re.findall(r"[^_ /]*[_ /]|[^_ /]+$", text):
         while len(piece) > cap:  # a word longer than a line: cut it
             room = cap - len(line)
             lines.append(line + piece[:room])
