@@ -34,6 +34,10 @@ def test_every_claim_of_a_lesson_holds_on_its_run(lesson) -> None:
     out = shown(lesson)
     assert "{{" not in out and "}}" not in out  # every value computed
     assert "does not bear out" not in out
+    # a code box's title whole at 80 columns (a panel's title is cut, never wrapped)
+    flat = " ".join(out.split())
+    for step in (s for s in lesson.steps if s.kind == "code" and s.get("title")):
+        assert " ".join(step.get("title").split()) in flat, step.get("title")
 
 
 def test_the_checker_catches_lesson_5s_old_claim(tmp_path: Path) -> None:

@@ -211,7 +211,11 @@ class LessonRunner:
 
     def _code(self, step: Step) -> None:
         code = Syntax(step.read(), "python", line_numbers=True, word_wrap=True)
-        self.console.print(Panel(code, title=step.get("title", ""), title_align="left"))
+        title = step.get("title", "")
+        if len(title) + 6 > self.console.width:  # a panel's title is cut, never wrapped
+            self.console.print(Text(title, style="bold"))
+            title = ""
+        self.console.print(Panel(code, title=title, title_align="left"))
         self._say(step, step.get("text"))
 
     def _prepare_graph(self, step: Step) -> Graph | SimsyncError:
