@@ -336,3 +336,19 @@ def test_a_step_taller_than_the_screen_is_shown_a_screenful_at_a_time(tiny, prog
     # nothing of the step was lost before the stop: its first lines were written
     assert "step 3/7" in text_of(c)
     assert Progress(progress.path).step("01-tiny") == 2  # step 3 was not finished
+
+
+def test_the_pager_clears_between_pages_and_keeps_a_timeline_whole(tiny, progress) -> None:
+    """A learner at 80x24 saw the previous page left on screen, and a timeline cut in two
+    across pages."""
+    c = Console(file=io.StringIO(), width=80, height=14, force_terminal=True, color_system=None)
+    asked: list[str] = []
+    runner = LessonRunner(tiny, progress, c, ask=lambda prompt: asked.append(prompt) or "")
+    timeline = ["Timeline: steps 0–1", "step   ├step 0", "/cpu:0 r····aa", "/gpu:0 FFFFBBB",
+                "/gpu:1 FFFFBBB", "       ┬──────", "ms     0"]  # fmt: skip
+    runner._page("\n".join([f"paragraph line {i}" for i in range(9)] + timeline + ["after"]))
+    out = text_of(c)
+    first, _, rest = out.partition("\x1b[2J")  # the screen cleared once the learner went on
+    assert len(asked) == 1 and rest
+    assert "paragraph line 8" in first and "Timeline" not in first
+    assert all(line in rest for line in timeline)

@@ -10,6 +10,7 @@ that is not a question (a graph, a timeline, an explanation).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -78,6 +79,27 @@ class Outcome:
         return f"{self.first_try}/{self.asked} first try" + (
             f", {retried} on a retry" if retried else ""
         )
+
+
+#: How a line inside a block begins (a table's row or border, a timeline's lane or axis):
+#: a page is not cut before one, where it can be cut elsewhere.
+_INSIDE_A_BLOCK = re.compile(r"^(\s*[│┃├┡└┗┘╰║╟]|/|step |sync |ms |\s*┬)")
+
+
+def page_break(lines: list[str], height: int) -> int:
+    """How many of ``lines`` the next page shows: ``height``, or fewer (not below half of
+    it) so that the page ends where a block (a table, a timeline) has not begun or is over.
+
+    >>> text = ["intro"] * 5 + ["Timeline", "step ├", "/cpu:0 r··", "/gpu:0 FF", "ms 0", "after"]
+    >>> page_break(text, 8)  # the timeline goes whole to the next page
+    5
+    >>> page_break(["line"] * 20, 8)
+    8
+    """
+    for cut in range(height, max(height // 2, 1) - 1, -1):
+        if cut < len(lines) and not _INSIDE_A_BLOCK.match(lines[cut]):
+            return cut
+    return height
 
 
 class LessonRunner:
@@ -187,13 +209,17 @@ class LessonRunner:
             self._markdown(render(text, self._facts(step)))
 
     def _page(self, text: str) -> None:
+        """``text`` a screenful at a time: each page after the first on a cleared screen, and
+        a page cut before a block (a table, a timeline), not inside one, where it can be."""
         lines = text.split("\n")
         while len(lines) > (height := max(self.console.size.height - 2, 5)):
-            self.console.file.write("\n".join(lines[:height]) + "\n")
+            cut = page_break(lines, height)
+            self.console.file.write("\n".join(lines[:cut]) + "\n")
             self.console.file.flush()
-            lines = lines[height:]
+            lines = lines[cut:]
             if self.ask("[dim]-- more: Enter · q: stop --[/] ").strip() == "q":
                 raise Quit
+            self.console.clear()
         self.console.file.write("\n".join(lines))
         self.console.file.flush()
 
