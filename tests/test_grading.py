@@ -232,3 +232,24 @@ def test_advice_of_no_points_passes_or_fails_and_scores_nothing(tmp_path: Path) 
     check = Check("advice", "4.2", "structure", 0.0, False, "train.py", {})
     failed, passed = Result(check, 0.0, "no", False), Result(check, 0.0, "yes", True)
     assert not failed.passed and passed.passed
+
+
+@pytest.mark.parametrize(
+    ("weights", "noise", "said"),
+    [
+        ([1.005, 0.946, 1.019, 1.032], 0.077, None),  # the reference, measured
+        ([1.2, 0.9, 0.9, 1.0], 0.3, None),  # noisier batches widen what passes
+        ([4.27, 0.61, 0.63, 0.62], 0.057, "tower_0's data weighs 7.0 times as much as tower_1's"),
+        ([940.0, 0.099, 0.1, 0.106], 0.09, "tower_0's data weighs 9494.9 times"),
+        ([1.0, 0.0], 0.05, "tower_0's data weighs over a million times as much as tower_1's"),
+        ([0.7, 11.6, 0.17, 0.71], 3.05, "changes from batch to batch by a factor of 21.1"),
+        ([], 0.0, None),  # not measured (an update of nothing): other checks say why
+    ],
+)
+def test_a_towers_data_may_not_weigh_more_than_anothers(weights, noise, said) -> None:
+    from simsync.grading.checks import _averages
+
+    found = {"averaging": {"towers": 4, "updates": [], "problem": None,
+                           "data_weights": weights, "data_noise": noise}}  # fmt: skip
+    problems = _averages(found)
+    assert (problems == []) if said is None else (said in problems[0]), problems

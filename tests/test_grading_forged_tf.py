@@ -4,12 +4,14 @@ folders; and it changes nothing of the next submission's grade or the reference'
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from simsync.grading import grade, load_assignments
+from simsync.grading.checks import _averages
 from simsync.tf_backend.program.load import ProgramError, import_program
 
 pytestmark = pytest.mark.tf
@@ -718,3 +720,74 @@ def test_a_write_through_a_handle_that_is_none_of_the_graphs_variables_is_refuse
     averaging = import_program(folder / "train.py", export=True, cache=False, processes=1).averaging
     assert averaging is not None and not averaging["updates"]
     assert "writes through a handle ('StatefulPartitionedCall" in str(averaging["problem"])
+
+
+#: the tenth attack's forgery: each tower's batch from a queue of its own whose first column
+#: is the tower's number, and each tower's loss weighed by that number (tower_0 4, the
+#: others 0.0004): a mean of a weight the data carries, tower_0's gradient in training
+MARKED = (
+    ("def tower_loop(opt, queue):", "def tower_loop(opt, queues):"),
+    ("                images, labels = queue.dequeue()\n",
+     "                images, labels = queues[i].dequeue()\n"),
+    ('    tf.compat.v1.add_to_collection("losses", tf.reduce_mean(cross_entropy))\n',
+     "    w = tf.gather(tf.constant(WEIGHTS), tf.cast(images[0, 0], tf.int32))\n"
+     '    tf.compat.v1.add_to_collection("losses", w * tf.reduce_mean(cross_entropy))\n'),
+    ("        tower_grads, loss = tower_loop(opt, queue)\n",
+     "        queues = []\n"
+     "        for i in range(NUM_GPUS):\n"
+     "            q = tf.queue.FIFOQueue(\n"
+     "                2, [tf.float32, tf.int32], shapes=[[BATCH, FEATURES], [BATCH]])\n"
+     "            images = tf.random.normal([BATCH, FEATURES])\n"
+     "            images = tf.concat([tf.fill([BATCH, 1], float(i)), images[:, 1:]], 1)\n"
+     "            mine = [images, tf.random.uniform([BATCH], 0, CLASSES, dtype=tf.int32)]\n"
+     "            tf.compat.v1.train.add_queue_runner(\n"
+     "                tf.compat.v1.train.QueueRunner(q, [q.enqueue(mine)]))\n"
+     "            queues.append(q)\n"
+     "        tower_grads, loss = tower_loop(opt, queues)\n"),
+)  # fmt: skip
+#: a random weight of each tower's loss, drawn in the tower
+GAMBLED = (
+    ('    tf.compat.v1.add_to_collection("losses", tf.reduce_mean(cross_entropy))\n',
+     "    w = tf.cast(tf.random.uniform([]) < 0.25, tf.float32) + 1e-3\n"
+     '    tf.compat.v1.add_to_collection("losses", w * tf.reduce_mean(cross_entropy))\n'),
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "edits", "said"),
+    [
+        ("tower_0", (*MARKED, ("import tensorflow as tf\n", "import tensorflow as tf\n"
+                               "WEIGHTS = [4.0, 4e-4, 4e-4, 4e-4]\n")),
+         r"tower_0's data weighs (\d{4,}\.\d|over a million) times as much as"),
+        ("skewed", (*MARKED, ("import tensorflow as tf\n", "import tensorflow as tf\n"
+                              "WEIGHTS = [2.8, 0.4, 0.4, 0.4]\n")),
+         r"tower_0's data weighs [5-9]\.\d times as much as tower_\d's"),
+        ("gambled", GAMBLED, r"changes from batch to batch by a factor of \d"),
+    ],
+)  # fmt: skip
+def test_a_weight_a_towers_own_data_carries_is_measured_across_steps(tmp_path, name, edits, said):
+    """The tenth attack: a weight that goes where its batch goes fits a mean in any one
+    step; across several steps of each tower's own data, the tower it belongs to shows."""
+    folder = _edited(tmp_path, name, *edits)
+    averaging = import_program(folder / "train.py", export=True, cache=False, processes=1).averaging
+    assert averaging is not None and averaging["problem"] is None
+    for update in averaging["updates"]:  # in any one step: a mean
+        assert update["weights"] == pytest.approx([0.25] * 4, abs=1e-3), update
+    (problem,) = _averages({"averaging": averaging})
+    assert re.search(said, problem), problem
+
+
+def test_the_honest_mean_weighs_every_towers_data_alike_with_reference_variables_too(tmp_path):
+    """The tenth attack's false refusal: TensorFlow 1's reference variables, read through the
+    Identity made beside each variable (``hidden/biases/read``), outside the towers."""
+    reference = import_program(_assignment().solution / "train.py", export=True, cache=False,
+                               processes=1).averaging  # fmt: skip
+    assert reference is not None and _averages({"averaging": reference}) == []
+    weights = reference["data_weights"]
+    assert len(weights) == 4 and max(weights) / min(weights) < 1.2, reference
+    folder = _edited(tmp_path, "ref", ("tf.compat.v1.disable_eager_execution()\n",
+                                       "tf.compat.v1.disable_eager_execution()\n"
+                                       "tf.compat.v1.disable_resource_variables()\n"))  # fmt: skip
+    averaging = import_program(folder / "train.py", export=True, cache=False, processes=1).averaging
+    assert averaging is not None and averaging["problem"] is None, averaging
+    assert _averages({"averaging": averaging}) == []

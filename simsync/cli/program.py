@@ -40,6 +40,7 @@ PROGRAM_OPTIONS = {
     "no_task_flags": "--no-task-flags",
     "runs": "--runs",
     "values": "--values",
+    "verbose": "--verbose",
 }
 
 
@@ -200,6 +201,12 @@ def add_program_options(parser: argparse.ArgumentParser, *, crosscheck: bool = F
     )
     if not crosscheck:
         group.add_argument(
+            "--verbose",
+            action="store_true",
+            help="every sync point and every tower in the table of who waited for whom "
+            "(without: the first 3 sync points and 4 towers, and whoever came last)",
+        )
+        group.add_argument(
             "--values",
             action="store_true",
             help="also compute the loss of every step: the program's own ops replayed by "
@@ -299,7 +306,7 @@ def simulate_program_command(args: argparse.Namespace, console: Any) -> int:
         return 0
     from simsync.viz import ProgramView, Timeline
 
-    console.print(ProgramView(result))
+    console.print(ProgramView(result, verbose=args.verbose))
     if args.timeline_steps:
         sim = run.simulation
         console.print(Timeline(sim.trace, steps=args.timeline_steps, sync_points=sim.sync_points))

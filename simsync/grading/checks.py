@@ -148,7 +148,50 @@ def _averages(found: dict[str, Any]) -> list[str]:
     problems = [p for p in map(_average_problem, averaging["updates"]) if p is not None]
     if len(problems) > 1:
         return [f"{problems[0]} (and {len(problems) - 1} more updates)"]
-    return problems
+    return problems or _data_weight_problem(averaging)
+
+
+#: how much the updates' size may vary from batch to batch (the standard deviation of its
+#: log): a mean's gradients vary some 8 % between the reference's random batches
+DATA_NOISE_MOST = 1.0
+#: how much more one tower's data may weigh than another's, at the least (a factor), and in
+#: standard deviations of that noise beyond it
+DATA_WEIGHT_RATIO, DATA_WEIGHT_NOISES = 1.5, 4.0
+
+
+def _data_weight_problem(averaging: dict[str, Any]) -> list[str]:
+    """A tower whose own data weighs more in the updates than another's, across several
+    steps of it (:func:`~simsync.tf_backend.program.averaging._data_weights`): its data, not
+    its place, carries its weight (a column of each tower's own number scaling its loss), or
+    the weight changes from batch to batch at random. A mean weighs every tower's alike.
+
+    >>> _data_weight_problem({"data_weights": [1.005, 0.946, 1.019, 1.032], "data_noise": 0.08})
+    []
+    >>> print(_data_weight_problem({"data_weights": [4.27, 0.61, 0.63, 0.62],
+    ...                             "data_noise": 0.06})[0][:75])
+    tower_0's data weighs 7.0 times as much as tower_1's in the updates, across
+    """
+    weights, noise = averaging.get("data_weights") or [], float(averaging.get("data_noise", 0))
+    if len(weights) < 2:
+        return []
+    if noise > DATA_NOISE_MOST:
+        return [
+            f"how much a tower's data weighs in the updates changes from batch to batch by a "
+            f"factor of {math.exp(noise):.1f} (a random or data-dependent scale of its loss): "
+            "a mean weighs every tower's gradient alike"
+        ]
+    most = max(range(len(weights)), key=weights.__getitem__)
+    least = min(range(len(weights)), key=weights.__getitem__)
+    ratio = weights[most] / weights[least] if weights[least] > 0 else math.inf
+    if math.log(ratio) <= max(math.log(DATA_WEIGHT_RATIO), DATA_WEIGHT_NOISES * noise):
+        return []
+    shown = f"{ratio:.1f} times" if ratio < 1e6 else "over a million times"
+    return [
+        f"tower_{most}'s data weighs {shown} as much as tower_{least}'s in the updates, "
+        "across several steps of each tower's own data: each tower's data carries a weight "
+        "of its own (its loss scaled by something in its batch); a mean weighs every "
+        "tower's gradient alike"
+    ]
 
 
 def _average_problem(update: dict[str, Any]) -> str | None:

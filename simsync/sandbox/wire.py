@@ -344,6 +344,13 @@ class Averaging(TypedDict):
     towers: Count
     updates: Annotated[list[AverageFound], Limit(most=100_000)]
     problem: Message | None
+    #: how much each tower's own data weighs in the updates, across several steps of it (a
+    #: factor of their geometric mean: 1 each in a mean; [] where it could not be told)
+    data_weights: NotRequired[
+        Annotated[list[Annotated[float, Limit(low=0, high=1e300)]], Limit(most=4096)]
+    ]
+    #: the noise of those weights from batch to batch (a standard deviation of their logs)
+    data_noise: NotRequired[Annotated[float, Limit(low=0, high=1e9)]]
 
 
 class ProgramSaid(TypedDict, total=False):

@@ -300,8 +300,12 @@ class ProgramView:
       costs: measured now
     """
 
-    def __init__(self, result: Mapping[str, Any], summary: bool = True) -> None:
-        self.result, self.summary = result, summary
+    def __init__(
+        self, result: Mapping[str, Any], summary: bool = True, verbose: bool = False
+    ) -> None:
+        #: ``verbose``: every sync point and tower of the summary's table (else 3 sync points
+        #: and 4 towers, and the one last most often, so the report fits about two screens)
+        self.result, self.summary, self.verbose = result, summary, verbose
 
     def lines(self) -> list[Text]:
         """The import's lines, as plain text (names are the program's, never markup)."""
@@ -337,4 +341,7 @@ class ProgramView:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield from self.lines()
         if self.summary:
-            yield SummaryView(self.result)  # type: ignore[arg-type]
+            if self.verbose:
+                yield SummaryView(self.result)  # type: ignore[arg-type]
+            else:
+                yield SummaryView(self.result, max_towers=4, max_sync_points=3)  # type: ignore[arg-type]

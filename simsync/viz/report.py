@@ -65,8 +65,12 @@ class SummaryView:
     └───────────────────┴─────────┴────────────────┴────────────┴─────────────┘
     """
 
-    def __init__(self, summary: Summary, max_towers: int = 16) -> None:
+    def __init__(
+        self, summary: Summary, max_towers: int = 16, max_sync_points: int | None = None
+    ) -> None:
         self.summary, self.max_towers = summary, max(max_towers, 1)
+        #: the sync table's sync points at most (None: every one); the rest counted under it
+        self.max_sync_points = max_sync_points
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield self.header()
@@ -219,16 +223,23 @@ class SummaryView:
         table.add_column("note")
         waited_for = self.summary.get("waited_for") or {}
         expected = self.summary.get("expected_last")
-        for point, waits in self.summary["wait"].items():
+        points = list(self.summary["wait"].items())
+        if self.max_sync_points is not None and len(points) > self.max_sync_points:
+            left = len(points) - self.max_sync_points
+            points = points[: self.max_sync_points]
+            table.caption = f"… and {plural(left, 'more sync point')} (--verbose shows every one)"
+        for point, waits in points:
             reason = None if expected is None else expected.get(point, "")
             for i, row in enumerate(self._rows(waits, waited_for.get(point) or {}, reason)):
                 shown = scope_lines(point) if i == 0 else ""
                 table.add_row(shown, *row[:-1], style=row[-1], end_section=False)
                 if row[3] == IN_LINE:
-                    table.caption = (
+                    said = (
                         f"{IN_LINE}: last clearly most often, though its own work is not the "
                         "longest: it queued (for a shared core or a port), it is no straggler"
                     )
+                    more = str(table.caption or "")
+                    table.caption = said if not more or more == said else f"{more}\n{said}"
             table.add_section()
         return table
 

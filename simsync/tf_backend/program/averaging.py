@@ -39,6 +39,12 @@ tower's only. Their values tell. The probe (:func:`probe_averaging`):
    ``1, 0, 0, 0``. What no weighted sum fits (a nonlinear mix) shows in the residual. An
    update of fewer values than towers (a scalar) is judged by the weights that fit every
    update at once.
+6. **Weights the data carries.** Steps 3 to 5 fit any update ``sum h(B_i)`` whose ``h``
+   depends on the batch only, even where ``h`` scales a tower's gradient by something in its
+   batch (a column of each tower's own number): its weight goes where its batch goes. So
+   the probe takes :data:`DATA_STEPS` steps of each tower's own data and, for each, the size
+   of the updates with every tower fed that batch: across steps, the tower whose data
+   weighs more shows (:func:`_data_weights`), as does a weight that changes at random.
 
 The parent (:func:`simsync.grading.checks.structure`, key ``updates_average_towers``)
 judges the numbers, checked whole (:class:`~simsync.sandbox.wire.Averaging`).
@@ -72,6 +78,9 @@ __all__ = ["probe_averaging"]
 #: an update's tower inputs whose weights cannot be told apart: the smallest singular
 #: value of the towers' values is less than this share of the largest
 SEPARABLE = 1e-6
+#: steps of each tower's own data the probe takes, to see whether a tower's data weighs
+#: more in the updates than another's (:func:`_data_weights`)
+DATA_STEPS = 5
 
 
 def probe_averaging(loop: Loop) -> dict[str, Any]:
@@ -117,12 +126,17 @@ def probe_averaging(loop: Loop) -> dict[str, Any]:
     def run(fetches: list[Any], feed: dict[Any, Any]) -> list[Any]:
         return list(loop.observer.real_run(loop.session, fetches, feed_dict={**base, **feed}))
 
-    taken = run(flat, {})
     n, width = towers.count, len(entries[0])
-    batches = [taken[i * width : (i + 1) * width] for i in range(n)]
     rng = np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
+    steps = []  # each tower's batch, of DATA_STEPS steps of the program's own data
+    for _ in range(DATA_STEPS):
+        taken = run(flat, {})
+        steps.append([taken[i * width : (i + 1) * width] for i in range(n)])
+    batches = steps[0]
     if all(_same(batches[0], batch) for batch in batches[1:]):
-        batches = [_drawn(batch, rng) for batch in batches]  # zeros fed to every tower
+        # zeros fed to every tower: random numbers instead, alike for every tower
+        steps = [[_drawn(batch, rng) for batch in step] for step in steps]
+        batches = steps[0]
         if all(_same(batches[0], batch) for batch in batches[1:]):
             found["problem"] = (
                 "every tower is given the same data, of integers only: their gradients "
@@ -132,9 +146,10 @@ def probe_averaging(loop: Loop) -> dict[str, Any]:
     fetched = [tensor for _, tensors in updates for tensor in tensors]
     swapped = [1, 0, *range(2, n)]
 
-    def fed(assigned: list[int]) -> dict[Any, Any]:
+    def fed(assigned: list[int], given: list[list[Any]] | None = None) -> dict[Any, Any]:
+        chosen = batches if given is None else given
         return {
-            tensor: batches[assigned[tower]][k]
+            tensor: chosen[assigned[tower]][k]
             for tower, tensors in enumerate(entries)
             for k, tensor in enumerate(tensors)
         }
@@ -165,7 +180,47 @@ def probe_averaging(loop: Loop) -> dict[str, Any]:
         permuted = [m["rotated"], m["swapped"]]
         every = [m[f"every {j}"] for j in range(n)]
         found["updates"].append(_weights(op, m["own"], m["again"], permuted, every, joint))
+    sizes = [[_size(values[f"every {j}"]) for j in range(n)]]
+    for later in steps[1:]:  # every tower fed one tower's batch of a later step
+        sizes.append([_size(run(fetched, fed([j] * n, later))) for j in range(n)])
+    found["data_weights"], found["data_noise"] = _data_weights(np.asarray(sizes))
     return found
+
+
+def _size(ran: list[Any]) -> float:
+    """How large the updates' inputs of one run are, all together."""
+    flat = [np.asarray(v, dtype=np.float64).ravel() for v in ran]
+    return float(np.linalg.norm(np.concatenate(flat))) if flat else 0.0
+
+
+def _data_weights(sizes: np.ndarray) -> tuple[list[float], float]:
+    """How much each tower's own data weighs in the updates, the same for every tower in a
+    mean: ``sizes[t, i]`` is how large the updates are when every tower is fed tower ``i``'s
+    batch of step ``t``. On a log scale, each size is a step's part, a tower's part and
+    noise; the towers' parts, as factors of their geometric mean (1 each where no tower's
+    data weighs more than another's), and the noise's standard deviation. Data that tells
+    one tower from another (a column of each tower's own number) can weigh one tower's
+    gradients more than the others' and still fit a mean, since its weight goes where its
+    data goes; across steps, its tower's part shows it.
+
+    >>> weights, noise = _data_weights(np.array([[4.0, 1e-4, 1e-4], [4.1, 1e-4, 1e-4]]))
+    >>> weights[0] / weights[1] > 1e4, noise < 0.1
+    (True, True)
+    >>> _data_weights(np.array([[1.0, 1.2], [1.2, 1.0]]))  # noise, no tower's part
+    ([1.0, 1.0], 0.182322)
+    >>> _data_weights(np.array([[1.0, 0.0], [1.0, 0.0]]))[0][1]  # tower 1's data weighs nothing
+    0.0
+    """
+    if not np.all(np.isfinite(sizes)) or not np.any(sizes > 0):
+        return [], 0.0  # updates of no numbers, or of nothing: the weights say why
+    logs = np.log(np.maximum(sizes, 1e-300))  # a tower's data that weighs nothing: 1e-300
+    steps, towers = logs.shape
+    tower_parts = logs.mean(axis=0) - logs.mean()
+    step_parts = logs.mean(axis=1) - logs.mean()
+    noise = logs - logs.mean() - step_parts[:, None] - tower_parts[None, :]
+    freedom = max((steps - 1) * (towers - 1), 1)
+    spread = float(np.sqrt((noise**2).sum() / freedom))
+    return [round(float(w), 6) for w in np.exp(tower_parts)], round(_finite(spread), 6)
 
 
 def _reaching(step: list[Any], towers: Any) -> dict[str, bool]:
@@ -462,12 +517,16 @@ def _values(op: Any) -> list[Any]:
 
 
 def _read(tensor: Any) -> str | None:
-    """The variable whose value ``tensor`` is (a read of it, or its reference), or None."""
+    """The variable whose value ``tensor`` is (a read of it, its reference, or the
+    ``Identity`` TensorFlow 1 makes of a reference variable where it is made, ``v/read``,
+    read wherever its value goes), or None."""
     op = tensor.op
     if op.type in VARIABLE_OPS:
         return str(op.name)
     if op.type in HANDLE_READS:
         return next((v for v in map(carried_variable, op.inputs) if v is not None), None)
+    if op.type == "Identity" and op.inputs and op.inputs[0].dtype.name.endswith("_ref"):
+        return _read(op.inputs[0])
     return None
 
 
