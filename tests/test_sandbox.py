@@ -181,6 +181,20 @@ def test_links_fifos_and_devices_are_left_out(tmp_path: Path) -> None:
     ]
 
 
+def test_a_graded_file_that_is_a_link_is_said_not_to_be_graded(tmp_path: Path) -> None:
+    """The tenth attack's minor item: towers.py linked to the solution was 'missing from
+    your submission', which a student who sees the file cannot make sense of."""
+    folder = tmp_path / "s"
+    folder.mkdir()
+    (folder / "towers.py").symlink_to(ASSIGNMENT.solution / "towers.py")
+    result = graded(folder)
+    assert result.score == 0 and result.left_out == ["towers.py (a link)"]
+    assert (
+        "towers.py: the file is missing from your submission (only regular files are "
+        "graded: not a link, a folder or a pipe)" in outputs(result)
+    )
+
+
 def test_a_linked_training_file_is_not_graded() -> None:
     """Assignment 3 with training.toml and answers.toml linked to the solution's: 0 points."""
     assignment = load_assignments()[2]

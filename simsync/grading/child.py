@@ -97,6 +97,14 @@ def _scenario(request: dict[str, Any]) -> Scenario:
 # ## Stage 1: the student's code
 
 
+#: a file the grading needs that the submission's copy lacks: none of that name, or one that
+#: is not a regular file (a link, a folder, a pipe), which is not copied
+MISSING = (
+    "the file is missing from your submission (only regular files are graded: not a link, "
+    "a folder or a pipe)"
+)
+
+
 def _build(request: dict[str, Any], submission: Path, work: Path, scenario: Scenario) -> dict:
     shutil.copytree(submission, work, dirs_exist_ok=True)
     os.chdir(work)
@@ -104,7 +112,7 @@ def _build(request: dict[str, Any], submission: Path, work: Path, scenario: Scen
     sys.path.insert(0, str(work))
     function = request["function"]
     if not (work / f"{request['module']}.py").is_file():
-        return {"error": f"{request['module']}.py: the file is missing from your submission"}
+        return {"error": f"{request['module']}.py: {MISSING}"}
     try:
         module = importlib.import_module(request["module"])
         graph = getattr(module, function)(scenario)
@@ -319,7 +327,7 @@ def _with_training(scenario_text: str, path: Path) -> Scenario:
     table a submission sets (the cluster, the model and the run stay the assignment's), checked
     as any scenario is."""
     if not path.is_file():
-        raise SimsyncError(f"{path.name}: the file is missing from your submission")
+        raise SimsyncError(f"{path.name}: {MISSING}")
     submitted = _toml(path, "training file")
     data = tomllib.loads(scenario_text)
     data["training"] = submitted.get("training", {})
