@@ -590,7 +590,11 @@ def _run_cluster(runner: _Runner, request: dict[str, Any], jobs: Mapping[str, in
             try:
                 outcomes[(job, index)] = _child(runner, said, Path(folder), limits, network=network)
             finally:
-                if (job, index) in training and (job, index) not in answered:
+                # its answer is whole once it said so, though the program then ended (its
+                # loop at its last global step) before the line was seen as its output's last
+                outcome = outcomes.get((job, index))
+                said_all = outcome is not None and outcome.said.get("answered") is True
+                if (job, index) in training and (job, index) not in answered and not said_all:
                     with lock:
                         failed.append((job, index))
 
