@@ -591,11 +591,14 @@ def _run_cluster(runner: _Runner, request: dict[str, Any], jobs: Mapping[str, in
                 outcomes[(job, index)] = _child(runner, said, Path(folder), limits, network=network)
             finally:
                 # its answer is whole once it said so, though the program then ended (its
-                # loop at its last global step) before the line was seen as its output's last
+                # loop at its last global step) before the line was seen as its output's last:
+                # else the cluster waited for it to its wall clock's end (180 s)
                 outcome = outcomes.get((job, index))
                 said_all = outcome is not None and outcome.said.get("answered") is True
-                if (job, index) in training and (job, index) not in answered and not said_all:
-                    with lock:
+                with lock:
+                    if (job, index) in training and said_all:
+                        answered.add((job, index))  # the others (a ps) end at their next look
+                    elif (job, index) in training and (job, index) not in answered:
                         failed.append((job, index))
 
         started = [
