@@ -545,3 +545,35 @@ def test_one_tower_and_one_step_are_singular_and_no_tower_rule_is_said_plainly()
     }
     text = " ".join(line.plain for line in ProgramView(result, summary=False).lines())
     assert "no towers (no tower scopes, at most one GPU)" in text and "found by none" not in text
+
+
+def test_a_programs_table_of_waits_shows_3_sync_points_and_4_towers_unless_verbose() -> None:
+    """simulate PROGRAM.py printed 150 lines for a 32-sync-point trainer (issue: output that
+    fits two screens, details behind --verbose); whoever came last is always shown."""
+    from rich.console import Console
+
+    from simsync.viz import ProgramView
+
+    towers = [f"tower_{i}" for i in range(8)]
+    points = [f"concat_{k}" for k in range(5)]
+    result = {
+        "source": "train.py", "what_if": [], "sync_points_made_in": {}, "towers": 8,
+        "imported": {"tensorflow_ops": 300, "ops": 150, "tower_rule": "name scope tower_<i>",
+                     "ignored": {}, "costs": "measured now"},
+        "scenario": "train", "steps": 20, "step_time": {"mean": 0.002, "p50": 0.002, "p95": 0.002},
+        "wait": {p: {t: 0.001 * (7 - i) for i, t in enumerate(towers)} for p in points},
+        "waited_for": {p: {t: 20 if t == "tower_7" else 0 for t in towers} for p in points},
+        "expected_last": {p: "tower_7" for p in points},
+    }  # fmt: skip
+
+    def shown(verbose: bool) -> str:
+        console = Console(width=80, record=True, color_system=None)
+        console.print(ProgramView(result, verbose=verbose))
+        return console.export_text()
+
+    short, every = shown(False), shown(True)
+    assert all(p in short for p in points[:3]) and "concat_3" not in short
+    assert "… and 2 more sync points (--verbose shows every one)" in short
+    assert short.count("tower_7") == 3 and short.count("tower_5") == 0  # the straggler kept
+    assert all(p in every for p in points) and every.count("tower_5") == 5
+    assert "more sync points" not in every
