@@ -736,9 +736,13 @@ def test_moving_averages_kept_in_no_update_ops_collection_are_found_and_reported
     data = _two_towers()
     data["ops"].insert(0, _op("moving", "VarHandleOp", device="/device:CPU:0"))
     for i in (0, 1):
-        update = _op(f"tower_{i}/bn/update", "AssignSubVariableOp", ["moving", f"tower_{i}/fwd"],
+        # each tower's update reads the moving average on its way (as assign_moving_average
+        # does): its own read, part of the race of the two updates, not a read beside them
+        own = _op(f"tower_{i}/bn/read", "ReadVariableOp", ["moving"], device=f"/device:GPU:{i}")
+        update = _op(f"tower_{i}/bn/update", "AssignSubVariableOp",
+                     ["moving", f"tower_{i}/fwd", own["name"]],
                      device=f"/device:GPU:{i}")  # fmt: skip
-        data["ops"].append(update)
+        data["ops"] += [own, update]
         data["clients"][0]["fetches"].append(update["name"])
     data["order"] = [op["name"] for op in data["ops"]]
     _, report = convert(data, None)

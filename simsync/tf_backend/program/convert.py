@@ -369,19 +369,33 @@ def _update_ops(data: Mapping[str, Any], graph: Graph, stepped: set[str]) -> dic
 
 def _read_unordered(graph: Graph, updates: list[Op], stepped: set[str]) -> dict[str, str]:
     """The variables ``updates`` write that another op of the step reads with no path
-    between it and every update (neither waits for the other), each with its first reader."""
+    between it and an update (neither waits for the other), each with its first reader.
+    A read on the way to an update of the same variable is that update's own (two towers'
+    updates of one moving average race: that is ``racing``)."""
     readers: dict[str, list[str]] = {}
     written = {v for op in updates for v in op.writes}
     for op in graph.ops():
         if op.name in stepped and op not in updates:
             for variable in set(op.reads) & written:
                 readers.setdefault(variable, []).append(op.name)
+    ancestors = {
+        op.name: nx.ancestors(graph.nx, op.name)
+        for op in updates
+        if any(v in readers for v in op.writes)
+    }
+    # an update's own read (its moving average's value, on its way to the assign): the
+    # race between updates is theirs ("racing"), not a read beside them
+    own = {v for op in updates if op.name in ancestors for v in op.writes}
+    for variable in own:
+        mine = set().union(*(ancestors[op.name] for op in updates if variable in op.writes
+                             and op.name in ancestors))  # fmt: skip
+        readers[variable] = [name for name in readers[variable] if name not in mine]
     found: dict[str, str] = {}
     for op in updates:
-        wanted = [v for v in op.writes if v in readers and v not in found]
+        wanted = [v for v in op.writes if readers.get(v) and v not in found]
         if not wanted:
             continue
-        ordered = nx.ancestors(graph.nx, op.name) | nx.descendants(graph.nx, op.name)
+        ordered = ancestors[op.name] | nx.descendants(graph.nx, op.name)
         for variable in wanted:
             unordered = [name for name in readers[variable] if name not in ordered]
             if unordered:
