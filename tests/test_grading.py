@@ -243,6 +243,10 @@ def test_advice_of_no_points_passes_or_fails_and_scores_nothing(tmp_path: Path) 
         ([940.0, 0.099, 0.1, 0.106], 0.09, "tower_0's data weighs 9494.9 times"),
         ([1.0, 0.0], 0.05, "tower_0's data weighs over a million times as much as tower_1's"),
         ([0.7, 11.6, 0.17, 0.71], 3.05, "changes from batch to batch by a factor of 21.1"),
+        # the eleventh attack: random spikes of the weights widened what a skew could hide in
+        ([1.69, 0.84, 0.86, 0.82], 0.75, "changes from batch to batch by a factor of 2.1"),
+        ([1.05, 0.98, 1.0, 0.97], 0.5, "changes from batch to batch by a factor of 1.6"),
+        ([1.2, 0.83, 1.0, 1.0], 0.26, None),  # a loss weighed by its labels: within the noise
         ([], 0.0, None),  # not measured (an update of nothing): other checks say why
     ],
 )
