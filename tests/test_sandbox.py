@@ -181,6 +181,17 @@ def test_links_fifos_and_devices_are_left_out(tmp_path: Path) -> None:
     ]
 
 
+def test_an_exit_status_of_3_is_no_answer_too_large(tmp_path: Path) -> None:
+    """The eleventh attack: os._exit(3) was told 'its answer is larger than 256 MiB' (the
+    status the child gives for that); only a full answer file is one."""
+    text = outputs(graded(submit(tmp_path / "exit", "import os\nos._exit(3)")))
+    assert "exit status 3" in text and "larger than" not in text
+    from simsync.sandbox.bubblewrap import TOO_LARGE, _stopped
+
+    full = _stopped(TOO_LARGE, {}, "", TINY, True, began=True, too_large=True)
+    assert full == "stopped: its answer is larger than 1 MiB"
+
+
 def test_a_graded_file_that_is_a_link_is_said_not_to_be_graded(tmp_path: Path) -> None:
     """The tenth attack's minor item: towers.py linked to the solution was 'missing from
     your submission', which a student who sees the file cannot make sense of."""

@@ -471,6 +471,9 @@ def _run(
         if network is not None:
             command = [*network.enter, *command]
         status = _wait(command, cwd, env, out, err, (*fds, started[1]), limits, key, network)
+        # its answer over the limit: the child says so by TOO_LARGE, and the file is full
+        # (the code it ran may exit 3 itself: os._exit(3) is no answer too large)
+        too_large = status == TOO_LARGE and os.fstat(out.fileno()).st_size >= limits.file_bytes
         out.seek(0)
         err.seek(0)
         said, dropped = _merge(out.read(limits.file_bytes), limits.line_bytes, key)
@@ -479,7 +482,7 @@ def _run(
         began = bool(os.read(started[0], 1))
     except BlockingIOError:  # nothing written: it never started
         began = False
-    stopped = _stopped(status, said, stderr, limits, sandboxed, began)
+    stopped = _stopped(status, said, stderr, limits, sandboxed, began, too_large)
     return Outcome(said, stopped, stderr, dropped, began)
 
 
@@ -490,8 +493,10 @@ def _stopped(
     limits: Limits,
     sandboxed: bool,
     began: bool = False,
+    too_large: bool = False,
 ) -> str | None:
-    """Why the child stopped before its work was done, or None when it finished."""
+    """Why the child stopped before its work was done, or None when it finished
+    (``too_large``: its answer went over the file size limit)."""
     if status == ENDED:  # its cluster was done: what it said stands
         return None if said else "its cluster ended before it said anything"
     if isinstance(status, str):  # the wall clock
@@ -499,7 +504,7 @@ def _stopped(
     signalled = -status if status < 0 else status - 128 if sandboxed and status > 128 else 0
     if signalled:  # bubblewrap exits 128 + the signal of its child
         return _signal_message(signalled, limits)
-    if status == TOO_LARGE:
+    if too_large:
         return f"stopped: its answer is larger than {limits.file_bytes / 2**20:g} MiB"
     if status != 0 or not said:
         if began:  # the code it ran ended it (what it printed is its own, not said here)
