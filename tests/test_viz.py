@@ -577,3 +577,25 @@ def test_a_programs_table_of_waits_shows_3_sync_points_and_4_towers_unless_verbo
     assert short.count("tower_7") == 3 and short.count("tower_5") == 0  # the straggler kept
     assert all(p in every for p in points) and every.count("tower_5") == 5
     assert "more sync points" not in every
+
+
+def test_the_last_in_line_note_is_said_once_under_the_table() -> None:
+    """Lesson 1's program with --towers 8 printed the note three times, once per sync point
+    with a tower last in line."""
+    from rich.console import Console
+
+    from simsync.viz import SummaryView
+
+    points = [f"concat_{k}" for k in range(3)]
+    summary = {
+        "scenario": "s", "towers": 2, "steps": 20,
+        "step_time": {"mean": 0.002, "p50": 0.002, "p95": 0.002},
+        "wait": {p: {"tower_0": 0.001, "tower_1": 0.0} for p in points},
+        "waited_for": {p: {"tower_0": 0, "tower_1": 20} for p in points},
+        "expected_last": {p: "" for p in points},  # equal work: last only by the order
+    }  # fmt: skip
+    console = Console(width=80, record=True, color_system=None)
+    console.print(SummaryView(summary, max_sync_points=2).sync_table())  # type: ignore[arg-type]
+    text = console.export_text()
+    assert text.count("◀ last in line: last clearly most often") == 1
+    assert "… and 1 more sync point (--verbose shows every one)" in text

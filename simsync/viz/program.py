@@ -230,9 +230,8 @@ def _update_ops(imported: Mapping[str, Any], towers: int) -> list[str]:
     >>> print(_update_ops({"update_ops": slim}, 2)[1][:73])
     1 moving average is read in the same step in no order with its update (by
     """
-    return _updates_line(imported.get("update_ops") or {}, towers) + _unordered_line(
-        imported.get("update_ops") or {}
-    )
+    found = imported.get("update_ops") or {}
+    return _updates_line(found, towers) + _unordered_line(found)
 
 
 def _unordered_line(found: Mapping[str, Any]) -> list[str]:
@@ -341,7 +340,5 @@ class ProgramView:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield from self.lines()
         if self.summary:
-            if self.verbose:
-                yield SummaryView(self.result)  # type: ignore[arg-type]
-            else:
-                yield SummaryView(self.result, max_towers=4, max_sync_points=3)  # type: ignore[arg-type]
+            most = (16, None) if self.verbose else (4, 3)  # towers, sync points
+            yield SummaryView(self.result, *most)  # type: ignore[arg-type]

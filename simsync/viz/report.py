@@ -224,23 +224,25 @@ class SummaryView:
         waited_for = self.summary.get("waited_for") or {}
         expected = self.summary.get("expected_last")
         points = list(self.summary["wait"].items())
+        notes = []
         if self.max_sync_points is not None and len(points) > self.max_sync_points:
             left = len(points) - self.max_sync_points
             points = points[: self.max_sync_points]
-            table.caption = f"… and {plural(left, 'more sync point')} (--verbose shows every one)"
+            notes.append(f"… and {plural(left, 'more sync point')} (--verbose shows every one)")
+        in_line = False
         for point, waits in points:
             reason = None if expected is None else expected.get(point, "")
             for i, row in enumerate(self._rows(waits, waited_for.get(point) or {}, reason)):
                 shown = scope_lines(point) if i == 0 else ""
                 table.add_row(shown, *row[:-1], style=row[-1], end_section=False)
-                if row[3] == IN_LINE:
-                    said = (
-                        f"{IN_LINE}: last clearly most often, though its own work is not the "
-                        "longest: it queued (for a shared core or a port), it is no straggler"
-                    )
-                    more = str(table.caption or "")
-                    table.caption = said if not more or more == said else f"{more}\n{said}"
+                in_line = in_line or row[3] == IN_LINE
             table.add_section()
+        if in_line:
+            notes.append(
+                f"{IN_LINE}: last clearly most often, though its own work is not the "
+                "longest: it queued (for a shared core or a port), it is no straggler"
+            )
+        table.caption = "\n".join(notes) or None
         return table
 
     def _rows(
