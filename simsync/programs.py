@@ -236,6 +236,8 @@ def crosscheck_program(
     from simsync.tf_backend.program.convert import convert
     from simsync.tf_backend.program.load import measure_program
 
+    if runs < 1:
+        raise UsageError(f"crosscheck {path}: runs {runs}: at least one run is compared")
     say = on_progress or (lambda message: None)
     say("Importing the program (its costs: cached, or measured now)...")
     imported = import_program(
@@ -243,6 +245,7 @@ def crosscheck_program(
     )
     run = simulate_program(path, changes, steps=PREDICTION_STEPS, imported=imported, gpus=False)
     measured, keys = [], set()
+    first: tuple[Any, tuple[Graph, dict[str, Any]]] | None = None  # with real_args: converted
     for number in range(runs):
         say(f"Running the program on TensorFlow, run {number + 1} of {runs}...")
         key, data, found = measure_program(
@@ -251,16 +254,19 @@ def crosscheck_program(
         )  # fmt: skip
         keys.add(key)
         measured.append(found)
-        if real_args is not None and number == 0:
-            _built_as_asked(path, convert(data, None)[0], run.simulation.graph, real_args)
+        if real_args is not None and first is None:  # refused before the other runs
+            first = data, convert(data, None)
+            _built_as_asked(path, first[1][0], run.simulation.graph, real_args)
     if real_args is None:
         # the graph as imported, among the ops its profile saw run
         checked, timed = imported.graph, set(imported.profile.get("ops", {}))
         threads = {c["thread"]: c["name"] for c in imported.data["clients"]}
         queues = imported.report.get("input_queues", {})
     else:
-        # the graph the program built with real_args, among the ops its runs traced
-        checked, built = convert(data, None)
+        # the graph the program built with real_args (the first run's: the runs' one graph,
+        # as same_graph says), among the ops its runs traced
+        assert first is not None  # runs >= 1, checked above
+        data, (checked, built) = first
         queues = built.get("input_queues", {})
         timed = {r[0] for one in measured for c in one["clients"].values()
                  for step in c["steps"] for r in step}  # fmt: skip

@@ -164,8 +164,7 @@ def probe_averaging(loop: Loop) -> dict[str, Any]:
     values: dict[str, list[np.ndarray]] = {}
     for probe in rng.permutation(len(probes)):
         name, assigned = probes[probe]
-        ran = run(fetched, fed(assigned))
-        values[name] = [np.asarray(v, dtype=np.float64).ravel() for v in ran]
+        values[name] = _flat(run(fetched, fed(assigned)))
     parts, start = [], 0
     for _, tensors in updates:
         parts.append(slice(start, start + len(tensors)))
@@ -182,14 +181,18 @@ def probe_averaging(loop: Loop) -> dict[str, Any]:
         found["updates"].append(_weights(op, m["own"], m["again"], permuted, every, joint))
     sizes = [[_size(values[f"every {j}"]) for j in range(n)]]
     for later in steps[1:]:  # every tower fed one tower's batch of a later step
-        sizes.append([_size(run(fetched, fed([j] * n, later))) for j in range(n)])
+        sizes.append([_size(_flat(run(fetched, fed([j] * n, later)))) for j in range(n)])
     found["data_weights"], found["data_noise"] = _data_weights(np.asarray(sizes))
     return found
 
 
-def _size(ran: list[Any]) -> float:
+def _flat(ran: list[Any]) -> list[np.ndarray]:
+    """The values a run fetched, each as a flat array of floats."""
+    return [np.asarray(v, dtype=np.float64).ravel() for v in ran]
+
+
+def _size(flat: list[np.ndarray]) -> float:
     """How large the updates' inputs of one run are, all together."""
-    flat = [np.asarray(v, dtype=np.float64).ravel() for v in ran]
     return float(np.linalg.norm(np.concatenate(flat))) if flat else 0.0
 
 

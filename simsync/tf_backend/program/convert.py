@@ -374,32 +374,28 @@ def _read_unordered(graph: Graph, updates: list[Op], stepped: set[str]) -> dict[
     updates of one moving average race: that is ``racing``)."""
     readers: dict[str, list[str]] = {}
     written = {v for op in updates for v in op.writes}
+    others = stepped - {op.name for op in updates}
     for op in graph.ops():
-        if op.name in stepped and op not in updates:
+        if op.name in others:
             for variable in set(op.reads) & written:
                 readers.setdefault(variable, []).append(op.name)
-    ancestors = {
+    before = {
         op.name: nx.ancestors(graph.nx, op.name)
         for op in updates
-        if any(v in readers for v in op.writes)
+        if readers.keys() & set(op.writes)
     }
-    # an update's own read (its moving average's value, on its way to the assign): the
-    # race between updates is theirs ("racing"), not a read beside them
-    own = {v for op in updates if op.name in ancestors for v in op.writes}
-    for variable in own:
-        mine = set().union(*(ancestors[op.name] for op in updates if variable in op.writes
-                             and op.name in ancestors))  # fmt: skip
-        readers[variable] = [name for name in readers[variable] if name not in mine]
     found: dict[str, str] = {}
-    for op in updates:
-        wanted = [v for v in op.writes if readers.get(v) and v not in found]
-        if not wanted:
-            continue
-        ordered = ancestors[op.name] | nx.descendants(graph.nx, op.name)
-        for variable in wanted:
-            unordered = [name for name in readers[variable] if name not in ordered]
+    for variable, names in readers.items():
+        writers = [name for name in before if variable in graph.op(name).writes]
+        # an update's own read (its moving average's value, on its way to the assign): the
+        # race between updates is theirs ("racing"), not a read beside them
+        own = set().union(*(before[w] for w in writers))
+        for writer in writers:
+            ordered = before[writer] | nx.descendants(graph.nx, writer)
+            unordered = [n for n in names if n not in own and n not in ordered]
             if unordered:
                 found[variable] = unordered[0]
+                break
     return dict(sorted(found.items()))
 
 
