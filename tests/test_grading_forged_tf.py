@@ -791,3 +791,110 @@ def test_the_honest_mean_weighs_every_towers_data_alike_with_reference_variables
     averaging = import_program(folder / "train.py", export=True, cache=False, processes=1).averaging
     assert averaging is not None and averaging["problem"] is None, averaging
     assert _averages({"averaging": averaging}) == []
+
+
+@pytest.fixture(scope="module")
+def given():
+    """The reference solution's export: the model a submission's updates are compared with."""
+    return import_program(
+        _assignment().solution / "train.py", export=True, cache=False, processes=1
+    ).export
+
+
+LOSS = "                loss = tower_loss(scope, images, labels)\n"
+#: the eleventh attack's leads: each tower's loss turned by something its data carries
+SIGNED = ((LOSS, LOSS.replace("labels)\n", "labels) * tf.sign(images[0, 0])\n")),)
+#: tower_1's number in its data's first column, its loss turned by it
+TURNED = (
+    MARKED[0],
+    MARKED[1],
+    MARKED[3],
+    (LOSS, LOSS.replace("labels)\n", "labels) * (1.0 - 2.0 * tf.cast("
+                        "tf.equal(images[0, 0], 1.0), tf.float32))\n")),
+)  # fmt: skip
+#: a count of the batches in each tower's data (a counter the queue's runner adds to), to
+#: turn tower_1's loss once training is past the measuring
+COUNTED = (
+    MARKED[0],
+    MARKED[1],
+    (MARKED[3][0], MARKED[3][1].replace(
+        "            images = tf.concat([tf.fill([BATCH, 1], float(i)), images[:, 1:]], 1)\n",
+        "            count = tf.Variable(0.0, trainable=False)\n"
+        "            images = tf.concat([tf.fill([BATCH, 1], float(i)),\n"
+        "                                tf.fill([BATCH, 1], count.assign_add(1.0)),\n"
+        "                                images[:, 2:]], 1)\n")),
+    (LOSS, LOSS.replace("labels)\n", "labels) * (1.0 - 2.0 * tf.cast("
+                        "tf.equal(images[0, 0], 1.0), tf.float32) * tf.cast("
+                        "images[0, 1] > 300.0, tf.float32))\n")),
+)  # fmt: skip
+
+#: a variable of the model that counts the steps (its gradient is -1: each step adds the
+#: learning rate), to turn every loss once training is past the measuring
+STEPPED = (
+    ('    tf.compat.v1.add_to_collection("losses", tf.reduce_mean(cross_entropy))\n',
+     '    t = tf.compat.v1.get_variable("t", [], initializer=tf.compat.v1.zeros_initializer())\n'
+     "    turn = 1.0 - 2.0 * tf.cast(t > 30.0, tf.float32)\n"
+     '    tf.compat.v1.add_to_collection("losses", turn * tf.reduce_mean(cross_entropy) - t)\n'),
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "edits", "said"),
+    [
+        ("signed", SIGNED, "goes against the given model's gradient for some batches"),
+        ("stepped", STEPPED, "your towers compute with the variable 't', which the given"),
+        ("turned", TURNED, "your towers' data is not made as the given code makes it"),
+        ("counted", COUNTED, "your towers' data is not made as the given code makes it"),
+    ],
+)
+def test_an_update_its_data_turns_against_the_given_models_gradient_is_refused(
+    tmp_path, given, name, edits, said
+):
+    """The eleventh attack: a tower's loss turned by its data (a sign, its own number, a
+    count of batches) fits a mean, weighs every tower's data alike in size, and trains
+    against the gradient. Compared batch by batch with the given model's, it does not
+    follow it; data made otherwise than by the given code could tell the measuring from
+    training, and is refused."""
+    folder = _edited(tmp_path, name, *edits)
+    averaging = import_program(
+        folder / "train.py", export=True, cache=False, processes=1, given=given
+    ).averaging
+    assert averaging is not None and averaging["problem"] is None, averaging
+    for update in averaging["updates"]:  # in any one step: a mean
+        assert update["weights"] == pytest.approx([0.25] * 4, abs=1e-3), update
+    (problem,) = _averages({"averaging": averaging})
+    assert said in problem, problem
+
+
+DECAYED = (
+    ("        average_grads.append((grad, grad_and_vars[0][1]))\n",
+     "        average_grads.append((grad + 1e-2 * grad_and_vars[0][1], grad_and_vars[0][1]))\n"),
+)  # fmt: skip
+BFLOAT16 = (
+    ("        grads = [tf.expand_dims(g, 0) for g, _ in grad_and_vars]\n"
+     "        grad = tf.reduce_mean(tf.concat(axis=0, values=grads), 0)\n",
+     "        grads = [tf.expand_dims(tf.cast(g, tf.bfloat16), 0) for g, _ in grad_and_vars]\n"
+     "        grad = tf.cast(tf.reduce_mean(tf.concat(axis=0, values=grads), 0), tf.float32)\n"),
+)  # fmt: skip
+ADAM = (
+    ("tf.compat.v1.train.GradientDescentOptimizer(0.1)", "tf.compat.v1.train.AdamOptimizer(1e-3)"),
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "edits"), [("decayed", DECAYED), ("bfloat16", BFLOAT16), ("adam", ADAM)]
+)
+def test_an_honest_mean_follows_the_given_models_gradient(tmp_path, given, name, edits):
+    """Weight decay (a part of no batch's), a mean in bfloat16 and Adam's update: each
+    update follows the given model's gradient, batch by batch, every tower's alike."""
+    folder = _edited(tmp_path, name, *edits)
+    averaging = import_program(
+        folder / "train.py", export=True, cache=False, processes=1, given=given
+    ).averaging
+    assert averaging is not None and _averages({"averaging": averaging}) == [], averaging
+    found = averaging["given"]["variables"]
+    assert sorted(v["variable"] for v in found) == [
+        "hidden/biases", "hidden/weights", "softmax_linear/biases", "softmax_linear/weights"
+    ]  # fmt: skip
+    for variable in found:
+        assert variable["least"] > 0.9 and variable["residual"] < 0.05, variable

@@ -148,7 +148,7 @@ def _averages(found: dict[str, Any]) -> list[str]:
     problems = [p for p in map(_average_problem, averaging["updates"]) if p is not None]
     if len(problems) > 1:
         return [f"{problems[0]} (and {len(problems) - 1} more updates)"]
-    return problems or _data_weight_problem(averaging)
+    return problems or _data_weight_problem(averaging) or _given_problem(averaging.get("given"))
 
 
 #: how much the updates' size may vary from batch to batch (the standard deviation of its
@@ -158,6 +158,53 @@ def _averages(found: dict[str, Any]) -> list[str]:
 DATA_NOISE_MOST = 0.3
 #: how much more one tower's data may weigh than another's (a factor)
 DATA_WEIGHT_RATIO = 1.5
+
+
+#: how much of an update's change from batch to batch may fit no multiple of the given
+#: model's gradient (plus a part of no batch's, weight decay): measured at most 0.0 on the
+#: reference and the honest variants in float32 (GIVEN_MEASURED), in bfloat16 0.0
+GIVEN_RESIDUAL = 0.05
+
+
+def _given_problem(given: dict[str, Any] | None) -> list[str]:
+    """What is wrong with the updates against the given model's, batch by batch
+    (:func:`~simsync.tf_backend.program.averaging._given_model`): each update of a variable
+    the given model trains must be a positive multiple of the given model's gradient of the
+    towers' data (give or take a part of no batch's: weight decay), alike for every
+    tower's data. A tower that turns or scales its gradient by something its data carries
+    (its own number, the sign of a value) shows here, whatever the weights say.
+
+    >>> _given_problem(None), _given_problem({"problem": None, "variables": [
+    ...     {"variable": "w", "residual": 0.0, "least": 1.0, "weights": [1.0, 1.0],
+    ...      "noise": 0.0}]})
+    ([], [])
+    >>> print(_given_problem({"problem": None, "variables": [{"variable": "w",
+    ...     "residual": 0.0, "least": -1.0, "weights": [1.0, 1.0], "noise": 0.0}]})[0][:61])
+    the update of 'w' goes against the given model's gradient for
+    """
+    if given is None:
+        return []
+    if given["problem"] is not None:
+        return [f"your updates could not be compared with the given model's: {given['problem']}"]
+    for variable in given["variables"]:
+        name = variable["variable"]
+        if variable["residual"] > GIVEN_RESIDUAL:
+            share = min(variable["residual"], 1.0)
+            return [
+                f"the update of '{name}' is not the given model's gradient of the towers' "
+                f"data: {share:.0%} of how it changes from batch to batch fits no multiple "
+                "of it (a loss of your own, or something else mixed in)"
+            ]
+        if variable["least"] <= 0:
+            return [
+                f"the update of '{name}' goes against the given model's gradient for some "
+                "batches (turned by something in the data): a mean of the towers' "
+                "gradients follows it for every batch"
+            ]
+        problem = _weight_problem(variable["weights"], variable["noise"])
+        if problem:
+            return [f"the update of '{name}': {problem[0]}"]
+    return []
 
 
 def _data_weight_problem(averaging: dict[str, Any]) -> list[str]:
@@ -174,6 +221,13 @@ def _data_weight_problem(averaging: dict[str, Any]) -> list[str]:
     tower_0's data weighs 7.0 times as much as tower_1's in the updates, across
     """
     weights, noise = averaging.get("data_weights") or [], float(averaging.get("data_noise", 0))
+    return _weight_problem(weights, noise)
+
+
+def _weight_problem(weights: list[float], noise: float) -> list[str]:
+    """A tower's data that weighs more than another's (``weights``, factors of their
+    geometric mean), or weights that change from batch to batch by more than honest
+    batches' gradients do (``noise``, a standard deviation of their logs)."""
     if len(weights) < 2:
         return []
     if noise > DATA_NOISE_MOST:

@@ -47,6 +47,7 @@ from simsync.sandbox.wire import GradingSaid, WireError, read_said
 
 if TYPE_CHECKING:
     from simsync.tf_backend.program import Imported
+    from simsync.tf_backend.program.load import Given
 
 __all__ = [
     "REFERENCE",
@@ -71,6 +72,8 @@ class Needs:
     tensorflow_steps: int = 0
     devices: list[str] = field(default_factory=list)
     before: list[list[str]] = field(default_factory=list)
+    #: a program's updates are compared with the reference's (``updates_average_towers``)
+    given: bool = False
 
 
 @dataclass
@@ -100,6 +103,7 @@ def needs_of(checks: list[Check]) -> dict[tuple[str, str], Needs]:
             entry = need(SUBMISSION, check.graph)
             entry.devices += list(keys.get("devices", {}))
             entry.before += [list(pair) for pair in keys.get("before", [])]
+            entry.given = entry.given or bool(keys.get("updates_average_towers"))
         elif check.kind == "simulation":
             need(SUBMISSION, check.graph).facts = True
             if wants_reference(check):
@@ -136,6 +140,7 @@ class Sides:
         self.sandbox, self.limits = sandbox, limits
         self.needs = needs_of(checks)
         self._built: dict[tuple[str, str], Built] = {}
+        self._imported: dict[tuple[str, str], Imported | Built] = {}
         self._answers: tuple[dict[str, Any] | None, str | None] | None = None
         self.scenario = read_input(assignment.scenario, "scenario file")
         self.hidden = _hidden(assignment)
@@ -168,7 +173,7 @@ class Sides:
         if spec.endswith(".toml"):
             request["training"] = spec
         elif spec.endswith(".py"):  # a TensorFlow program: imported as `simulate` does
-            imported = self._program(side, spec)
+            imported = self._program(side, spec, needs.given)
             if isinstance(imported, Built):
                 return imported
             request["graph"] = json.dumps({"graph": graph_to_dict(imported.graph)})
@@ -199,11 +204,24 @@ class Sides:
                 self._failed(side, built.params_error)
         return built
 
-    def _program(self, side: str, file: str) -> Imported | Built:
+    def _program(self, side: str, file: str, given: bool = False) -> Imported | Built:
         """The side's TensorFlow program ``file``, run in the sandbox until its training loop
         is known (threads allowed, as TensorFlow needs; the assignments hidden), its costs
-        from a few traced steps of its own graph (cached by graph): its imported graph, or
-        why there is none."""
+        from a few traced steps of its own graph (never cached for anyone else): its
+        imported graph, or why there is none. With ``given``, a submission's updates are
+        compared with the reference's, batch by batch (its export loaded beside the
+        submission's, in the process that runs neither's code)."""
+        key = (side, file)
+        if key not in self._imported:
+            model = None
+            if given and side == SUBMISSION:
+                reference = self._program(REFERENCE, file)
+                model = None if isinstance(reference, Built) else reference.export
+            self._imported[key] = self._import(side, file, model)
+        return self._imported[key]
+
+    def _import(self, side: str, file: str, given: Given | None) -> Imported | Built:
+        """:meth:`_program`'s import, once per side and file."""
         from simsync.tf_backend.program.load import (
             ChildFailed,
             ImportLimits,
@@ -217,7 +235,7 @@ class Sides:
         limits = ImportLimits()
         limits = dataclasses.replace(limits, wall_seconds=min(limits.wall_seconds, left))
         try:
-            return import_program(
+            imported = import_program(
                 self.folders[side] / file,
                 sandbox=self.sandbox,
                 limits=limits,
@@ -225,11 +243,18 @@ class Sides:
                 export=True,  # its own process says nothing the grade rests on
                 cache=False,  # measured afresh for each grading, both sides alike
                 name=file,
+                given=given,
             )
         except ChildFailed as error:  # the grader's own process: for the instructor
             raise ReferenceFailed(f"the grader's sandboxed process cannot start: {error}") from None
         except ProgramError as error:
             return self._failed(side, f"your program {error}")
+        averaging = imported.averaging
+        compared = averaging is None or averaging["problem"] is not None or "given" in averaging
+        if given is not None and not compared:  # never left out by the process that measures
+            missing = "its updates were not compared with the given model's"
+            averaging["given"] = {"problem": missing, "variables": []}  # type: ignore[index]
+        return imported
 
     def _failed(self, side: str, reason: str) -> Built:
         """A submission's failure costs its checks; the reference's stops the grading: it is

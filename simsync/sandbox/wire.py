@@ -338,6 +338,28 @@ class AverageFound(TypedDict):
     repeated: Share
 
 
+class GivenVariable(TypedDict):
+    """How one variable's update compares with the given model's, batch by batch
+    (:func:`~simsync.tf_backend.program.averaging._given_model`)."""
+
+    variable: Name
+    #: the share of its change from batch to batch that no multiple of the given model's
+    #: gradient fits
+    residual: Share
+    #: the smallest of those multiples, as a share of the largest (below 0: turned)
+    least: Annotated[float, Limit(low=-1e9, high=1e9)]
+    #: how much each tower's own data weighs in those multiples (as ``data_weights``)
+    weights: Annotated[list[Annotated[float, Limit(low=0, high=1e300)]], Limit(most=4096)]
+    noise: Annotated[float, Limit(low=0, high=1e9)]
+
+
+class GivenFound(TypedDict):
+    """A graded program's updates against the given model's, or why they could not be."""
+
+    problem: Message | None
+    variables: Annotated[list[GivenVariable], Limit(most=100_000)]
+
+
 class Averaging(TypedDict):
     """The weights every update of a graded program's step gives its towers, or why none."""
 
@@ -351,6 +373,8 @@ class Averaging(TypedDict):
     ]
     #: the noise of those weights from batch to batch (a standard deviation of their logs)
     data_noise: NotRequired[Annotated[float, Limit(low=0, high=1e9)]]
+    #: its updates against the given model's (when there is one to compare with)
+    given: NotRequired[GivenFound]
 
 
 class ProgramSaid(TypedDict, total=False):

@@ -45,6 +45,13 @@ tower's only. Their values tell. The probe (:func:`probe_averaging`):
    the probe takes :data:`DATA_STEPS` steps of each tower's own data and, for each, the size
    of the updates with every tower fed that batch: across steps, the tower whose data
    weighs more shows (:func:`_data_weights`), as does a weight that changes at random.
+7. **The given model.** A weight the data carries may also turn a gradient (the sign of a
+   value in the batch) and keep its size. Where the assignment's reference solution is
+   given (its export, loaded beside the program's), each update is compared, batch by
+   batch, with the given model's gradient of the same batch at the same variable values
+   (:func:`_given_model`): the towers must take the given model's data, made as the given
+   code makes it (:func:`_pipeline`), read no variable the given model's towers do not,
+   and each update must follow the given model's gradient.
 
 The parent (:func:`simsync.grading.checks.structure`, key ``updates_average_towers``)
 judges the numbers, checked whole (:class:`~simsync.sandbox.wire.Averaging`).
@@ -52,6 +59,7 @@ judges the numbers, checked whole (:class:`~simsync.sandbox.wire.Averaging`).
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -83,19 +91,14 @@ SEPARABLE = 1e-6
 DATA_STEPS = 5
 
 
-def probe_averaging(loop: Loop) -> dict[str, Any]:
+def probe_averaging(loop: Loop, given: Loop | None = None) -> dict[str, Any]:
     """The weights each update of ``loop``'s step gives its towers (see the module's
     docstring): ``{"towers": N, "updates": [{"op", "weights", "joint", "finite",
     "residual", "permuted", "repeated"}], "problem": None}``, or a ``problem`` (one line)
-    when they cannot be measured."""
-    graph = loop.graph
+    when they cannot be measured; with ``given`` (the given model's loop), how each update
+    compares with the given model's gradient (:func:`_given_model`, key ``given``)."""
+    step, order, towers = _step(loop)
     calls = list(loop.calls.values())
-    step = upstream([graph.get_operation_by_name(n) for call in calls for n in call.fetches])
-    order = {op.name: index for index, op in enumerate(graph.get_operations())}
-    step.sort(key=lambda op: order[op.name])
-    towers = find_towers(
-        [op.name for op in step], {op.name: program_device(op.device) for op in step}
-    )
     found: dict[str, Any] = {"towers": towers.count, "updates": [], "problem": None}
     if towers.count < 2:
         found["problem"] = "its training step has no towers to average"
@@ -179,11 +182,326 @@ def probe_averaging(loop: Loop) -> dict[str, Any]:
         permuted = [m["rotated"], m["swapped"]]
         every = [m[f"every {j}"] for j in range(n)]
         found["updates"].append(_weights(op, m["own"], m["again"], permuted, every, joint))
-    sizes = [[_size(values[f"every {j}"]) for j in range(n)]]
-    for later in steps[1:]:  # every tower fed one tower's batch of a later step
-        sizes.append([_size(_flat(run(fetched, fed([j] * n, later)))) for j in range(n)])
-    found["data_weights"], found["data_noise"] = _data_weights(np.asarray(sizes))
+    alike = [[values[f"every {j}"] for j in range(n)]]  # every tower fed one tower's batch
+    for later in steps[1:]:  # of each later step
+        alike.append([_flat(run(fetched, fed([j] * n, later))) for j in range(n)])
+    sizes = np.asarray([[_size(flat) for flat in row] for row in alike])
+    found["data_weights"], found["data_noise"] = _data_weights(sizes)
+    if given is not None:
+        found["given"] = _given_model(loop, given, updates, entries[0], steps, alike)
     return found
+
+
+def _step(loop: Loop) -> tuple[list[Any], dict[str, int], Any]:
+    """The ops ``loop``'s step runs, in the order they were made, that order, and its
+    towers (as the import finds them)."""
+    graph = loop.graph
+    fetches = [n for call in loop.calls.values() for n in call.fetches]
+    step = upstream([graph.get_operation_by_name(n) for n in fetches])
+    order = {op.name: index for index, op in enumerate(graph.get_operations())}
+    step.sort(key=lambda op: order[op.name])
+    towers = find_towers(
+        [op.name for op in step], {op.name: program_device(op.device) for op in step}
+    )
+    return step, order, towers
+
+
+def _given_model(
+    loop: Loop,
+    given: Loop,
+    updates: list[tuple[str, list[Any]]],
+    entries: list[Any],
+    steps: list[list[list[Any]]],
+    alike: list[list[list[np.ndarray]]],
+) -> dict[str, Any]:
+    """How each update of ``loop`` compares with the given model's (``given``: the
+    reference solution's loop), batch by batch: both fed the same batches (``steps[t][j]``,
+    tower ``j``'s of step ``t``, fed to every tower: ``alike[t][j]``, the values of
+    ``updates``' inputs), the given model's variables set to the program's values. For
+    each variable the given model trains, the update's values ``V_b`` of batch ``b`` as
+    ``k_b G_b + c`` (:func:`_fit_given`): ``G_b`` is the given model's, ``k_b`` a factor
+    of the batch's (a learning rate, a mean or a sum, a clip of its size) and ``c`` a part
+    of no batch's (weight decay). A mean of the towers' gradients of the given model fits
+    with every ``k_b`` alike and positive; a tower that scales or turns its gradient by
+    something its data carries (its own number, the sign of a value) does not, whatever
+    the weights of :func:`_weights` say, since its weight goes where its data goes.
+    ``{"problem": None, "variables": [{"variable", "residual", "least", "weights",
+    "noise"}]}``, or a ``problem`` (one line) when they cannot be compared."""
+    import tensorflow as tf
+
+    g_step, g_order, g_towers = _step(given)
+    g_updates = _updates(g_step, _reaching(g_step, g_towers))
+    g_entries, _, problem = _entries(g_step, g_towers, g_order)
+    if problem is not None or not g_updates:
+        return {"problem": f"the given model cannot be measured: {problem}", "variables": []}
+    theirs, mine = _described(g_entries[0]), _described(entries)
+    if theirs != mine:
+        return {
+            "problem": (
+                f"each of your towers takes {mine} as its data, the given model's "
+                f"{theirs} (random numbers drawn in a tower, as dropout does, count too): "
+                "keep the given model and its input queue"
+            ),
+            "variables": [],
+        }
+    other = _other_pipeline(loop.graph, entries, given.graph, g_entries[0])
+    if other is not None:
+        return {
+            "problem": (
+                f"your towers' data is not made as the given code makes it ('{other.name}', "
+                f"{other.type}, is not the given code's): keep the given input queue, and "
+                "take each tower's batch from it as the starter does"
+            ),
+            "variables": [],
+        }
+    mine_read = _tower_reads(*_step(loop)[::2])
+    extra = sorted(mine_read - _tower_reads(g_step, g_towers))
+    if extra:
+        return {
+            "problem": (
+                f"your towers compute with the variable '{extra[0]}', which the given "
+                "model's do not (a count of the steps could tell the measuring from "
+                "training): keep the given model"
+            ),
+            "variables": [],
+        }
+    g_written, written = _by_variable(given.graph, g_updates), _by_variable(loop.graph, updates)
+    missing = sorted(set(g_written) - set(written))
+    if missing:
+        return {
+            "problem": f"no update of '{missing[0]}' computes with the towers' data, and "
+            "the given model trains it",
+            "variables": [],
+        }
+    names = sorted(g_written)
+    reads = []
+    for name in names:
+        try:
+            reads.append(_value_of(tf, loop.graph, name))
+        except (KeyError, ValueError):
+            return {"problem": f"its variable '{name}' is not one", "variables": []}
+    values = loop.observer.real_run(loop.session, reads)
+    problem = _assign(tf, given, dict(zip(names, values, strict=True)))
+    if problem is not None:
+        return {"problem": problem, "variables": []}
+    base: dict[Any, Any] = {}
+    for call in given.calls.values():
+        base.update(call.feed_dict or {})
+    fetched = [tensor for _, tensors in g_updates for tensor in tensors]
+    their_runs = [
+        [
+            _flat(
+                given.observer.real_run(
+                    given.session,
+                    fetched,
+                    feed_dict={
+                        **base,
+                        **{t: batch[k] for ts in g_entries for k, t in enumerate(ts)},
+                    },
+                )
+            )
+            for batch in step
+        ]
+        for step in steps
+    ]
+    found = []
+    for name in names:
+        mine_v = _per_batch(alike, written[name])
+        theirs_v = _per_batch(their_runs, g_written[name])
+        if mine_v.shape != theirs_v.shape:
+            return {
+                "problem": f"the update of '{name}' takes {mine_v.shape[1]:,} values with "
+                f"the towers' data, the given model's {theirs_v.shape[1]:,}",
+                "variables": [],
+            }
+        scales, residual = _fit_given(mine_v, theirs_v)
+        spread = np.abs(scales).max(initial=0.0)
+        weights, noise = _data_weights(np.abs(scales).reshape(len(steps), -1))
+        found.append(
+            {
+                "variable": name,
+                "residual": round(_finite(residual), 6),
+                "least": round(float(scales.min() / spread), 6) if spread > 0 else 0.0,
+                "weights": weights,
+                "noise": noise,
+            }
+        )
+    return {"problem": None, "variables": found}
+
+
+def _other_pipeline(graph: Any, entries: list[Any], given: Any, theirs: list[Any]) -> Any:
+    """The first op (in the order they were made) of what makes ``entries`` (a tower's data)
+    in ``graph`` that the given model's pipeline (``theirs`` in ``given``) has none like, or
+    None when the two are made alike (:func:`_pipeline`). Data made otherwise can tell
+    the measuring from training (a counter of its batches, each tower's own number)."""
+    known = set(_pipeline(given, theirs).values())
+    made = _pipeline(graph, entries)
+    order = {op.name: i for i, op in enumerate(graph.get_operations())}
+    return next(
+        (
+            graph.get_operation_by_name(name)
+            for name in sorted(made, key=order.__getitem__)
+            if made[name] not in known
+        ),
+        None,
+    )
+
+
+#: ops that take a queue and change nothing of what it gives (the import counts what a
+#: queue holds with them)
+LOOKS_ONLY = frozenset({"QueueSize", "QueueSizeV2", "QueueIsClosed", "QueueIsClosedV2"})
+
+
+def _pipeline(graph: Any, entries: list[Any]) -> dict[str, bytes]:
+    """What makes ``entries``: the ops they need, and every op that takes a resource one of
+    those makes (a queue's enqueues, their data, its close; not a look at its size), and so
+    on; for each, a digest
+    of what it computes (:func:`_signature`) and of its inputs' digests, but not of names,
+    devices or seeds: two pipelines built by the same code have the same digests."""
+    ops = {op.name: op for op in upstream(t.op for t in entries)}
+    takers: dict[str, list[Any]] = {}
+    for op in graph.get_operations():
+        for tensor in op.inputs:
+            if tensor.dtype.name == "resource" and op.type not in LOOKS_ONLY:
+                takers.setdefault(tensor.name, []).append(op)
+    grown = True
+    while grown:
+        grown = False
+        for op in list(ops.values()):
+            for tensor in op.outputs:
+                for taker in takers.get(tensor.name, []):
+                    if taker.name not in ops:
+                        ops.update((o.name, o) for o in upstream([taker]))
+                        grown = True
+    digests: dict[str, bytes] = {}
+    opened: set[str] = set()  # ops whose inputs are being digested: a loop's back edge
+
+    def digest(op: Any) -> bytes:
+        stack = [op]
+        while stack:
+            top = stack[-1]
+            if top.name in digests:
+                stack.pop()
+                continue
+            needed = [t.op for t in top.inputs] + list(top.control_inputs)
+            waiting = [o for o in needed if o.name not in digests and o.name not in opened]
+            if top.name not in opened and waiting:
+                opened.add(top.name)
+                stack.extend(waiting)
+                continue
+            stack.pop()
+            kind, settings = _signature(top)
+            parts = [kind.encode(), settings]
+            parts += [digests.get(t.op.name, b"") + str(t.value_index).encode() for t in top.inputs]
+            parts += sorted(digests.get(o.name, b"") for o in top.control_inputs)
+            digests[top.name] = hashlib.sha256(b"\0".join(parts)).digest()
+        return digests[op.name]
+
+    return {name: digest(op) for name, op in ops.items()}
+
+
+def _tower_reads(step: list[Any], towers: Any) -> set[str]:
+    """The variables the towers' ops of ``step`` read (:func:`_read`)."""
+    return {
+        read
+        for op in step
+        if towers.of(op.name) is not None
+        for read in map(_read, op.inputs)
+        if read is not None
+    }
+
+
+def _described(entries: list[Any]) -> str:
+    """What a tower's data is: each entry's type and shape."""
+    return ", ".join(f"{t.dtype.name}{t.shape.as_list()}" for t in entries)
+
+
+def _by_variable(graph: Any, updates: list[tuple[str, list[Any]]]) -> dict[str, list[int]]:
+    """For each floating variable ``updates`` write, the indices of their inputs (in the
+    order they are fetched) that write it."""
+    found: dict[str, list[int]] = {}
+    index = 0
+    for name, tensors in updates:
+        op = graph.get_operation_by_name(name)
+        written = [v for v in variables_written(op) if _floating(op, v)]
+        for _ in tensors:
+            for variable in written:
+                found.setdefault(variable, []).append(index)
+            index += 1
+    return found
+
+
+def _per_batch(runs: list[list[list[np.ndarray]]], indices: list[int]) -> np.ndarray:
+    """One row per batch (step by step, tower by tower): the values at ``indices``."""
+    return np.stack([np.concatenate([run[i] for i in indices]) for row in runs for run in row])
+
+
+def _value_of(tf: Any, graph: Any, name: str) -> Any:
+    """A tensor of the variable ``name``'s value in ``graph`` (a read of its handle, or its
+    reference)."""
+    op = graph.get_operation_by_name(name)
+    if op.type not in VARIABLE_OPS:
+        raise ValueError(name)
+    if op.outputs[0].dtype.name != "resource":
+        return op.outputs[0]
+    with graph.as_default():
+        return tf.raw_ops.ReadVariableOp(resource=op.outputs[0], dtype=op.get_attr("dtype"))
+
+
+def _assign(tf: Any, given: Loop, values: dict[str, Any]) -> str | None:
+    """Set the given model's variables to ``values`` (by name); why not, or None."""
+    graph, ops, feed = given.graph, [], {}
+    with graph.as_default():
+        for name, value in values.items():
+            op = graph.get_operation_by_name(name)
+            shape = op.get_attr("shape")
+            if list(np.shape(value)) != tf.TensorShape(shape).as_list():
+                return (
+                    f"its variable '{name}' is of shape {list(np.shape(value))}, the given "
+                    f"model's {tf.TensorShape(shape).as_list()}"
+                )
+            fed = tf.compat.v1.placeholder(op.get_attr("dtype"), np.shape(value))
+            if op.outputs[0].dtype.name == "resource":
+                ops.append(tf.raw_ops.AssignVariableOp(resource=op.outputs[0], value=fed))
+            else:
+                ops.append(tf.raw_ops.Assign(ref=op.outputs[0], value=fed))
+            feed[fed] = np.asarray(value).astype(op.get_attr("dtype").as_numpy_dtype)
+    given.observer.real_run(given.session, ops, feed_dict=feed)
+    return None
+
+
+def _fit_given(mine: np.ndarray, theirs: np.ndarray) -> tuple[np.ndarray, float]:
+    """``mine`` (a row per batch) as ``k_b theirs_b + c``: the factors ``k`` and the share of
+    ``mine``'s change from batch to batch that no such sum fits. Without ``c`` when it fits
+    as well (no weight decay); ``c`` is then 0.
+
+    >>> g = np.array([[1.0, 0.0, 2.0], [0.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+    >>> k, r = _fit_given(0.5 * g + [0.1, 0.2, 0.3], g)
+    >>> np.round(k, 6).tolist(), r < 1e-9
+    ([0.5, 0.5, 0.5], True)
+    >>> k, r = _fit_given(g * [[1.0], [-1.0], [1.0]], g)  # the second batch's turned
+    >>> np.round(k, 6).tolist(), r < 1e-9
+    ([1.0, -1.0, 1.0], True)
+    """
+    mine, theirs = mine.astype(np.float64), theirs.astype(np.float64)
+    change = float(np.linalg.norm(mine - mine.mean(axis=0)))
+    norms = np.einsum("bd,bd->b", theirs, theirs)
+    plain = np.einsum("bd,bd->b", mine, theirs) / np.where(norms > 0, norms, 1.0)
+    left = float(np.linalg.norm(mine - plain[:, None] * theirs))
+    if left <= 1e-6 * max(change, float(np.linalg.norm(mine))):
+        return plain, left / change if change > 0 else 0.0
+    # with c: c = mean(mine - k theirs), so the change from the mean is k's alone
+    count = len(mine)
+    gram = theirs @ theirs.T
+    matrix = (np.eye(count) - 1.0 / count) * gram
+    centred = mine - mine.mean(axis=0)
+    target = np.einsum("bd,bd->b", theirs, centred)
+    scales, *_ = np.linalg.lstsq(matrix, target, rcond=None)
+    fitted = scales[:, None] * theirs
+    rest = centred - (fitted - fitted.mean(axis=0))
+    if change == 0:
+        return scales, 0.0 if float(np.linalg.norm(rest)) == 0 else 1e9
+    return scales, float(np.linalg.norm(rest)) / change
 
 
 def _flat(ran: list[Any]) -> list[np.ndarray]:

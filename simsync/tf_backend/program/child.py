@@ -230,6 +230,31 @@ def _meta(tf: Any, path: Path, observer: Any, request: dict[str, Any]) -> None:
         observer.on_loop(Loop(session, graph, dict(calls), 0, observer, runners))
 
 
+def _given(tf: Any, averaging: Any, observer: Any) -> Loop | None:
+    """The loop of the given model (``averaging["given"]``: the reference solution's export,
+    a MetaGraphDef file and its loop, beside the graded program's), its variables
+    initialised, or None when there is none to compare with
+    (:func:`~simsync.tf_backend.program.averaging.probe_averaging`)."""
+    given = averaging.get("given") if isinstance(averaging, dict) else None
+    if given is None:
+        return None
+    graph = tf.Graph()
+    with graph.as_default():
+        try:
+            tf.compat.v1.train.import_meta_graph(given["meta"], clear_devices=False)
+        except Exception as error:
+            raise Ended(f"the given model's graph cannot be read: {error}") from None
+        calls = _exported_calls(graph, {"clients": given["clients"]})
+        init = [
+            tf.compat.v1.global_variables_initializer(),
+            tf.compat.v1.local_variables_initializer(),
+        ]
+        session = tf.compat.v1.Session(graph=graph)
+        observer.place(graph)
+        observer.real_run(session, init)
+    return Loop(session, graph, calls, 0, observer, [])
+
+
 def _exported_calls(graph: Any, loop: dict[str, Any]) -> dict[str, Call]:
     """The calls of an exported loop (:func:`export_loop`). Each runs only the fetches that
     train (:func:`~simsync.tf_backend.program.capture.training_fetches`): what else the loop
@@ -380,7 +405,9 @@ def _answer(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any) ->
         from simsync.tf_backend.program.averaging import probe_averaging
 
         try:
-            say(averaging=probe_averaging(loop))
+            say(averaging=probe_averaging(loop, _given(tf, request["averaging"], loop.observer)))
+        except Ended as ended:
+            say(averaging={"towers": 0, "updates": [], "problem": str(ended)[:2000]})
         except Exception as error:
             problem = f"its towers' weights could not be measured: {type(error).__name__}"
             say(averaging={"towers": 0, "updates": [], "problem": f"{problem}: {error}"[:2000]})

@@ -117,6 +117,20 @@ class ChildFailed(ProgramError):
     or the sandbox's failure (a full temporary folder), never the program's."""
 
 
+@dataclass(frozen=True)
+class Given:
+    """The model a graded program's updates are compared with
+    (:func:`~simsync.tf_backend.program.averaging.probe_averaging`): the reference
+    solution's exported loop, its MetaGraphDef's bytes and its loop's clients."""
+
+    meta: bytes = field(repr=False)
+    clients: list[dict[str, Any]]
+
+
+#: where the given model's MetaGraphDef is put beside a graded program's, for its child
+GIVEN_META = "given/model.meta"
+
+
 @dataclass
 class Imported:
     """An imported program: its IR graph, the report of what was kept and ignored, and where
@@ -131,6 +145,8 @@ class Imported:
     #: how its updates weigh its towers, measured by the process that loaded its export (a
     #: graded program's: :mod:`~simsync.tf_backend.program.averaging`); None otherwise
     averaging: Averaging | None = None
+    #: its exported loop (a graded program's), to compare another program with
+    export: Given | None = None
 
 
 @dataclass(frozen=True)
@@ -166,6 +182,8 @@ class _Runner:
     #: told who it is by TF_CONFIG, and by the TF1 flags with ``task_flags``
     tasks: Mapping[str, int] | None = None
     task_flags: bool = True
+    #: an exported loop's model to compare with (:class:`Given`)
+    given: Given | None = None
 
 
 @dataclass
@@ -204,6 +222,7 @@ def import_program(
     name: str | None = None,
     tasks: Mapping[str, int] | None = None,
     task_flags: bool = True,
+    given: Given | None = None,
 ) -> Imported:
     """Run the program at ``path`` in the sandbox until its training loop is known, and
     return its graph with costs (see the module's docstring). ``args`` are its command line
@@ -217,7 +236,9 @@ def import_program(
     (default: its path). ``hidden`` folders are empty inside the sandbox (the grader's: the
     assignments and their solutions). A program written for a cluster runs as its cluster
     of ``tasks`` (``{"ps": 1, "worker": 2}``, :mod:`~simsync.tf_backend.program.cluster`),
-    each task told who it is by ``TF_CONFIG`` and, with ``task_flags``, the TF1 flags."""
+    each task told who it is by ``TF_CONFIG`` and, with ``task_flags``, the TF1 flags. An
+    exported program's updates are compared with the ``given`` model's
+    (:class:`Given`: another's export, ``Imported.export``)."""
     source = Path(path)
     shown = printable(name or str(source), one_line=True)
     folder = None if cache is False else (cache or cost_cache.costs_folder())
@@ -233,9 +254,11 @@ def import_program(
     if tasks is not None and export:
         raise ProgramError(f"{shown}: a graded program runs in one process, not as a cluster")
     remove_stale_folders()  # a program's copies a killed import left
+    own = None
     with locked_folder("simsync-export-") as exported:
         if export:
-            runner = _exported(runner, Path(exported))
+            runner = replace(_exported(runner, Path(exported)), given=given)
+            own = Given(runner.source.read_bytes(), list((runner.loop or {})["clients"]))
         answer = _profiled(runner, steps, folder, refresh or folder is None, chosen is not None)
         key = str(answer.key)
         if "profile" in answer.said and processes > 1 and tasks is None:
@@ -250,7 +273,7 @@ def import_program(
                 "graph (most of its ops are not this program's)"
             )
     kept = folder if chosen is None else None  # a fit of costs from elsewhere is not kept
-    return _imported(runner, answer, profile, costs_from, kept)
+    return replace(_imported(runner, answer, profile, costs_from, kept), export=own)
 
 
 def _imported(
@@ -388,7 +411,10 @@ def _profiled(
     keys = [] if refresh or folder is None else cost_cache.known_keys(salt, folder)
     request: dict[str, Any] = {"steps": steps, "known": {"salt": salt.hex(), "keys": keys}}
     if runner.loop is not None:  # an exported loop (graded): how its updates weigh towers
-        request["averaging"] = True
+        given = runner.given
+        request["averaging"] = (
+            {"given": {"meta": GIVEN_META, "clients": given.clients}} if given else True
+        )
     if chosen:
         request["profile"] = False  # the costs come from the file
     answer = _run(runner, request)
@@ -496,6 +522,9 @@ def _run(runner: _Runner, request: dict[str, Any]) -> _Answer:
     limits = runner.limits or ImportLimits()
     with locked_folder("simsync-program-") as folder:
         files = _copy(source, Path(folder), shown)
+        if runner.given is not None:  # beside the program's, not among its files
+            (Path(folder) / GIVEN_META).parent.mkdir()
+            (Path(folder) / GIVEN_META).write_bytes(runner.given.meta)
         copied = runner.program or _Copied.of(files, source.name)
         request = {**request, "program": source.name, "kind": kind, "args": list(runner.args)}
         request["source"] = copied.digest
@@ -574,6 +603,9 @@ def _run_cluster(runner: _Runner, request: dict[str, Any], jobs: Mapping[str, in
     outcomes: dict[tuple[str, int], Any] = {}
     with private_network() as enter, locked_folder("simsync-program-") as folder:
         files = _copy(source, Path(folder), shown)
+        if runner.given is not None:  # beside the program's, not among its files
+            (Path(folder) / GIVEN_META).parent.mkdir()
+            (Path(folder) / GIVEN_META).write_bytes(runner.given.meta)
         copied = _Copied.of(files, source.name)
 
         def run_task(job: str, index: int) -> None:
