@@ -5,7 +5,6 @@ ledger's order of a global step's updates."""
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import numpy as np
@@ -145,14 +144,12 @@ def children() -> set[int]:
 def test_without_a_namespace_it_refuses_and_starts_nothing(monkeypatch) -> None:
     monkeypatch.setenv(FORCE_NO_NAMESPACE, "1")
     before = children()
-    started = time.monotonic()
     with pytest.raises(BackendError) as caught:
         run_sync_replicas_cluster(ClusterRunConfig())
     message = str(caught.value)
     assert "open_ports=True" in message and "open on all interfaces" in message
     assert "\n" not in message
-    assert time.monotonic() - started < 1.0
-    assert children() <= before
+    assert children() <= before  # nothing started
 
 
 def test_a_cluster_beyond_this_host_needs_open_ports() -> None:

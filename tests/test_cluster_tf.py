@@ -270,12 +270,11 @@ def test_every_process_ended(model: tuple[ClusterRun, dict[str, Any]]) -> None:
     assert not any(process_alive(pid) for pid in run.pids.values())
 
 
-def broken(config: ClusterRunConfig, match: str, limit: float) -> ClusterError:
-    """Run a cluster that must fail: one error line, within ``limit`` s, no process left."""
-    started = time.monotonic()
+def broken(config: ClusterRunConfig, match: str) -> ClusterError:
+    """Run a cluster that must fail: one error line saying why (not a timeout's), no
+    process left."""
     with pytest.raises(ClusterError, match=match) as caught:
         run_sync_replicas_cluster(config)
-    assert time.monotonic() - started < limit
     assert "\n" not in str(caught.value)
     assert caught.value.pids and not any(process_alive(p) for p in caught.value.pids.values())
     return caught.value
@@ -284,7 +283,7 @@ def broken(config: ClusterRunConfig, match: str, limit: float) -> ClusterError:
 def test_a_task_dying_mid_run(monkeypatch) -> None:
     monkeypatch.setenv(FAULT, "worker:1:3")  # worker 1 SIGKILLs itself after its third run
     config = ClusterRunConfig(ModelWorkload(SPEC), workers=2, steps=200, run_timeout=20.0)
-    broken(config, "worker 1 was killed by SIGKILL", limit=120.0)
+    broken(config, "worker 1 was killed by SIGKILL")
 
 
 def test_a_port_taken() -> None:
@@ -298,7 +297,7 @@ def test_a_port_taken() -> None:
         ps, worker = (f"127.0.0.1:{sock.getsockname()[1]}" for sock in held)
         taken = ClusterAddresses((ps,), (worker,))
         config = ClusterRunConfig(workers=1, cluster=taken, open_ports=True, run_timeout=20.0)
-        broken(config, r"could not start its server on 127\.0\.0\.1:\d+ \(is the port taken", 120.0)
+        broken(config, r"could not start its server on 127\.0\.0\.1:\d+ \(is the port taken")
     finally:
         for sock in held:
             sock.close()

@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -25,14 +24,29 @@ ROOT = Path(__file__).resolve().parent.parent
 BASE = 'name = "x"\n[run]\nsteps = 3\n'
 
 
-def run(*args: str, cwd: Path = ROOT, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, cwd: Path = ROOT, timeout: float = 120, tripwire: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``simsync ARGS``; with ``tripwire`` (a folder, :func:`tensorflow_tripwire`), in a
+    Python where importing TensorFlow fails: a command refused before it started TensorFlow
+    never notices."""
+    env = None if tripwire is None else {**os.environ, "PYTHONPATH": str(tripwire)}
     return subprocess.run(
         [sys.executable, "-m", "simsync", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         cwd=cwd,
+        env=env,
     )
+
+
+def tensorflow_tripwire(folder: Path) -> Path:
+    """A folder for ``PYTHONPATH`` whose ``tensorflow`` cannot be imported."""
+    package = folder / "tripwire" / "tensorflow"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("raise ImportError('TensorFlow was imported')\n")
+    return package.parent
 
 
 def write(folder: Path, body: str, name: str = "s.toml") -> Path:
@@ -154,9 +168,7 @@ def test_simulating_dev_zero_is_refused_at_once() -> None:
     scenario file: refused before a byte is read."""
     if not Path("/dev/zero").exists():
         pytest.skip("no /dev/zero here")
-    started = time.monotonic()
     one_clear_line(run("simulate", "/dev/zero", timeout=60), "a character device, not a regular")
-    assert time.monotonic() - started < 60
 
 
 def test_steps_beyond_the_limit_on_the_command_line_are_refused() -> None:
@@ -167,10 +179,8 @@ def test_steps_beyond_the_limit_on_the_command_line_are_refused() -> None:
 
 def test_a_run_larger_than_the_memory_is_refused_before_it_starts(tmp_path: Path) -> None:
     path = write(tmp_path, "[cluster]\ndevices = 16384\n")
-    started = time.monotonic()
-    line = one_clear_line(run("simulate", str(path), "--steps", "1000000"))
+    line = one_clear_line(run("simulate", str(path), "--steps", "1000000", timeout=60))
     assert "op executions to simulate" in line and "more than this machine's" in line
-    assert time.monotonic() - started < 60  # said at once, nothing built
 
 
 def test_a_run_of_hours_is_announced_with_an_estimate(tmp_path: Path) -> None:
@@ -219,9 +229,9 @@ def test_the_estimate_counts_the_ops_the_graph_has(toml: str) -> None:
 def test_crosscheck_beyond_its_documented_limit_is_refused(tmp_path: Path) -> None:
     """1,000 towers ran over 120 s with no output; now one line, before TensorFlow starts."""
     path = write(tmp_path, f"[cluster]\ndevices = {MAX_CROSSCHECK_TOWERS + 1}\n")
-    started = time.monotonic()
-    one_clear_line(run("crosscheck", str(path)), f"at most {MAX_CROSSCHECK_TOWERS} towers")
-    assert time.monotonic() - started < 30
+    ran = run("crosscheck", str(path), tripwire=tensorflow_tripwire(tmp_path))
+    line = one_clear_line(ran, f"at most {MAX_CROSSCHECK_TOWERS} towers")
+    assert "imported" not in line  # said before TensorFlow starts
     doc = (ROOT / "docs" / "tensorflow.md").read_text()
     assert f"runs at most {MAX_CROSSCHECK_TOWERS} towers" in doc
     assert f"At most {MAX_CROSSCHECK_TOWERS} towers" in " ".join(
@@ -236,14 +246,8 @@ def test_a_crosscheck_too_large_for_the_memory_is_refused_before_tensorflow(
     takes, before the simulator's memory is even estimated."""
     path = write(tmp_path, "[cluster]\ndevices = 100\n")
     # a TensorFlow that cannot be imported: refused before it, the command never notices
-    tripwire = tmp_path / "tripwire" / "tensorflow"
-    tripwire.mkdir(parents=True)
-    (tripwire / "__init__.py").write_text("raise ImportError('TensorFlow was imported')\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "simsync", "crosscheck", str(path), "--steps", "1000000"],
-        capture_output=True, text=True, timeout=120, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(tripwire.parent)},
-    )  # fmt: skip
+    tripwire = tensorflow_tripwire(tmp_path)
+    done = run("crosscheck", str(path), "--steps", "1000000", tripwire=tripwire)
     line = one_clear_line(done)
     assert "at most 1,000 on TensorFlow" in line and "imported" not in line
 
@@ -320,12 +324,14 @@ def test_compare_a_with_a_marks_no_winner(capsys: pytest.CaptureFixture[str]) ->
     ],
     ids=["crosscheck-warmup", "crosscheck-steps", "calibrate-steps"],
 )
-def test_tensorflow_steps_beyond_the_limit_are_refused_at_once(args: list[str], words: str) -> None:
+def test_tensorflow_steps_beyond_the_limit_are_refused_at_once(
+    tmp_path: Path, args: list[str], words: str
+) -> None:
     """The issue's case: `crosscheck --warmup 1000000000` ran silently for 10+ minutes, and
     `--steps 1000000` warned about the simulator only."""
-    started = time.monotonic()
-    line = one_clear_line(run(*args, timeout=60), words, "at most 1,000")
-    assert "TensorFlow" in line and time.monotonic() - started < 30  # before TensorFlow starts
+    ran = run(*args, timeout=60, tripwire=tensorflow_tripwire(tmp_path))
+    line = one_clear_line(ran, words, "at most 1,000")
+    assert "TensorFlow" in line and "imported" not in line  # before TensorFlow starts
 
 
 def test_the_help_says_the_tensorflow_limits() -> None:
