@@ -57,15 +57,17 @@ __all__ = ["crosscheck_async"]
 
 def crosscheck_async(
     scenario: Scenario,
+    graph: Graph,
     *,
     profile: Profile | None = None,
     warmup: int = 2,
     on_progress: Callable[[str], None] | None = None,
 ) -> CrossCheck:
     """Run the workers' threads on TensorFlow and the same number of updates in the simulator,
-    and compare them (see the module's text); ``on_progress`` hears how far TensorFlow is."""
+    and compare them (see the module's text); ``graph`` is the scenario's, ``on_progress``
+    hears how far TensorFlow is."""
     # the work is sized at this machine's speed now
-    real = run_on_tensorflow(scenario, warmup=warmup, on_progress=on_progress)
+    real = run_on_tensorflow(scenario, warmup=warmup, graph=graph, on_progress=on_progress)
     predicted = predicted_scenario(scenario, profile, real)
     per_worker = max(len(real.trace.updates) // scenario.towers, 1)
     simulation = simulate(predicted.with_run(steps=per_worker))

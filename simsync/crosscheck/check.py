@@ -37,14 +37,20 @@ def crosscheck(
     between them) those of :mod:`simsync.crosscheck.asynchronous`. ``profile``: this
     machine's (:data:`~simsync.crosscheck.compare.MACHINE`, measured once and cached), a
     calibration profile, or None for the scenario's own costs."""
-    graph = build(scenario)
+    graph = build(scenario)  # once: every check below runs this graph
     if needs_cluster(graph):
         return crosscheck_sync_replicas(
-            scenario, open_ports=open_ports, cluster_file=cluster_file, on_progress=on_progress
+            scenario,
+            graph,
+            open_ports=open_ports,
+            cluster_file=cluster_file,
+            on_progress=on_progress,
         )
     resolved = resolve_profile(profile, on_progress)
     if racing_clients(graph):
-        return crosscheck_async(scenario, profile=resolved, warmup=warmup, on_progress=on_progress)
+        return crosscheck_async(
+            scenario, graph, profile=resolved, warmup=warmup, on_progress=on_progress
+        )
     return crosscheck_one_client(
         scenario, graph, profile=resolved, warmup=warmup, on_progress=on_progress
     )

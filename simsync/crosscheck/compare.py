@@ -106,6 +106,7 @@ def crosscheck_one_client(
     real = run_on_tensorflow(
         scenario,
         warmup=warmup,
+        graph=graph,
         variants=[variant for variant, _ in variants] + extra,
         rounds=ROUNDS,
         on_progress=on_progress,

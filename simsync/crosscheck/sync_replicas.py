@@ -41,7 +41,6 @@ from simsync.errors import UsageError
 from simsync.files import InputError, read_json
 from simsync.ir import Graph, counter_readers, run_order, updating_clients
 from simsync.kinds import kind_of
-from simsync.patterns import build
 from simsync.replay import replay
 from simsync.scenario import Scenario
 from simsync.trace import GradientCounts, Trace, gradient_stats
@@ -61,21 +60,22 @@ def needs_cluster(graph: Graph) -> bool:
 
 def crosscheck_sync_replicas(
     scenario: Scenario,
+    graph: Graph,
     *,
     open_ports: bool = False,
     cluster_file: str | None = None,
     on_progress: Callable[[str], None] | None = None,
 ) -> CrossCheck:
-    """Run ``scenario`` on a real cluster and in the simulator, and compare them."""
+    """Run ``scenario`` (its graph ``graph``) on a real cluster and in the simulator, and
+    compare them."""
     from simsync.tf_backend.cluster import run_sync_replicas_cluster
     from simsync.tf_backend.cluster.trace import cluster_trace
 
-    graph = build(scenario)
     config = _cluster_config(scenario, graph, open_ports, cluster_file)
     real = run_sync_replicas_cluster(config, on_progress=on_progress)
     trace = cluster_trace(real, graph)
     pricing = None if cluster_file is not None else _priced(scenario, on_progress)
-    simulation = simulate(scenario if pricing is None else pricing[0])
+    simulation = simulate(scenario, graph=graph) if pricing is None else simulate(pricing[0])
     protocol_ops = {op.name for op in graph.ops() if kind_of(op.kind).action or op.writes}
     runs = [(s.client, s.step) for s in trace.steps]
     report: SyncReplicasReport = {
