@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from simsync.tutor.content import LessonError, load_lesson, load_lessons
+from simsync.tutor.content import STEP_KINDS, LessonError, load_lesson, load_lessons
 from simsync.tutor.progress import Progress
 from simsync.tutor.questions import expected_answer
 from simsync.tutor.runner import LessonRunner, Quit
@@ -352,3 +352,12 @@ def test_the_pager_clears_between_pages_and_keeps_a_timeline_whole(tiny, progres
     assert len(asked) == 1 and rest
     assert "paragraph line 8" in first and "Timeline" not in first
     assert all(line in rest for line in timeline)
+
+
+def test_every_kind_of_step_is_shown_one_way_and_says_when_it_needs_tensorflow() -> None:
+    """One home for a step's kind: its keys and its TensorFlow in the content's registry, how
+    it is shown in the runner's; each kind in both, and none in one only."""
+    assert set(LessonRunner.SHOWN) == set(STEP_KINDS)
+    assert {k for k, kind in STEP_KINDS.items() if kind.tensorflow} == {"verify", "program"}
+    for name, kind in STEP_KINDS.items():
+        assert kind.skipped.startswith("(") and "TensorFlow" in kind.skipped, name

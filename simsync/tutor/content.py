@@ -20,7 +20,7 @@ from simsync.errors import SimsyncError, printable
 from simsync.files import InputError, read_input, read_toml
 
 __all__ = [
-    "STEP_KEYS",
+    "STEP_KINDS",
     "Lesson",
     "LessonError",
     "Step",
@@ -34,14 +34,36 @@ class LessonError(SimsyncError):
     """A lesson folder that does not follow the format."""
 
 
-#: The keys each kind of step may have (``kind`` aside); the first are required.
-STEP_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "text": (("file",), ("scenario", "claims")),
-    "code": (("file",), ("title", "text", "claims")),
-    "program": (("file",), ("text", "towers", "speeds", "try_towers")),
-    "graph": ((), ("scenario", "program", "text", "claims")),
-    "timeline": ((), ("scenario", "steps", "text", "claims")),
-    "question": (
+@dataclass(frozen=True)
+class StepKind:
+    """What a kind of lesson step is: the keys it takes (``kind`` aside; ``required`` first),
+    whether showing it always runs TensorFlow, and what is said in its place in a run
+    without TensorFlow. The runner shows each kind its own way
+    (:data:`simsync.tutor.runner.LessonRunner.SHOWN`)."""
+
+    required: tuple[str, ...]
+    optional: tuple[str, ...]
+    tensorflow: bool = False
+    skipped: str = "(This step runs TensorFlow: skipped here.)"
+
+
+#: Every kind of step, by the name a lesson's ``kind`` gives it.
+STEP_KINDS: dict[str, StepKind] = {
+    "text": StepKind(("file",), ("scenario", "claims")),
+    "code": StepKind(("file",), ("title", "text", "claims")),
+    "program": StepKind(
+        ("file",),
+        ("text", "towers", "speeds", "try_towers"),
+        tensorflow=True,
+        skipped="(Running the program needs TensorFlow: skipped in this run.)",
+    ),
+    "graph": StepKind(
+        (),
+        ("scenario", "program", "text", "claims"),
+        skipped="(Drawing the graph the program builds needs TensorFlow: skipped in this run.)",
+    ),
+    "timeline": StepKind((), ("scenario", "steps", "text", "claims")),
+    "question": StepKind(
         ("id", "type", "prompt", "answer"),
         (
             "unit",
@@ -54,10 +76,17 @@ STEP_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "program",
             "claims",
         ),
+        skipped="(This question is about the graph the program builds, and running it needs "
+        "TensorFlow: skipped in this run.)",
     ),
-    "verify": ((), ("scenario", "text", "claims")),
-    "ledger": ((), ("scenario", "rows", "text", "claims")),
-    "race": (("race",), ("text", "claims")),
+    "verify": StepKind(
+        (),
+        ("scenario", "text", "claims"),
+        tensorflow=True,
+        skipped="(The TensorFlow check is skipped in this run.)",
+    ),
+    "ledger": StepKind((), ("scenario", "rows", "text", "claims")),
+    "race": StepKind(("race",), ("text", "claims")),
 }
 QUESTION_TYPES = ("numeric", "choice", "op")
 #: The towers a program step and ``lessons copy`` suggest trying the lesson's program with,
@@ -141,7 +170,7 @@ class Step:
     def needs_tensorflow(self) -> bool:
         """Whether showing the step runs TensorFlow: a check on TensorFlow, a program step,
         and a step about the graph a program builds."""
-        return self.kind in ("verify", "program") or self.about_program
+        return STEP_KINDS[self.kind].tensorflow or self.about_program
 
     def try_towers(self) -> int:
         """The towers a program step suggests trying its program with (``--towers``)."""
@@ -262,11 +291,11 @@ def _step(source: Path, index: int, raw: Any, folder: Path) -> Step:
     if (
         not isinstance(raw, dict)
         or not isinstance(raw.get("kind"), str)
-        or raw["kind"] not in STEP_KEYS
+        or raw["kind"] not in STEP_KINDS
     ):
         kind = raw.get("kind") if isinstance(raw, dict) else raw
-        raise LessonError(f"{source}: {where}: kind {kind!r} is not one of {', '.join(STEP_KEYS)}")
-    required, optional = STEP_KEYS[raw["kind"]]
+        raise LessonError(f"{source}: {where}: kind {kind!r} is not one of {', '.join(STEP_KINDS)}")
+    required, optional = STEP_KINDS[raw["kind"]].required, STEP_KINDS[raw["kind"]].optional
     data = {k: v for k, v in raw.items() if k != "kind"}
     _check_keys(source, f"{where} ({raw['kind']})", data, required, (*required, *optional))
     if raw["kind"] == "question" and data["type"] not in QUESTION_TYPES:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.console import Console
 from rich.markdown import Markdown
@@ -23,7 +23,7 @@ from rich.text import Text
 
 from simsync.errors import SimsyncError, printable
 from simsync.tutor.claims import StepFacts, broken_claims, render
-from simsync.tutor.content import Lesson, Step
+from simsync.tutor.content import STEP_KINDS, Lesson, Step
 from simsync.tutor.progress import Progress
 from simsync.tutor.questions import (
     MAX_TRIES,
@@ -34,15 +34,6 @@ from simsync.tutor.questions import (
     shown,
 )
 from simsync.words import plural
-
-#: The steps that run TensorFlow, and what a run without it says instead.
-NEEDS_TENSORFLOW = {
-    "verify": "(The TensorFlow check is skipped in this run.)",
-    "program": "(Running the program needs TensorFlow: skipped in this run.)",
-    "question": "(This question is about the graph the program builds, and running it needs "
-    "TensorFlow: skipped in this run.)",
-    "graph": "(Drawing the graph the program builds needs TensorFlow: skipped in this run.)",
-}
 
 if TYPE_CHECKING:  # the cross-check imports the simulator: only when a verify step starts
     from pathlib import Path
@@ -173,16 +164,14 @@ class LessonRunner:
         at a time, so nothing scrolls away unread; slow work (TensorFlow, a race) runs first,
         behind its spinner."""
         if step.needs_tensorflow and not self.verify:
-            said = NEEDS_TENSORFLOW.get(step.kind, "(This step runs TensorFlow: skipped here.)")
-            self.console.print(Text(said, style="dim"))
+            self.console.print(Text(STEP_KINDS[step.kind].skipped, style="dim"))
             return
-        prepare = getattr(self, f"_prepare_{step.kind}", None)
-        kind = getattr(self, f"_{step.kind}")
-        args = (step, prepare(step)) if prepare is not None else (step,)
+        prepare, shows = self.SHOWN[step.kind]
+        args = (step,) if prepare is None else (step, prepare(self, step))
         failed = len(args) > 1 and isinstance(args[1], SimsyncError)
 
         def show(*args: Any) -> None:
-            kind(*args)
+            shows(self, *args)
             if not failed:  # what it could not compute, its claims cannot either
                 self._claims(step)
 
@@ -461,6 +450,21 @@ class LessonRunner:
         if hints and self.interactive:
             self._hint(hints)
         return False
+
+    #: how each kind of step (:data:`~simsync.tutor.content.STEP_KINDS`) is shown: the slow
+    #: work it needs first, behind a spinner (or None), and what shows it, given the step and
+    #: that work's result
+    SHOWN: ClassVar[dict[str, tuple[Callable[..., Any] | None, Callable[..., None]]]] = {
+        "text": (None, _text),
+        "code": (None, _code),
+        "program": (_prepare_program, _program),
+        "graph": (_prepare_graph, _graph),
+        "timeline": (None, _timeline),
+        "question": (_prepare_question, _question),
+        "verify": (_prepare_verify, _verify),
+        "ledger": (None, _ledger),
+        "race": (_prepare_race, _race),
+    }
 
 
 def copy_folder(lesson: Lesson) -> str:
