@@ -65,3 +65,24 @@ def test_no_verdict_flips_over_three_runs(number: int) -> None:
         assert {run["stale"] for run in runs} == {"yes"}, runs
     assert all(answer for run in runs for answer in run.values())
     assert INCONCLUSIVE not in {runs[0].get("structure"), runs[0].get("values")}
+
+
+def test_a_verify_step_runs_no_more_towers_than_the_machine_has_cores() -> None:
+    """Four towers on two cores with no GPU take turns, as four GPUs would not: a lesson's
+    check runs two of them, the slow one kept, and says so in one line above its tables."""
+    from simsync.crosscheck import crosscheck
+    from simsync.scenario import load_scenario
+    from simsync.scenario.profile import Profile
+
+    scenario = load_scenario(_verify_path(2)).with_run(steps=3)
+    assert scenario.towers == 4 and min(scenario.cluster.speeds) == 0.5
+    two_cores = Profile({}, 1.0, 0.0, 5e-4, 30.0, host_cores=2)
+    report = crosscheck(scenario, profile=two_cores, warmup=1, fit_cores=True).report
+    assert report["check"] == "one_client"
+    said = report.get("fewer_towers", "")
+    assert said.startswith("This machine has 2 cores and no GPU: 4 towers would take turns")
+    assert "tower_0 and tower_2 (speeds 1 and 0.5), named tower_0 and tower_1 here" in said
+    assert report["structure"]["violations"] == [] and report["values"]["ok"]
+    assert report["devices"].startswith("3 logical devices")  # two towers and the CPU
+    whole = crosscheck(scenario, profile=two_cores, warmup=1).report  # as asked, by default
+    assert "fewer_towers" not in whole and whole["devices"].startswith("5 logical devices")

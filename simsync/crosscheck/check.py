@@ -8,7 +8,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from simsync.crosscheck.asynchronous import crosscheck_async
 from simsync.crosscheck.compare import MACHINE, CrossCheck, crosscheck_one_client, resolve_profile
@@ -17,6 +19,7 @@ from simsync.ir import racing_clients
 from simsync.patterns import build
 from simsync.scenario import Scenario
 from simsync.scenario.profile import Profile
+from simsync.words import plural
 
 __all__ = ["crosscheck"]
 
@@ -29,6 +32,7 @@ def crosscheck(
     open_ports: bool = False,
     cluster_file: str | None = None,
     on_progress: Callable[[str], None] | None = None,
+    fit_cores: bool = False,
 ) -> CrossCheck:
     """Run ``warmup + [run] steps`` steps on TensorFlow and in the simulator and compare them.
     A graph whose ops run only on a real cluster (SyncReplicasOptimizer's queue and
@@ -36,7 +40,10 @@ def crosscheck(
     ``cluster_file`` and ``on_progress`` are for it); a graph with several clients (a race
     between them) those of :mod:`simsync.crosscheck.asynchronous`. ``profile``: this
     machine's (:data:`~simsync.crosscheck.compare.MACHINE`, measured once and cached), a
-    calibration profile, or None for the scenario's own costs."""
+    calibration profile, or None for the scenario's own costs. With ``fit_cores`` (a
+    lesson's check), towers of one client that outnumber this machine's cores, with no GPU
+    here, run as many of them as it has cores (:func:`fewer_towers`): on shared cores more
+    towers take turns, as GPUs do not, and the timing could not tell one from the other."""
     graph = build(scenario)  # once: every check below runs this graph
     if needs_cluster(graph):
         return crosscheck_sync_replicas(
@@ -51,6 +58,61 @@ def crosscheck(
         return crosscheck_async(
             scenario, graph, profile=resolved, warmup=warmup, on_progress=on_progress
         )
-    return crosscheck_one_client(
+    fewer = fewer_towers(scenario, resolved) if fit_cores else None
+    if fewer is not None:  # another scenario: its own graph
+        scenario, graph = fewer.scenario, build(fewer.scenario)
+    checked = crosscheck_one_client(
         scenario, graph, profile=resolved, warmup=warmup, on_progress=on_progress
     )
+    if fewer is not None and checked.report["check"] == "one_client":
+        checked.report["fewer_towers"] = fewer.said
+    return checked
+
+
+@dataclass(frozen=True)
+class FewerTowers:
+    """A scenario of fewer towers than asked, and why, in one line."""
+
+    scenario: Scenario
+    said: str
+
+
+def fewer_towers(scenario: Scenario, profile: Profile | None) -> FewerTowers | None:
+    """``scenario`` with as many towers as this machine's cores (``profile``'s), when it has
+    more and no GPU: the slowest tower kept, then the first others. None when it fits.
+
+    >>> from simsync.scenario import ClusterConfig
+    >>> s = Scenario("s", cluster=ClusterConfig(4, (1.0, 0.8, 0.5, 1.0)))
+    >>> here = Profile({}, 1.0, 0.0, 0.0, 5.0, host_cores=2)
+    >>> fewer = fewer_towers(s, here)
+    >>> fewer.scenario.cluster.speeds
+    (1.0, 0.5)
+    >>> print(fewer.said[-82:])
+    the towers tower_0 and tower_2 (speeds 1 and 0.5), named tower_0 and tower_1 here.
+    >>> fewer_towers(s.with_run(steps=1), dataclasses.replace(here, host_cores=4)) is None
+    True
+    """
+    cores = profile.host_cores if profile is not None else None
+    towers = scenario.towers
+    if profile is None or profile.gpus or cores is None or towers <= cores or cores < 1:
+        return None
+    speeds = scenario.cluster.speeds
+    slowest = min(range(towers), key=lambda t: (speeds[t], t))
+    kept = sorted({slowest, *[t for t in range(towers) if t != slowest][: cores - 1]})
+    cluster = dataclasses.replace(
+        scenario.cluster, devices=len(kept), speeds=tuple(speeds[t] for t in kept)
+    )
+    names = [f"tower_{t}" for t in kept]
+    here = [f"tower_{t}" for t in range(len(kept))]
+    shown = " and ".join(f"{speeds[t]:g}" for t in kept)
+    said = (
+        f"This machine has {plural(cores, 'core')} and no GPU: {towers} towers would take turns "
+        f"on them, as {towers} GPUs would not. This check runs {len(kept)} of them, the towers "
+        f"{_listed(names)} (speeds {shown})"
+        + (f", named {_listed(here)} here." if names != here else ".")
+    )
+    return FewerTowers(dataclasses.replace(scenario, cluster=cluster), said)
+
+
+def _listed(names: list[str]) -> str:
+    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]

@@ -272,6 +272,8 @@ class SyncReport(TypedDict):
     unmapped_tensorflow_ops: dict[str, int]
     #: with this machine's profile: the prediction (``timing``) is from the refit
     refit: NotRequired[RefitReport]
+    #: fewer towers run than the scenario has (as many as this machine's cores), and why
+    fewer_towers: NotRequired[str]
 
 
 # -- racing_clients: asynchronous workers ----------------------------------------------------------

@@ -474,13 +474,15 @@ def copy_folder(lesson: Lesson) -> str:
 
 def verify_report(path: Any, on_progress: Callable[[str], None] | None = None) -> Report:
     """What a lesson's verify step shows: the cross-check of its scenario on TensorFlow, at
-    most 10 traced steps after one warm-up, predicted for this machine."""
+    most 10 traced steps after one warm-up, predicted for this machine; towers of one client
+    as many as this machine's cores, where it has fewer and no GPU (a learner's laptop could
+    not tell towers side by side from towers taking turns otherwise)."""
     from simsync.crosscheck import crosscheck
     from simsync.scenario import load_scenario
 
     scenario = load_scenario(path)
     scenario = scenario.with_run(steps=min(scenario.run.steps, 10))
-    return crosscheck(scenario, warmup=1, on_progress=on_progress).report
+    return crosscheck(scenario, warmup=1, on_progress=on_progress, fit_cores=True).report
 
 
 def _wanted(step: Step) -> str:

@@ -100,6 +100,8 @@ class CrossCheckView:
             f"{r['steps']} traced steps after {r['warmup']} warm-up, TensorFlow "
             f"{r['tensorflow']} on {r['devices']}",
         )
+        if "fewer_towers" in r:
+            yield Text(r["fewer_towers"], style="yellow")
         yield self._checks(r)
         yield self._timing(r)
         timing = r["timing"]
