@@ -814,7 +814,7 @@ TURNED = (
 )  # fmt: skip
 #: a count of the batches in each tower's data (a counter the queue's runner adds to), to
 #: turn tower_1's loss once training is past the measuring
-COUNTED = (
+BATCH_COUNTED = (
     MARKED[0],
     MARKED[1],
     (MARKED[3][0], MARKED[3][1].replace(
@@ -844,7 +844,7 @@ STEPPED = (
         ("signed", SIGNED, "goes against the given model's gradient for some batches"),
         ("stepped", STEPPED, "your towers compute with the variable 't', which the given"),
         ("turned", TURNED, "your towers' data is not made as the given code makes it"),
-        ("counted", COUNTED, "your towers' data is not made as the given code makes it"),
+        ("counted", BATCH_COUNTED, "your towers' data is not made as the given code makes it"),
     ],
 )
 def test_an_update_its_data_turns_against_the_given_models_gradient_is_refused(
