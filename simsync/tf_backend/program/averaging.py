@@ -233,87 +233,35 @@ def _given_model(
     g_updates = _updates(g_step, _reaching(g_step, g_towers))
     g_entries, _, problem = _entries(g_step, g_towers, g_order)
     if problem is not None or not g_updates:
-        return {"problem": f"the given model cannot be measured: {problem}", "variables": []}
-    theirs, mine = _described(g_entries[0]), _described(entries)
-    if theirs != mine:
-        return {
-            "problem": (
-                f"each of your towers takes {mine} as its data, the given model's "
-                f"{theirs} (random numbers drawn in a tower, as dropout does, count too): "
-                "keep the given model and its input queue"
-            ),
-            "variables": [],
-        }
-    other = _other_pipeline(loop.graph, entries, given.graph, g_entries[0])
-    if other is not None:
-        return {
-            "problem": (
-                f"your towers' data is not made as the given code makes it ('{other.name}', "
-                f"{other.type}, is not the given code's): keep the given input queue, and "
-                "take each tower's batch from it as the starter does"
-            ),
-            "variables": [],
-        }
-    mine_read = _tower_reads(*_step(loop)[::2])
-    extra = sorted(mine_read - _tower_reads(g_step, g_towers))
-    if extra:
-        return {
-            "problem": (
-                f"your towers compute with the variable '{extra[0]}', which the given "
-                "model's do not (a count of the steps could tell the measuring from "
-                "training): keep the given model"
-            ),
-            "variables": [],
-        }
+        return _uncompared(f"the given model cannot be measured: {problem}")
     g_written, written = _by_variable(given.graph, g_updates), _by_variable(loop.graph, updates)
-    missing = sorted(set(g_written) - set(written))
-    if missing:
-        return {
-            "problem": f"no update of '{missing[0]}' computes with the towers' data, and "
-            "the given model trains it",
-            "variables": [],
-        }
     names = sorted(g_written)
-    reads = []
-    for name in names:
-        try:
-            reads.append(_value_of(tf, loop.graph, name))
-        except (KeyError, ValueError):
-            return {"problem": f"its variable '{name}' is not one", "variables": []}
-    values = loop.observer.real_run(loop.session, reads)
-    problem = _assign(tf, given, dict(zip(names, values, strict=True)))
+    problem = (
+        _unlike_given(loop, given, entries, g_entries[0], g_step, g_towers)
+        or _missing_update(set(g_written) - set(written))
+        or _set_given(tf, loop, given, names)
+    )
     if problem is not None:
-        return {"problem": problem, "variables": []}
+        return _uncompared(problem)
     base: dict[Any, Any] = {}
     for call in given.calls.values():
         base.update(call.feed_dict or {})
     fetched = [tensor for _, tensors in g_updates for tensor in tensors]
-    their_runs = [
-        [
-            _flat(
-                given.observer.real_run(
-                    given.session,
-                    fetched,
-                    feed_dict={
-                        **base,
-                        **{t: batch[k] for ts in g_entries for k, t in enumerate(ts)},
-                    },
-                )
-            )
-            for batch in step
-        ]
-        for step in steps
-    ]
+
+    def theirs(batch: list[Any]) -> list[np.ndarray]:
+        fed = {t: batch[k] for tensors in g_entries for k, t in enumerate(tensors)}
+        return _flat(given.observer.real_run(given.session, fetched, {**base, **fed}))
+
+    their_runs = [[theirs(batch) for batch in step] for step in steps]
     found = []
     for name in names:
         mine_v = _per_batch(alike, written[name])
         theirs_v = _per_batch(their_runs, g_written[name])
         if mine_v.shape != theirs_v.shape:
-            return {
-                "problem": f"the update of '{name}' takes {mine_v.shape[1]:,} values with "
-                f"the towers' data, the given model's {theirs_v.shape[1]:,}",
-                "variables": [],
-            }
+            return _uncompared(
+                f"the update of '{name}' takes {mine_v.shape[1]:,} values with the towers' "
+                f"data, the given model's {theirs_v.shape[1]:,}"
+            )
         scales, residual = _fit_given(mine_v, theirs_v)
         spread = np.abs(scales).max(initial=0.0)
         weights, noise = _data_weights(np.abs(scales).reshape(len(steps), -1))
@@ -327,6 +275,63 @@ def _given_model(
             }
         )
     return {"problem": None, "variables": found}
+
+
+def _uncompared(problem: str) -> dict[str, Any]:
+    """Why a program's updates could not be compared with the given model's."""
+    return {"problem": problem, "variables": []}
+
+
+def _unlike_given(
+    loop: Loop, given: Loop, entries: list[Any], theirs: list[Any], g_step: list[Any], g_towers: Any
+) -> str | None:
+    """Why the program's towers do not compute with what the given model's do: other data
+    (:func:`_described`), data made otherwise (:func:`_other_pipeline`), or a variable the
+    given model's towers do not read; None when they do."""
+    if _described(theirs) != _described(entries):
+        return (
+            f"each of your towers takes {_described(entries)} as its data, the given model's "
+            f"{_described(theirs)} (random numbers drawn in a tower, as dropout does, count "
+            "too): keep the given model and its input queue"
+        )
+    other = _other_pipeline(loop.graph, entries, given.graph, theirs)
+    if other is not None:
+        return (
+            f"your towers' data is not made as the given code makes it ('{other.name}', "
+            f"{other.type}, is not the given code's): keep the given input queue, and take "
+            "each tower's batch from it as the starter does"
+        )
+    step, _, towers = _step(loop)
+    extra = sorted(_tower_reads(step, towers) - _tower_reads(g_step, g_towers))
+    if extra:
+        return (
+            f"your towers compute with the variable '{extra[0]}', which the given model's do "
+            "not (a count of the steps could tell the measuring from training): keep the "
+            "given model"
+        )
+    return None
+
+
+def _missing_update(missing: set[str]) -> str | None:
+    """Why a variable the given model trains is not trained (``missing``), or None."""
+    if not missing:
+        return None
+    return (
+        f"no update of '{min(missing)}' computes with the towers' data, and the given model "
+        "trains it"
+    )
+
+
+def _set_given(tf: Any, loop: Loop, given: Loop, names: list[str]) -> str | None:
+    """Set the given model's variables ``names`` to the program's values; why not, or None."""
+    reads = []
+    for name in names:
+        try:
+            reads.append(_value_of(tf, loop.graph, name))
+        except (KeyError, ValueError):
+            return f"its variable '{name}' is not one"
+    values = loop.observer.real_run(loop.session, reads)
+    return _assign(tf, given, dict(zip(names, values, strict=True)))
 
 
 def _other_pipeline(graph: Any, entries: list[Any], given: Any, theirs: list[Any]) -> Any:

@@ -209,13 +209,7 @@ def _meta(tf: Any, path: Path, observer: Any, request: dict[str, Any]) -> None:
                 "names no train op: before tf.compat.v1.train.export_meta_graph, add it with "
                 "tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.TRAIN_OP, train_op)"
             )
-        init = [
-            tf.compat.v1.global_variables_initializer(),
-            tf.compat.v1.local_variables_initializer(),
-        ]
-        session = tf.compat.v1.Session(graph=graph)
-        observer.place(graph)
-        observer.real_run(session, init)
+        session = _initialised(tf, graph, observer)
         tf.compat.v1.train.start_queue_runners(sess=session)
         if any(op.type in PUSHES for op in graph.get_operations()):
             raise Ended(
@@ -245,14 +239,21 @@ def _given(tf: Any, averaging: Any, observer: Any) -> Loop | None:
         except Exception as error:
             raise Ended(f"the given model's graph cannot be read: {error}") from None
         calls = _exported_calls(graph, {"clients": given["clients"]})
-        init = [
-            tf.compat.v1.global_variables_initializer(),
-            tf.compat.v1.local_variables_initializer(),
-        ]
-        session = tf.compat.v1.Session(graph=graph)
-        observer.place(graph)
-        observer.real_run(session, init)
+        session = _initialised(tf, graph, observer)
     return Loop(session, graph, calls, 0, observer, [])
+
+
+def _initialised(tf: Any, graph: Any, observer: Any) -> Any:
+    """A session of ``graph`` (the default graph), its ops placed on this machine's devices
+    and its variables initialised."""
+    init = [
+        tf.compat.v1.global_variables_initializer(),
+        tf.compat.v1.local_variables_initializer(),
+    ]
+    session = tf.compat.v1.Session(graph=graph)
+    observer.place(graph)
+    observer.real_run(session, init)
+    return session
 
 
 def _exported_calls(graph: Any, loop: dict[str, Any]) -> dict[str, Call]:
