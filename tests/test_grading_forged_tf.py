@@ -879,10 +879,32 @@ BFLOAT16 = (
 ADAM = (
     ("tf.compat.v1.train.GradientDescentOptimizer(0.1)", "tf.compat.v1.train.AdamOptimizer(1e-3)"),
 )  # fmt: skip
+#: the twelfth attack's false refusals: cifar10_multi_gpu_train's moving averages of the
+#: variables (their decay set by global_step), and a check for NaN in each mean
+AVERAGED_VARIABLES = (
+    ("        train_op = opt.apply_gradients("
+     'grads, global_step=global_step, name="apply_gradients")\n',
+     "        apply_op = opt.apply_gradients(grads, global_step=global_step)\n"
+     "        averages = tf.compat.v1.train.ExponentialMovingAverage(0.9999, global_step)\n"
+     "        averaged = averages.apply(tf.compat.v1.trainable_variables())\n"
+     '        train_op = tf.group(apply_op, averaged, name="apply_gradients")\n'),
+)  # fmt: skip
+CHECKED = (
+    ("        average_grads.append((grad, grad_and_vars[0][1]))\n",
+     "        grad = tf.debugging.check_numerics(grad, 'NaN')\n"
+     "        average_grads.append((grad, grad_and_vars[0][1]))\n"),
+)  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("name", "edits"), [("decayed", DECAYED), ("bfloat16", BFLOAT16), ("adam", ADAM)]
+    ("name", "edits"),
+    [
+        ("decayed", DECAYED),
+        ("bfloat16", BFLOAT16),
+        ("adam", ADAM),
+        ("averaged variables", AVERAGED_VARIABLES),
+        ("checked", CHECKED),
+    ],
 )
 def test_an_honest_mean_follows_the_given_models_gradient(tmp_path, given, name, edits):
     """Weight decay (a part of no batch's), a mean in bfloat16 and Adam's update: each

@@ -637,8 +637,8 @@ def _shared_data(shared: list[Any]) -> str | None:
 #: the sources a tower's data may come from: a queue's dequeue, random numbers (dropout),
 #: a dataset's iterator
 DATA_SOURCES = ("Dequeue", "Random", "Multinomial", "TruncatedNormal", "IteratorGetNext")
-#: stateful ops that keep nothing (a print, an assertion)
-KEEP_NOTHING = frozenset({"Print", "PrintV2", "Assert", "NoOp"})
+#: stateful ops that keep nothing (a print, an assertion, a check for NaN)
+KEEP_NOTHING = frozenset({"Print", "PrintV2", "Assert", "NoOp", "CheckNumerics", "CheckNumericsV2"})
 
 
 def _entry_sources(entries: list[Any]) -> str | None:
@@ -743,7 +743,11 @@ def _state(step: list[Any], towers: Any, reaches: dict[str, bool], fed: set[str]
     - variables read by the towers' ops: the model's only;
     - variables read after the towers, on the way to a write of the towers' data: only its
       own (weight decay); elsewhere, the model's or its own (a moving average's). A counter
-      of its runs, or values another write kept (of a step before), are neither."""
+      of its runs, or values another write kept (of a step before), are neither;
+    - a write of neither the model nor a variable the towers read (a moving average of the
+      model, its decay set by the step's count, as cifar10_multi_gpu_train keeps) may read
+      any variable: nothing the towers or the updates compute reads what it keeps (a write
+      of the towers' data that read it would be refused above)."""
     in_step = {op.name for op in step}
     writes = [(op, variables_written(op)) for op in step]
     writes = [(op, written) for op, written in writes if written]
@@ -754,8 +758,11 @@ def _state(step: list[Any], towers: Any, reaches: dict[str, bool], fed: set[str]
         for variable in written
         if _floating(op, variable)
     }
+    kept_apart = model | _tower_reads(step, towers)
     for op, written in writes:
         tower_write = any(reaches[t.op.name] for t in _values(op))
+        if not tower_write and not set(written) & kept_apart:
+            continue  # what it keeps, no training reads
         stack = [(t, towers.of(op.name) is not None) for t in _values(op)]
         seen: set[tuple[str, bool]] = set()
         while stack:
@@ -883,9 +890,10 @@ def _from_variables(step: list[Any]) -> dict[str, bool | None]:
 
 def _source(op: Any) -> bool:
     """Whether ``op`` makes data the step does not compute: a dequeue, a random op, a
-    placeholder (any stateful op but a variable's)."""
+    placeholder (any stateful op but a variable's, or one that keeps nothing and passes its
+    input on: a print, a check for NaN)."""
     return op.type.startswith("Placeholder") or (
-        op.op_def.is_stateful and op.type not in VARIABLE_OPS
+        op.op_def.is_stateful and op.type not in VARIABLE_OPS and op.type not in KEEP_NOTHING
     )
 
 
