@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from simsync.grading import grade, load_assignments
-from simsync.grading.checks import _averages
+from simsync.grading.checks import GIVEN_RESIDUAL, _averages
 from simsync.tf_backend.program.load import ProgramError, import_program
 
 pytestmark = pytest.mark.tf
@@ -920,3 +920,68 @@ def test_an_honest_mean_follows_the_given_models_gradient(tmp_path, given, name,
     ]  # fmt: skip
     for variable in found:
         assert variable["least"] > 0.9 and variable["residual"] < 0.05, variable
+
+
+TRAIN_OP = (
+    "        train_op = opt.apply_gradients("
+    'grads, global_step=global_step, name="apply_gradients")\n'
+)
+#: the twelfth attack's forgeries: the update measured honest, the step changing the model
+#: otherwise (a reset after it, a change in place of a variable's read)
+RESET = (
+    (TRAIN_OP,
+     "        apply_op = opt.apply_gradients(grads, global_step=global_step)\n"
+     "        with tf.control_dependencies([apply_op]):\n"
+     "            bias = [v for _, v in grads if v.name.startswith('hidden/biases')][0]\n"
+     "            reset = bias.assign(bias * 0.0)\n"
+     '        train_op = tf.group(apply_op, reset, name="apply_gradients")\n'),
+)  # fmt: skip
+IN_PLACE = (
+    (TRAIN_OP,
+     "        apply_op = opt.apply_gradients(grads, global_step=global_step)\n"
+     "        with tf.control_dependencies([apply_op]):\n"
+     "            x = [v for _, v in grads][0].read_value()\n"
+     "            moved = tf.raw_ops.InplaceSub(x=x, i=tf.range(x.shape[0]), v=x)\n"
+     '        train_op = tf.group(apply_op, moved, name="apply_gradients")\n'),
+)  # fmt: skip
+#: the same drift added to every mean, and rows chosen by tower_0's labels
+DRIFTED = (
+    ("        average_grads.append((grad, grad_and_vars[0][1]))\n",
+     "        average_grads.append((grad + 0.5, grad_and_vars[0][1]))\n"),
+)  # fmt: skip
+ROWS_BY_LABEL = (
+    (TRAIN_OP,
+     "        labels = [op for op in tf.compat.v1.get_default_graph().get_operations()\n"
+     "                  if op.name.startswith('tower_0/') and 'Dequeue' in op.type][0]\n"
+     "        shift = labels.outputs[1][0]\n"
+     "        moves = [v.scatter_sub(tf.IndexedSlices(0.1 * g, tf.math.floormod(\n"
+     "                     tf.range(v.shape[0]) + shift, v.shape[0]))) for g, v in grads]\n"
+     '        train_op = tf.group(*moves, global_step.assign_add(1), name="apply_gradients")\n'),
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "edits", "said"),
+    [
+        ("reset", RESET, "the step changes 'hidden/biases' otherwise than its update does"),
+        ("in place", IN_PLACE, "(InplaceSub) changes a tensor in place"),
+        ("drifted", DRIFTED, "changes from batch to batch by a factor of"),
+        ("rows by label", ROWS_BY_LABEL, "writes where the towers' data says"),
+    ],
+)
+def test_a_step_that_changes_its_model_otherwise_than_its_measured_update_is_refused(
+    tmp_path, given, name, edits, said
+):
+    """The twelfth attack: each update measured is a mean, and the step moves the model
+    otherwise: a write after it, a change in place of a variable's memory, a drift added to
+    every update (no weight decay: not a multiple of the variable), rows chosen by data."""
+    folder = _edited(tmp_path, name.replace(" ", "_"), *edits)
+    averaging = import_program(
+        folder / "train.py", export=True, cache=False, processes=1, given=given
+    ).averaging
+    assert averaging is not None
+    problems = _averages({"averaging": averaging})
+    assert len(problems) == 1 and said in problems[0], problems
+    if name == "drifted":  # whatever the sizes say, no multiple of the gradient fits it
+        worst = max(v["residual"] for v in averaging["given"]["variables"])
+        assert worst > GIVEN_RESIDUAL, averaging["given"]

@@ -187,9 +187,46 @@ def probe_averaging(loop: Loop, given: Loop | None = None) -> dict[str, Any]:
         alike.append([_flat(run(fetched, fed([j] * n, later))) for j in range(n)])
     sizes = np.asarray([[_size(flat) for flat in row] for row in alike])
     found["data_weights"], found["data_noise"] = _data_weights(sizes)
+    beside = _written_beside(loop, step, updates, {**base, **fed(list(range(n)))})
+    if beside is not None:
+        return {**found, "updates": [], "problem": beside}
     if given is not None:
         found["given"] = _given_model(loop, given, updates, entries[0], steps, alike)
     return found
+
+
+def _written_beside(
+    loop: Loop, step: list[Any], updates: list[tuple[str, list[Any]]], feed: dict[Any, Any]
+) -> str | None:
+    """Why the step changes its model otherwise than its updates do (a write after them
+    that undoes or resets one, a change in place of a variable's memory), or None. From the
+    same values and batches, the whole step and its updates alone (what they need) must
+    leave every variable the updates write alike; each run is undone after it."""
+    import tensorflow as tf
+
+    written = sorted({v for op in step for v in variables_written(op)})
+    model = sorted({v for name, _ in updates for v in variables_written(_op(loop, name))})
+    reads = [_value_of(tf, loop.graph, name) for name in written]
+    kept = dict(zip(written, loop.observer.real_run(loop.session, reads), strict=True))
+    fetches = [n for call in loop.calls.values() for n in call.fetches]
+    after = []
+    for ran in (fetches, [name for name, _ in updates]):
+        loop.observer.real_run(loop.session, ran, feed_dict=feed)
+        after.append(dict(zip(written, loop.observer.real_run(loop.session, reads), strict=True)))
+        _assign(tf, loop, kept)
+    for name in model:
+        whole, alone = (np.asarray(a[name], dtype=np.float64) for a in after)
+        if not np.allclose(whole, alone, rtol=1e-6, atol=1e-9, equal_nan=True):
+            return (
+                f"the step changes '{name}' otherwise than its update does (another write "
+                "after it, a reset, a change in place): a step may change each variable "
+                "only by its update"
+            )
+    return None
+
+
+def _op(loop: Loop, name: str) -> Any:
+    return loop.graph.get_operation_by_name(name)
 
 
 def _step(loop: Loop) -> tuple[list[Any], dict[str, int], Any]:
@@ -236,11 +273,12 @@ def _given_model(
         return _uncompared(f"the given model cannot be measured: {problem}")
     g_written, written = _by_variable(given.graph, g_updates), _by_variable(loop.graph, updates)
     names = sorted(g_written)
-    problem = (
-        _unlike_given(loop, given, entries, g_entries[0], g_step, g_towers)
-        or _missing_update(set(g_written) - set(written))
-        or _set_given(tf, loop, given, names)
+    problem = _unlike_given(loop, given, entries, g_entries[0], g_step, g_towers) or (
+        _missing_update(set(g_written) - set(written))
     )
+    model: dict[str, Any] = {}
+    if problem is None:
+        problem = _set_given(tf, loop, given, names, model)
     if problem is not None:
         return _uncompared(problem)
     base: dict[Any, Any] = {}
@@ -262,7 +300,10 @@ def _given_model(
                 f"the update of '{name}' takes {mine_v.shape[1]:,} values with the towers' "
                 f"data, the given model's {theirs_v.shape[1]:,}"
             )
-        scales, residual = _fit_given(mine_v, theirs_v)
+        value = np.asarray(model[name], dtype=np.float64).ravel()
+        if value.size != mine_v.shape[1]:  # a sparse update: no weight decay to fit
+            value = np.zeros(mine_v.shape[1])
+        scales, residual = _fit_given(mine_v, theirs_v, value)
         spread = np.abs(scales).max(initial=0.0)
         weights, noise = _data_weights(np.abs(scales).reshape(len(steps), -1))
         found.append(
@@ -309,6 +350,27 @@ def _unlike_given(
             "not (a count of the steps could tell the measuring from training): keep the "
             "given model"
         )
+    placed = _placed_by_data(step, towers)
+    if placed is not None and _placed_by_data(g_step, g_towers) is None:
+        return (
+            f"'{placed}' writes where the towers' data says (its indices compute with it), "
+            "which the given model's updates do not: update every value of each variable"
+        )
+    return None
+
+
+def _placed_by_data(step: list[Any], towers: Any) -> str | None:
+    """The first write of ``step`` whose other inputs than its values (the indices of a
+    scatter) compute with the towers' data, or None: its values are measured, not where
+    they go."""
+    reaches = _reaching(step, towers)
+    for op in step:
+        if not variables_written(op):
+            continue
+        for tensor in op.inputs:
+            floating = tensor.dtype.is_floating or is_handle(tensor.dtype.name)
+            if not floating and reaches[tensor.op.name]:
+                return str(op.name)
     return None
 
 
@@ -322,16 +384,19 @@ def _missing_update(missing: set[str]) -> str | None:
     )
 
 
-def _set_given(tf: Any, loop: Loop, given: Loop, names: list[str]) -> str | None:
-    """Set the given model's variables ``names`` to the program's values; why not, or None."""
+def _set_given(
+    tf: Any, loop: Loop, given: Loop, names: list[str], model: dict[str, Any]
+) -> str | None:
+    """Set the given model's variables ``names`` to the program's values (kept in
+    ``model``); why not, or None."""
     reads = []
     for name in names:
         try:
             reads.append(_value_of(tf, loop.graph, name))
         except (KeyError, ValueError):
             return f"its variable '{name}' is not one"
-    values = loop.observer.real_run(loop.session, reads)
-    return _assign(tf, given, dict(zip(names, values, strict=True)))
+    model.update(zip(names, loop.observer.real_run(loop.session, reads), strict=True))
+    return _assign(tf, given, model)
 
 
 def _other_pipeline(graph: Any, entries: list[Any], given: Any, theirs: list[Any]) -> Any:
@@ -453,9 +518,10 @@ def _value_of(tf: Any, graph: Any, name: str) -> Any:
         return tf.raw_ops.ReadVariableOp(resource=op.outputs[0], dtype=op.get_attr("dtype"))
 
 
-def _assign(tf: Any, given: Loop, values: dict[str, Any]) -> str | None:
-    """Set the given model's variables to ``values`` (by name); why not, or None."""
-    graph, ops, feed = given.graph, [], {}
+def _assign(tf: Any, loop: Loop, values: dict[str, Any]) -> str | None:
+    """Set ``loop``'s variables to ``values`` (by name); why not (the given model's
+    variables of other shapes), or None."""
+    graph, ops, feed = loop.graph, [], {}
     with graph.as_default():
         for name, value in values.items():
             op = graph.get_operation_by_name(name)
@@ -471,42 +537,50 @@ def _assign(tf: Any, given: Loop, values: dict[str, Any]) -> str | None:
             else:
                 ops.append(tf.raw_ops.Assign(ref=op.outputs[0], value=fed))
             feed[fed] = np.asarray(value).astype(op.get_attr("dtype").as_numpy_dtype)
-    given.observer.real_run(given.session, ops, feed_dict=feed)
+    loop.observer.real_run(loop.session, ops, feed_dict=feed)
     return None
 
 
-def _fit_given(mine: np.ndarray, theirs: np.ndarray) -> tuple[np.ndarray, float]:
-    """``mine`` (a row per batch) as ``k_b theirs_b + c``: the factors ``k`` and the share of
-    ``mine``'s change from batch to batch that no such sum fits. Without ``c`` when it fits
-    as well (no weight decay); ``c`` is then 0.
+def _fit_given(mine: np.ndarray, theirs: np.ndarray, model: np.ndarray) -> tuple[np.ndarray, float]:
+    """``mine`` (a row per batch) as ``k_b theirs_b + c model``: the factors ``k``, and the
+    share of ``mine``'s change from batch to batch that no such sum fits. ``c model`` is
+    weight decay (a multiple of the variable's own value ``model``, the same for every
+    batch); ``c`` is 0 where ``mine`` fits as well without it. A constant added to every
+    update is no weight decay, and fits no such sum (unless the variable is that constant:
+    :func:`_given_model` measures at a second value too).
 
     >>> g = np.array([[1.0, 0.0, 2.0], [0.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
-    >>> k, r = _fit_given(0.5 * g + [0.1, 0.2, 0.3], g)
+    >>> w = np.array([0.5, -0.2, 0.1])
+    >>> k, r = _fit_given(0.5 * g + 0.01 * w, g, w)
     >>> np.round(k, 6).tolist(), r < 1e-9
     ([0.5, 0.5, 0.5], True)
-    >>> k, r = _fit_given(g * [[1.0], [-1.0], [1.0]], g)  # the second batch's turned
+    >>> k, r = _fit_given(g * [[1.0], [-1.0], [1.0]], g, w)  # the second batch's turned
     >>> np.round(k, 6).tolist(), r < 1e-9
     ([1.0, -1.0, 1.0], True)
+    >>> _fit_given(g + 0.5, g, w)[1] > 0.1  # a drift of 0.5 in every update
+    True
     """
     mine, theirs = mine.astype(np.float64), theirs.astype(np.float64)
+    model = model.astype(np.float64)
     change = float(np.linalg.norm(mine - mine.mean(axis=0)))
     norms = np.einsum("bd,bd->b", theirs, theirs)
     plain = np.einsum("bd,bd->b", mine, theirs) / np.where(norms > 0, norms, 1.0)
     left = float(np.linalg.norm(mine - plain[:, None] * theirs))
-    if left <= 1e-6 * max(change, float(np.linalg.norm(mine))):
-        return plain, left / change if change > 0 else 0.0
-    # with c: c = mean(mine - k theirs), so the change from the mean is k's alone
-    count = len(mine)
-    gram = theirs @ theirs.T
-    matrix = (np.eye(count) - 1.0 / count) * gram
-    centred = mine - mine.mean(axis=0)
-    target = np.einsum("bd,bd->b", theirs, centred)
-    scales, *_ = np.linalg.lstsq(matrix, target, rcond=None)
-    fitted = scales[:, None] * theirs
-    rest = centred - (fitted - fitted.mean(axis=0))
+    if left <= 1e-6 * max(change, float(np.linalg.norm(mine))) or not np.any(model):
+        scales, rest = plain, left
+    else:  # k and c together: the normal equations of the least squares
+        count = len(mine)
+        matrix = np.zeros((count + 1, count + 1))
+        matrix[np.arange(count), np.arange(count)] = norms
+        matrix[:count, count] = matrix[count, :count] = theirs @ model
+        matrix[count, count] = count * float(model @ model)
+        target = np.append(np.einsum("bd,bd->b", theirs, mine), (mine @ model).sum())
+        solved, *_ = np.linalg.lstsq(matrix, target, rcond=None)
+        scales = solved[:count]
+        rest = float(np.linalg.norm(mine - scales[:, None] * theirs - solved[count] * model))
     if change == 0:
-        return scales, 0.0 if float(np.linalg.norm(rest)) == 0 else 1e9
-    return scales, float(np.linalg.norm(rest)) / change
+        return scales, 0.0 if rest == 0 else 1e9
+    return scales, rest / change
 
 
 def _flat(ran: list[Any]) -> list[np.ndarray]:
@@ -801,11 +875,22 @@ def _state(step: list[Any], towers: Any, reaches: dict[str, bool], fed: set[str]
     return None
 
 
+#: ops that change their input's memory in place: a variable's read may share it
+IN_PLACE = frozenset({"InplaceAdd", "InplaceSub", "InplaceUpdate"})
+
+
 def _hidden_writes(step: list[Any]) -> str | None:
     """Why a write of the step cannot be measured: through a handle that leads to none of
-    the graph's variables, or inside a function's call (its inputs need not be what it
-    writes); None when there is none."""
+    the graph's variables, inside a function's call (its inputs need not be what it
+    writes), or in place, in the memory of a tensor a variable's read may share
+    (:data:`IN_PLACE`); None when there is none."""
     for op in step:
+        if op.type in IN_PLACE:
+            return (
+                f"'{op.name}' ({op.type}) changes a tensor in place, which may be a variable's "
+                "own memory (a read of it): a step may change its variables only by writing "
+                "them (an optimizer's apply, an assign)"
+            )
         unknown = _unknown_handle(op)
         if unknown is not None:
             return (

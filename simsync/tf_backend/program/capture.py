@@ -557,7 +557,8 @@ def left_out_updates(graph: Any, fetched: Iterable[Iterable[str]]) -> list[str]:
     """The ops of ``graph`` that update a variable (an optimizer's apply, an assign, a
     scatter, any op that takes its handle and does not only read it:
     :func:`variables_written`) that none of the ``fetched`` lists (op names, one list per
-    looping thread) runs: not a variable's initializer, nor what a saver restores. A graded
+    looping thread) runs: not a variable's initializer, nor what a saver restores, unless
+    it computes with data (a queue's, a dataset's: no initializer or restore does). A graded
     program's loop is timed with them too: which fetches its loop ran was its process's
     word, and a forged list could leave its slow training out. Every variable counts,
     trainable or not: the graph's collections are that process's word too."""
@@ -574,10 +575,14 @@ def left_out_updates(graph: Any, fetched: Iterable[Iterable[str]]) -> list[str]:
     }
     found = []
     for op in graph.get_operations():
-        if op.name in run or op.name in initializers or not variables_written(op):
+        if op.name in run or not variables_written(op):
             continue
-        if any(u.type.startswith("Restore") for u in upstream([op])):
-            continue  # a saver's restore
+        needed = upstream([op])
+        # a variable's initializer, a saver's restore; none computes with data (one that
+        # does is training)
+        set_up = op.name in initializers or any(u.type.startswith("Restore") for u in needed)
+        if set_up and not any("Dequeue" in u.type or "IteratorGetNext" in u.type for u in needed):
+            continue
         found.append(op.name)
     return found
 
