@@ -4,6 +4,7 @@ folders; and it changes nothing of the next submission's grade or the reference'
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -985,3 +986,12 @@ def test_a_step_that_changes_its_model_otherwise_than_its_measured_update_is_ref
     if name == "drifted":  # whatever the sizes say, no multiple of the gradient fits it
         worst = max(v["residual"] for v in averaging["given"]["variables"])
         assert worst > GIVEN_RESIDUAL, averaging["given"]
+
+
+def test_a_file_beside_the_program_whose_name_is_not_utf8_is_copied_without_a_crash(tmp_path):
+    """The twelfth attack's crash: a module named b'\\xff\\xfe bad.py' beside train.py made
+    the parent's hash of the copied files raise UnicodeEncodeError, a traceback."""
+    folder = _edited(tmp_path, "odd")
+    (folder / os.fsdecode(b"\xff\xfe bad \x1b[31m.py")).write_text("x = 1\n")
+    imported = import_program(folder / "train.py", export=True, cache=False, processes=1)
+    assert imported.averaging is not None and imported.averaging["problem"] is None

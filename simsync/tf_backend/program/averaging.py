@@ -61,7 +61,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -191,7 +191,12 @@ def probe_averaging(loop: Loop, given: Loop | None = None) -> dict[str, Any]:
     if beside is not None:
         return {**found, "updates": [], "problem": beside}
     if given is not None:
-        found["given"] = _given_model(loop, given, updates, entries[0], steps, alike)
+
+        def again(batches: list[list[Any]]) -> list[list[list[np.ndarray]]]:
+            """Every tower fed each of ``batches`` in turn, at the variables' values now."""
+            return [[_flat(run(fetched, fed([j] * n, batches))) for j in range(n)]]
+
+        found["given"] = _given_model(loop, given, updates, entries[0], steps, alike, again)
     return found
 
 
@@ -250,6 +255,7 @@ def _given_model(
     entries: list[Any],
     steps: list[list[list[Any]]],
     alike: list[list[list[np.ndarray]]],
+    again: Callable[[list[list[Any]]], list[list[list[np.ndarray]]]],
 ) -> dict[str, Any]:
     """How each update of ``loop`` compares with the given model's (``given``: the
     reference solution's loop), batch by batch: both fed the same batches (``steps[t][j]``,
@@ -291,6 +297,22 @@ def _given_model(
         return _flat(given.observer.real_run(given.session, fetched, {**base, **fed}))
 
     their_runs = [[theirs(batch) for batch in step] for step in steps]
+    # a second state of the model, drawn at random three times as large: an update that
+    # turns once the variables grow (a sign set by their size), or adds a constant that
+    # training has made the variables' own shape (so that it fits as weight decay), follows
+    # the given model's gradient at one state only
+    rng = np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
+    moved = {
+        name: rng.standard_normal(np.shape(v))
+        * 3.0
+        * max(float(np.sqrt(np.mean(np.square(v)))), 0.1)
+        for name, v in model.items()
+    }
+    _assign(tf, loop, moved)
+    _assign(tf, given, moved)
+    mine_moved, their_moved = again(steps[0]), [[theirs(batch) for batch in steps[0]]]
+    _assign(tf, loop, model)  # as they were
+    _assign(tf, given, model)
     found = []
     for name in names:
         mine_v = _per_batch(alike, written[name])
@@ -300,22 +322,32 @@ def _given_model(
                 f"the update of '{name}' takes {mine_v.shape[1]:,} values with the towers' "
                 f"data, the given model's {theirs_v.shape[1]:,}"
             )
-        value = np.asarray(model[name], dtype=np.float64).ravel()
-        if value.size != mine_v.shape[1]:  # a sparse update: no weight decay to fit
-            value = np.zeros(mine_v.shape[1])
-        scales, residual = _fit_given(mine_v, theirs_v, value)
+        scales, residual = _fit_given(mine_v, theirs_v, _decay(model[name], mine_v))
+        other, residual_moved = _fit_given(
+            _per_batch(mine_moved, written[name]),
+            _per_batch(their_moved, g_written[name]),
+            _decay(moved[name], mine_v),
+        )
         spread = np.abs(scales).max(initial=0.0)
+        both = np.concatenate([scales / spread, other / np.abs(other).max(initial=1e-300)])
         weights, noise = _data_weights(np.abs(scales).reshape(len(steps), -1))
         found.append(
             {
                 "variable": name,
-                "residual": round(_finite(residual), 6),
-                "least": round(float(scales.min() / spread), 6) if spread > 0 else 0.0,
+                "residual": round(_finite(max(residual, residual_moved)), 6),
+                "least": round(float(both.min()), 6) if spread > 0 else 0.0,
                 "weights": weights,
                 "noise": noise,
             }
         )
     return {"problem": None, "variables": found}
+
+
+def _decay(value: Any, mine: np.ndarray) -> np.ndarray:
+    """A variable's value, flat, as weight decay would add it to its update (zeros for a
+    sparse update, which takes fewer values than the variable holds)."""
+    flat = np.asarray(value, dtype=np.float64).ravel()
+    return flat if flat.size == mine.shape[1] else np.zeros(mine.shape[1])
 
 
 def _uncompared(problem: str) -> dict[str, Any]:

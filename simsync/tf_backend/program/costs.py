@@ -62,10 +62,12 @@ def digest(files: Mapping[str, bytes], program: str) -> str:
     True
     >>> digest({"a.py": b"x"}, "a.py") != digest({"a.py": b"y"}, "a.py")
     True
+    >>> len(digest({chr(0xDCFF) + ".py": b"x"}, "a.py"))  # a name not UTF-8, as on disk
+    64
     """
-    hashed = hashlib.sha256(program.encode() + b"\0")
+    hashed = hashlib.sha256(program.encode("utf-8", "surrogateescape") + b"\0")
     for name in sorted(files):
-        for part in (name.encode(), files[name]):
+        for part in (name.encode("utf-8", "surrogateescape"), files[name]):
             hashed.update(len(part).to_bytes(8, "big") + part)
     return hashed.hexdigest()
 
