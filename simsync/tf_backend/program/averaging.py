@@ -323,19 +323,21 @@ def _given_model(
                 f"data, the given model's {theirs_v.shape[1]:,}"
             )
         scales, residual = _fit_given(mine_v, theirs_v, _decay(model[name], mine_v))
-        other, residual_moved = _fit_given(
-            _per_batch(mine_moved, written[name]),
-            _per_batch(their_moved, g_written[name]),
-            _decay(moved[name], mine_v),
-        )
         spread = np.abs(scales).max(initial=0.0)
-        both = np.concatenate([scales / spread, other / np.abs(other).max(initial=1e-300)])
+        both = scales / spread if spread > 0 else scales
+        mine_m = _per_batch(mine_moved, written[name])
+        theirs_m = _per_batch(their_moved, g_written[name])
+        if np.all(np.isfinite(mine_m)) and np.all(np.isfinite(theirs_m)):
+            # (numbers of half precision may overflow there: then the first state only)
+            other, residual_moved = _fit_given(mine_m, theirs_m, _decay(moved[name], mine_v))
+            residual = max(residual, residual_moved)
+            both = np.concatenate([both, other / np.abs(other).max(initial=1e-300)])
         weights, noise = _data_weights(np.abs(scales).reshape(len(steps), -1))
         found.append(
             {
                 "variable": name,
-                "residual": round(_finite(max(residual, residual_moved)), 6),
-                "least": round(float(both.min()), 6) if spread > 0 else 0.0,
+                "residual": round(_finite(residual), 6),
+                "least": round(_finite(float(both.min())), 6) if spread > 0 else 0.0,
                 "weights": weights,
                 "noise": noise,
             }
