@@ -1059,10 +1059,19 @@ def _joint_weights(measured: list[tuple[np.ndarray, list[np.ndarray]]]) -> np.nd
 
 
 def _separable(matrix: np.ndarray) -> bool:
-    """Whether the towers' columns of ``matrix`` can be told apart (full column rank)."""
-    if matrix.shape[0] < matrix.shape[1]:
+    """Whether the towers' columns of ``matrix`` can be told apart (full column rank); not
+    when numbers too large for a decomposition (a step that diverges) leave it undecided.
+
+    >>> _separable(np.eye(3)), _separable(np.array([[np.inf, 1.0], [1.0, 2.0], [0.0, 1.0]]))
+    (True, False)
+    """
+    if matrix.shape[0] < matrix.shape[1] or not np.all(np.isfinite(matrix)):
         return False
-    singular = np.linalg.svd(matrix, compute_uv=False)
+    try:
+        with np.errstate(all="ignore"):
+            singular = np.linalg.svd(matrix, compute_uv=False)
+    except np.linalg.LinAlgError:  # "SVD did not converge"
+        return False
     return bool(singular[0] > 0 and singular[-1] >= SEPARABLE * singular[0])
 
 
