@@ -766,3 +766,15 @@ def test_moving_averages_kept_in_no_update_ops_collection_are_found_and_reported
     _, report = convert(data, None)
     assert report["update_ops"]["read_unordered"] == {}
     assert len(_update_ops(report, 2)) == 1
+
+
+def test_a_program_whose_file_name_holds_a_newline_is_one_line_before_it_runs(tmp_path):
+    """The twelfth attack's d17: `simulate $'nl\\nname.py'` answered with the wire's own words
+    ("made_in[0]: a text without control characters"); now the name is refused first."""
+    program = tmp_path / "nl\nname.py"
+    program.write_text("raise SystemExit('this program must not run')\n")
+    ran = subprocess.run(
+        [sys.executable, "-m", "simsync", "simulate", str(program)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    one_clear_line(ran, "its file name holds a control character", "rename it")

@@ -757,6 +757,10 @@ def _copy(source: Path, target: Path, shown: str) -> dict[str, bytes]:
         raise ProgramError(
             f"{shown}: a program must be a .py file, or a MetaGraphDef (.meta, .pbtxt)"
         )
+    if any(ord(c) < 32 or ord(c) == 127 for c in source.name):  # where TensorFlow names it
+        raise ProgramError(
+            f"{shown}: its file name holds a control character (a newline, a tab): rename it"
+        )
     copied = {}
     names = [source.name]
     if source.suffix == ".py":
