@@ -250,10 +250,9 @@ class Sides:
         except ProgramError as error:
             return self._failed(side, f"your program {error}")
         averaging = imported.averaging
-        compared = averaging is None or averaging["problem"] is not None or "given" in averaging
-        if given is not None and not compared:  # never left out by the process that measures
-            missing = "its updates were not compared with the given model's"
-            averaging["given"] = {"problem": missing, "variables": []}  # type: ignore[index]
+        if given is not None and averaging is not None and averaging["problem"] is None:
+            missing = "its updates were not compared with the given model's"  # never left out
+            averaging.setdefault("given", {"problem": missing, "variables": []})
         return imported
 
     def _failed(self, side: str, reason: str) -> Built:

@@ -65,6 +65,7 @@ __all__ = [
     "read",
     "read_graph",
     "read_said",
+    "unfit_name",
 ]
 
 
@@ -98,6 +99,23 @@ DEPTH = 16
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 #: half of a UTF-16 pair, alone: JSON's \ud800 escapes give it, and no encoder takes it
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def unfit_name(text: str) -> str | None:
+    r"""What in ``text`` no name on the wire may hold, in words, or None: a control
+    character, or half a UTF-16 pair (a file name's byte that is not UTF-8, as Python reads
+    it). A program's file name is in every op's traceback, so it must fit.
+
+    >>> unfit_name("train.py"), unfit_name("nl\nname.py"), unfit_name(chr(0xDCFF) + ".py")
+    (None, 'a control character', 'a byte that is not UTF-8')
+    """
+    if _CONTROL.search(text):
+        return "a control character"
+    if _SURROGATE.search(text):
+        return "a byte that is not UTF-8"
+    return None
+
+
 _FLOAT = sys.float_info.max
 
 Name = Annotated[str, Limit(most=TEXT)]

@@ -97,6 +97,19 @@ def probe_averaging(loop: Loop, given: Loop | None = None) -> dict[str, Any]:
     "residual", "permuted", "repeated"}], "problem": None}``, or a ``problem`` (one line)
     when they cannot be measured; with ``given`` (the given model's loop), how each update
     compares with the given model's gradient (:func:`_given_model`, key ``given``)."""
+    try:
+        return _probe(loop, given)
+    except np.linalg.LinAlgError:  # finite numbers too large for numpy's least squares
+        return {
+            "towers": 0,
+            "updates": [],
+            "problem": "its updates' values are too large to measure (does the step diverge: "
+            "a learning rate or a momentum too large?)",
+        }
+
+
+def _probe(loop: Loop, given: Loop | None) -> dict[str, Any]:
+    """:func:`probe_averaging`'s measuring."""
     step, order, towers = _step(loop)
     calls = list(loop.calls.values())
     found: dict[str, Any] = {"towers": towers.count, "updates": [], "problem": None}
@@ -196,7 +209,8 @@ def probe_averaging(loop: Loop, given: Loop | None = None) -> dict[str, Any]:
             """Every tower fed each of ``batches`` in turn, at the variables' values now."""
             return [[_flat(run(fetched, fed([j] * n, batches))) for j in range(n)]]
 
-        found["given"] = _given_model(loop, given, updates, entries[0], steps, alike, again)
+        mine = (step, towers, updates, entries[0])
+        found["given"] = _given_model(loop, given, mine, steps, alike, again)
     return found
 
 
@@ -210,7 +224,13 @@ def _written_beside(
     import tensorflow as tf
 
     written = sorted({v for op in step for v in variables_written(op)})
-    model = sorted({v for name, _ in updates for v in variables_written(_op(loop, name))})
+    model = sorted(
+        {
+            v
+            for name, _ in updates
+            for v in variables_written(loop.graph.get_operation_by_name(name))
+        }
+    )
     reads = [_value_of(tf, loop.graph, name) for name in written]
     kept = dict(zip(written, loop.observer.real_run(loop.session, reads), strict=True))
     fetches = [n for call in loop.calls.values() for n in call.fetches]
@@ -230,10 +250,6 @@ def _written_beside(
     return None
 
 
-def _op(loop: Loop, name: str) -> Any:
-    return loop.graph.get_operation_by_name(name)
-
-
 def _step(loop: Loop) -> tuple[list[Any], dict[str, int], Any]:
     """The ops ``loop``'s step runs, in the order they were made, that order, and its
     towers (as the import finds them)."""
@@ -251,27 +267,30 @@ def _step(loop: Loop) -> tuple[list[Any], dict[str, int], Any]:
 def _given_model(
     loop: Loop,
     given: Loop,
-    updates: list[tuple[str, list[Any]]],
-    entries: list[Any],
+    mine: tuple[list[Any], Any, list[tuple[str, list[Any]]], list[Any]],
     steps: list[list[list[Any]]],
     alike: list[list[list[np.ndarray]]],
     again: Callable[[list[list[Any]]], list[list[list[np.ndarray]]]],
 ) -> dict[str, Any]:
     """How each update of ``loop`` compares with the given model's (``given``: the
-    reference solution's loop), batch by batch: both fed the same batches (``steps[t][j]``,
-    tower ``j``'s of step ``t``, fed to every tower: ``alike[t][j]``, the values of
-    ``updates``' inputs), the given model's variables set to the program's values. For
-    each variable the given model trains, the update's values ``V_b`` of batch ``b`` as
-    ``k_b G_b + c`` (:func:`_fit_given`): ``G_b`` is the given model's, ``k_b`` a factor
-    of the batch's (a learning rate, a mean or a sum, a clip of its size) and ``c`` a part
-    of no batch's (weight decay). A mean of the towers' gradients of the given model fits
-    with every ``k_b`` alike and positive; a tower that scales or turns its gradient by
-    something its data carries (its own number, the sign of a value) does not, whatever
-    the weights of :func:`_weights` say, since its weight goes where its data goes.
+    reference solution's loop), batch by batch (``mine``: the program's step, towers,
+    updates and a tower's entries, as :func:`probe_averaging` found them): both fed the same
+    batches (``steps[t][j]``, tower ``j``'s of step ``t``, fed to every tower:
+    ``alike[t][j]``, the values of the updates' inputs), the given model's variables set to
+    the program's values. For each variable the given model trains, the update's values
+    ``V_b`` of batch ``b`` as ``k_b G_b + c w`` (:func:`_fit_given`): ``G_b`` is the given
+    model's, ``k_b`` a factor of the batch's (a learning rate, a mean or a sum, a clip of
+    its size) and ``c w`` a multiple of the variable ``w`` (weight decay); then again at a
+    random state of the variables three times as large. A mean of the towers' gradients of
+    the given model fits with every ``k_b`` alike and positive; a tower that scales or
+    turns its gradient by something its data carries (its own number, the sign of a value)
+    does not, whatever the weights of :func:`_weights` say, since its weight goes where its
+    data goes.
     ``{"problem": None, "variables": [{"variable", "residual", "least", "weights",
     "noise"}]}``, or a ``problem`` (one line) when they cannot be compared."""
     import tensorflow as tf
 
+    step, towers, updates, entries = mine
     g_step, g_order, g_towers = _step(given)
     g_updates = _updates(g_step, _reaching(g_step, g_towers))
     g_entries, _, problem = _entries(g_step, g_towers, g_order)
@@ -279,8 +298,9 @@ def _given_model(
         return _uncompared(f"the given model cannot be measured: {problem}")
     g_written, written = _by_variable(given.graph, g_updates), _by_variable(loop.graph, updates)
     names = sorted(g_written)
-    problem = _unlike_given(loop, given, entries, g_entries[0], g_step, g_towers) or (
-        _missing_update(set(g_written) - set(written))
+    mine_found, theirs_found = (step, towers, entries), (g_step, g_towers, g_entries[0])
+    problem = _unlike_given(loop, given, mine_found, theirs_found) or _missing_update(
+        set(g_written) - set(written)
     )
     model: dict[str, Any] = {}
     if problem is None:
@@ -358,11 +378,17 @@ def _uncompared(problem: str) -> dict[str, Any]:
 
 
 def _unlike_given(
-    loop: Loop, given: Loop, entries: list[Any], theirs: list[Any], g_step: list[Any], g_towers: Any
+    loop: Loop,
+    given: Loop,
+    mine: tuple[list[Any], Any, list[Any]],
+    theirs_found: tuple[list[Any], Any, list[Any]],
 ) -> str | None:
-    """Why the program's towers do not compute with what the given model's do: other data
-    (:func:`_described`), data made otherwise (:func:`_other_pipeline`), or a variable the
-    given model's towers do not read; None when they do."""
+    """Why the program's towers (``mine``: its step, towers and a tower's entries) do not
+    compute with what the given model's (``theirs_found``, alike) do: other data
+    (:func:`_described`), data made otherwise (:func:`_other_pipeline`), a variable the
+    given model's towers do not read, or rows the data chooses; None when they do."""
+    step, towers, entries = mine
+    g_step, g_towers, theirs = theirs_found
     if _described(theirs) != _described(entries):
         return (
             f"each of your towers takes {_described(entries)} as its data, the given model's "
@@ -376,7 +402,6 @@ def _unlike_given(
             f"{other.type}, is not the given code's): keep the given input queue, and take "
             "each tower's batch from it as the starter does"
         )
-    step, _, towers = _step(loop)
     extra = sorted(_tower_reads(step, towers) - _tower_reads(g_step, g_towers))
     if extra:
         return (

@@ -411,12 +411,6 @@ def _answer(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any) ->
             say(averaging={"towers": 0, "updates": [], "problem": str(ended)[:2000]})
         except Exception as error:
             problem = f"its towers' weights could not be measured: {type(error).__name__}"
-            if type(error).__name__ == "LinAlgError":  # numbers too large to decompose
-                problem = (
-                    "its updates' values are too large to measure (does the step diverge: a "
-                    "learning rate or a momentum too large?)"
-                )
-                error = Exception("numpy's least squares did not converge")
             say(averaging={"towers": 0, "updates": [], "problem": f"{problem}: {error}"[:2000]})
 
 

@@ -59,6 +59,7 @@ from simsync.sandbox.wire import (
     WireError,
     read_graph,
     read_said,
+    unfit_name,
 )
 from simsync.tf_backend.profile.machine import cached_efficiency
 from simsync.tf_backend.program import costs as cost_cache
@@ -603,9 +604,6 @@ def _run_cluster(runner: _Runner, request: dict[str, Any], jobs: Mapping[str, in
     outcomes: dict[tuple[str, int], Any] = {}
     with private_network() as enter, locked_folder("simsync-program-") as folder:
         files = _copy(source, Path(folder), shown)
-        if runner.given is not None:  # beside the program's, not among its files
-            (Path(folder) / GIVEN_META).parent.mkdir()
-            (Path(folder) / GIVEN_META).write_bytes(runner.given.meta)
         copied = _Copied.of(files, source.name)
 
         def run_task(job: str, index: int) -> None:
@@ -757,10 +755,9 @@ def _copy(source: Path, target: Path, shown: str) -> dict[str, bytes]:
         raise ProgramError(
             f"{shown}: a program must be a .py file, or a MetaGraphDef (.meta, .pbtxt)"
         )
-    if any(ord(c) < 32 or ord(c) == 127 for c in source.name):  # where TensorFlow names it
-        raise ProgramError(
-            f"{shown}: its file name holds a control character (a newline, a tab): rename it"
-        )
+    unfit = unfit_name(source.name)  # TensorFlow names it in every op's traceback
+    if unfit is not None:
+        raise ProgramError(f"{shown}: its file name holds {unfit}: rename it")
     copied = {}
     names = [source.name]
     if source.suffix == ".py":
