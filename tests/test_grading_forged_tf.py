@@ -964,10 +964,12 @@ ROWS_BY_LABEL = (
 @pytest.mark.parametrize(
     ("name", "edits", "said"),
     [
-        ("reset", RESET, "the step changes 'hidden/biases' otherwise than its update does"),
-        ("in place", IN_PLACE, "(InplaceSub) changes a tensor in place"),
-        ("drifted", DRIFTED, "changes from batch to batch by a factor of"),
-        ("rows by label", ROWS_BY_LABEL, "writes where the towers' data says"),
+        ("reset", RESET, r"the step changes 'hidden/biases' otherwise than its update does"),
+        ("in place", IN_PLACE, r"\(InplaceSub\) changes a tensor in place"),
+        # its size varies with the batch as a tower's weight would, or fits no gradient:
+        # which shows first depends on the batches drawn
+        ("drifted", DRIFTED, r"data weighs|is not the given model's gradient"),
+        ("rows by label", ROWS_BY_LABEL, r"writes where the towers' data says"),
     ],
 )
 def test_a_step_that_changes_its_model_otherwise_than_its_measured_update_is_refused(
@@ -982,7 +984,7 @@ def test_a_step_that_changes_its_model_otherwise_than_its_measured_update_is_ref
     ).averaging
     assert averaging is not None
     problems = _averages({"averaging": averaging})
-    assert len(problems) == 1 and said in problems[0], problems
+    assert len(problems) == 1 and re.search(said, problems[0]), problems
     if name == "drifted":  # whatever the sizes say, no multiple of the gradient fits it
         worst = max(v["residual"] for v in averaging["given"]["variables"])
         assert worst > GIVEN_RESIDUAL, averaging["given"]
