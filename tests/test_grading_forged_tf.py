@@ -845,7 +845,10 @@ STEPPED = (
         ("signed", SIGNED, "goes against the given model's gradient for some batches"),
         ("stepped", STEPPED, "your towers compute with the variable 't', which the given"),
         ("turned", TURNED, "your towers' data is not made as the given code makes it"),
-        ("counted", BATCH_COUNTED, "your towers' data is not made as the given code makes it"),
+        # the count is also a feature of the towers' data: as it grows, their weights may part
+        # by more than the bounds allow before the pipeline is compared; either refuses it
+        ("counted", BATCH_COUNTED, ("your towers' data is not made as the given code makes it",
+                                    "each tower's data carries a weight of its own")),
     ],
 )
 def test_an_update_its_data_turns_against_the_given_models_gradient_is_refused(
@@ -864,7 +867,7 @@ def test_an_update_its_data_turns_against_the_given_models_gradient_is_refused(
     for update in averaging["updates"]:  # in any one step: a mean
         assert update["weights"] == pytest.approx([0.25] * 4, abs=1e-3), update
     (problem,) = _averages({"averaging": averaging})
-    assert said in problem, problem
+    assert any(one in problem for one in (said if isinstance(said, tuple) else (said,))), problem
 
 
 DECAYED = (
