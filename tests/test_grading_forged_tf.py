@@ -847,8 +847,14 @@ STEPPED = (
         ("turned", TURNED, "your towers' data is not made as the given code makes it"),
         # the count is also a feature of the towers' data: as it grows, their weights may part
         # by more than the bounds allow before the pipeline is compared; either refuses it
-        ("counted", BATCH_COUNTED, ("your towers' data is not made as the given code makes it",
-                                    "each tower's data carries a weight of its own")),
+        (
+            "counted",
+            BATCH_COUNTED,
+            (
+                "your towers' data is not made as the given code makes it",
+                "each tower's data carries a weight of its own",
+            ),
+        ),
     ],
 )
 def test_an_update_its_data_turns_against_the_given_models_gradient_is_refused(
