@@ -906,12 +906,19 @@ CHECKED = (
 )  # fmt: skip
 
 
+NESTEROV = (
+    ("tf.compat.v1.train.GradientDescentOptimizer(0.1)",
+     "tf.compat.v1.train.MomentumOptimizer(0.1, 0.9, use_nesterov=True)"),
+)  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("name", "edits"),
     [
         ("decayed", DECAYED),
         ("bfloat16", BFLOAT16),
         ("adam", ADAM),
+        ("nesterov", NESTEROV),
         ("averaged variables", AVERAGED_VARIABLES),
         ("checked", CHECKED),
     ],
@@ -930,6 +937,59 @@ def test_an_honest_mean_follows_the_given_models_gradient(tmp_path, given, name,
     ]  # fmt: skip
     for variable in found:
         assert variable["least"] > 0.9 and variable["residual"] < 0.05, variable
+    steps = averaging["given"]["steps"]  # whole steps downhill, at four counts of steps
+    assert len(steps) == 12 and all(s["along"] > 0.5 and s["size"] > 0.5 for s in steps), steps
+
+
+OPTIMIZER = "        opt = tf.compat.v1.train.GradientDescentOptimizer(0.1)\n"
+LOOP = "            _, loss_value = sess.run([train_op, loss])\n"
+#: the twelfth attack's: what the step's updates compute is a mean, the step is not training
+#: as the given model does (its learning rate, or training done in Python)
+UPHILL = ((OPTIMIZER, OPTIMIZER.replace("0.1", "-0.1")),)
+TURNING = (
+    (OPTIMIZER,
+     "        rate = 0.1 * tf.cos(3.141592653589793 * tf.cast(global_step, tf.float32))\n"
+     "        opt = tf.compat.v1.train.GradientDescentOptimizer(rate)\n"),
+)  # fmt: skip
+CLOCKED = (
+    (OPTIMIZER,
+     "        rate = 0.1 * tf.sin(tf.cast(tf.timestamp(), tf.float32))\n"
+     "        opt = tf.compat.v1.train.GradientDescentOptimizer(rate)\n"),
+)  # fmt: skip
+IN_PYTHON = (
+    (OPTIMIZER, OPTIMIZER.replace("0.1", "1e-4")),
+    (LOOP,
+     "            model = [v for _, v in tower_grads[0]]\n"
+     "            _, loss_value, grads0, values = sess.run(\n"
+     "                [train_op, loss, [g for g, _ in tower_grads[0]], model])\n"
+     "            for v, x, g in zip(model, values, grads0):\n"
+     "                v.load(x - 0.1 * g, sess)\n"),
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "edits", "said"),
+    [
+        ("uphill", UPHILL, "your training's step 1 goes uphill"),
+        ("turning", TURNING, "your training's step 2 goes uphill"),
+        ("clocked", CLOCKED, "(Timestamp), which changes from run to run"),
+        ("in python", IN_PYTHON, "keep the given learning rate, and train in the graph"),
+    ],
+)
+def test_a_step_that_does_not_train_as_the_given_model_does_is_refused(
+    tmp_path, given, name, edits, said
+):
+    """The twelfth attack: updates that compute a mean, applied with a learning rate below
+    0, one that turns with the count of steps or with the clock, or so small that Python
+    does the training (tower_0's gradient loaded into the variables). The whole step, run
+    from the same values and batches as the given model's, goes uphill or hardly moves."""
+    folder = _edited(tmp_path, name, *edits)
+    averaging = import_program(
+        folder / "train.py", export=True, cache=False, processes=1, given=given
+    ).averaging
+    assert averaging is not None
+    (problem,) = _averages({"averaging": averaging})
+    assert said in problem, problem
 
 
 TRAIN_OP = (

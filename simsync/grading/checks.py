@@ -205,6 +205,50 @@ def _given_problem(given: dict[str, Any] | None) -> list[str]:
         problem = _weight_problem(variable["weights"], variable["noise"])
         if problem:
             return [f"the update of '{name}': {problem[0]}"]
+    return _step_problem(given.get("steps", []))
+
+
+#: how much smaller than the given model's a whole step may change the model: measured 0.66
+#: (Adadelta at a rate of 1) to 6.1 (Adam, at a late count of steps) over the given
+#: optimizer and Adam, Adagrad, Adadelta, Nesterov's momentum, weight decay, a mean in
+#: bfloat16 and a loss scaled by 4; a step far smaller leaves the training to something
+#: else (variables loaded from Python), a larger one harms only its own training
+STEP_SIZE_LEAST = 0.1
+
+
+def _step_problem(steps: list[dict[str, float]]) -> list[str]:
+    """What is wrong with the program's whole steps against the given model's, from the
+    same values and batches (:func:`~simsync.tf_backend.program.averaging._descent`): each
+    must go downhill as the given model's does (a positive cosine: any optimizer's step
+    does), by no less than :data:`STEP_SIZE_LEAST` of as much.
+
+    >>> _step_problem([{"along": 0.7, "size": 1.7}, {"along": 0.99, "size": 0.66}])
+    []
+    >>> print(_step_problem([{"along": 1.0, "size": 1.0}, {"along": -1.0, "size": 1.0}])[0][:58])
+    your training's step 2 goes uphill where the given model's
+    >>> print(_step_problem([{"along": 0.0, "size": 0.0}])[0][:51])
+    your training step does not change the model's vari
+    """
+    for number, step in enumerate(steps, start=1):
+        if step["size"] == 0:
+            return [
+                "your training step does not change the model's variables where the given "
+                "model's does (a learning rate of 0, training done outside TensorFlow's "
+                "graph, or a rate fed by feed_dict, which grading feeds zeros): keep the "
+                "given optimizer"
+            ]
+        if step["along"] <= 0:
+            return [
+                f"your training's step {number} goes uphill where the given model's goes "
+                f"down (their changes' cosine {step['along']:.2f}): a learning rate below 0, "
+                "or one that turns with the count of steps"
+            ]
+        if step["size"] < STEP_SIZE_LEAST:
+            return [
+                f"your training's step {number} changes the model {step['size']:.3g} times as "
+                f"much as the given model's, from the same values and batches (at least "
+                f"{STEP_SIZE_LEAST:g}): keep the given learning rate, and train in the graph"
+            ]
     return []
 
 

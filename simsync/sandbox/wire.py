@@ -371,11 +371,22 @@ class GivenVariable(TypedDict):
     noise: Annotated[float, Limit(low=0, high=1e9)]
 
 
+class GivenStep(TypedDict):
+    """One whole step of a graded program against the given model's, from the same values
+    and batches (:func:`~simsync.tf_backend.program.averaging._descent`)."""
+
+    #: the cosine between the two steps' changes of the variables (below 0: uphill)
+    along: Annotated[float, Limit(low=-1, high=1)]
+    #: the program's change as a multiple of the given model's (0: it does not train)
+    size: Annotated[float, Limit(low=0, high=1e300)]
+
+
 class GivenFound(TypedDict):
     """A graded program's updates against the given model's, or why they could not be."""
 
     problem: Message | None
     variables: Annotated[list[GivenVariable], Limit(most=100_000)]
+    steps: NotRequired[Annotated[list[GivenStep], Limit(most=100)]]
 
 
 class Averaging(TypedDict):

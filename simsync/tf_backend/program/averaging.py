@@ -51,7 +51,11 @@ tower's only. Their values tell. The probe (:func:`probe_averaging`):
    batch, with the given model's gradient of the same batch at the same variable values
    (:func:`_given_model`): the towers must take the given model's data, made as the given
    code makes it (:func:`_pipeline`), read no variable the given model's towers do not,
-   and each update must follow the given model's gradient.
+   and each update must follow the given model's gradient. Then the whole step, which
+   applies the updates with the program's settings (a learning rate), runs beside the
+   given model's from the same values and batches (:func:`_descent`): it must go downhill
+   with it, and by a step not much smaller. A setting made with a clock, random numbers or
+   a queue is refused (:func:`_settings_drawn`).
 
 The parent (:func:`simsync.grading.checks.structure`, key ``updates_average_towers``)
 judges the numbers, checked whole (:class:`~simsync.sandbox.wire.Averaging`).
@@ -131,6 +135,7 @@ def _probe(loop: Loop, given: Loop | None) -> dict[str, Any]:
         or _hidden_writes(step)
         or _kept_elsewhere(step, reaches)
         or _state(step, towers, reaches, {t.name for t in flat})
+        or _settings_drawn(step, reaches)
     )
     if problem is not None:
         found["problem"] = problem
@@ -200,7 +205,8 @@ def _probe(loop: Loop, given: Loop | None) -> dict[str, Any]:
         alike.append([_flat(run(fetched, fed([j] * n, later))) for j in range(n)])
     sizes = np.asarray([[_size(flat) for flat in row] for row in alike])
     found["data_weights"], found["data_noise"] = _data_weights(sizes)
-    beside = _written_beside(loop, step, updates, {**base, **fed(list(range(n)))})
+    own = {**base, **fed(list(range(n)))}  # every tower its own batch
+    beside = _written_beside(loop, step, updates, own)
     if beside is not None:
         return {**found, "updates": [], "problem": beside}
     if given is not None:
@@ -210,7 +216,7 @@ def _probe(loop: Loop, given: Loop | None) -> dict[str, Any]:
             return [[_flat(run(fetched, fed([j] * n, batches))) for j in range(n)]]
 
         mine = (step, towers, updates, entries[0])
-        found["given"] = _given_model(loop, given, mine, steps, alike, again)
+        found["given"] = _given_model(loop, given, mine, steps, alike, again, own)
     return found
 
 
@@ -233,9 +239,8 @@ def _written_beside(
     )
     reads = [_value_of(tf, loop.graph, name) for name in written]
     kept = dict(zip(written, loop.observer.real_run(loop.session, reads), strict=True))
-    fetches = [n for call in loop.calls.values() for n in call.fetches]
     after = []
-    for ran in (fetches, [name for name, _ in updates]):
+    for ran in (_fetches(loop), [name for name, _ in updates]):
         loop.observer.real_run(loop.session, ran, feed_dict=feed)
         after.append(dict(zip(written, loop.observer.real_run(loop.session, reads), strict=True)))
         _assign(tf, loop, kept)
@@ -254,8 +259,7 @@ def _step(loop: Loop) -> tuple[list[Any], dict[str, int], Any]:
     """The ops ``loop``'s step runs, in the order they were made, that order, and its
     towers (as the import finds them)."""
     graph = loop.graph
-    fetches = [n for call in loop.calls.values() for n in call.fetches]
-    step = upstream([graph.get_operation_by_name(n) for n in fetches])
+    step = upstream([graph.get_operation_by_name(n) for n in _fetches(loop)])
     order = {op.name: index for index, op in enumerate(graph.get_operations())}
     step.sort(key=lambda op: order[op.name])
     towers = find_towers(
@@ -271,6 +275,7 @@ def _given_model(
     steps: list[list[list[Any]]],
     alike: list[list[list[np.ndarray]]],
     again: Callable[[list[list[Any]]], list[list[list[np.ndarray]]]],
+    own: dict[Any, Any],
 ) -> dict[str, Any]:
     """How each update of ``loop`` compares with the given model's (``given``: the
     reference solution's loop), batch by batch (``mine``: the program's step, towers,
@@ -285,9 +290,11 @@ def _given_model(
     the given model fits with every ``k_b`` alike and positive; a tower that scales or
     turns its gradient by something its data carries (its own number, the sign of a value)
     does not, whatever the weights of :func:`_weights` say, since its weight goes where its
-    data goes.
+    data goes. Then the whole step against the given model's, every tower fed its own batch
+    (``own``, the program's feed of them): :func:`_descent`.
     ``{"problem": None, "variables": [{"variable", "residual", "least", "weights",
-    "noise"}]}``, or a ``problem`` (one line) when they cannot be compared."""
+    "noise"}], "steps": [{"along", "size"}]}``, or a ``problem`` (one line) when they cannot
+    be compared."""
     import tensorflow as tf
 
     step, towers, updates, entries = mine
@@ -362,7 +369,127 @@ def _given_model(
                 "noise": noise,
             }
         )
-    return {"problem": None, "variables": found}
+    g_own = {t: steps[0][i][k] for i, ts in enumerate(g_entries) for k, t in enumerate(ts)}
+    feeds = (own, {**base, **g_own})
+    return {"problem": None, "variables": found, "steps": _descent(tf, loop, given, names, feeds)}
+
+
+#: consecutive whole steps :func:`_descent` takes in each of its rounds, and the rounds
+DESCENT_STEPS = 3
+#: where, between their first values and the program's last, each round sets the step's
+#: counts (the count of steps, an optimizer's powers of its decay): both ends, and two drawn
+#: at random (None)
+DESCENT_ROUNDS = (0.0, 1.0, None, None)
+
+
+def _descent(
+    tf: Any, loop: Loop, given: Loop, names: list[str], feeds: tuple[dict[Any, Any], ...]
+) -> list[dict[str, float]]:
+    """How the program's whole step moves the variables the given model trains (``names``)
+    against the given model's own step, from the same values and batches (``feeds``: the
+    program's and the given model's, every tower its own batch): for each of
+    :data:`DESCENT_STEPS` steps in a row of each of :data:`DESCENT_ROUNDS`, ``along``, the
+    cosine between the two changes (1: the same way; below 0: uphill, as a learning rate
+    below 0 takes it), and ``size``, the program's change as a multiple of the given
+    model's (0: the step does not train). Each round starts from the program's values of
+    ``names``, the optimizers' slots as new and the step's counts (the other variables it
+    writes, of one value each) set between their first values and the program's last: a
+    rate that turns with the count of steps turns somewhere there. The updates' inputs
+    alone (what :func:`_given_model` compares) say nothing of the learning rate. The
+    variables are as they were afterwards."""
+    mine_feed, their_feed = feeds
+    mine_written, mine_kept = _kept(tf, loop)
+    their_written, their_kept = _kept(tf, given)
+    rng = np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
+    model = {name: mine_kept[name] for name in names}
+    try:
+        _fresh(tf, loop, [n for n in mine_written if n not in names])
+        counts = [n for n in mine_written if n not in names and np.size(mine_kept[n]) == 1]
+        first = dict(zip(counts, _read_all(tf, loop, counts), strict=True))
+        mine_reads = [_value_of(tf, loop.graph, name) for name in names]
+        their_reads = [_value_of(tf, given.graph, name) for name in names]
+        found = []
+        for where in DESCENT_ROUNDS:
+            _fresh(tf, loop, [n for n in mine_written if n not in names])
+            _fresh(tf, given, [n for n in their_written if n not in names])
+            share = rng.uniform() if where is None else where
+            _assign(tf, loop, {**model, **_between(first, mine_kept, share)})
+            for _ in range(DESCENT_STEPS):
+                before = dict(zip(names, _read_all(tf, loop, names), strict=True))
+                _assign(tf, given, before)
+                changes = []
+                sides = ((loop, mine_reads, mine_feed), (given, their_reads, their_feed))
+                for side, reads, feed in sides:
+                    side.observer.real_run(side.session, _fetches(side), feed_dict=feed)
+                    after = side.observer.real_run(side.session, reads)
+                    changes.append(
+                        np.concatenate(
+                            [
+                                np.asarray(a, dtype=np.float64).ravel()
+                                - np.asarray(before[n], dtype=np.float64).ravel()
+                                for n, a in zip(names, after, strict=True)
+                            ]
+                        )
+                    )
+                mine, theirs = changes
+                sizes = float(np.linalg.norm(mine)), float(np.linalg.norm(theirs))
+                along = float(mine @ theirs) / (sizes[0] * sizes[1]) if min(sizes) > 0 else 0.0
+                found.append(
+                    {
+                        "along": round(min(max(_finite(along), -1.0), 1.0), 6),
+                        "size": _finite(sizes[0] / sizes[1]) if sizes[1] > 0 else 0.0,
+                    }
+                )
+        return found
+    finally:
+        _assign(tf, loop, mine_kept)
+        _assign(tf, given, their_kept)
+
+
+def _between(first: dict[str, Any], last: dict[str, Any], share: float) -> dict[str, Any]:
+    """Each of ``first``'s variables (counts of one value) at ``share`` of the way from its
+    first value to its last, whole where it counts in whole numbers.
+
+    >>> _between({"step": np.int64(0), "power": np.float32(0.9)},  # float32s: 0.7 or so
+    ...          {"step": np.int64(300), "power": np.float32(0.5)}, 0.5)
+    {'step': 150, 'power': 0.699999988079}
+    """
+    found = {}
+    for name, start in first.items():
+        value = float(start) + share * (float(np.asarray(last[name]).ravel()[0]) - float(start))
+        whole = np.issubdtype(np.asarray(start).dtype, np.integer)
+        found[name] = round(value) if whole else round(value, 12)
+    return found
+
+
+def _read_all(tf: Any, loop: Loop, names: list[str]) -> list[Any]:
+    """The values of ``loop``'s variables ``names`` now."""
+    reads = [_value_of(tf, loop.graph, name) for name in names]
+    return list(loop.observer.real_run(loop.session, reads))
+
+
+def _fetches(loop: Loop) -> list[str]:
+    """What ``loop``'s step runs: every call's fetches."""
+    return [n for call in loop.calls.values() for n in call.fetches]
+
+
+def _kept(tf: Any, loop: Loop) -> tuple[list[str], dict[str, Any]]:
+    """The variables ``loop``'s step writes, and their values now."""
+    step = upstream([loop.graph.get_operation_by_name(n) for n in _fetches(loop)])
+    written = sorted({v for op in step for v in variables_written(op)})
+    reads = [_value_of(tf, loop.graph, name) for name in written]
+    return written, dict(zip(written, loop.observer.real_run(loop.session, reads), strict=True))
+
+
+def _fresh(tf: Any, loop: Loop, names: list[str]) -> None:
+    """Set the variables ``names`` (an optimizer's slots and counts) to their initial
+    values, where the graph says how (its collection of variables)."""
+    with loop.graph.as_default():
+        known = tf.compat.v1.global_variables() + tf.compat.v1.local_variables()
+    wanted = set(names)
+    initializers = [v.initializer for v in known if v.op.name in wanted]
+    if initializers:
+        loop.observer.real_run(loop.session, initializers)
 
 
 def _decay(value: Any, mine: np.ndarray) -> np.ndarray:
@@ -931,6 +1058,36 @@ def _state(step: list[Any], towers: Any, reaches: dict[str, bool], fed: set[str]
             # a reference is read where it goes (a TF1 variable's value): only handles
             # are left, read by the reads above
             stack.extend((t, within) for t in source.inputs if t.dtype.name != "resource")
+    return None
+
+
+def _settings_drawn(step: list[Any], reaches: dict[str, bool]) -> str | None:
+    """Why a setting of a write of the towers' data (its learning rate, its momentum: what
+    :func:`_values` leaves out) changes from run to run otherwise than with the model's
+    state (a clock, random numbers, a queue), which could turn the step when it is not
+    measured; None when none does. A setting may read variables (a rate that decays with
+    the count of steps) and placeholders (a rate fed to each run)."""
+    in_step = {op.name for op in step}
+    for op in step:
+        values = _values(op)
+        if not variables_written(op) or not any(reaches[t.op.name] for t in values):
+            continue
+        kept = {t.name for t in values}
+        stack = [t for t in op.inputs if t.name not in kept and not is_handle(t.dtype.name)]
+        seen: set[str] = set()
+        while stack:
+            tensor = stack.pop()
+            source = tensor.op
+            if source.name in seen or source.name not in in_step or _read(tensor) is not None:
+                continue
+            seen.add(source.name)
+            if _source(source) and not source.type.startswith("Placeholder"):
+                return (
+                    f"'{op.name}' takes a setting (a learning rate, a momentum) made with "
+                    f"'{source.name}' ({source.type}), which changes from run to run: a "
+                    "setting may follow the count of steps, not the time or chance"
+                )
+            stack.extend(t for t in source.inputs if t.dtype.name != "resource")
     return None
 
 
