@@ -289,6 +289,17 @@ def test_a_feed_dict_program_of_unknown_batch_size_imports_with_the_shapes_it_ra
     assert summary["throughput"] == pytest.approx(100 * summary["updates_per_second"])
 
 
+def test_a_loop_of_a_callable_is_the_training_loop():
+    # sess.make_callable([train, loss], feed_list=[images, labels]), called with a batch of
+    # 32 each step: every call is a run of its fetches, fed in the order of its feed list
+    imported = import_program(PROGRAMS / "softmax_callable.py", processes=1)
+    graph = imported.graph
+    assert [c.name for c in graph.clients] == ["main"]
+    assert imported.report["ignored"]["placeholders (fed by sess.run)"] == 2
+    assert graph.tensor("MatMul", "softmax_cross_entropy_with_logits/Reshape").shape == (32, 3)
+    assert graph.variables["weights"].shape == (20, 3)
+
+
 def test_crosscheck_of_threads_measures_them_together_and_compares_their_updates():
     # several threads calling sess.run(train_op): measured as the program runs them, all at
     # once, so each thread's step and their updates per second are compared

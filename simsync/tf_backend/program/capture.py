@@ -15,8 +15,9 @@ What is observed, by wrapping ``BaseSession.__init__`` and ``BaseSession.run`` (
    as the program asked (initialisers, a queue filled, a first step). The **training loop**
    of a thread is found when it calls ``run`` a second time with the same fetches, and they
    update a trainable variable or push a gradient to a ``ConditionalAccumulator`` (a worker
-   of ``SyncReplicasOptimizer``). A queue runner's thread runs its enqueue op through
-   ``make_callable``, not ``run``, so it is never a loop (though the chief's runner of
+   of ``SyncReplicasOptimizer``). A call of a callable the program made with
+   ``make_callable`` is a run of its fetches; a queue runner's thread runs its enqueue op
+   through one, which is never a loop (though the chief's runner of
    ``SyncReplicasOptimizer`` runs the update). The first thread to get
    there waits until no other thread joins a loop for :data:`SETTLE_SECONDS`, so N threads
    calling ``sess.run(train_op)`` are N clients; the others block where they are. Then the
@@ -195,7 +196,11 @@ class Observer:
 
         def make_callable(self: Any, fetches: Any, *args: Any, **kwargs: Any) -> Any:
             """A queue runner's thread runs its enqueue op through a callable: one that
-            traces its runs while :attr:`tracing` is set, for the chief's runner."""
+            traces its runs while :attr:`tracing` is set, for the chief's runner. Any other
+            callable (a program's loop of ``sess.make_callable(train_op)``) is a run of
+            its fetches each time it is called, observed as ``run`` is."""
+            if not observer.runs_enqueue(fetches):
+                return observed_callable(self, fetches, *args, **kwargs)
             if args or kwargs or not observer.waits_for_accumulator(self.graph, fetches):
                 return real_make_callable(self, fetches, *args, **kwargs)
             inner = real_make_callable(self, fetches, accept_options=True)
@@ -224,6 +229,18 @@ class Observer:
                 return out
 
             return runner_run
+
+        def observed_callable(
+            self: Any, fetches: Any, feed_list: Any = None, accept_options: bool = False
+        ) -> Any:
+            inner = real_make_callable(self, fetches, feed_list, accept_options)
+            fed = list(feed_list) if feed_list is not None else []
+
+            def called(*values: Any, **kwargs: Any) -> Any:
+                observer.before_run(self, fetches, dict(zip(fed, values, strict=False)) or None)
+                return inner(*values, **kwargs)
+
+            return called
 
         def create_threads(self: Any, *args: Any, **kwargs: Any) -> Any:
             if all(self is not known for known in observer.runners):
@@ -348,6 +365,10 @@ class Observer:
             if all(r is not f for f in found) and r.queue.queue_ref.graph is graph
         ]
         return found
+
+    def runs_enqueue(self, fetches: Any) -> bool:
+        """Whether ``fetches`` is the enqueue op of a queue runner the program started."""
+        return any(fetches is op for runner in self.runners for op in runner.enqueue_ops)
 
     def waits_for_accumulator(self, graph: Any, fetches: Any) -> bool:
         """Whether running ``fetches`` takes from an accumulator (once per fetch set; False
