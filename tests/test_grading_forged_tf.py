@@ -971,7 +971,7 @@ IN_PYTHON = (
     ("name", "edits", "said"),
     [
         ("uphill", UPHILL, "your training's step 1 goes uphill"),
-        ("turning", TURNING, "your training's step 2 goes uphill"),
+        ("turning", TURNING, "goes uphill where the given model's goes down"),
         ("clocked", CLOCKED, "(Timestamp), which changes from run to run"),
         ("in python", IN_PYTHON, "keep the given learning rate, and train in the graph"),
     ],
