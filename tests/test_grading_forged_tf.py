@@ -510,6 +510,15 @@ def _edited(tmp_path: Path, name: str, *edits: tuple[str, str]) -> Path:
     return folder
 
 
+def _measured(tmp_path: Path, given: Any, name: str, edits: tuple[tuple[str, str], ...]) -> Any:
+    """The averaging measured of the reference's program with ``edits`` made, beside the
+    given model (``given``: the reference's export)."""
+    folder = _edited(tmp_path, name, *edits)
+    return import_program(
+        folder / "train.py", export=True, cache=False, processes=1, given=given
+    ).averaging
+
+
 APPLY = (
     "        train_op = opt.apply_gradients("
     'grads, global_step=global_step, name="apply_gradients")\n'
@@ -865,10 +874,7 @@ def test_an_update_its_data_turns_against_the_given_models_gradient_is_refused(
     against the gradient. Compared batch by batch with the given model's, it does not
     follow it; data made otherwise than by the given code could tell the measuring from
     training, and is refused."""
-    folder = _edited(tmp_path, name, *edits)
-    averaging = import_program(
-        folder / "train.py", export=True, cache=False, processes=1, given=given
-    ).averaging
+    averaging = _measured(tmp_path, given, name, edits)
     assert averaging is not None and averaging["problem"] is None, averaging
     for update in averaging["updates"]:  # in any one step: a mean
         assert update["weights"] == pytest.approx([0.25] * 4, abs=1e-3), update
@@ -926,10 +932,7 @@ NESTEROV = (
 def test_an_honest_mean_follows_the_given_models_gradient(tmp_path, given, name, edits):
     """Weight decay (a part of no batch's), a mean in bfloat16 and Adam's update: each
     update follows the given model's gradient, batch by batch, every tower's alike."""
-    folder = _edited(tmp_path, name, *edits)
-    averaging = import_program(
-        folder / "train.py", export=True, cache=False, processes=1, given=given
-    ).averaging
+    averaging = _measured(tmp_path, given, name, edits)
     assert averaging is not None and _averages({"averaging": averaging}) == [], averaging
     found = averaging["given"]["variables"]
     assert sorted(v["variable"] for v in found) == [
@@ -983,10 +986,7 @@ def test_a_step_that_does_not_train_as_the_given_model_does_is_refused(
     0, one that turns with the count of steps or with the clock, or so small that Python
     does the training (tower_0's gradient loaded into the variables). The whole step, run
     from the same values and batches as the given model's, goes uphill or hardly moves."""
-    folder = _edited(tmp_path, name, *edits)
-    averaging = import_program(
-        folder / "train.py", export=True, cache=False, processes=1, given=given
-    ).averaging
+    averaging = _measured(tmp_path, given, name, edits)
     assert averaging is not None
     (problem,) = _averages({"averaging": averaging})
     assert said in problem, problem
@@ -1047,10 +1047,7 @@ def test_a_step_that_changes_its_model_otherwise_than_its_measured_update_is_ref
     """The twelfth attack: each update measured is a mean, and the step moves the model
     otherwise: a write after it, a change in place of a variable's memory, a drift added to
     every update (no weight decay: not a multiple of the variable), rows chosen by data."""
-    folder = _edited(tmp_path, name.replace(" ", "_"), *edits)
-    averaging = import_program(
-        folder / "train.py", export=True, cache=False, processes=1, given=given
-    ).averaging
+    averaging = _measured(tmp_path, given, name.replace(" ", "_"), edits)
     assert averaging is not None
     problems = _averages({"averaging": averaging})
     assert len(problems) == 1 and re.search(said, problems[0]), problems
