@@ -148,6 +148,15 @@ def test_threads_calling_sess_run_are_clients():
         ("bad_raises.py", ["bad_raises.py:3", "ValueError", "no data folder given"]),
         ("bad_no_session.py", ["without calling Session.run", "tf.compat.v1"]),
         ("bad_eager.py", ["ran eagerly", "not supported"]),
+        # TensorFlow's own words first: the op, and what went wrong in it
+        (
+            "bad_op.py",
+            [
+                "bad_op.py:10",
+                "InvalidArgumentError at 'assert_positive/",
+                "the count must be positive",
+            ],
+        ),
     ],
 )
 def test_bad_programs_get_one_clear_line(program, words):

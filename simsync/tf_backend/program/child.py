@@ -33,6 +33,7 @@ import io
 import json
 import math
 import os
+import re
 import runpy
 import shutil
 import sys
@@ -101,7 +102,7 @@ def main(request_path: str, folder: str, work: str) -> int:
         except Ended as ended:  # said in a line of its own
             say(error=str(ended))
         except BaseException as error:
-            say(error=f"could not read the training loop: {type(error).__name__}: {error}")
+            say(error=f"could not read the training loop: {_cause(error)}")
         if task is None:
             os._exit(0)
         # a task of a cluster trains on, as written: the other workers may wait for its
@@ -187,8 +188,42 @@ def _described(error: BaseException, program: Path) -> str:
     frames = traceback.extract_tb(error.__traceback__)
     inside = [f for f in frames if Path(f.filename).parent == program.parent]
     where = f"{Path(inside[-1].filename).name}:{inside[-1].lineno}: " if inside else ""
-    message = " ".join(str(error).split())[:300]
-    return f"{where}{type(error).__name__}: {message}"
+    return f"{where}{_cause(error)}"
+
+
+#: lines of TensorFlow's message for an op's error that say where, not what
+_WHERE_LINES = re.compile(
+    r"^(Graph execution error|Detected at node|Node:|File |\[\[|\d+ root error|"
+    r"\d+ successful operations|\d+ derived errors|Errors may have originated)"
+)
+
+
+def _cause(error: BaseException) -> str:
+    """``NotFoundError at 'RestoreV2': what went wrong``: one line of at most 300 characters;
+    of TensorFlow's error for an op, its first cause and the op, not the lines that say
+    where each root error was detected.
+
+    >>> class NotFoundError(Exception): pass
+    >>> _cause(NotFoundError("Graph execution error:\\n\\nDetected at node 'RestoreV2' "
+    ...     "defined at (most recent call last):\\nNode: 'RestoreV2'\\n2 root error(s) found.\\n"
+    ...     "  (0) NOT_FOUND: Failed to find any matching files for /tmp/m\\n"
+    ...     "\\t [[{{node RestoreV2}}]]\\n  (1) NOT_FOUND: Failed"))
+    "NotFoundError at 'RestoreV2': Failed to find any matching files for /tmp/m"
+    >>> _cause(ValueError("a\\n b"))
+    'ValueError: a b'
+    """
+    text = str(error)
+    node = re.search(r"\{\{node ([^}]+)\}\}|^Node: '([^']+)'", text, re.MULTILINE)
+    lines = [line.strip() for line in text.splitlines()]
+    causes = [
+        re.sub(r"^\(\d+\) [A-Z_]+: ", "", line)
+        for line in lines
+        if line and not _WHERE_LINES.match(line)
+    ]
+    if node is None or not causes:
+        return f"{type(error).__name__}: {' '.join(text.split())[:300]}"
+    where = node.group(1) or node.group(2)
+    return f"{type(error).__name__} at '{where}': {' '.join(causes[0].split())[:300]}"
 
 
 def _meta(tf: Any, path: Path, observer: Any, request: dict[str, Any]) -> None:
