@@ -9,11 +9,11 @@ machine hits both. Reported: each round's seconds, and the work-rate ratio (scri
 simsync seconds), median and spread over the rounds.
 
 - **sync**: 256 towers x 200 steps (``--sync T S``), a linear model (32 features, 10
-  outputs, 32 examples per tower), constant 10 ms of compute per tower (1/3 forward), free
-  transfers and zero-cost ops around it. The script's towers draw the same batches (simsync's
-  data source: data, not model) and compute the gradients and the averaged SGD step by hand;
-  it must end at simsync's simulated time and with simsync's parameters (to 1e-9), or the
-  benchmark stops: the two did the same work.
+  outputs, 32 examples per tower; ``--tiny``: 4 features, 4 examples), constant 10 ms of
+  compute per tower (1/3 forward), free transfers and zero-cost ops around it. The script's
+  towers draw the same batches (simsync's data source: data, not model) and compute the
+  gradients and the averaged SGD step by hand; it must end at simsync's simulated time and
+  with simsync's parameters (to 1e-9), or the benchmark stops: the two did the same work.
 - **async**: 500 workers x 100 updates each (``--async W U``), softmax model, exponential
   compute (mean 10 ms), the locked apply: each worker reads the parameters, computes its
   gradient, then applies it under the lock. The draws differ from simsync's (the script has
@@ -24,6 +24,7 @@ simsync seconds), median and spread over the rounds.
     python bench/handwritten.py                  # both, 3 interleaved rounds (about 1 minute)
     python bench/handwritten.py --rounds 5
     python bench/handwritten.py --sync 64 50 --async 100 50 --rounds 1   # a quick look
+    python bench/handwritten.py --tiny           # 4 features, batches of 4: the engine alone
 
 The targets (the speed issue): sync >= 0.75, async >= 0.5 of the script's work rate.
 """
@@ -34,6 +35,7 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable, Generator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -51,7 +53,25 @@ from simsync.scenario import (
 )
 
 SEED = 0
-FEATURES, OUTPUTS, BATCH, RATE = 32, 10, 32, 0.1
+OUTPUTS, RATE = 10, 0.1
+
+
+@dataclass(frozen=True)
+class Size:
+    """The model's features and each batch's examples: 32 and 32, or 4 and 4 (``--tiny``),
+    where the numerics cost next to nothing and the engine's own cost per event shows."""
+
+    features: int = 32
+    batch: int = 32
+
+    def spec(self, kind: str) -> ModelSpec:
+        return ModelSpec(kind, self.features, OUTPUTS, batch_size=self.batch)
+
+    def config(self, kind: str) -> ModelConfig:
+        return ModelConfig(kind, self.features, OUTPUTS, batch_size=self.batch)
+
+
+TINY = Size(4, 4)
 
 
 # -- the model, by hand -------------------------------------------------------------------------
@@ -74,20 +94,20 @@ def gradients(kind: str, w: np.ndarray, b: np.ndarray, x: np.ndarray, y: np.ndar
 # -- sync: the tower loop -----------------------------------------------------------------------
 
 
-def sync_scenario(towers: int, steps: int) -> Scenario:
+def sync_scenario(towers: int, steps: int, size: Size) -> Scenario:
     return Scenario(
         "handwritten-sync",
         cluster=ClusterConfig(towers, link=LinkConfig(float("inf"), 0.0)),
         compute=ComputeConfig("constant", 0.01),
         costs={"read": 0.0, "dequeue": 0.0, "aggregate": 0.0, "apply": 0.0},
-        model=ModelConfig(kind="linear", features=FEATURES, classes=OUTPUTS, batch_size=BATCH),
+        model=size.config("linear"),
     ).with_run(steps=steps, seed=SEED)
 
 
-def hand_sync(towers: int, steps: int) -> tuple[dict[str, np.ndarray], float]:
+def hand_sync(towers: int, steps: int, size: Size) -> tuple[dict[str, np.ndarray], float]:
     """The tower loop by hand: one GPU ``Resource`` per tower, a client that starts every
     tower's process each step and waits for all of them, then averages and applies."""
-    spec = ModelSpec(kind="linear", features=FEATURES, classes=OUTPUTS, batch_size=BATCH)
+    spec = size.spec("linear")
     first = init_params(spec, SEED)
     w, b = first["layer_0/kernel"].copy(), first["layer_0/bias"].copy()
     batches = batch_source(spec, SEED)
@@ -117,8 +137,8 @@ def hand_sync(towers: int, steps: int) -> tuple[dict[str, np.ndarray], float]:
     return {"layer_0/kernel": w, "layer_0/bias": b}, env.now
 
 
-def ours_sync(towers: int, steps: int) -> tuple[dict[str, np.ndarray], float]:
-    sim = simulate(sync_scenario(towers, steps))
+def ours_sync(towers: int, steps: int, size: Size) -> tuple[dict[str, np.ndarray], float]:
+    sim = simulate(sync_scenario(towers, steps, size))
     summary(sim)  # as simsync simulate --json does
     return dict(sim.trace.params), max(s.end for s in sim.trace.steps)
 
@@ -136,21 +156,21 @@ def same_sync(hand: tuple[Any, float], ours: tuple[Any, float]) -> None:
 # -- async: workers updating under a lock ------------------------------------------------------
 
 
-def async_scenario(workers: int, updates: int) -> Scenario:
+def async_scenario(workers: int, updates: int, size: Size) -> Scenario:
     return Scenario(
         "handwritten-async",
         cluster=ClusterConfig(workers),
         compute=ComputeConfig("exponential", 0.01),
-        model=ModelConfig(kind="softmax", features=FEATURES, classes=OUTPUTS, batch_size=BATCH),
+        model=size.config("softmax"),
         training=TrainingConfig(mode="async"),
     ).with_run(steps=updates, seed=SEED)
 
 
-def hand_async(workers: int, updates: int) -> tuple[int, float]:
+def hand_async(workers: int, updates: int, size: Size) -> tuple[int, float]:
     """Asynchronous workers by hand: each reads the parameters (their version), computes its
     gradient on its own device for an exponential time, then applies it under the lock.
     Returns the updates applied and their mean staleness."""
-    spec = ModelSpec(kind="softmax", features=FEATURES, classes=OUTPUTS, batch_size=BATCH)
+    spec = size.spec("softmax")
     first = init_params(spec, SEED)
     params = {"w": first["layer_0/kernel"].copy(), "b": first["layer_0/bias"].copy()}
     batches = batch_source(spec, SEED)
@@ -181,8 +201,8 @@ def hand_async(workers: int, updates: int) -> tuple[int, float]:
     return version, statistics.fmean(stale)
 
 
-def ours_async(workers: int, updates: int) -> tuple[int, float]:
-    result = summary(simulate(async_scenario(workers, updates), detail=False))
+def ours_async(workers: int, updates: int, size: Size) -> tuple[int, float]:
+    result = summary(simulate(async_scenario(workers, updates, size), detail=False))
     return result["updates_applied"], result["staleness"]["mean"]
 
 
@@ -235,23 +255,32 @@ def main() -> None:
     parser.add_argument("--async", dest="asynchronous", nargs=2, type=int,
                         default=(500, 100), metavar=("W", "U"))  # fmt: skip
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--tiny",
+        action="store_true",
+        help="a model of 4 features and batches of 4: the numerics cost next to nothing, so "
+        "the engine's own cost per event is what is measured",
+    )
     args = parser.parse_args()
     towers, steps = args.sync
     workers, updates = args.asynchronous
-    print(f"sync: {towers} towers x {steps} steps, linear model, numerics on")
+    size = TINY if args.tiny else Size()
+    model = f"{size.features} features, batches of {size.batch}"
+    print(f"sync: {towers} towers x {steps} steps, linear model ({model}), numerics on")
     contest(
         "sync",
-        lambda: hand_sync(towers, steps),
-        lambda: ours_sync(towers, steps),
+        lambda: hand_sync(towers, steps, size),
+        lambda: ours_sync(towers, steps, size),
         same_sync,
         args.rounds,
         0.75,
     )
-    print(f"async: {workers} workers x {updates} updates each, softmax model, numerics on")
+    print(f"async: {workers} workers x {updates} updates each, softmax model ({model}), "
+          "numerics on")  # fmt: skip
     contest(
         "async",
-        lambda: hand_async(workers, updates),
-        lambda: ours_async(workers, updates),
+        lambda: hand_async(workers, updates, size),
+        lambda: ours_async(workers, updates, size),
         lambda hand, ours: same_async(hand, ours, workers),
         args.rounds,
         0.5,
