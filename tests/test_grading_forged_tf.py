@@ -941,10 +941,15 @@ def test_an_honest_mean_follows_the_given_models_gradient(tmp_path, given, name,
     for variable in found:
         assert variable["least"] > 0.9 and variable["residual"] < 0.05, variable
     steps = averaging["given"]["steps"]  # whole steps downhill, at four counts of steps
-    assert len(steps) == 12 and all(s["along"] > 0.5 and s["size"] > 0.5 for s in steps), steps
+    assert len(steps) == 12, steps
+    for step in steps:  # each of the four variables the given model trains
+        assert len(step["along"]) == len(step["size"]) == 4, step
+        assert min(step["along"]) > 0.5 and min(step["size"]) > 0.5, step
+    assert averaging["given"]["rate_turns_at"] == -1  # at no count of steps
 
 
 OPTIMIZER = "        opt = tf.compat.v1.train.GradientDescentOptimizer(0.1)\n"
+
 LOOP = "            _, loss_value = sess.run([train_op, loss])\n"
 #: the twelfth attack's: what the step's updates compute is a mean, the step is not training
 #: as the given model does (its learning rate, or training done in Python)
@@ -959,8 +964,37 @@ CLOCKED = (
      "        rate = 0.1 * tf.sin(tf.cast(tf.timestamp(), tf.float32))\n"
      "        opt = tf.compat.v1.train.GradientDescentOptimizer(rate)\n"),
 )  # fmt: skip
+#: the thirteenth attack's: a rate that turns once training is past the count the
+#: measuring saw (the program stops there: 300 to 500 steps), half of its 1,000
+LATE = (
+    (OPTIMIZER,
+     "        rate = tf.where(global_step < 5000, 0.1, -0.1)\n"
+     "        opt = tf.compat.v1.train.GradientDescentOptimizer(rate)\n"),
+)  # fmt: skip
+#: a second optimizer, its rate below 0, for one variable
+SECOND = (
+    (APPLY,
+     "        keep = [(g, v) for g, v in grads if v.op.name != 'hidden/weights']\n"
+     "        flip = [(g, v) for g, v in grads if v.op.name == 'hidden/weights']\n"
+     "        first = opt.apply_gradients(keep, global_step=global_step)\n"
+     "        second = tf.compat.v1.train.GradientDescentOptimizer(-0.1).apply_gradients(flip)\n"
+     '        train_op = tf.group(first, second, name="apply_gradients")\n'),
+)  # fmt: skip
+#: a rate that the loop may feed otherwise once the measuring is over
+FED = (
+    (OPTIMIZER,
+     "        rate = tf.compat.v1.placeholder_with_default(0.1, [], name='rate')\n"
+     "        opt = tf.compat.v1.train.GradientDescentOptimizer(rate)\n"),
+)  # fmt: skip
+#: one variable's gradient scaled to nothing: it is not trained
+FROZEN = (
+    ("        average_grads.append((grad, grad_and_vars[0][1]))\n",
+     "        if grad_and_vars[0][1].op.name == 'softmax_linear/weights':\n"
+     "            grad = grad * 1e-6\n"
+     "        average_grads.append((grad, grad_and_vars[0][1]))\n"),
+)  # fmt: skip
 IN_PYTHON = (
-    (OPTIMIZER, OPTIMIZER.replace("0.1", "1e-4")),
+    (OPTIMIZER, OPTIMIZER.replace("0.1", "1e-5")),
     (LOOP,
      "            model = [v for _, v in tower_grads[0]]\n"
      "            _, loss_value, grads0, values = sess.run(\n"
@@ -973,10 +1007,14 @@ IN_PYTHON = (
 @pytest.mark.parametrize(
     ("name", "edits", "said"),
     [
-        ("uphill", UPHILL, "your training's step 1 goes uphill"),
-        ("turning", TURNING, "goes uphill where the given model's goes down"),
+        ("uphill", UPHILL, "is below 0 at a count of steps of 0 ("),
+        ("turning", TURNING, "is below 0 at a count of steps of 1 ("),
+        ("late", LATE, "is below 0 at a count of steps of 5,000 ("),
+        ("second optimizer", SECOND, "is below 0 at a count of steps of 0 ("),
         ("clocked", CLOCKED, "(Timestamp), which changes from run to run"),
-        ("in python", IN_PYTHON, "keep the given learning rate, and train in the graph"),
+        ("fed", FED, "fed from Python ('rate', PlaceholderWithDefault)"),
+        ("in python", IN_PYTHON, "train it in the graph, at a rate not so small"),
+        ("frozen", FROZEN, "changes 'softmax_linear/weights' at most 1e-06 times"),
     ],
 )
 def test_a_step_that_does_not_train_as_the_given_model_does_is_refused(

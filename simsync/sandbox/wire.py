@@ -375,10 +375,11 @@ class GivenStep(TypedDict):
     """One whole step of a graded program against the given model's, from the same values
     and batches (:func:`~simsync.tf_backend.program.averaging._descent`)."""
 
-    #: the cosine between the two steps' changes of the variables (below 0: uphill)
-    along: Annotated[float, Limit(low=-1, high=1)]
-    #: the program's change as a multiple of the given model's (0: it does not train)
-    size: Annotated[float, Limit(low=0, high=1e300)]
+    #: for each variable the given model trains (in the order of ``GivenFound.variables``),
+    #: the cosine between the two steps' changes of it (below 0: uphill)
+    along: Annotated[list[Annotated[float, Limit(low=-1, high=1)]], Limit(most=100_000)]
+    #: and the program's change of it as a multiple of the given model's (0: not trained)
+    size: Annotated[list[Annotated[float, Limit(low=0, high=1e300)]], Limit(most=100_000)]
 
 
 class GivenFound(TypedDict):
@@ -387,6 +388,8 @@ class GivenFound(TypedDict):
     problem: Message | None
     variables: Annotated[list[GivenVariable], Limit(most=100_000)]
     steps: NotRequired[Annotated[list[GivenStep], Limit(most=100)]]
+    #: the first count of steps at which a learning rate of the updates is below 0 (-1: none)
+    rate_turns_at: NotRequired[Annotated[float, Limit(low=-1, high=1e300)]]
 
 
 class Averaging(TypedDict):

@@ -371,7 +371,8 @@ def _given_model(
         )
     g_own = {t: steps[0][i][k] for i, ts in enumerate(g_entries) for k, t in enumerate(ts)}
     feeds = (own, {**base, **g_own})
-    return {"problem": None, "variables": found, "steps": _descent(tf, loop, given, names, feeds)}
+    descended, turns = _descent(tf, loop, given, names, feeds)
+    return {"problem": None, "variables": found, "steps": descended, "rate_turns_at": turns}
 
 
 #: consecutive whole steps :func:`_descent` takes in each of its rounds, and the rounds
@@ -384,19 +385,19 @@ DESCENT_ROUNDS = (0.0, 1.0, None, None)
 
 def _descent(
     tf: Any, loop: Loop, given: Loop, names: list[str], feeds: tuple[dict[Any, Any], ...]
-) -> list[dict[str, float]]:
+) -> tuple[list[dict[str, list[float]]], float]:
     """How the program's whole step moves the variables the given model trains (``names``)
     against the given model's own step, from the same values and batches (``feeds``: the
     program's and the given model's, every tower its own batch): for each of
-    :data:`DESCENT_STEPS` steps in a row of each of :data:`DESCENT_ROUNDS`, ``along``, the
-    cosine between the two changes (1: the same way; below 0: uphill, as a learning rate
-    below 0 takes it), and ``size``, the program's change as a multiple of the given
-    model's (0: the step does not train). Each round starts from the program's values of
-    ``names``, the optimizers' slots as new and the step's counts (the other variables it
-    writes, of one value each) set between their first values and the program's last (a
-    rate that turns with the count of steps turns somewhere there), and takes one step
-    unmeasured before its own. The updates' inputs
-    alone (what :func:`_given_model` compares) say nothing of the learning rate. The
+    :data:`DESCENT_STEPS` steps in a row of each of :data:`DESCENT_ROUNDS`, for each of
+    ``names`` (:func:`_compared`), ``along``, the cosine between the two changes (1: the
+    same way; below 0: uphill, as a learning rate below 0 takes it), and ``size``, the
+    program's change as a multiple of the given model's (0: the step does not train it).
+    Each round starts from the program's values of ``names``, the optimizers' slots as new
+    and the step's counts (the other variables it writes, of one value each) set between
+    their first values and the program's last, and takes one step unmeasured before its
+    own. The updates' inputs alone (what :func:`_given_model` compares) say nothing of the
+    learning rate. Then where a learning rate turns below 0 (:func:`_rate_turns`). The
     variables are as they were afterwards."""
     mine_feed, their_feed = feeds
     mine_written, mine_kept = _kept(tf, loop)
@@ -427,27 +428,35 @@ def _descent(
                     side.observer.real_run(side.session, _fetches(side), feed_dict=feed)
                     after = side.observer.real_run(side.session, reads)
                     changes.append(
-                        np.concatenate(
-                            [
-                                np.asarray(a, dtype=np.float64).ravel()
-                                - np.asarray(before[n], dtype=np.float64).ravel()
-                                for n, a in zip(names, after, strict=True)
-                            ]
-                        )
+                        [
+                            np.asarray(a, dtype=np.float64).ravel()
+                            - np.asarray(before[n], dtype=np.float64).ravel()
+                            for n, a in zip(names, after, strict=True)
+                        ]
                     )
-                mine, theirs = changes
-                sizes = float(np.linalg.norm(mine)), float(np.linalg.norm(theirs))
-                along = float(mine @ theirs) / (sizes[0] * sizes[1]) if min(sizes) > 0 else 0.0
-                found.append(
-                    {
-                        "along": round(min(max(_finite(along), -1.0), 1.0), 6),
-                        "size": _finite(sizes[0] / sizes[1]) if sizes[1] > 0 else 0.0,
-                    }
-                )
-        return found
+                found.append(_compared(*changes))
+        return found, _rate_turns(tf, loop, names)
     finally:
         _assign(tf, loop, mine_kept)
         _assign(tf, given, their_kept)
+
+
+def _compared(mine: list[np.ndarray], theirs: list[np.ndarray]) -> dict[str, list[float]]:
+    """Each variable's change by the program's step (``mine``) against the given model's
+    (``theirs``): ``along``, their cosine (1 where either is no change: the sizes tell),
+    and ``size``, the program's as a multiple of the given model's (1 where the given
+    model's is no change).
+
+    >>> _compared([np.array([1.0, 0.0]), np.zeros(2)], [np.array([2.0, 0.0]), np.ones(2)])
+    {'along': [1.0, 1.0], 'size': [0.5, 0.0]}
+    """
+    along, size = [], []
+    for one, other in zip(mine, theirs, strict=True):
+        sizes = float(np.linalg.norm(one)), float(np.linalg.norm(other))
+        cosine = float(one @ other) / (sizes[0] * sizes[1]) if min(sizes) > 0 else 1.0
+        along.append(round(min(max(_finite(cosine), -1.0), 1.0), 6))
+        size.append(_finite(sizes[0] / sizes[1]) if sizes[1] > 0 else 1.0)
+    return {"along": along, "size": size}
 
 
 def _between(first: dict[str, Any], last: dict[str, Any], share: float) -> dict[str, Any]:
@@ -470,6 +479,51 @@ def _read_all(tf: Any, loop: Loop, names: list[str]) -> list[Any]:
     """The values of ``loop``'s variables ``names`` now."""
     reads = [_value_of(tf, loop.graph, name) for name in names]
     return list(loop.observer.real_run(loop.session, reads))
+
+
+#: the inputs of an update that are its learning rate
+RATES = frozenset({"alpha", "lr", "learning_rate"})
+#: the counts :func:`_rate_turns` sets the step's other variables to: every count to 10,
+#: then 1, 2 and 5 times each power of 10 to 10^9
+SWEPT = (*range(11), *(k * 10**e for e in range(1, 10) for k in (1, 2, 5) if k * 10**e > 10))
+
+
+def _rate_turns(tf: Any, loop: Loop, names: list[str]) -> float:
+    """The first count of :data:`SWEPT` at which a learning rate of an update of the
+    variables ``names`` (a rate that a schedule makes of the count of steps) is below 0,
+    with every other variable the step writes (its counts, of any shape, and an optimizer's
+    slots) set to it; -1 when none is. A rate that turns once training is past what the
+    rounds of :func:`_descent` measure (a count it reaches later) turns here. The
+    variables are left set: the caller puts them back."""
+    step = upstream([loop.graph.get_operation_by_name(n) for n in _fetches(loop)])
+    wanted = set(names)
+    rates: list[Any] = []
+    counts: set[str] = set()
+    for op in step:
+        written = variables_written(op)
+        counts.update(v for v in written if v not in wanted)
+        if not wanted & set(written):
+            continue
+        args = [arg.name for arg in op.op_def.input_arg]
+        if len(args) == len(op.inputs):
+            rates.extend(t for t, arg in zip(op.inputs, args, strict=True) if arg in RATES)
+    if not rates:
+        return -1.0
+    shapes = {name: _shape_of(loop.graph, name) for name in sorted(counts)}
+    for count in SWEPT:
+        _assign(tf, loop, {name: np.full(shape, count) for name, shape in shapes.items()})
+        values = loop.observer.real_run(loop.session, rates)
+        if any(np.any(np.asarray(v, dtype=np.float64) < 0) for v in values):
+            return float(count)
+    return -1.0
+
+
+def _shape_of(graph: Any, name: str) -> list[int]:
+    """The shape of the variable ``name`` of ``graph``."""
+    import tensorflow as tf
+
+    shape = tf.TensorShape(graph.get_operation_by_name(name).get_attr("shape"))
+    return [d or 0 for d in shape.as_list()]
 
 
 def _fetches(loop: Loop) -> list[str]:
@@ -1068,9 +1122,10 @@ def _state(step: list[Any], towers: Any, reaches: dict[str, bool], fed: set[str]
 def _settings_drawn(step: list[Any], reaches: dict[str, bool]) -> str | None:
     """Why a setting of a write of the towers' data (its learning rate, its momentum: what
     :func:`_values` leaves out) changes from run to run otherwise than with the model's
-    state (a clock, random numbers, a queue), which could turn the step when it is not
-    measured; None when none does. A setting may read variables (a rate that decays with
-    the count of steps) and placeholders (a rate fed to each run)."""
+    state (a clock, random numbers, a queue) or is fed from Python (a placeholder, even one
+    with a default: what the loop feeds later is its process's word), which could turn the
+    step when it is not measured; None when none does. A setting may read variables (a
+    rate that decays with the count of steps)."""
     in_step = {op.name for op in step}
     for op in step:
         values = _values(op)
@@ -1085,7 +1140,14 @@ def _settings_drawn(step: list[Any], reaches: dict[str, bool]) -> str | None:
             if source.name in seen or source.name not in in_step or _read(tensor) is not None:
                 continue
             seen.add(source.name)
-            if _source(source) and not source.type.startswith("Placeholder"):
+            if source.type.startswith("Placeholder"):
+                return (
+                    f"'{op.name}' takes a setting (a learning rate, a momentum) fed from "
+                    f"Python ('{source.name}', {source.type}): what a loop feeds is its "
+                    "process's word, not graded; make it in the graph (a constant, or a "
+                    "schedule of the global step)"
+                )
+            if _source(source):
                 return (
                     f"'{op.name}' takes a setting (a learning rate, a momentum) made with "
                     f"'{source.name}' ({source.type}), which changes from run to run: a "

@@ -209,8 +209,8 @@ def _cause(error: BaseException) -> str:
     ...     "  (0) NOT_FOUND: Failed to find any matching files for /tmp/m\\n"
     ...     "\\t [[{{node RestoreV2}}]]\\n  (1) NOT_FOUND: Failed"))
     "NotFoundError at 'RestoreV2': Failed to find any matching files for /tmp/m"
-    >>> _cause(ValueError("a\\n b"))
-    'ValueError: a b'
+    >>> _cause(ValueError("a\\n b")), _cause(NotImplementedError())
+    ('ValueError: a b', 'NotImplementedError')
     """
     text = str(error)
     node = re.search(r"\{\{node ([^}]+)\}\}|^Node: '([^']+)'", text, re.MULTILINE)
@@ -221,7 +221,8 @@ def _cause(error: BaseException) -> str:
         if line and not _WHERE_LINES.match(line)
     ]
     if node is None or not causes:
-        return f"{type(error).__name__}: {' '.join(text.split())[:300]}"
+        said = " ".join(text.split())[:300]
+        return f"{type(error).__name__}: {said}" if said else type(error).__name__
     where = node.group(1) or node.group(2)
     return f"{type(error).__name__} at '{where}': {' '.join(causes[0].split())[:300]}"
 
