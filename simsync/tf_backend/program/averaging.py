@@ -344,6 +344,12 @@ def _given_model(
     for name in names:
         mine_v = _per_batch(alike, written[name])
         theirs_v = _per_batch(their_runs, g_written[name])
+        if len(written[name]) != len(g_written[name]):
+            return _uncompared(
+                f"'{name}' is written with the towers' data by {len(written[name])} inputs "
+                f"of your step's updates, the given model's by {len(g_written[name])}: "
+                "apply one update to each variable, as the given model does"
+            )
         if mine_v.shape != theirs_v.shape:
             return _uncompared(
                 f"the update of '{name}' takes {mine_v.shape[1]:,} values with the towers' "
