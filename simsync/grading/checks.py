@@ -229,9 +229,9 @@ def _step_problem(steps: list[dict[str, list[float]]], names: list[str]) -> list
     same values and batches (:func:`~simsync.tf_backend.program.averaging._descent`), for
     each variable the given model trains (``names``): every step that changes it by more
     than rounding must take it downhill as the given model's does (a positive cosine: any
-    optimizer's step does), and its
-    largest change must be at least :data:`STEP_SIZE_LEAST` of the given model's (a rate
-    that warms up or decays trains it at some count).
+    optimizer's step does), and its largest change must be at least
+    :data:`STEP_SIZE_LEAST` of the given model's (a rate that warms up or decays trains it
+    at some count).
 
     >>> _step_problem([{"along": [0.7], "size": [1.7]}, {"along": [0.9], "size": [0.0]}], ["w"])
     []
@@ -257,8 +257,8 @@ def _step_problem(steps: list[dict[str, list[float]]], names: list[str]) -> list
         if largest == 0:
             return [
                 f"your training does not change '{name}' where the given model's does (a "
-                "learning rate of 0, a gradient scaled to nothing, training done outside "
-                "TensorFlow's graph, or a rate fed by feed_dict, which grading feeds zeros)"
+                "learning rate of 0, a gradient scaled to nothing, or training done outside "
+                "TensorFlow's graph)"
             ]
         if largest < STEP_SIZE_LEAST:
             return [

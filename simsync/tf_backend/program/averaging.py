@@ -229,7 +229,7 @@ def _written_beside(
     leave every variable the updates write alike; each run is undone after it."""
     import tensorflow as tf
 
-    written = sorted({v for op in step for v in variables_written(op)})
+    written, kept = _kept(tf, loop, step)
     model = sorted(
         {
             v
@@ -238,7 +238,6 @@ def _written_beside(
         }
     )
     reads = [_value_of(tf, loop.graph, name) for name in written]
-    kept = dict(zip(written, loop.observer.real_run(loop.session, reads), strict=True))
     after = []
     for ran in (_fetches(loop), [name for name, _ in updates]):
         loop.observer.real_run(loop.session, ran, feed_dict=feed)
@@ -377,7 +376,7 @@ def _given_model(
         )
     g_own = {t: steps[0][i][k] for i, ts in enumerate(g_entries) for k, t in enumerate(ts)}
     feeds = (own, {**base, **g_own})
-    descended, turns = _descent(tf, loop, given, names, feeds)
+    descended, turns = _descent(tf, (loop, step), (given, g_step), names, feeds)
     return {"problem": None, "variables": found, "steps": descended, "rate_turns_at": turns}
 
 
@@ -390,10 +389,15 @@ DESCENT_ROUNDS = (0.0, 1.0, None, None)
 
 
 def _descent(
-    tf: Any, loop: Loop, given: Loop, names: list[str], feeds: tuple[dict[Any, Any], ...]
+    tf: Any,
+    mine: tuple[Loop, list[Any]],
+    theirs: tuple[Loop, list[Any]],
+    names: list[str],
+    feeds: tuple[dict[Any, Any], ...],
 ) -> tuple[list[dict[str, list[float]]], float]:
     """How the program's whole step moves the variables the given model trains (``names``)
-    against the given model's own step, from the same values and batches (``feeds``: the
+    against the given model's own step (``mine`` and ``theirs``: each loop and the ops its
+    step runs), from the same values and batches (``feeds``: the
     program's and the given model's, every tower its own batch): for each of
     :data:`DESCENT_STEPS` steps in a row of each of :data:`DESCENT_ROUNDS`, for each of
     ``names`` (:func:`_compared`), ``along``, the cosine between the two changes (1: the
@@ -405,28 +409,32 @@ def _descent(
     own. The updates' inputs alone (what :func:`_given_model` compares) say nothing of the
     learning rate. Then where a learning rate turns below 0 (:func:`_rate_turns`). The
     variables are as they were afterwards."""
+    (loop, step), (given, g_step) = mine, theirs
     mine_feed, their_feed = feeds
-    mine_written, mine_kept = _kept(tf, loop)
-    their_written, their_kept = _kept(tf, given)
+    mine_written, mine_kept = _kept(tf, loop, step)
+    their_written, their_kept = _kept(tf, given, g_step)
     rng = np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
     model = {name: mine_kept[name] for name in names}
+    others = [n for n in mine_written if n not in names]  # slots and counts
+    their_others = [n for n in their_written if n not in names]
     try:
-        _fresh(tf, loop, [n for n in mine_written if n not in names])
-        counts = [n for n in mine_written if n not in names and np.size(mine_kept[n]) == 1]
+        _fresh(tf, loop, others)
+        counts = [n for n in others if np.size(mine_kept[n]) == 1]
         first = dict(zip(counts, _read_all(tf, loop, counts), strict=True))
         mine_reads = [_value_of(tf, loop.graph, name) for name in names]
         their_reads = [_value_of(tf, given.graph, name) for name in names]
         found = []
         for where in DESCENT_ROUNDS:
-            _fresh(tf, loop, [n for n in mine_written if n not in names])
-            _fresh(tf, given, [n for n in their_written if n not in names])
+            _fresh(tf, loop, others)
+            _fresh(tf, given, their_others)
             share = rng.uniform() if where is None else where
             _assign(tf, loop, {**model, **_between(first, mine_kept, share)})
             # a step first, unmeasured: from new slots, FTRL's first step sets the variables
             # from its accumulators, not from where they were (measured cosines 0.06 to 0.2)
             loop.observer.real_run(loop.session, _fetches(loop), feed_dict=mine_feed)
             for _ in range(DESCENT_STEPS):
-                before = dict(zip(names, _read_all(tf, loop, names), strict=True))
+                now = loop.observer.real_run(loop.session, mine_reads)
+                before = dict(zip(names, now, strict=True))
                 _assign(tf, given, before)
                 changes = []
                 sides = ((loop, mine_reads, mine_feed), (given, their_reads, their_feed))
@@ -441,7 +449,8 @@ def _descent(
                         ]
                     )
                 found.append(_compared(*changes))
-        return found, _rate_turns(tf, loop, names)
+        shapes = {name: np.shape(mine_kept[name]) for name in others}
+        return found, _rate_turns(tf, loop, step, names, shapes)
     finally:
         _assign(tf, loop, mine_kept)
         _assign(tf, given, their_kept)
@@ -494,42 +503,31 @@ RATES = frozenset({"alpha", "lr", "learning_rate"})
 SWEPT = (*range(11), *(k * 10**e for e in range(1, 10) for k in (1, 2, 5) if k * 10**e > 10))
 
 
-def _rate_turns(tf: Any, loop: Loop, names: list[str]) -> float:
+def _rate_turns(
+    tf: Any, loop: Loop, step: list[Any], names: list[str], others: dict[str, Any]
+) -> float:
     """The first count of :data:`SWEPT` at which a learning rate of an update of the
     variables ``names`` (a rate that a schedule makes of the count of steps) is below 0,
-    with every other variable the step writes (its counts, of any shape, and an optimizer's
-    slots) set to it; -1 when none is. A rate that turns once training is past what the
-    rounds of :func:`_descent` measure (a count it reaches later) turns here. The
-    variables are left set: the caller puts them back."""
-    step = upstream([loop.graph.get_operation_by_name(n) for n in _fetches(loop)])
+    with every other variable the ``step`` writes (``others``, by shape: its counts, of any
+    shape, and an optimizer's slots) set to it; -1 when none is. A rate that turns once
+    training is past what the rounds of :func:`_descent` measure (a count it reaches
+    later) turns here. The variables are left set: the caller puts them back."""
     wanted = set(names)
     rates: list[Any] = []
-    counts: set[str] = set()
     for op in step:
-        written = variables_written(op)
-        counts.update(v for v in written if v not in wanted)
-        if not wanted & set(written):
+        if not wanted & set(variables_written(op)):
             continue
         args = [arg.name for arg in op.op_def.input_arg]
         if len(args) == len(op.inputs):
             rates.extend(t for t, arg in zip(op.inputs, args, strict=True) if arg in RATES)
     if not rates:
         return -1.0
-    shapes = {name: _shape_of(loop.graph, name) for name in sorted(counts)}
     for count in SWEPT:
-        _assign(tf, loop, {name: np.full(shape, count) for name, shape in shapes.items()})
+        _assign(tf, loop, {name: np.full(shape, count) for name, shape in others.items()})
         values = loop.observer.real_run(loop.session, rates)
         if any(np.any(np.asarray(v, dtype=np.float64) < 0) for v in values):
             return float(count)
     return -1.0
-
-
-def _shape_of(graph: Any, name: str) -> list[int]:
-    """The shape of the variable ``name`` of ``graph``."""
-    import tensorflow as tf
-
-    shape = tf.TensorShape(graph.get_operation_by_name(name).get_attr("shape"))
-    return [d or 0 for d in shape.as_list()]
 
 
 def _fetches(loop: Loop) -> list[str]:
@@ -537,9 +535,8 @@ def _fetches(loop: Loop) -> list[str]:
     return [n for call in loop.calls.values() for n in call.fetches]
 
 
-def _kept(tf: Any, loop: Loop) -> tuple[list[str], dict[str, Any]]:
-    """The variables ``loop``'s step writes, and their values now."""
-    step = upstream([loop.graph.get_operation_by_name(n) for n in _fetches(loop)])
+def _kept(tf: Any, loop: Loop, step: list[Any]) -> tuple[list[str], dict[str, Any]]:
+    """The variables ``loop``'s ``step`` (the ops it runs) writes, and their values now."""
     written = sorted({v for op in step for v in variables_written(op)})
     reads = [_value_of(tf, loop.graph, name) for name in written]
     return written, dict(zip(written, loop.observer.real_run(loop.session, reads), strict=True))
