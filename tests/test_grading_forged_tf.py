@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from simsync.grading import grade, load_assignments
+from simsync.grading import grade, graphs, load_assignments
 from simsync.grading.checks import GIVEN_RESIDUAL, _averages
+from simsync.grading.source import check_program
 from simsync.tf_backend.program.load import ProgramError, import_program
 
 pytestmark = pytest.mark.tf
@@ -96,6 +97,15 @@ def _program(tmp_path: Path, name: str, forge: str = "") -> Path:
     return folder
 
 
+@pytest.fixture
+def behind_the_source_rules(monkeypatch):
+    """The walls behind the rules of a graded program's source, tested alone: a program that
+    found a way around the rules (a dynamic language leaves some) is run as if it kept to
+    them. Each test of this file that forges its process's reports asks for it; each forgery
+    is refused by the rules too (test_forged_reports_are_refused_before_they_run)."""
+    monkeypatch.setattr(graphs, "check_program", lambda path, shown: None)
+
+
 def _scores(result) -> dict[str, float]:
     return {r.check.name: r.score for r in result.results}
 
@@ -114,7 +124,7 @@ def _advice(result):
     return advice
 
 
-def test_a_forged_report_scores_no_more_than_the_honest_program(tmp_path):
+def test_a_forged_report_scores_no_more_than_the_honest_program(tmp_path, behind_the_source_rules):
     """Its averaging in a helper: the structure scores it (it averages every tower), and
     where it made the sync points is advice of no points, which a forgery cannot raise."""
     assignment = _assignment()
@@ -156,7 +166,9 @@ def test_what_its_graph_writes_into_the_answer_of_the_process_that_times_it_is_d
     assert _scores(result)["four towers, each on its own GPU"] == 2, found
 
 
-def test_a_submission_writes_no_cost_the_next_one_or_the_reference_reads(tmp_path, monkeypatch):
+def test_a_submission_writes_no_cost_the_next_one_or_the_reference_reads(
+    tmp_path, monkeypatch, behind_the_source_rules
+):
     """No cache at all: each grading measures its submission and its reference afresh, so a
     forged answer (costs of nothing, under a key that climbs out of every folder) reaches
     nobody else's grade."""
@@ -187,21 +199,14 @@ def train():"""
     assert {**_scores(again), step: 0} == {**_scores(first), step: 0}
 
 
-#: the sync points claimed on a line of average_gradients that calls a helper module's
-#: function as an attribute (mymath.concat): a call of the program's own, not TensorFlow's
-MYMATH = """import tensorflow as tf
-
-
-def concat(axis, values):
-    return tf.concat(axis=axis, values=values)
-"""
-
-
-@pytest.mark.parametrize("decoy", ["a method", "a file never imported", "its own module"])
-def test_a_claim_of_a_line_that_made_no_sync_point_is_refused(tmp_path, decoy):
+@pytest.mark.parametrize("decoy", ["a method", "a file never imported"])
+def test_a_claim_of_a_line_that_made_no_sync_point_is_refused(
+    tmp_path, decoy, behind_the_source_rules
+):
     """A forged report that names, for each sync point, a line holding a concat that never ran
-    as it: in a method of a class, in a file beside the program that nothing imports, or a
-    call of the program's own module's concat. The advice refuses it, as honest."""
+    as it: in a method of a class, or in a file beside the program that nothing imports. The
+    advice refuses it, as honest. (A graded program imports no module of its own: the source
+    rules refuse it, and its folder is no place modules come from.)"""
     program = _program(tmp_path, "forged", "")
     train = program / "train.py"
     text = train.read_text()
@@ -211,29 +216,12 @@ def test_a_claim_of_a_line_that_made_no_sync_point_is_refused(tmp_path, decoy):
             "        return tf.concat(axis=0, values=grads)\n"
         )
         file, line = "train.py", len(text.splitlines()) - 1
-    elif decoy == "a file never imported":
+    else:
         (program / "helper.py").write_text(
             "import tensorflow as tf\n\n\ndef average_gradients(grads):\n"
             "    return tf.concat(axis=0, values=grads)\n"
         )
         file, line = "helper.py", 5
-    else:
-        (program / "mymath.py").write_text(MYMATH)
-        text = text.replace(
-            "    return tf.reduce_mean(tf.concat(axis=0, values=grads), 0)",
-            "    return tf.reduce_mean(mymath.concat(axis=0, values=grads), 0)",
-        )
-        text = text.replace("import tensorflow as tf", "import mymath\nimport tensorflow as tf")
-        file, line = (
-            "train.py",
-            1
-            + text.splitlines().index(
-                "        average_grads.append((_mean(grads), grad_and_vars[0][1]))"
-            ),
-        )
-        text = text.replace("        average_grads.append((_mean(grads), grad_and_vars[0][1]))",
-                            "        average_grads.append((tf.reduce_mean(mymath.concat(axis=0, "
-                            "values=grads), 0), grad_and_vars[0][1]))")  # fmt: skip
     shift = FORGE_MADE_IN.count("\n") if file == "train.py" else 0  # inserted above it
     forge = FORGE_MADE_IN.replace('["train.py", LINE]', f"[{file!r}, {line + shift}]")
     head = text.index("NUM_GPUS = 4")
@@ -1103,3 +1091,106 @@ def test_a_file_beside_the_program_whose_name_is_not_utf8_is_copied_without_a_cr
     (folder / os.fsdecode(b"\xff\xfe bad \x1b[31m.py")).write_text("x = 1\n")
     imported = import_program(folder / "train.py", export=True, cache=False, processes=1)
     assert imported.averaging is not None and imported.averaging["problem"] is None
+
+
+#: rewrites its own file and writes a module of the name of one it imports next: a
+#: tf.function converted from the rewritten file would scale by 7, the module would say so
+REWRITES = """import os
+import sys
+
+import tensorflow as tf
+
+tf.compat.v1.disable_eager_execution()
+
+
+@tf.function
+def scale(x):
+    return x * 1.0
+
+
+HERE = os.path.abspath(__file__)
+with open(HERE) as handle:
+    TEXT = handle.read()
+try:  # a graded program's file cannot be written: it tries
+    with open(HERE, "w") as handle:
+        handle.write(TEXT.replace("x * " + "1.0", "x * " + "7.0"))
+except OSError:
+    pass
+UNSEEN = [m for m in ("colorsys", "sched", "wave", "sndhdr", "mailbox") if m not in sys.modules]
+with open(UNSEEN[0] + ".py", "w") as handle:
+    handle.write("WRITTEN = True\\n")
+if getattr(__import__(UNSEEN[0]), "WRITTEN", False):
+    raise RuntimeError("imported the module it wrote")
+scaled = scale(tf.constant(2.0))
+w = tf.compat.v1.get_variable("w", [4], initializer=tf.compat.v1.zeros_initializer())
+train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(w * w))
+with tf.compat.v1.Session() as sess:
+    sess.run(tf.compat.v1.global_variables_initializer())
+    if sess.run(scaled) != 2.0:
+        raise RuntimeError("converted the rewritten file")
+    for _ in range(50):
+        sess.run(train_op)
+"""
+
+
+@pytest.mark.parametrize("what", ["its file", "a module"])
+def test_a_graded_program_runs_the_source_the_grader_read(tmp_path, what):
+    """Its folder is no place modules come from, and a tf.function is converted from the
+    lines it started with: what it writes over its file, or beside it, does not run. The
+    same program, imported as a user's (where its own modules are welcome), shows each
+    rewrite would have run."""
+    source = REWRITES
+    if what == "its file":  # the module is not written: only the rewrite is tried
+        source = source.replace('if getattr(__import__(UNSEEN[0]), "WRITTEN", False):', "if 0:")
+    else:
+        source = source.replace("if sess.run(scaled) != 2.0:", "if 0:")
+    program = tmp_path / "train.py"
+    program.write_text(source)
+    with pytest.raises(ProgramError, match="rewritten file" if what == "its file" else "wrote"):
+        import_program(program, cache=False)
+    program.write_text(source)
+    imported = import_program(program, export=True, cache=False, processes=1)
+    assert imported.graph.ops
+
+
+#: a program's ways to change what its process exports, each after its session took the graph
+EXPORT_FORGERIES = {
+    "an attribute set on an op": """
+def _forge(sess):
+    op = sess.graph.get_operation_by_name("apply_gradients")
+    op._set_attr("use_locking", None)
+""",
+    "a patched export": """
+_export = tf.compat.v1.train.export_meta_graph
+tf.compat.v1.train.export_meta_graph = lambda **kwargs: _export(**kwargs)
+""",
+}
+
+
+@pytest.mark.parametrize(
+    "forge",
+    [
+        *sorted(EXPORT_FORGERIES.values()),
+        FORGE_MADE_IN,
+        FORGE_FETCHES,
+        FORGE_TRAINABLE,
+        FORGE_CLIENT,
+        FED.replace("FORGE", FORGE_FEEDS),
+    ],
+)
+def test_forged_reports_are_refused_before_they_run(tmp_path, forge):
+    """Every forgery of this file changes TensorFlow's or Python's own code or objects: the
+    rules of a graded program's source refuse it, naming its line."""
+    program = _program(tmp_path, "forged", forge) / "train.py"
+    why = check_program(program, "train.py")
+    assert why is not None and why.startswith("train.py: line "), why
+
+
+def test_a_program_the_rules_refuse_scores_nothing_and_is_told_its_line(tmp_path):
+    """Through the grader: not run, each check that needs its graph told why in one line."""
+    program = _program(tmp_path, "forged", EXPORT_FORGERIES["a patched export"])
+    result = grade(_assignment(), program, hidden=True)
+    assert result.score == 0
+    for found in result.results:
+        assert found.output.startswith("your program is not run: train.py: line "), found.output
+        assert "export_meta_graph" in found.output

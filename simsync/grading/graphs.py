@@ -40,6 +40,7 @@ from simsync.errors import SimsyncError
 from simsync.files import read_input
 from simsync.grading.assignment import Assignment, Check
 from simsync.grading.child import simsync_folder
+from simsync.grading.source import check_program
 from simsync.ir import graph_to_dict
 from simsync.kinds import sync_points
 from simsync.sandbox.bubblewrap import Limits, Outcome, Sandbox, run_child
@@ -232,6 +233,10 @@ class Sides:
         left = self.deadline - time.monotonic() if side == SUBMISSION else float("inf")
         if left <= 0:
             return self._failed(side, "not run: the grading took longer than it may in all")
+        # what its process reports could be forged from inside: it keeps to the public API
+        refused = check_program(self.folders[side] / file, file)
+        if refused is not None:
+            return self._failed(side, f"your program is not run: {refused}")
         limits = ImportLimits()
         limits = dataclasses.replace(limits, wall_seconds=min(limits.wall_seconds, left))
         try:

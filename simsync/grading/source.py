@@ -1,0 +1,465 @@
+"""What a graded program's source may do: build and run its graph through TensorFlow's
+public API, and change nothing of TensorFlow's, Python's or the grader's own.
+
+A graded TensorFlow program runs in a process that also exports its graph for grading. Python
+cannot keep a program from changing that process's code (``op._set_attr`` after its session
+took the graph, a patched ``export_meta_graph``, a frame's globals): so the grader reads the
+program's source first, in its own process, and grades only a program that keeps to:
+
+- imports of the modules a training program needs (:data:`MODULES`), none of its own files
+  and none of TensorFlow's internals (``tensorflow.python``);
+- no name or attribute of Python's machinery: nothing that starts with ``_`` but its own
+  (``self._x``, its own functions), no ``__dunder__`` but ``__name__``, ``__file__`` and
+  ``__doc__``, no frames, tracebacks or code objects (``tb_frame``, ``f_globals``), no
+  ``exec``, ``eval``, ``compile``, ``setattr``, ``globals``, ``vars`` or ``getattr`` of a
+  name it computes;
+- attributes set only on its own objects: ``self``, an instance of its own class, or an
+  options object it made (``tf.compat.v1.ConfigProto()``); never on a module, a class of
+  TensorFlow's or anything reached from one;
+- classes of its own that derive from :data:`BASES` only, and define no ``__new__``,
+  ``__getattr__`` or metaclass;
+- nothing that loads native code or pickles (``tf.load_op_library``,
+  ``np.load(..., allow_pickle=True)``).
+
+A program that breaks a rule is not run: one line names the file, the line and the rule.
+
+>>> print(check_source("import tensorflow as tf\\nop = tf.no_op()\\nop._set_attr('T', 1)\\n"))
+... # doctest: +NORMALIZE_WHITESPACE
+line 3: `op._set_attr` reaches into a part of TensorFlow or Python that is not its public
+API (a name that starts with '_'): use TensorFlow's public API
+>>> check_source("import tensorflow as tf\\nconfig = tf.compat.v1.ConfigProto()\\n"
+...              "config.gpu_options.allow_growth = True\\n") is None
+True
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = ["BASES", "MODULES", "MOST_BYTES", "check_program", "check_source"]
+
+#: modules (and their submodules) a graded program may import
+MODULES = frozenset(
+    {
+        *("__future__", "abc", "absl", "argparse", "bisect", "collections", "concurrent"),
+        *("contextlib", "copy", "csv", "dataclasses", "datetime", "decimal", "enum"),
+        *("fractions", "functools", "glob", "gzip", "hashlib", "heapq", "io", "itertools", "json"),
+        *("keras", "logging", "math", "numbers", "numpy", "os", "pathlib", "platform"),
+        *("pprint", "queue", "random", "re", "shutil", "statistics", "struct", "sys"),
+        *("tempfile", "tensorflow", "textwrap", "threading", "time", "typing", "warnings"),
+    }
+)
+#: modules below :data:`MODULES` that are not: internals, native code, code from text
+NOT_MODULES = ("tensorflow.python", "numpy.ctypeslib", "numpy.f2py", "logging.config")
+#: ... and single modules a graded program may import all the same
+YET_MODULES = frozenset(
+    {
+        "tensorflow.python.client.timeline",
+        *("six.moves.xrange", "six.moves.range", "six.moves.zip", "six.moves.map"),
+    }
+)
+
+#: Python's own names that change or reach code and objects by name
+NOT_NAMES = frozenset(
+    {
+        *("setattr", "delattr", "exec", "eval", "compile", "globals", "locals", "vars"),
+        *("breakpoint", "type"),
+    }
+)
+#: attribute names that reach Python's machinery, native code or code from data
+NOT_ATTRIBUTES = frozenset(
+    {
+        *(NOT_NAMES - {"eval", "compile", "type"}),  # tensor.eval(), model.compile()
+        "getattr",
+        # frames, tracebacks, generators and code: their globals are the grader's too
+        *("tb_frame", "tb_next", "f_back", "f_globals", "f_locals", "f_builtins", "f_code"),
+        *("gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "ag_code"),
+        *("co_code", "co_consts", "co_names", "currentframe", "get_type_hints"),
+        # the import system, tracing, and modules that reach them (as another's attribute)
+        *("modules", "meta_path", "path_hooks", "path_importer_cache", "import_module"),
+        *("settrace", "setprofile", "addaudithook", "settrace_all_threads", "reload"),
+        *("sys", "builtins", "importlib", "inspect", "gc", "types", "weakref", "operator"),
+        *("pickle", "cPickle", "marshal", "copyreg", "copy_reg", "ctypes", "runpy", "code"),
+        *("linecache", "traceback", "subprocess", "socket", "timeit", "get_field"),
+        # copying attributes by name between objects
+        *("update_wrapper", "wraps"),
+        # native code, and memory by hand
+        *("load_op_library", "load_library", "register_filesystem_plugin", "ctypeslib"),
+        *("as_strided", "f2py", "python", "enable_unsafe_deserialization"),
+    }
+)
+#: module attributes that are not, by the end of their name (``sys.path``: imports)
+NOT_MODULE_ATTRIBUTES = ("sys.path",)
+#: dunder names a program may use
+DUNDERS = frozenset({"__name__", "__file__", "__doc__"})
+#: dunder methods its classes may define
+METHODS = frozenset(
+    {
+        *("__init__", "__call__", "__repr__", "__str__", "__len__", "__iter__", "__next__"),
+        *("__enter__", "__exit__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__"),
+        *("__ge__", "__hash__", "__getitem__", "__contains__", "__bool__"),
+    }
+)
+#: the classes its own may derive from (the last part of the name)
+BASES = frozenset(
+    {
+        *("object", "Exception", "ValueError", "RuntimeError", "TypeError", "Enum", "IntEnum"),
+        *("NamedTuple", "Thread", "SessionRunHook", "Model", "Layer", "Module", "Callback"),
+    }
+)
+#: options objects a program may set attributes of, once it made them
+OPTIONS = frozenset(
+    {
+        *("ConfigProto", "GPUOptions", "GraphOptions", "OptimizerOptions", "RunOptions"),
+        *("RunMetadata", "RewriterConfig", "Namespace"),
+    }
+)
+#: keyword arguments that load code from data, unless given their safe value
+NOT_KEYWORDS = {"allow_pickle": False, "safe_mode": True}
+#: keyword arguments that set attributes by name on an object passed
+NAMESPACES = frozenset({"namespace"})
+#: the most bytes of source read
+MOST_BYTES = 2**20
+
+PUBLIC = "use TensorFlow's public API"
+
+
+class Refused(Exception):
+    """A rule broken at a line: the message without the file."""
+
+    def __init__(self, node: ast.AST, why: str) -> None:
+        super().__init__(f"line {getattr(node, 'lineno', 0)}: {why}")
+
+
+def check_program(path: Path, shown: str) -> str | None:
+    """Why the program at ``path`` (``shown`` in the line) may not be graded, or None."""
+    try:
+        with open(path, "rb") as handle:
+            source = handle.read(MOST_BYTES + 1)
+    except OSError as error:
+        return f"{shown}: cannot be read: {error.strerror}"
+    if len(source) > MOST_BYTES:
+        return f"{shown}: more than {MOST_BYTES // 2**20} MiB of source, more than is graded"
+    why = check_source(source)
+    return None if why is None else f"{shown}: {why}"
+
+
+def check_source(source: str | bytes) -> str | None:
+    """Why this source breaks a rule (its line and the rule), or None."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as error:
+        return f"line {error.lineno or 0}: not Python ({error.msg})"
+    except (ValueError, RecursionError, MemoryError) as error:  # NUL bytes, nesting
+        return f"not Python that can be read ({type(error).__name__})"
+    try:
+        _Rules(tree).check(tree)
+    except Refused as refused:
+        return str(refused)
+    except RecursionError:
+        return "nested too deeply to be read"
+    return None
+
+
+class _Rules:
+    """The rules, with what the whole file binds: imports (name -> module), its own classes,
+    and each name's bindings (an object it made, or anything else)."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.modules: dict[str, str] = {}
+        self.classes: set[str] = set()
+        #: names bound only to an object the program made (its class's, options)
+        self.made: dict[str, bool] = {}
+        #: the first arguments of methods (their own object); names of calls checked whole
+        #: (``getattr(x, "name")``, ``type(x).__name__``)
+        self.selves: set[int] = set()
+        self.written_out: set[int] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                self.classes.add(node.name)
+                for method in node.body:
+                    if isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef):
+                        arguments = [*method.args.posonlyargs, *method.args.args]
+                        if arguments and arguments[0].arg in ("self", "cls"):
+                            self.selves.add(id(arguments[0]))
+        for node in ast.walk(tree):
+            self._bindings(node)
+
+    def check(self, tree: ast.AST) -> None:
+        for node in ast.walk(tree):
+            self._node(node)
+
+    # what names are bound to
+
+    def _bindings(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            for alias in node.names:
+                module = _imported(node, alias)
+                local = alias.asname or alias.name.partition(".")[0]
+                self.modules[local] = module if alias.asname else alias.name.partition(".")[0]
+                self.made[local] = False
+            return
+        if isinstance(node, ast.Assign):
+            made = self._makes(node.value)
+            for target in node.targets:
+                for name in _names(target):
+                    self.made[name] = self.made.get(name, True) and made
+            return
+        if isinstance(node, ast.arg) and id(node) in self.selves:
+            return  # the first argument of a method: its own object
+        for name in _bound(node):
+            self.made[name] = False
+
+    def _makes(self, value: ast.expr) -> bool:
+        """Whether ``value`` makes an object of the program's own: its class's, or options."""
+        if not isinstance(value, ast.Call):
+            return False
+        last = _last(value.func)
+        return last in self.classes or last in OPTIONS
+
+    # the rules
+
+    def _node(self, node: ast.AST) -> None:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            self._import(node)
+        elif isinstance(node, ast.Name):
+            self._name(node)
+        elif isinstance(node, ast.Attribute):
+            self._attribute(node)
+        elif isinstance(node, ast.Call):
+            self._call(node)
+        elif isinstance(node, ast.ClassDef):
+            self._class(node)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            if _dunder(node.name) and node.name not in METHODS:
+                raise Refused(node, f"defines `{node.name}`, which changes how Python works")
+        elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete):
+            targets = node.targets if isinstance(node, ast.Assign | ast.Delete) else [node.target]
+            for target in targets:
+                self._target(node, target)
+        elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
+            self._target(node, node.target)
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            self._target(node.optional_vars, node.optional_vars)
+
+    def _import(self, node: ast.Import | ast.ImportFrom) -> None:
+        if isinstance(node, ast.ImportFrom) and (node.level or node.module is None):
+            raise Refused(node, "imports from its own folder: keep the program in one file")
+        for alias in node.names:
+            if alias.name == "*":
+                raise Refused(node, "imports `*`: import the names it uses")
+            module = _imported(node, alias)
+            top = module.partition(".")[0]
+            if module in YET_MODULES:
+                continue
+            if top not in MODULES:
+                raise Refused(
+                    node,
+                    f"imports `{module}`, which a graded program may not (its own files, or "
+                    f"modules that reach Python's machinery): it may import {_listed(MODULES)}",
+                )
+            if any(module == m or module.startswith(m + ".") for m in NOT_MODULES):
+                raise Refused(node, f"imports `{module}`, an internal module: {PUBLIC}")
+
+    def _name(self, node: ast.Name) -> None:
+        if id(node) in self.written_out:  # checked with its call
+            return
+        if node.id in NOT_NAMES:
+            raise Refused(node, f"uses `{node.id}`, which reaches code or objects by name")
+        if _dunder(node.id) and node.id not in DUNDERS:
+            raise Refused(node, f"uses `{node.id}`, a part of Python's machinery")
+        if node.id == "getattr":
+            raise Refused(node, "uses `getattr` but to call it with a name written out")
+
+    def _attribute(self, node: ast.Attribute) -> None:
+        name, base = node.attr, node.value
+        if name == "__name__" and _call_of(base, "type", 1):  # type(error).__name__
+            self.written_out.add(id(base.func))  # type: ignore[attr-defined]
+            return
+        shown = f"`{_shown(node)}`"
+        inherited = name in METHODS and _super(base)  # super().__init__()
+        if _dunder(name) and not inherited:
+            raise Refused(node, f"uses {shown}, a part of Python's machinery")
+        own = isinstance(base, ast.Name) and base.id in ("self", "cls") and self._own(base.id)
+        own = own or inherited
+        if isinstance(base, ast.Name) and base.id in self.classes:
+            raise Refused(
+                node,
+                f"uses {shown}, an attribute of its class: use its objects' (a method called "
+                "on the class could be given any object as its own)",
+            )
+        if name.startswith("_") and not own:
+            raise Refused(
+                node,
+                f"{shown} reaches into a part of TensorFlow or Python that is not its public "
+                f"API (a name that starts with '_'): {PUBLIC}",
+            )
+        path = self._module_path(node) or ""
+        if (
+            name in NOT_ATTRIBUTES
+            or path in NOT_MODULE_ATTRIBUTES
+            or path.endswith(tuple("." + p for p in NOT_MODULE_ATTRIBUTES))
+        ):
+            raise Refused(node, f"uses {shown}, which reaches Python's machinery or native code")
+
+    def _call(self, node: ast.Call) -> None:
+        for keyword in node.keywords:
+            if keyword.arg in NOT_KEYWORDS and not _constant(
+                keyword.value, NOT_KEYWORDS[keyword.arg]
+            ):
+                raise Refused(node, f"sets `{keyword.arg}`, which runs code kept in data")
+            if keyword.arg in NAMESPACES:
+                raise Refused(node, f"passes `{keyword.arg}`, whose attributes are set by name")
+        if _last(node.func) in ("parse_args", "parse_known_args") and len(node.args) > 1:
+            raise Refused(node, "passes a namespace, whose attributes are set by name")
+        if isinstance(node.func, ast.Name) and node.func.id == "getattr":
+            name = node.args[1] if len(node.args) > 1 else None
+            if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+                raise Refused(node, "calls `getattr` with a name it computes: write the name out")
+            attribute = ast.Attribute(node.args[0], name.value, ast.Load())
+            self._attribute(ast.copy_location(attribute, node))
+            self.written_out.add(id(node.func))
+
+    def _class(self, node: ast.ClassDef) -> None:
+        if node.keywords:
+            raise Refused(node, f"class `{node.name}` sets a metaclass or class keywords")
+        for base in node.bases:
+            last = _last(base)
+            if last not in BASES and last not in self.classes:
+                raise Refused(
+                    node,
+                    f"class `{node.name}` derives from `{_shown(base)}`: a graded program's "
+                    f"classes may derive from {_listed(BASES)} or its own",
+                )
+
+    def _target(self, node: ast.AST, target: ast.expr) -> None:
+        """An assignment's target: an attribute only of the program's own objects, an item
+        of none of a module's (but ``os.environ``)."""
+        for part in _parts(target):
+            if isinstance(part, ast.Attribute):
+                root = _root(part)
+                if not (isinstance(root, ast.Name) and self._own(root.id)):
+                    raise Refused(
+                        node,
+                        f"sets `{_shown(part)}`: a graded program sets attributes of its own "
+                        "objects only (self, its classes' objects, options it made)",
+                    )
+            elif isinstance(part, ast.Subscript):
+                root = _root(part)
+                module = isinstance(root, ast.Name) and root.id in self.modules
+                if module and self._module_path(part.value) != "os.environ":
+                    raise Refused(node, f"changes `{_shown(part)}`, a part of a module")
+
+    def _own(self, name: str) -> bool:
+        """Whether ``name`` is only ever bound to the program's own object."""
+        if name in ("self", "cls"):
+            return self.made.get(name, True)
+        return name in self.classes or self.made.get(name, False)
+
+    def _module_path(self, node: ast.expr) -> str | None:
+        """``a.b.c`` of an attribute chain whose root is an imported module, with its name."""
+        parts = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name) or node.id not in self.modules:
+            return None
+        return ".".join([self.modules[node.id], *reversed(parts)])
+
+
+def _imported(node: ast.Import | ast.ImportFrom, alias: ast.alias) -> str:
+    if isinstance(node, ast.ImportFrom):
+        return f"{node.module}.{alias.name}"
+    return alias.name
+
+
+def _bound(node: ast.AST) -> Iterator[str]:
+    """Names ``node`` binds other than by ``=`` (arguments, loops, ``with``, ``:=``, ...)."""
+    if isinstance(node, ast.arg):
+        yield node.arg
+    elif isinstance(
+        node, ast.AugAssign | ast.AnnAssign | ast.For | ast.AsyncFor | ast.comprehension
+    ):
+        yield from _names(node.target)
+    elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+        yield from _names(node.optional_vars)
+    elif isinstance(node, ast.NamedExpr):
+        yield from _names(node.target)
+    elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ExceptHandler):
+        yield from [node.name] if node.name else []
+    elif isinstance(node, ast.Global | ast.Nonlocal):
+        yield from node.names
+    elif isinstance(node, ast.MatchAs | ast.MatchStar) and node.name:
+        yield node.name
+    elif isinstance(node, ast.MatchMapping) and node.rest:
+        yield node.rest
+
+
+def _names(target: ast.expr) -> Iterator[str]:
+    for part in _parts(target):
+        if isinstance(part, ast.Name):
+            yield part.id
+
+
+def _parts(target: ast.expr) -> Iterator[ast.expr]:
+    if isinstance(target, ast.Tuple | ast.List):
+        for element in target.elts:
+            yield from _parts(element)
+    elif isinstance(target, ast.Starred):
+        yield from _parts(target.value)
+    else:
+        yield target
+
+
+def _root(node: ast.expr) -> ast.expr:
+    """The name an attribute, item or call chain starts from."""
+    while True:
+        if isinstance(node, ast.Attribute | ast.Subscript | ast.Starred):
+            node = node.value
+        elif isinstance(node, ast.Call):
+            node = node.func
+        else:
+            return node
+
+
+def _last(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def _super(node: ast.expr) -> bool:
+    """``super()``, whose methods a class's own may call (``super().__init__()``)."""
+    return _call_of(node, "super", 0)
+
+
+def _call_of(node: ast.expr, name: str, arguments: int) -> bool:
+    """Whether ``node`` calls the name ``name`` with that many arguments, no keywords."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == name
+        and len(node.args) == arguments
+        and not node.keywords
+    )
+
+
+def _dunder(name: str) -> bool:
+    return len(name) > 4 and name.startswith("__") and name.endswith("__")
+
+
+def _constant(node: ast.expr, value: object) -> bool:
+    return isinstance(node, ast.Constant) and node.value is value
+
+
+def _shown(node: ast.expr) -> str:
+    text = ast.unparse(node)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def _listed(names: frozenset[str]) -> str:
+    return ", ".join(sorted(names))

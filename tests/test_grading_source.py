@@ -1,0 +1,216 @@
+"""A graded program's source keeps to TensorFlow's public API: what would change the process
+that exports its graph (TensorFlow's code, Python's, the grader's) is refused before it runs,
+and the programs people write pass."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from simsync.grading.source import MOST_BYTES, check_program, check_source
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: each way a program could change what its process exports or reports, and a word the
+#: refusal must hold
+REFUSED = {
+    "private attribute": ("op = tf.no_op()\nop._set_attr('T', None)", "`op._set_attr`"),
+    "patched export": (
+        "tf.compat.v1.train.export_meta_graph = print",
+        "sets `tf.compat.v1.train.export_meta_graph`",
+    ),
+    "patched through an alias": ("t = tf.compat.v1.train\nt.export_meta_graph = print", "sets"),
+    "patched through a call": ("tf.compat.v1.get_default_graph().x = 1", "sets"),
+    "patched json": ("import json\njson.dumps = repr", "sets `json.dumps`"),
+    "a function's argument": ("def f(m):\n    m.export_meta_graph = print\nf(tf)", "sets"),
+    "self of a plain function": ("def f(self):\n    self.x = print\nf(tf)", "sets"),
+    "a method called on its class": (
+        "class H(object):\n    def set(self):\n        self.x = 1\nH.set(tf)",
+        "`H.set`",
+    ),
+    "instance of a TensorFlow class": ("g = tf.Graph()\ng.as_graph_def = print", "sets"),
+    "a loop's variable": ("for m in [tf]:\n    m.x = 1", "sets"),
+    "a with's variable": ("with open('x') as f:\n    f.name = 1", "sets"),
+    "setattr": ("setattr(tf, 'x', 1)", "`setattr`"),
+    "setattr passed on": ("f = setattr", "`setattr`"),
+    "getattr of a computed name": ("getattr(tf, '_' + 'x')", "computes"),
+    "getattr of a private name": ("getattr(tf, '_x')", "'_'"),
+    "getattr passed on": ("import functools\nfunctools.reduce(getattr, ['a'], tf)", "getattr"),
+    "exec": ("exec('x = 1')", "`exec`"),
+    "eval": ("eval('1')", "`eval`"),
+    "compile": ("compile('1', 'x', 'eval')", "`compile`"),
+    "globals": ("globals()['tf'] = None", "`globals`"),
+    "vars": ("vars(tf)", "`vars`"),
+    "type": ("type(tf)", "`type`"),
+    "a method of a type": ("class C(object):\n    pass\ntype(C()).f(tf)", "`type`"),
+    "__import__": ("__import__('os')", "`__import__`"),
+    "__builtins__": ("__builtins__", "`__builtins__`"),
+    "a dunder attribute": ("f = print.__self__", "`print.__self__`"),
+    "an audit hook's code": ("def h():\n    pass\nh.__code__ = None", "__code__"),
+    "a frame's globals": ("import sys\nsys.exc_info()[2].tb_frame", "tb_frame"),
+    "logging's frame": ("import logging\nlogging.currentframe()", "currentframe"),
+    "sys.modules": ("import sys\nsys.modules['json'] = None", "sys.modules"),
+    "sys.path": ("import sys\nsys.path.insert(0, '.')", "sys.path"),
+    "sys.path through os": ("import os\nos.sys.path.insert(0, '.')", "os.sys"),
+    "settrace": ("import threading\nthreading.settrace(print)", "settrace"),
+    "an item of a module": ("import sys\nsys.argv[0] = 'x'", "a part of a module"),
+    "importlib": ("import importlib", "`importlib`"),
+    "ctypes": ("import ctypes", "`ctypes`"),
+    "inspect": ("from inspect import currentframe", "`inspect.currentframe`"),
+    "its own module": ("import helpers", "`helpers`"),
+    "a relative import": ("from . import helpers", "own folder"),
+    "import star": ("from os import *", "`*`"),
+    "tensorflow's internals": (
+        "from tensorflow.python.framework import ops",
+        "`tensorflow.python.framework.ops`",
+    ),
+    "native ops": ("tf.load_op_library('x.so')", "load_op_library"),
+    "a filesystem plugin": ("tf.experimental.register_filesystem_plugin('x.so')", "plugin"),
+    "memory by strides": ("np.lib.stride_tricks.as_strided(np.zeros(1), (9,), (8,))", "strided"),
+    "pickles": ("np.load('x.npy', allow_pickle=True)", "allow_pickle"),
+    "keras unsafe": ("tf.keras.models.load_model('m', safe_mode=False)", "safe_mode"),
+    "namespace by keyword": (
+        "import argparse\nargparse.ArgumentParser().parse_args([], namespace=tf)",
+        "namespace",
+    ),
+    "namespace by place": ("import argparse\nargparse.ArgumentParser().parse_args([], tf)", "name"),
+    "update_wrapper": ("import functools\nfunctools.update_wrapper(tf, print)", "update_wrapper"),
+    "six's builtins": ("import six\nsix.moves.builtins.setattr", "six"),
+    "a metaclass": ("class C(object, metaclass=abc.ABCMeta):\n    pass", "metaclass"),
+    "a base of TensorFlow's": ("class G(tf.Graph):\n    pass", "`tf.Graph`"),
+    "__getattr__": ("class C(object):\n    def __getattr__(self, n):\n        pass", "__getattr__"),
+    "__new__": ("class C(object):\n    def __new__(cls):\n        return tf", "__new__"),
+    "self rebound": (
+        "class C(object):\n    def f(self):\n        self = tf\n        self.x = 1",
+        "sets",
+    ),
+    "a module's attribute deleted": ("del tf.compat", "sets `tf.compat`"),
+    "a private name called": ("tf.compat.v1.Session()._extend_graph()", "_extend_graph"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_a_program_that_could_change_its_process_is_refused_with_its_line(case: str) -> None:
+    body, word = REFUSED[case]
+    source = f"import tensorflow as tf\nimport numpy as np\nimport abc\n{body}\n"
+    why = check_source(source)
+    assert why is not None, case
+    assert word in why, why
+    assert why.startswith("line "), why
+    line = int(why.split(":")[0].removeprefix("line "))
+    assert 4 <= line <= 3 + body.count("\n") + 1, why
+
+
+#: what honest training programs write
+HONEST = """
+from __future__ import print_function
+
+import argparse
+import os
+import sys
+import threading
+import time
+from datetime import datetime
+
+import numpy as np
+import tensorflow as tf
+from six.moves import xrange
+from tensorflow.python.client import timeline
+
+tf.compat.v1.disable_eager_execution()
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+FLAGS = None
+
+
+class _LoggerHook(tf.compat.v1.train.SessionRunHook):
+    def begin(self):
+        self._step = -1
+        self._start_time = time.time()
+
+    def before_run(self, run_context):
+        self._step += 1
+        return tf.compat.v1.train.SessionRunArgs(loss)
+
+
+class Feeder(threading.Thread):
+    def __init__(self, sess):
+        super().__init__(daemon=True)
+        self.sess = sess
+
+    def run(self):
+        while True:
+            self.sess.run(enqueue)
+
+
+def _variable_on_cpu(name, shape):
+    with tf.device("/cpu:0"):
+        return tf.compat.v1.get_variable(name, shape)
+
+
+def main(_):
+    config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
+    config.gpu_options.allow_growth = True
+    run_options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)
+    run_metadata = tf.compat.v1.RunMetadata()
+    feed = {}
+    feed[x] = np.zeros([4, 2], dtype=np.float32)
+    grads = [g for g, _ in opt.compute_gradients(loss)]
+    print("%s: step %d" % (datetime.now(), 1), file=sys.stderr)
+    value = getattr(FLAGS, "batch_size", 32)
+    with tf.compat.v1.Session(config=config) as sess:
+        out = sess.run(train_op, feed_dict=feed, options=run_options, run_metadata=run_metadata)
+        trace = timeline.Timeline(step_stats=run_metadata.step_stats)
+        accuracy = tf.reduce_mean(x).eval(session=sess)
+    for i in xrange(3):
+        try:
+            sess.run(train_op)
+        except tf.errors.OutOfRangeError as error:
+            print(type(error).__name__)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=100)
+    FLAGS, unparsed = parser.parse_known_args()
+    tf.compat.v1.app.run(main=main, argv=[sys.argv[0]] + unparsed)
+"""
+
+
+def test_the_programs_people_write_pass() -> None:
+    assert check_source(HONEST) is None
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        *sorted((ROOT / "assignments" / "04-your-tensorflow-towers").rglob("*.py")),
+        *sorted(
+            p
+            for p in (ROOT / "tests" / "fixtures" / "programs").glob("*.py")
+            if p.name not in ("bad_syntax.py", "towers_argv.py")  # not Python; its own module
+        ),
+    ],
+    ids=lambda p: p.name,
+)
+def test_the_given_programs_pass(path: Path) -> None:
+    assert check_program(path, path.name) is None
+
+
+def test_a_file_that_is_not_python_or_too_large_gets_one_line(tmp_path: Path) -> None:
+    program = tmp_path / "train.py"
+    program.write_bytes(b"x = (\n")
+    assert "train.py: line 1: not Python" in str(check_program(program, "train.py"))
+    program.write_bytes(b"x = 1\0\n")
+    assert "not Python" in str(check_program(program, "train.py"))
+    program.write_text("x = " + "(" * 5000 + ")" * 5000 + "\n")
+    assert "train.py: " in str(check_program(program, "train.py"))
+    program.write_bytes(b"#" * (MOST_BYTES + 1))
+    assert "more than 1 MiB" in str(check_program(program, "train.py"))
+    assert "cannot be read" in str(check_program(tmp_path / "none.py", "none.py"))
+
+
+def test_deep_nesting_is_no_crash() -> None:
+    nested = "x = " + "[" * 100 + "]" * 100
+    assert check_source(textwrap.dedent(nested)) is None or "nested" in str(check_source(nested))
