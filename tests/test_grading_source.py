@@ -31,6 +31,14 @@ REFUSED = {
         "`H.set`",
     ),
     "instance of a TensorFlow class": ("g = tf.Graph()\ng.as_graph_def = print", "sets"),
+    "a module kept by an object of its own": (
+        "class C(object):\n    pass\nc = C()\nc.m = tf.compat.v1.train\nc.m.export_meta_graph = 1",
+        "sets `c.m.export_meta_graph`",
+    ),
+    "a module kept by self": (
+        "class C(object):\n    def f(self):\n        self.m = tf\n        self.m.x = 1",
+        "sets `self.m.x`",
+    ),
     "a loop's variable": ("for m in [tf]:\n    m.x = 1", "sets"),
     "a with's variable": ("with open('x') as f:\n    f.name = 1", "sets"),
     "setattr": ("setattr(tf, 'x', 1)", "`setattr`"),

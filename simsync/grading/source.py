@@ -172,6 +172,8 @@ class _Rules:
         self.classes: set[str] = set()
         #: names bound only to an object the program made (its class's, options)
         self.made: dict[str, bool] = {}
+        #: ... to options it made (``ConfigProto()``), whose parts may be set too
+        self.options: dict[str, bool] = {}
         #: the first arguments of methods (their own object); names of calls checked whole
         #: (``getattr(x, "name")``, ``type(x).__name__``)
         self.selves: set[int] = set()
@@ -199,18 +201,20 @@ class _Rules:
                 module = _imported(node, alias)
                 local = alias.asname or alias.name.partition(".")[0]
                 self.modules[local] = module if alias.asname else alias.name.partition(".")[0]
-                self.made[local] = False
+                self.made[local] = self.options[local] = False
             return
         if isinstance(node, ast.Assign):
             made = self._makes(node.value)
+            options = made and _last(node.value.func) in OPTIONS  # type: ignore[attr-defined]
             for target in node.targets:
                 for name in _names(target):
                     self.made[name] = self.made.get(name, True) and made
+                    self.options[name] = self.options.get(name, True) and options
             return
         if isinstance(node, ast.arg) and id(node) in self.selves:
             return  # the first argument of a method: its own object
         for name in _bound(node):
-            self.made[name] = False
+            self.made[name] = self.options[name] = False
 
     def _makes(self, value: ast.expr) -> bool:
         """Whether ``value`` makes an object of the program's own: its class's, or options."""
@@ -339,8 +343,7 @@ class _Rules:
         of none of a module's (but ``os.environ``)."""
         for part in _parts(target):
             if isinstance(part, ast.Attribute):
-                root = _root(part)
-                if not (isinstance(root, ast.Name) and self._own(root.id)):
+                if not self._settable(part.value):
                     raise Refused(
                         node,
                         f"sets `{_shown(part)}`: a graded program sets attributes of its own "
@@ -351,6 +354,16 @@ class _Rules:
                 module = isinstance(root, ast.Name) and root.id in self.modules
                 if module and self._module_path(part.value) != "os.environ":
                     raise Refused(node, f"changes `{_shown(part)}`, a part of a module")
+
+    def _settable(self, node: ast.expr) -> bool:
+        """Whether the program may set attributes of ``node``: its own object (``self``,
+        ``hook``), or a part of options it made (``config.gpu_options``), whose parts are
+        options too (an object of its own could hold anything)."""
+        if isinstance(node, ast.Name):
+            return self._own(node.id)
+        while isinstance(node, ast.Attribute):
+            node = node.value
+        return isinstance(node, ast.Name) and self.options.get(node.id, False)
 
     def _own(self, name: str) -> bool:
         """Whether ``name`` is only ever bound to the program's own object."""
