@@ -39,6 +39,27 @@ REFUSED = {
         "class C(object):\n    def f(self):\n        self.m = tf\n        self.m.x = 1",
         "sets `self.m.x`",
     ),
+    "options of its own class": (
+        "class ConfigProto(object):\n    pass\nc = ConfigProto()\nc.m = tf\nc.m.x = 1",
+        "sets `c.m.x`",
+    ),
+    "options made by a name it bound": (
+        "class C(object):\n    pass\nConfigProto = C\nc = ConfigProto()\nc.m = tf\nc.m.x = 1",
+        "sets `c.m`",
+    ),
+    "a class's name bound to a module": (
+        "class C(object):\n    pass\nC = lambda: tf\nC().x = 1",
+        "sets",
+    ),
+    "an object of a class rebound": (
+        "class C(object):\n    pass\nC = lambda: tf\nc = C()\nc.x = 1",
+        "sets `c.x`",
+    ),
+    "a class decorated": ("@lambda c: lambda: tf\nclass C(object):\n    pass", "decorator"),
+    "a static method's self": (
+        "class C(object):\n    @staticmethod\n    def f(self):\n        self.x = 1",
+        "sets `self.x`",
+    ),
     "a loop's variable": ("for m in [tf]:\n    m.x = 1", "sets"),
     "a with's variable": ("with open('x') as f:\n    f.name = 1", "sets"),
     "setattr": ("setattr(tf, 'x', 1)", "`setattr`"),

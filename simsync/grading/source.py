@@ -178,14 +178,17 @@ class _Rules:
         #: (``getattr(x, "name")``, ``type(x).__name__``)
         self.selves: set[int] = set()
         self.written_out: set[int] = set()
+        #: names bound otherwise than by their import or their class statement
+        self.rebound: set[str] = set()
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef):
                 self.classes.add(node.name)
-                for method in node.body:
-                    if isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef):
-                        arguments = [*method.args.posonlyargs, *method.args.args]
-                        if arguments and arguments[0].arg in ("self", "cls"):
-                            self.selves.add(id(arguments[0]))
+                self.selves.update(_selves(node))
+            elif isinstance(node, ast.Assign):
+                self.rebound.update(n for target in node.targets for n in _names(target))
+            elif not (isinstance(node, ast.arg) and id(node) in self.selves):
+                self.rebound.update(_bound(node))
+        self.classes -= self.rebound  # a class's name bound to anything else is no class
         for node in ast.walk(tree):
             self._bindings(node)
 
@@ -204,8 +207,8 @@ class _Rules:
                 self.made[local] = self.options[local] = False
             return
         if isinstance(node, ast.Assign):
-            made = self._makes(node.value)
-            options = made and _last(node.value.func) in OPTIONS  # type: ignore[attr-defined]
+            makes = self._makes(node.value)
+            made, options = makes is not None, makes in OPTIONS and makes not in self.classes
             for target in node.targets:
                 for name in _names(target):
                     self.made[name] = self.made.get(name, True) and made
@@ -216,12 +219,21 @@ class _Rules:
         for name in _bound(node):
             self.made[name] = self.options[name] = False
 
-    def _makes(self, value: ast.expr) -> bool:
-        """Whether ``value`` makes an object of the program's own: its class's, or options."""
+    def _makes(self, value: ast.expr) -> str | None:
+        """The class of the object of the program's own that ``value`` makes (its own
+        class's, or options: ``tf.compat.v1.ConfigProto()`` of a module it imported), if it
+        makes one."""
         if not isinstance(value, ast.Call):
-            return False
-        last = _last(value.func)
-        return last in self.classes or last in OPTIONS
+            return None
+        func = root = value.func
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not isinstance(root, ast.Name) or root.id in self.rebound:
+            return None
+        if isinstance(func, ast.Name) and func.id in self.classes:
+            return func.id
+        last = _last(func)
+        return last if last in OPTIONS and root.id in self.modules else None
 
     # the rules
 
@@ -329,6 +341,9 @@ class _Rules:
     def _class(self, node: ast.ClassDef) -> None:
         if node.keywords:
             raise Refused(node, f"class `{node.name}` sets a metaclass or class keywords")
+        for decorator in node.decorator_list:
+            if _last(decorator) != "dataclass":
+                raise Refused(node, f"class `{node.name}` has a decorator: it could be anything")
         for base in node.bases:
             last = _last(base)
             if last not in BASES and last not in self.classes:
@@ -380,6 +395,21 @@ class _Rules:
         if not isinstance(node, ast.Name) or node.id not in self.modules:
             return None
         return ".".join([self.modules[node.id], *reversed(parts)])
+
+
+def _selves(node: ast.ClassDef) -> Iterator[int]:
+    """The first arguments of a class's methods named ``self`` or ``cls``: its own object
+    (not a static method's, nor one a decorator could call with anything)."""
+    for method in node.body:
+        if not isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        if any(
+            _last(d) not in ("property", "classmethod", "setter") for d in method.decorator_list
+        ):
+            continue
+        arguments = [*method.args.posonlyargs, *method.args.args]
+        if arguments and arguments[0].arg in ("self", "cls"):
+            yield id(arguments[0])
 
 
 def _imported(node: ast.Import | ast.ImportFrom, alias: ast.alias) -> str:
