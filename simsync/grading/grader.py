@@ -148,7 +148,8 @@ def _program_limits(sandbox: Sandbox) -> str:
     limits = ImportLimits()
     hook = "" if sandbox.bwrap is not None else "; NO audit hook either"
     return (
-        f"run with threads until its training loop is known, in the same sandbox{hook}; CPU "
+        "read first, and run only if it keeps to TensorFlow's public API; then run with "
+        f"threads until its training loop is known, in the same sandbox{hook}; CPU "
         f"time {limits.cpu_seconds} s, memory {limits.memory_bytes / 2**30:g} GiB, wall "
         f"clock {limits.wall_seconds:g} s"
     )
