@@ -60,6 +60,31 @@ REFUSED = {
         "class C(object):\n    @staticmethod\n    def f(self):\n        self.x = 1",
         "sets `self.x`",
     ),
+    "a method aliased in its class": (
+        "class P(object):\n    def put(self, v):\n        self.x = v\n"
+        "    put2 = staticmethod(put)\nP().put2(tf, 1)",
+        "sets `self.x`",
+    ),
+    "a method kept in a list": (
+        "class P(object):\n    def put(self, v):\n        self.x = v\n"
+        "    fs = [put]\nP().fs[0](tf, 1)",
+        "sets `self.x`",
+    ),
+    "a method read off its class": (
+        "class P(object):\n    def put(self, v):\n        self.x = v\nP.put(tf, 1)",
+        "`P.put`",
+    ),
+    "builtins imported from another module": (
+        "from dataclasses import builtins as b\nb.eval('setattr')",
+        "`dataclasses.builtins`",
+    ),
+    "eval of a module": ("import json\njson.eval('1')", "`json.eval`"),
+    "a banned name imported": ("from sys import modules", "`sys.modules`"),
+    "a private name imported": ("from sys import _getframe", "`sys._getframe`"),
+    "tensorflow's api package": ("from tensorflow._api.v2.compat.v1 import train", "internal"),
+    "keras internals": ("import keras.src.utils", "`keras.src.utils`"),
+    "pickles by place": ("np.load('x.npy', None, True)", "by place"),
+    "keras unsafe by place": ("tf.keras.models.load_model('m', None, True, False)", "by place"),
     "a loop's variable": ("for m in [tf]:\n    m.x = 1", "sets"),
     "a with's variable": ("with open('x') as f:\n    f.name = 1", "sets"),
     "setattr": ("setattr(tf, 'x', 1)", "`setattr`"),
@@ -72,8 +97,8 @@ REFUSED = {
     "compile": ("compile('1', 'x', 'eval')", "`compile`"),
     "globals": ("globals()['tf'] = None", "`globals`"),
     "vars": ("vars(tf)", "`vars`"),
-    "type": ("type(tf)", "`type`"),
-    "a method of a type": ("class C(object):\n    pass\ntype(C()).f(tf)", "`type`"),
+    "a method of a type": ("class C(object):\n    pass\ntype(C()).f(tf)", "object's class"),
+    "type with three arguments": ("C = type('C', (object,), {})", "`type`"),
     "__import__": ("__import__('os')", "`__import__`"),
     "__builtins__": ("__builtins__", "`__builtins__`"),
     "a dunder attribute": ("f = print.__self__", "`print.__self__`"),
@@ -137,6 +162,8 @@ HONEST = """
 from __future__ import print_function
 
 import argparse
+import collections
+import enum
 import os
 import sys
 import threading
@@ -161,6 +188,28 @@ class _LoggerHook(tf.compat.v1.train.SessionRunHook):
     def before_run(self, run_context):
         self._step += 1
         return tf.compat.v1.train.SessionRunArgs(loss)
+
+
+__all__ = ["main"]
+__version__ = "1.0"
+
+
+class Mode(enum.Enum):
+    TRAIN = 1
+
+
+class Cfg(collections.namedtuple("Cfg", ["lr"])):
+    LR = 0.1
+
+    @classmethod
+    def make(cls):
+        return cls(lr=cls.LR)
+
+
+class Net(tf.keras.Model):
+    def __init__(self):
+        super(Net, self).__init__()
+        self.dense = tf.keras.layers.Dense(4)
 
 
 class Feeder(threading.Thread):
@@ -192,6 +241,11 @@ def main(_):
         out = sess.run(train_op, feed_dict=feed, options=run_options, run_metadata=run_metadata)
         trace = timeline.Timeline(step_stats=run_metadata.step_stats)
         accuracy = tf.reduce_mean(x).eval(session=sess)
+        rate.load(0.05, sess)
+        data = np.load("data.npz", allow_pickle=False)
+    if type(grads) == list:
+        print(type(grads), tf.__version__, __version__)
+    print(Mode.TRAIN, Cfg.make(), Cfg.LR)
     for i in xrange(3):
         try:
             sess.run(train_op)

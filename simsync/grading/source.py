@@ -52,7 +52,9 @@ MODULES = frozenset(
     }
 )
 #: modules below :data:`MODULES` that are not: internals, native code, code from text
-NOT_MODULES = ("tensorflow.python", "numpy.ctypeslib", "numpy.f2py", "logging.config")
+NOT_MODULES = ("numpy.ctypeslib", "numpy.f2py", "logging.config", "keras.src")
+#: TensorFlow's public modules (the rest of it is internals: ``tensorflow.python``)
+TENSORFLOW = ("tensorflow.compat", "tensorflow.keras", "tensorflow.core.protobuf")
 #: ... and single modules a graded program may import all the same
 YET_MODULES = frozenset(
     {
@@ -92,8 +94,8 @@ NOT_ATTRIBUTES = frozenset(
 )
 #: module attributes that are not, by the end of their name (``sys.path``: imports)
 NOT_MODULE_ATTRIBUTES = ("sys.path",)
-#: dunder names a program may use
-DUNDERS = frozenset({"__name__", "__file__", "__doc__"})
+#: dunder names a program may use, and read off anything (strings)
+DUNDERS = frozenset({"__name__", "__file__", "__doc__", "__version__", "__all__", "__author__"})
 #: dunder methods its classes may define
 METHODS = frozenset(
     {
@@ -118,6 +120,8 @@ OPTIONS = frozenset(
 )
 #: keyword arguments that load code from data, unless given their safe value
 NOT_KEYWORDS = {"allow_pickle": False, "safe_mode": True}
+#: functions that load data which could hold code, unless told not to by those keywords
+LOADERS = frozenset({"load_model", "read_array", "model_from_json"})
 #: keyword arguments that set attributes by name on an object passed
 NAMESPACES = frozenset({"namespace"})
 #: the most bytes of source read
@@ -180,10 +184,14 @@ class _Rules:
         self.written_out: set[int] = set()
         #: names bound otherwise than by their import or their class statement
         self.rebound: set[str] = set()
+        #: what each class of its own may have read off it (constants, static methods)
+        self.class_attributes: dict[str, set[str]] = {}
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef):
                 self.classes.add(node.name)
                 self.selves.update(_selves(node))
+                attributes = self.class_attributes.setdefault(node.name, set())
+                attributes.update(_class_attributes(node))
             elif isinstance(node, ast.Assign):
                 self.rebound.update(n for target in node.targets for n in _names(target))
             elif not (isinstance(node, ast.arg) and id(node) in self.selves):
@@ -266,6 +274,8 @@ class _Rules:
         for alias in node.names:
             if alias.name == "*":
                 raise Refused(node, "imports `*`: import the names it uses")
+            if alias.asname and alias.asname.startswith("__"):
+                raise Refused(node, f"imports a name as `{alias.asname}`, Python's own")
             module = _imported(node, alias)
             top = module.partition(".")[0]
             if module in YET_MODULES:
@@ -278,6 +288,15 @@ class _Rules:
                 )
             if any(module == m or module.startswith(m + ".") for m in NOT_MODULES):
                 raise Refused(node, f"imports `{module}`, an internal module: {PUBLIC}")
+            if top == "tensorflow" and not _public_tensorflow(module):
+                raise Refused(node, f"imports `{module}`, an internal module: {PUBLIC}")
+            for part in module.split(".")[1:]:  # from sys import modules: sys.modules
+                if part.startswith("_") or part in NOT_ATTRIBUTES:
+                    raise Refused(
+                        node,
+                        f"imports `{module}`, which reaches into a part of Python's machinery "
+                        f"or native code: {PUBLIC}",
+                    )
 
     def _name(self, node: ast.Name) -> None:
         if id(node) in self.written_out:  # checked with its call
@@ -291,20 +310,25 @@ class _Rules:
 
     def _attribute(self, node: ast.Attribute) -> None:
         name, base = node.attr, node.value
-        if name == "__name__" and _call_of(base, "type", 1):  # type(error).__name__
-            self.written_out.add(id(base.func))  # type: ignore[attr-defined]
-            return
         shown = f"`{_shown(node)}`"
+        if _call_of(base, "type", 1) and name != "__name__":  # type(x).f(anything)
+            raise Refused(node, f"uses {shown}, an attribute of an object's class")
         inherited = name in METHODS and _super(base)  # super().__init__()
+        if name in DUNDERS and isinstance(node.ctx, ast.Load):  # tf.__version__
+            return
         if _dunder(name) and not inherited:
             raise Refused(node, f"uses {shown}, a part of Python's machinery")
         own = isinstance(base, ast.Name) and base.id in ("self", "cls") and self._own(base.id)
         own = own or inherited
-        if isinstance(base, ast.Name) and base.id in self.classes:
+        if (
+            isinstance(base, ast.Name)
+            and base.id in self.classes
+            and name not in self.class_attributes.get(base.id, ())
+        ):
             raise Refused(
                 node,
-                f"uses {shown}, an attribute of its class: use its objects' (a method called "
-                "on the class could be given any object as its own)",
+                f"uses {shown}, a method read off its class: call it on an object of the "
+                f"class (`{base.id}(...).{name}(...)`), which is its own",
             )
         if name.startswith("_") and not own:
             raise Refused(
@@ -313,6 +337,8 @@ class _Rules:
                 f"API (a name that starts with '_'): {PUBLIC}",
             )
         path = self._module_path(node) or ""
+        if path and name in NOT_NAMES:  # builtins.eval, not tensor.eval()
+            raise Refused(node, f"uses {shown}, which reaches code or objects by name")
         if (
             name in NOT_ATTRIBUTES
             or path in NOT_MODULE_ATTRIBUTES
@@ -330,6 +356,15 @@ class _Rules:
                 raise Refused(node, f"passes `{keyword.arg}`, whose attributes are set by name")
         if _last(node.func) in ("parse_args", "parse_known_args") and len(node.args) > 1:
             raise Refused(node, "passes a namespace, whose attributes are set by name")
+        if _call_of(node, "type", 1):  # type(x) == list, type(error).__name__
+            self.written_out.add(id(node.func))
+        loads = _last(node.func) in LOADERS or self._module_path(node.func) == "numpy.load"
+        if loads and len(node.args) > 1:  # np.load(f, None, True); not variable.load(v, sess)
+            raise Refused(
+                node,
+                f"passes `{_last(node.func)}` more than its file by place: name the others "
+                f"({', '.join(sorted(NOT_KEYWORDS))} run code kept in data)",
+            )
         if isinstance(node.func, ast.Name) and node.func.id == "getattr":
             name = node.args[1] if len(node.args) > 1 else None
             if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
@@ -345,6 +380,8 @@ class _Rules:
             if _last(decorator) != "dataclass":
                 raise Refused(node, f"class `{node.name}` has a decorator: it could be anything")
         for base in node.bases:
+            if isinstance(base, ast.Call) and _last(base.func) == "namedtuple":
+                continue  # a tuple class of its own
             last = _last(base)
             if last not in BASES and last not in self.classes:
                 raise Refused(
@@ -397,11 +434,20 @@ class _Rules:
         return ".".join([self.modules[node.id], *reversed(parts)])
 
 
+def _public_tensorflow(module: str) -> bool:
+    """Whether ``module`` (or a name imported from it) is of TensorFlow's public API."""
+    parts = module.split(".")
+    if len(parts) <= 2:  # tensorflow, from tensorflow import keras
+        return True
+    return any(module == m or module.startswith(m + ".") for m in TENSORFLOW)
+
+
 def _selves(node: ast.ClassDef) -> Iterator[int]:
     """The first arguments of a class's methods named ``self`` or ``cls``: its own object
     (not a static method's, nor one a decorator could call with anything)."""
+    named = set(_class_names(node))
     for method in node.body:
-        if not isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef):
+        if not isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef) or method.name in named:
             continue
         if any(
             _last(d) not in ("property", "classmethod", "setter") for d in method.decorator_list
@@ -410,6 +456,38 @@ def _selves(node: ast.ClassDef) -> Iterator[int]:
         arguments = [*method.args.posonlyargs, *method.args.args]
         if arguments and arguments[0].arg in ("self", "cls"):
             yield id(arguments[0])
+
+
+def _class_names(node: ast.ClassDef) -> Iterator[str]:
+    """Names the class's body reads in its own scope (``put2 = staticmethod(put)``, a
+    method's decorators and defaults): a method read so could be called with anything as
+    its ``self``."""
+    todo: list[ast.AST] = list(node.body)
+    while todo:
+        item = todo.pop()
+        if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+            todo += [*item.decorator_list, *item.args.defaults]
+            todo += [d for d in item.args.kw_defaults if d is not None]
+            continue
+        if isinstance(item, ast.Lambda | ast.ClassDef):
+            continue
+        if isinstance(item, ast.Name):
+            yield item.id
+        todo += list(ast.iter_child_nodes(item))
+
+
+def _class_attributes(node: ast.ClassDef) -> Iterator[str]:
+    """What a class's own code may read off the class itself: its constants (an enum's
+    members) and its static and class methods, not a method whose ``self`` it would give."""
+    for item in node.body:
+        if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+            if any(_last(d) in ("staticmethod", "classmethod") for d in item.decorator_list):
+                yield item.name
+        elif isinstance(item, ast.Assign):
+            for target in item.targets:
+                yield from _names(target)
+        elif isinstance(item, ast.AnnAssign):
+            yield from _names(item.target)
 
 
 def _imported(node: ast.Import | ast.ImportFrom, alias: ast.alias) -> str:
@@ -477,7 +555,12 @@ def _last(node: ast.expr) -> str | None:
 
 def _super(node: ast.expr) -> bool:
     """``super()``, whose methods a class's own may call (``super().__init__()``)."""
-    return _call_of(node, "super", 0)
+    if _call_of(node, "super", 0):
+        return True
+    if not _call_of(node, "super", 2):  # super(Net, self)
+        return False
+    first, second = node.args  # type: ignore[attr-defined]
+    return isinstance(first, ast.Name) and isinstance(second, ast.Name) and second.id == "self"
 
 
 def _call_of(node: ast.expr, name: str, arguments: int) -> bool:
