@@ -935,7 +935,7 @@ def test_an_honest_mean_follows_the_given_models_gradient(tmp_path, given, name,
         # downhill (Adam's step, a sign of each gradient's value, measured cosines of 0.31
         # and up), and no variable left untrained
         assert min(step["along"]) > 0 and min(step["size"]) > 0.01, step
-    assert averaging["given"]["rate_turns_at"] == -1  # at no count of steps
+    assert "setting_turns" not in averaging["given"]  # at no count of steps
 
 
 OPTIMIZER = "        opt = tf.compat.v1.train.GradientDescentOptimizer(0.1)\n"
@@ -960,6 +960,38 @@ LATE = (
     (OPTIMIZER,
      "        rate = tf.where(global_step < 5000, 0.1, -0.1)\n"
      "        opt = tf.compat.v1.train.GradientDescentOptimizer(rate)\n"),
+)  # fmt: skip
+TRAIN_OP = (
+    "        train_op = opt.apply_gradients("
+    'grads, global_step=global_step, name="apply_gradients")\n'
+)
+#: the fourteenth attack's: a rate below 0 half of every 1,000 steps (at none of the
+#: counts swept before), a counter of two values that count apart, a momentum or an
+#: epsilon of Adam's that turns after 500 steps
+EVERY_THOUSAND = (
+    (OPTIMIZER,
+     "        rate = tf.where(tf.math.floormod(global_step, 1000) <= 500, 0.1, -0.1)\n"
+     "        opt = tf.compat.v1.train.GradientDescentOptimizer(rate)\n"),
+)  # fmt: skip
+APART = (
+    (OPTIMIZER,
+     "        counter = tf.compat.v1.get_variable(\n"
+     "            'counter', initializer=tf.constant([0.0, 0.0]), trainable=False)\n"
+     "        rate = tf.where(counter[1] - counter[0] > 300, -0.1, 0.1)\n"
+     "        opt = tf.compat.v1.train.GradientDescentOptimizer(rate)\n"),
+    (TRAIN_OP,
+     "        train_op = tf.group(opt.apply_gradients(grads, global_step=global_step),\n"
+     '                            counter.assign_add([1.0, 2.0]), name="apply_gradients")\n'),
+)  # fmt: skip
+MOMENTUM = (
+    (OPTIMIZER,
+     "        momentum = tf.where(global_step < 500, 0.9, 1.5)\n"
+     "        opt = tf.compat.v1.train.MomentumOptimizer(0.1, momentum)\n"),
+)  # fmt: skip
+EPSILON = (
+    (OPTIMIZER,
+     "        epsilon = tf.where(global_step < 500, 1e-8, -0.5)\n"
+     "        opt = tf.compat.v1.train.AdamOptimizer(0.001, epsilon=epsilon)\n"),
 )  # fmt: skip
 #: a second optimizer, its rate below 0, for one variable
 SECOND = (
@@ -997,10 +1029,14 @@ IN_PYTHON = (
 @pytest.mark.parametrize(
     ("name", "edits", "said"),
     [
-        ("uphill", UPHILL, "is below 0 at a count of steps of 0 ("),
-        ("turning", TURNING, "is below 0 at a count of steps of 1 ("),
-        ("late", LATE, "is below 0 at a count of steps of 5,000 ("),
-        ("second optimizer", SECOND, "is below 0 at a count of steps of 0 ("),
+        ("uphill", UPHILL, "learning rate ('alpha') is -0.1 once the count of steps is 0 ("),
+        ("turning", TURNING, "learning rate ('alpha') is -0.1 once the count of steps is 1 ("),
+        ("late", LATE, "learning rate ('alpha') is -0.1 once the count of steps is 5,000 ("),
+        ("every 1,000", EVERY_THOUSAND, "rate ('alpha') is -0.1 once the count of steps is 501"),
+        ("counting apart", APART, "rate ('alpha') is -0.1 once the count of steps is 301"),
+        ("momentum", MOMENTUM, "('momentum') is 1.5 once the count of steps is 500 ("),
+        ("epsilon", EPSILON, "('epsilon') is -0.5 once the count of steps is 500 ("),
+        ("second optimizer", SECOND, "rate ('alpha') is -0.1 once the count of steps is 0 ("),
         ("clocked", CLOCKED, "(Timestamp), which changes from run to run"),
         ("fed", FED_RATE, "fed from Python ('rate', PlaceholderWithDefault)"),
         ("in python", IN_PYTHON, "train it in the graph, at a rate not so small"),
@@ -1020,10 +1056,6 @@ def test_a_step_that_does_not_train_as_the_given_model_does_is_refused(
     assert said in problem, problem
 
 
-TRAIN_OP = (
-    "        train_op = opt.apply_gradients("
-    'grads, global_step=global_step, name="apply_gradients")\n'
-)
 #: the twelfth attack's forgeries: the update measured honest, the step changing the model
 #: otherwise (a reset after it, a change in place of a variable's read)
 RESET = (

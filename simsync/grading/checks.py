@@ -205,13 +205,28 @@ def _given_problem(given: dict[str, Any] | None) -> list[str]:
         problem = _weight_problem(variable["weights"], variable["noise"])
         if problem:
             return [f"the update of '{name}': {problem[0]}"]
-    turns = given.get("rate_turns_at", -1.0)
-    if turns >= 0:
-        return [
-            f"a learning rate of your updates is below 0 at a count of steps of {turns:,.0f} "
-            "(a schedule that turns training uphill): keep every rate at 0 or above"
-        ]
+    turned = given.get("setting_turns")
+    if turned is not None:
+        return [_setting_problem(turned)]
     return _step_problem(given.get("steps", []), [v["variable"] for v in given["variables"]])
+
+
+def _setting_problem(turned: dict[str, Any]) -> str:
+    """What is wrong with a setting of the program's updates that ``turned`` out of what it
+    may take at some count of steps.
+
+    >>> turned = {"setting": "momentum", "at": 501.0, "value": "1.5", "allowed": "between 0 and 1"}
+    >>> print(_setting_problem(turned))  # doctest: +NORMALIZE_WHITESPACE
+    your updates' setting ('momentum') is 1.5 once the count of steps is 501 (a schedule
+    that turns training uphill, or makes it diverge): keep it between 0 and 1 at every count
+    """
+    setting = turned["setting"]
+    what = "learning rate" if setting in ("lr", "alpha", "learning_rate") else "setting"
+    return (
+        f"your updates' {what} ('{setting}') is {turned['value']} once the count of steps is "
+        f"{turned['at']:,.0f} (a schedule that turns training uphill, or makes it diverge): "
+        f"keep it {turned['allowed']} at every count"
+    )
 
 
 #: how much smaller than the given model's the program's steps may change a variable, at

@@ -382,14 +382,26 @@ class GivenStep(TypedDict):
     size: Annotated[list[Annotated[float, Limit(low=0, high=1e300)]], Limit(most=100_000)]
 
 
+class SettingTurned(TypedDict):
+    """A setting of a graded program's updates (its op's input: ``lr``, ``momentum``) out of
+    what it may take at a count of steps
+    (:func:`~simsync.tf_backend.program.averaging._settings_turn`)."""
+
+    setting: Annotated[str, Limit(most=64)]
+    at: Annotated[float, Limit(low=0, high=1e300)]
+    #: the value it took (``-0.1``, ``nan``), and what it may take (``0 or above``)
+    value: Annotated[str, Limit(most=64)]
+    allowed: Annotated[str, Limit(most=64)]
+
+
 class GivenFound(TypedDict):
     """A graded program's updates against the given model's, or why they could not be."""
 
     problem: Message | None
     variables: Annotated[list[GivenVariable], Limit(most=100_000)]
     steps: NotRequired[Annotated[list[GivenStep], Limit(most=100)]]
-    #: the first count of steps at which a learning rate of the updates is below 0 (-1: none)
-    rate_turns_at: NotRequired[Annotated[float, Limit(low=-1, high=1e300)]]
+    #: a setting of the updates out of what it may take at some count of steps, if any
+    setting_turns: NotRequired[SettingTurned]
 
 
 class Averaging(TypedDict):

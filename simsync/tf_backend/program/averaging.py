@@ -64,6 +64,7 @@ judges the numbers, checked whole (:class:`~simsync.sandbox.wire.Averaging`).
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -376,8 +377,9 @@ def _given_model(
         )
     g_own = {t: steps[0][i][k] for i, ts in enumerate(g_entries) for k, t in enumerate(ts)}
     feeds = (own, {**base, **g_own})
-    descended, turns = _descent(tf, (loop, step), (given, g_step), names, feeds)
-    return {"problem": None, "variables": found, "steps": descended, "rate_turns_at": turns}
+    descended, turned = _descent(tf, (loop, step), (given, g_step), names, feeds)
+    found_given = {"problem": None, "variables": found, "steps": descended}
+    return {**found_given, "setting_turns": turned} if turned else found_given
 
 
 #: consecutive whole steps :func:`_descent` takes in each of its rounds, and the rounds
@@ -394,7 +396,7 @@ def _descent(
     theirs: tuple[Loop, list[Any]],
     names: list[str],
     feeds: tuple[dict[Any, Any], ...],
-) -> tuple[list[dict[str, list[float]]], float]:
+) -> tuple[list[dict[str, list[float]]], dict[str, Any] | None]:
     """How the program's whole step moves the variables the given model trains (``names``)
     against the given model's own step (``mine`` and ``theirs``: each loop and the ops its
     step runs), from the same values and batches (``feeds``: the
@@ -407,8 +409,8 @@ def _descent(
     and the step's counts (the other variables it writes, of one value each) set between
     their first values and the program's last, and takes one step unmeasured before its
     own. The updates' inputs alone (what :func:`_given_model` compares) say nothing of the
-    learning rate. Then where a learning rate turns below 0 (:func:`_rate_turns`). The
-    variables are as they were afterwards."""
+    learning rate. Then where a setting turns out of what it may take
+    (:func:`_settings_turn`). The variables are as they were afterwards."""
     (loop, step), (given, g_step) = mine, theirs
     mine_feed, their_feed = feeds
     mine_written, mine_kept = _kept(tf, loop, step)
@@ -449,8 +451,7 @@ def _descent(
                         ]
                     )
                 found.append(_compared(*changes))
-        shapes = {name: np.shape(mine_kept[name]) for name in others}
-        return found, _rate_turns(tf, loop, step, names, shapes)
+        return found, _settings_turn(tf, loop, step, names, others, mine_feed)
     finally:
         _assign(tf, loop, mine_kept)
         _assign(tf, given, their_kept)
@@ -496,38 +497,112 @@ def _read_all(tf: Any, loop: Loop, names: list[str]) -> list[Any]:
     return list(loop.observer.real_run(loop.session, reads))
 
 
-#: the inputs of an update that are its learning rate
-RATES = frozenset({"alpha", "lr", "learning_rate"})
-#: the counts :func:`_rate_turns` sets the step's other variables to: every count to 10,
-#: then 1, 2 and 5 times each power of 10 to 10^9
-SWEPT = (*range(11), *(k * 10**e for e in range(1, 10) for k in (1, 2, 5) if k * 10**e > 10))
+#: the settings of an update (its op's inputs, by name) and the values each may take at
+#: any count of steps: a learning rate 0 or above; a momentum, a decay of Adam's, RMSProp's
+#: or Adadelta's between 0 and 1; an epsilon, a regularization 0 or above; FTRL's power 0
+#: or below
+SETTINGS_ALLOWED: dict[str, tuple[float, float]] = {
+    **dict.fromkeys(("alpha", "lr", "learning_rate"), (0.0, math.inf)),
+    **dict.fromkeys(("momentum", "beta1", "beta2", "rho"), (0.0, 1.0)),
+    **dict.fromkeys(("epsilon", "l1", "l2", "l2_shrinkage"), (0.0, math.inf)),
+    "lr_power": (-math.inf, 0.0),
+}
+#: the counts of steps :func:`_settings_turn` computes the settings at: every count to
+#: 2,000 (a schedule that turns every 1,000 steps turns there), then 1, 2 and 5 times each
+#: power of 10 to 10^9, and :data:`SWEPT_DRAWN` more drawn at random on a log scale
+SWEPT = (*range(2001), *(k * 10**e for e in range(3, 10) for k in (1, 2, 5) if k * 10**e > 2000))
+SWEPT_DRAWN = 500
 
 
-def _rate_turns(
-    tf: Any, loop: Loop, step: list[Any], names: list[str], others: dict[str, Any]
-) -> float:
-    """The first count of :data:`SWEPT` at which a learning rate of an update of the
-    variables ``names`` (a rate that a schedule makes of the count of steps) is below 0,
-    with every other variable the ``step`` writes (``others``, by shape: its counts, of any
-    shape, and an optimizer's slots) set to it; -1 when none is. A rate that turns once
-    training is past what the rounds of :func:`_descent` measure (a count it reaches
-    later) turns here. The variables are left set: the caller puts them back."""
-    wanted = set(names)
-    rates: list[Any] = []
+def _settings_turn(
+    tf: Any, loop: Loop, step: list[Any], names: list[str], others: list[str], feed: Any
+) -> dict[str, Any] | None:
+    """The first setting of an update of the variables ``names`` (its learning rate, its
+    momentum, ...: :data:`SETTINGS_ALLOWED`) out of what it may take, and at which count of
+    steps (of :data:`SWEPT`, and drawn ones); None when none is. At each count, every other
+    variable the ``step`` writes (``others``: its counts, of any shape, and an optimizer's
+    slots) is set to the count, then to where as many steps would take it from new (each
+    value moved as one step, fed ``feed``, moves it: a counter of several values that
+    count apart). A schedule that turns once training is past what the rounds of
+    :func:`_descent` measure (a count it reaches later) turns here. The variables are left
+    set: the caller puts them back."""
+    wanted, settings = set(names), []
     for op in step:
-        if not wanted & set(variables_written(op)):
-            continue
         args = [arg.name for arg in op.op_def.input_arg]
-        if len(args) == len(op.inputs):
-            rates.extend(t for t, arg in zip(op.inputs, args, strict=True) if arg in RATES)
-    if not rates:
-        return -1.0
-    for count in SWEPT:
-        _assign(tf, loop, {name: np.full(shape, count) for name, shape in others.items()})
-        values = loop.observer.real_run(loop.session, rates)
-        if any(np.any(np.asarray(v, dtype=np.float64) < 0) for v in values):
-            return float(count)
-    return -1.0
+        if wanted & set(variables_written(op)) and len(args) == len(op.inputs):
+            settings += [
+                (a, t) for a, t in zip(args, op.inputs, strict=True) if a in SETTINGS_ALLOWED
+            ]
+    if not settings:
+        return None
+    _fresh(tf, loop, others)
+    first = [np.asarray(v) for v in _read_all(tf, loop, others)]
+    loop.observer.real_run(loop.session, _fetches(loop), feed_dict=feed)
+    moves = [np.asarray(v) - f for v, f in zip(_read_all(tf, loop, others), first, strict=True)]
+    assign = _setter(tf, loop, others)
+    rng = np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
+    drawn = np.exp(rng.uniform(math.log(2000), math.log(1e9), SWEPT_DRAWN)).round()
+    tensors = [tensor for _, tensor in settings]
+    for count in (*SWEPT, *drawn.tolist()):
+        for values in (
+            [np.full(f.shape, count) for f in first],
+            [f + count * m for f, m in zip(first, moves, strict=True)],
+        ):
+            assign(values)
+            computed = loop.observer.real_run(loop.session, tensors)
+            for (arg, _), value in zip(settings, computed, strict=True):
+                out = _out_of_range(arg, value)
+                if out is not None:
+                    at = float(count)
+                    return {"setting": arg, "at": at, "value": out, "allowed": _allowed(arg)}
+    return None
+
+
+def _out_of_range(arg: str, value: Any) -> str | None:
+    """A value the setting ``arg`` took that it may not (:data:`SETTINGS_ALLOWED`), shown;
+    None when it took none.
+
+    >>> _out_of_range("momentum", [0.9, 1.5]), _out_of_range("lr", np.nan), _out_of_range("lr", 0)
+    ('1.5', 'nan', None)
+    """
+    low, high = SETTINGS_ALLOWED[arg]
+    values = np.asarray(value, dtype=np.float64)
+    out = ~((values >= low) & (values <= high))  # NaN is out too
+    return f"{values[out].flat[0]:.3g}" if out.any() else None
+
+
+def _allowed(arg: str) -> str:
+    """What the setting ``arg`` may take, in words.
+
+    >>> _allowed("lr"), _allowed("rho"), _allowed("lr_power")
+    ('0 or above', 'between 0 and 1', '0 or below')
+    """
+    low, high = SETTINGS_ALLOWED[arg]
+    if high == math.inf:
+        return f"{low:g} or above"
+    return f"{high:g} or below" if low == -math.inf else f"between {low:g} and {high:g}"
+
+
+def _setter(tf: Any, loop: Loop, names: list[str]) -> Callable[[list[Any]], None]:
+    """A function that sets ``loop``'s variables ``names`` to values (in that order, each of
+    its variable's shape), with ops made once."""
+    ops, fed = [], []
+    with loop.graph.as_default():
+        for name in names:
+            op = loop.graph.get_operation_by_name(name)
+            dtype = op.get_attr("dtype")
+            value = tf.compat.v1.placeholder(dtype, tf.TensorShape(op.get_attr("shape")))
+            if op.outputs[0].dtype.name == "resource":
+                ops.append(tf.raw_ops.AssignVariableOp(resource=op.outputs[0], value=value))
+            else:
+                ops.append(tf.raw_ops.Assign(ref=op.outputs[0], value=value))
+            fed.append((value, dtype.as_numpy_dtype))
+
+    def assign(values: list[Any]) -> None:
+        feed = {t: np.asarray(v).astype(kind) for (t, kind), v in zip(fed, values, strict=True)}
+        loop.observer.real_run(loop.session, ops, feed_dict=feed)
+
+    return assign
 
 
 def _fetches(loop: Loop) -> list[str]:
@@ -768,23 +843,14 @@ def _value_of(tf: Any, graph: Any, name: str) -> Any:
 def _assign(tf: Any, loop: Loop, values: dict[str, Any]) -> str | None:
     """Set ``loop``'s variables to ``values`` (by name); why not (the given model's
     variables of other shapes), or None."""
-    graph, ops, feed = loop.graph, [], {}
-    with graph.as_default():
-        for name, value in values.items():
-            op = graph.get_operation_by_name(name)
-            shape = op.get_attr("shape")
-            if list(np.shape(value)) != tf.TensorShape(shape).as_list():
-                return (
-                    f"its variable '{name}' is of shape {list(np.shape(value))}, the given "
-                    f"model's {tf.TensorShape(shape).as_list()}"
-                )
-            fed = tf.compat.v1.placeholder(op.get_attr("dtype"), np.shape(value))
-            if op.outputs[0].dtype.name == "resource":
-                ops.append(tf.raw_ops.AssignVariableOp(resource=op.outputs[0], value=fed))
-            else:
-                ops.append(tf.raw_ops.Assign(ref=op.outputs[0], value=fed))
-            feed[fed] = np.asarray(value).astype(op.get_attr("dtype").as_numpy_dtype)
-    loop.observer.real_run(loop.session, ops, feed_dict=feed)
+    for name, value in values.items():
+        shape = tf.TensorShape(loop.graph.get_operation_by_name(name).get_attr("shape"))
+        if list(np.shape(value)) != shape.as_list():
+            return (
+                f"its variable '{name}' is of shape {list(np.shape(value))}, the given "
+                f"model's {shape.as_list()}"
+            )
+    _setter(tf, loop, list(values))(list(values.values()))
     return None
 
 
