@@ -521,11 +521,11 @@ def _settings_turn(
     momentum, ...: :data:`SETTINGS_ALLOWED`) out of what it may take, and at which count of
     steps (of :data:`SWEPT`, and drawn ones); None when none is. At each count, every other
     variable the ``step`` writes (``others``: its counts, of any shape, and an optimizer's
-    slots) is set to the count, then to where as many steps would take it from new (each
-    value moved as one step, fed ``feed``, moves it: a counter of several values that
-    count apart). A schedule that turns once training is past what the rounds of
-    :func:`_descent` measure (a count it reaches later) turns here. The variables are left
-    set: the caller puts them back."""
+    slots: those the settings compute with) is set to the count, then to where as many
+    steps would take it from new (each value moved as one step, fed ``feed``, moves it: a
+    counter of several values that count apart). A schedule that turns once training is
+    past what the rounds of :func:`_descent` measure (a count it reaches later) turns here.
+    The variables are left set: the caller puts them back."""
     wanted, settings = set(names), []
     for op in step:
         args = [arg.name for arg in op.op_def.input_arg]
@@ -535,15 +535,19 @@ def _settings_turn(
             ]
     if not settings:
         return None
+    tensors = [tensor for _, tensor in settings]
+    read = {op.name for op in upstream(t.op for t in tensors) if op.type in VARIABLE_OPS}
+    others = [name for name in others if name in read]  # what the settings compute with
     _fresh(tf, loop, others)
     first = [np.asarray(v) for v in _read_all(tf, loop, others)]
-    loop.observer.real_run(loop.session, _fetches(loop), feed_dict=feed)
+    if others:
+        loop.observer.real_run(loop.session, _fetches(loop), feed_dict=feed)
     moves = [np.asarray(v) - f for v, f in zip(_read_all(tf, loop, others), first, strict=True)]
     assign = _setter(tf, loop, others)
     rng = np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
     drawn = np.exp(rng.uniform(math.log(2000), math.log(1e9), SWEPT_DRAWN)).round()
-    tensors = [tensor for _, tensor in settings]
-    for count in (*SWEPT, *drawn.tolist()):
+    # settings of no count: the same at every count
+    for count in (*SWEPT, *drawn.tolist()) if others else (0,):
         for values in (
             [np.full(f.shape, count) for f in first],
             [f + count * m for f, m in zip(first, moves, strict=True)],
