@@ -85,6 +85,22 @@ REFUSED = {
     "keras internals": ("import keras.src.utils", "`keras.src.utils`"),
     "pickles by place": ("np.load('x.npy', None, True)", "by place"),
     "keras unsafe by place": ("tf.keras.models.load_model('m', None, True, False)", "by place"),
+    "a base imported under an allowed name": (
+        "from tensorflow import Graph as Model\nclass G(Model):\n    pass",
+        "derives from `Model`",
+    ),
+    "a base bound to an allowed name": (
+        "Model = tf.Graph\nclass G(Model):\n    pass",
+        "derives from `Model`",
+    ),
+    "options imported under their name": (
+        "from tensorflow import Graph as ConfigProto\nc = ConfigProto()\nc.as_graph_def = 1",
+        "sets `c.as_graph_def`",
+    ),
+    "a decorator imported as dataclass": (
+        "from tensorflow import function as dataclass\n@dataclass\nclass C(object):\n    pass",
+        "decorator",
+    ),
     "a loop's variable": ("for m in [tf]:\n    m.x = 1", "sets"),
     "a with's variable": ("with open('x') as f:\n    f.name = 1", "sets"),
     "setattr": ("setattr(tf, 'x', 1)", "`setattr`"),
@@ -163,6 +179,7 @@ from __future__ import print_function
 
 import argparse
 import collections
+import dataclasses
 import enum
 import os
 import sys
@@ -192,6 +209,11 @@ class _LoggerHook(tf.compat.v1.train.SessionRunHook):
 
 __all__ = ["main"]
 __version__ = "1.0"
+
+
+@dataclasses.dataclass
+class Settings:
+    rate: float = 0.1
 
 
 class Mode(enum.Enum):

@@ -104,13 +104,15 @@ METHODS = frozenset(
         *("__ge__", "__hash__", "__getitem__", "__contains__", "__bool__"),
     }
 )
-#: the classes its own may derive from (the last part of the name)
+#: the classes its own may derive from: Python's, by their own names, and those of the
+#: modules it imports (the last part of the name they import)
+BUILTIN_BASES = frozenset({"object", "Exception", "ValueError", "RuntimeError", "TypeError"})
 BASES = frozenset(
-    {
-        *("object", "Exception", "ValueError", "RuntimeError", "TypeError", "Enum", "IntEnum"),
-        *("NamedTuple", "Thread", "SessionRunHook", "Model", "Layer", "Module", "Callback"),
-    }
+    {"Enum", "IntEnum", "NamedTuple", "Thread", "SessionRunHook", "Model", "Layer", "Module"}
+    | {"Callback"}
 )
+#: what makes a tuple class of its own
+NAMEDTUPLES = frozenset({"collections.namedtuple"})
 #: options objects a program may set attributes of, once it made them
 OPTIONS = frozenset(
     {
@@ -233,15 +235,26 @@ class _Rules:
         makes one."""
         if not isinstance(value, ast.Call):
             return None
-        func = root = value.func
-        while isinstance(root, ast.Attribute):
-            root = root.value
-        if not isinstance(root, ast.Name) or root.id in self.rebound:
-            return None
+        func = value.func
         if isinstance(func, ast.Name) and func.id in self.classes:
             return func.id
-        last = _last(func)
-        return last if last in OPTIONS and root.id in self.modules else None
+        last = (self._resolved(func) or "").rpartition(".")[2]
+        return last if last in OPTIONS else None
+
+    def _builtin_bases(self) -> set[str]:
+        """Python's classes the program's may derive from, by names it never binds."""
+        return set(BUILTIN_BASES) - self.rebound - set(self.modules)
+
+    def _resolved(self, node: ast.expr) -> str | None:
+        """The full name of what ``node`` names, when it is a module it imported (or a name
+        of one), never bound otherwise, or an attribute of one: ``tensorflow.Graph`` for
+        ``from tensorflow import Graph as Model``; else None."""
+        if isinstance(node, ast.Attribute):
+            base = self._resolved(node.value)
+            return None if base is None else f"{base}.{node.attr}"
+        if isinstance(node, ast.Name) and node.id in self.modules:
+            return None if node.id in self.rebound else self.modules[node.id]
+        return None
 
     # the rules
 
@@ -377,17 +390,20 @@ class _Rules:
         if node.keywords:
             raise Refused(node, f"class `{node.name}` sets a metaclass or class keywords")
         for decorator in node.decorator_list:
-            if _last(decorator) != "dataclass":
+            made = decorator.func if isinstance(decorator, ast.Call) else decorator
+            if self._resolved(made) != "dataclasses.dataclass":
                 raise Refused(node, f"class `{node.name}` has a decorator: it could be anything")
         for base in node.bases:
-            if isinstance(base, ast.Call) and _last(base.func) == "namedtuple":
+            if isinstance(base, ast.Call) and self._resolved(base.func) in NAMEDTUPLES:
                 continue  # a tuple class of its own
-            last = _last(base)
-            if last not in BASES and last not in self.classes:
+            if isinstance(base, ast.Name) and base.id in self.classes | self._builtin_bases():
+                continue
+            if (self._resolved(base) or "").rpartition(".")[2] not in BASES:
                 raise Refused(
                     node,
                     f"class `{node.name}` derives from `{_shown(base)}`: a graded program's "
-                    f"classes may derive from {_listed(BASES)} or its own",
+                    f"classes may derive from {_listed(BUILTIN_BASES | BASES)} (imported as "
+                    "such) or its own",
                 )
 
     def _target(self, node: ast.AST, target: ast.expr) -> None:
