@@ -101,6 +101,16 @@ REFUSED = {
         "from tensorflow import function as dataclass\n@dataclass\nclass C(object):\n    pass",
         "decorator",
     ),
+    "a module kept by a namespace": (
+        "import argparse\nns = argparse.Namespace()\nns.t = tf.compat.v1.train\n"
+        "ns.t.export_meta_graph = 1",
+        "sets `ns.t`",
+    ),
+    "self of a method an own decorator wraps": (
+        "def deco(f):\n    return lambda s: f(tf)\nclass C(object):\n"
+        "    @deco\n    def put(self):\n        self.x = 1",
+        "sets `self.x`",
+    ),
     "a loop's variable": ("for m in [tf]:\n    m.x = 1", "sets"),
     "a with's variable": ("with open('x') as f:\n    f.name = 1", "sets"),
     "setattr": ("setattr(tf, 'x', 1)", "`setattr`"),
@@ -177,11 +187,13 @@ def test_a_program_that_could_change_its_process_is_refused_with_its_line(case: 
 HONEST = """
 from __future__ import print_function
 
+import abc
 import argparse
 import collections
 import dataclasses
 import enum
 import os
+import re
 import sys
 import threading
 import time
@@ -216,6 +228,10 @@ class Settings:
     rate: float = 0.1
 
 
+class Base(abc.ABC):
+    pass
+
+
 class Mode(enum.Enum):
     TRAIN = 1
 
@@ -234,6 +250,31 @@ class Net(tf.keras.Model):
         self.dense = tf.keras.layers.Dense(4)
 
 
+class Scaled(tf.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = tf.Variable(1.0)
+
+    @tf.function
+    def __call__(self, x):
+        return x * self.scale
+
+    @property
+    def size(self):
+        return self._size
+
+    @size.setter
+    def size(self, value):
+        self._size = value
+
+
+def twice(f):
+    return lambda self, *args: f(self, *args)
+
+
+size_of = lambda self: self.size  # noqa: E731
+
+
 class Feeder(threading.Thread):
     def __init__(self, sess):
         super().__init__(daemon=True)
@@ -250,6 +291,7 @@ def _variable_on_cpu(name, shape):
 
 
 def main(_):
+    pattern = re.compile("tower_[0-9]+")
     config = tf.compat.v1.ConfigProto(allow_soft_placement=True)
     config.gpu_options.allow_growth = True
     run_options = tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE)

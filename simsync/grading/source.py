@@ -96,6 +96,16 @@ NOT_ATTRIBUTES = frozenset(
 NOT_MODULE_ATTRIBUTES = ("sys.path",)
 #: dunder names a program may use, and read off anything (strings)
 DUNDERS = frozenset({"__name__", "__file__", "__doc__", "__version__", "__all__", "__author__"})
+#: decorators of a method that pass it its own object (as well as ``property``, its
+#: setters and ``classmethod``), by the full name a module gives them
+DECORATORS = frozenset(
+    {
+        *("tensorflow.function", "tensorflow.compat.v1.function"),
+        "tensorflow.Module.with_name_scope",
+        *("functools.cached_property", "functools.lru_cache", "functools.cache"),
+        "abc.abstractmethod",
+    }
+)
 #: dunder methods its classes may define
 METHODS = frozenset(
     {
@@ -109,15 +119,16 @@ METHODS = frozenset(
 BUILTIN_BASES = frozenset({"object", "Exception", "ValueError", "RuntimeError", "TypeError"})
 BASES = frozenset(
     {"Enum", "IntEnum", "NamedTuple", "Thread", "SessionRunHook", "Model", "Layer", "Module"}
-    | {"Callback"}
+    | {"Callback", "ABC"}
 )
 #: what makes a tuple class of its own
 NAMEDTUPLES = frozenset({"collections.namedtuple"})
-#: options objects a program may set attributes of, once it made them
+#: options objects a program may set attributes of, once it made them: TensorFlow's
+#: protocol buffers, whose fields hold no module (an argparse Namespace would)
 OPTIONS = frozenset(
     {
         *("ConfigProto", "GPUOptions", "GraphOptions", "OptimizerOptions", "RunOptions"),
-        *("RunMetadata", "RewriterConfig", "Namespace"),
+        *("RunMetadata", "RewriterConfig"),
     }
 )
 #: keyword arguments that load code from data, unless given their safe value
@@ -188,17 +199,28 @@ class _Rules:
         self.rebound: set[str] = set()
         #: what each class of its own may have read off it (constants, static methods)
         self.class_attributes: dict[str, set[str]] = {}
+        #: each node's parent (the function a ``self`` is the first argument of)
+        self.parents: dict[int, ast.AST] = {}
+        methods: list[tuple[ast.ClassDef, ast.FunctionDef | ast.AsyncFunctionDef]] = []
         for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                self.parents[id(child)] = node
             if isinstance(node, ast.ClassDef):
                 self.classes.add(node.name)
-                self.selves.update(_selves(node))
                 attributes = self.class_attributes.setdefault(node.name, set())
                 attributes.update(_class_attributes(node))
+                methods += [(node, m) for m in _methods(node)]
             elif isinstance(node, ast.Assign):
                 self.rebound.update(n for target in node.targets for n in _names(target))
-            elif not (isinstance(node, ast.arg) and id(node) in self.selves):
-                self.rebound.update(_bound(node))
+            elif isinstance(node, ast.Import | ast.ImportFrom):
+                for alias in node.names:
+                    local = alias.asname or alias.name.partition(".")[0]
+                    self.modules[local] = _imported(node, alias) if alias.asname else local
+            elif not (isinstance(node, ast.arg) and node.arg in ("self", "cls")):
+                self.rebound.update(_bound(node))  # a method's self: see _method_self
         self.classes -= self.rebound  # a class's name bound to anything else is no class
+        for owner, method in methods:
+            self.selves.update(self._self_of(owner, method))
         for node in ast.walk(tree):
             self._bindings(node)
 
@@ -224,8 +246,8 @@ class _Rules:
                     self.made[name] = self.made.get(name, True) and made
                     self.options[name] = self.options.get(name, True) and options
             return
-        if isinstance(node, ast.arg) and id(node) in self.selves:
-            return  # the first argument of a method: its own object
+        if isinstance(node, ast.arg) and node.arg in ("self", "cls"):
+            return  # the first argument of a method, judged where used: _method_self
         for name in _bound(node):
             self.made[name] = self.options[name] = False
 
@@ -331,7 +353,7 @@ class _Rules:
             return
         if _dunder(name) and not inherited:
             raise Refused(node, f"uses {shown}, a part of Python's machinery")
-        own = isinstance(base, ast.Name) and base.id in ("self", "cls") and self._own(base.id)
+        own = isinstance(base, ast.Name) and base.id in ("self", "cls") and self._own_name(base)
         own = own or inherited
         if (
             isinstance(base, ast.Name)
@@ -350,7 +372,7 @@ class _Rules:
                 f"API (a name that starts with '_'): {PUBLIC}",
             )
         path = self._module_path(node) or ""
-        if path and name in NOT_NAMES:  # builtins.eval, not tensor.eval()
+        if path and name in NOT_NAMES - {"compile"}:  # not tensor.eval(), re.compile()
             raise Refused(node, f"uses {shown}, which reaches code or objects by name")
         if (
             name in NOT_ATTRIBUTES
@@ -428,15 +450,68 @@ class _Rules:
         ``hook``), or a part of options it made (``config.gpu_options``), whose parts are
         options too (an object of its own could hold anything)."""
         if isinstance(node, ast.Name):
-            return self._own(node.id)
+            return self._own_name(node)
         while isinstance(node, ast.Attribute):
             node = node.value
         return isinstance(node, ast.Name) and self.options.get(node.id, False)
 
+    def _own_name(self, node: ast.Name) -> bool:
+        """Whether the name ``node`` is the program's own object: the ``self`` of the method
+        it is used in, or a name only ever bound to an object it made."""
+        if node.id in ("self", "cls"):
+            return self._method_self(node)
+        return self._own(node.id)
+
+    def _method_self(self, node: ast.Name) -> bool:
+        """Whether ``node`` (``self`` or ``cls``) is the first argument of the method it is
+        used in, or of the method around the function it is used in (a closure), never
+        bound again there: not a lambda's, a static or aliased method's, nor that of one
+        whose decorator could give it anything."""
+        scope = self.parents.get(id(node))
+        while scope is not None:
+            if isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                arguments = [*scope.args.posonlyargs, *scope.args.args, *scope.args.kwonlyargs]
+                if any(a.arg == node.id for a in arguments):  # the function it is bound in
+                    first = arguments[0]
+                    rebound = any(
+                        isinstance(n, ast.Name)
+                        and n.id == node.id
+                        and not isinstance(n.ctx, ast.Load)
+                        for n in ast.walk(scope)
+                    )
+                    return first.arg == node.id and id(first) in self.selves and not rebound
+            scope = self.parents.get(id(scope))
+        return False
+
+    def _self_of(
+        self, owner: ast.ClassDef, method: ast.FunctionDef | ast.AsyncFunctionDef
+    ) -> Iterator[int]:
+        """The first argument of ``method`` of ``owner``, if it is its own object: a method
+        its class body does not read by name (``staticmethod(put)`` could be given
+        anything as its ``self``), decorated only by decorators that pass its own object
+        on (:data:`DECORATORS`, a property's setter)."""
+        arguments = [*method.args.posonlyargs, *method.args.args]
+        if not arguments or arguments[0].arg not in ("self", "cls"):
+            return
+        if method.name in set(_class_names(owner)):
+            return
+        for decorator in method.decorator_list:
+            made = decorator.func if isinstance(decorator, ast.Call) else decorator
+            if not self._passes_self(made):
+                return
+        yield id(arguments[0])
+
+    def _passes_self(self, decorator: ast.expr) -> bool:
+        """Whether a method's ``decorator`` gives it its own object as its first argument."""
+        if isinstance(decorator, ast.Name) and decorator.id in ("property", "classmethod"):
+            return decorator.id not in self.rebound | set(self.modules)
+        accessor = isinstance(decorator, ast.Attribute) and isinstance(decorator.value, ast.Name)
+        if accessor and decorator.attr in ("setter", "getter", "deleter"):  # type: ignore[attr-defined]
+            return True  # a property's
+        return self._resolved(decorator) in DECORATORS
+
     def _own(self, name: str) -> bool:
         """Whether ``name`` is only ever bound to the program's own object."""
-        if name in ("self", "cls"):
-            return self.made.get(name, True)
         return name in self.classes or self.made.get(name, False)
 
     def _module_path(self, node: ast.expr) -> str | None:
@@ -458,20 +533,10 @@ def _public_tensorflow(module: str) -> bool:
     return any(module == m or module.startswith(m + ".") for m in TENSORFLOW)
 
 
-def _selves(node: ast.ClassDef) -> Iterator[int]:
-    """The first arguments of a class's methods named ``self`` or ``cls``: its own object
-    (not a static method's, nor one a decorator could call with anything)."""
-    named = set(_class_names(node))
-    for method in node.body:
-        if not isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef) or method.name in named:
-            continue
-        if any(
-            _last(d) not in ("property", "classmethod", "setter") for d in method.decorator_list
-        ):
-            continue
-        arguments = [*method.args.posonlyargs, *method.args.args]
-        if arguments and arguments[0].arg in ("self", "cls"):
-            yield id(arguments[0])
+def _methods(node: ast.ClassDef) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    for item in node.body:
+        if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield item
 
 
 def _class_names(node: ast.ClassDef) -> Iterator[str]:
@@ -487,6 +552,8 @@ def _class_names(node: ast.ClassDef) -> Iterator[str]:
             continue
         if isinstance(item, ast.Lambda | ast.ClassDef):
             continue
+        if isinstance(item, ast.Attribute) and item.attr in ("setter", "getter", "deleter"):
+            continue  # @size.setter: the property, not the function, is read
         if isinstance(item, ast.Name):
             yield item.id
         todo += list(ast.iter_child_nodes(item))
