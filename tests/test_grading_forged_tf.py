@@ -883,6 +883,23 @@ BFLOAT16 = (
 ADAM = (
     ("tf.compat.v1.train.GradientDescentOptimizer(0.1)", "tf.compat.v1.train.AdamOptimizer(1e-3)"),
 )  # fmt: skip
+#: the fifteenth attack's false refusals: Adam at 0.01 (one step of a bias measured a
+#: cosine of -0.10 with the given model's), a rate decayed by a count of int32, which a
+#: count of 5 x 10^9 overflowed
+ADAM_FASTER = (
+    ("tf.compat.v1.train.GradientDescentOptimizer(0.1)", "tf.compat.v1.train.AdamOptimizer(1e-2)"),
+)  # fmt: skip
+INT32_COUNT = (
+    ("        opt = tf.compat.v1.train.GradientDescentOptimizer(0.1)\n",
+     "        count = tf.compat.v1.get_variable('count', [], tf.int32, trainable=False,\n"
+     "                                          initializer=tf.compat.v1.zeros_initializer())\n"
+     "        rate = tf.compat.v1.train.exponential_decay(0.1, count, 100, 0.96)\n"
+     "        opt = tf.compat.v1.train.GradientDescentOptimizer(rate)\n"),
+    ("        train_op = opt.apply_gradients("
+     'grads, global_step=global_step, name="apply_gradients")\n',
+     "        train_op = tf.group(opt.apply_gradients(grads, global_step=global_step),\n"
+     '                            count.assign_add(1), name="apply_gradients")\n'),
+)  # fmt: skip
 #: the twelfth attack's false refusals: cifar10_multi_gpu_train's moving averages of the
 #: variables (their decay set by global_step), and a check for NaN in each mean
 AVERAGED_VARIABLES = (
@@ -912,6 +929,8 @@ NESTEROV = (
         ("decayed", DECAYED),
         ("bfloat16", BFLOAT16),
         ("adam", ADAM),
+        ("adam at 0.01", ADAM_FASTER),
+        ("int32 count", INT32_COUNT),
         ("nesterov", NESTEROV),
         ("averaged variables", AVERAGED_VARIABLES),
         ("checked", CHECKED),
@@ -983,6 +1002,18 @@ APART = (
      "        train_op = tf.group(opt.apply_gradients(grads, global_step=global_step),\n"
      '                            counter.assign_add([1.0, 2.0]), name="apply_gradients")\n'),
 )  # fmt: skip
+#: the fifteenth attack's: a rate below 0 while a value that halves each step is below
+#: 1e-20 (from step 67), which no count set alike or at a steady pace reaches
+HALVING = (
+    (OPTIMIZER,
+     "        halving = tf.compat.v1.get_variable(\n"
+     "            'halving', initializer=tf.constant(1.0, tf.float64), trainable=False)\n"
+     "        rate = tf.where((halving > 0.0) & (halving < 1e-20), -0.1, 0.1)\n"
+     "        opt = tf.compat.v1.train.GradientDescentOptimizer(rate)\n"),
+    (TRAIN_OP,
+     "        train_op = tf.group(opt.apply_gradients(grads, global_step=global_step),\n"
+     '                            halving.assign(halving * 0.5), name="apply_gradients")\n'),
+)  # fmt: skip
 MOMENTUM = (
     (OPTIMIZER,
      "        momentum = tf.where(global_step < 500, 0.9, 1.5)\n"
@@ -1035,6 +1066,7 @@ IN_PYTHON = (
         ("every 1,000", EVERY_THOUSAND, "rate ('alpha') is -0.1 once the count of steps is 501"),
         ("counting apart", APART, "rate ('alpha') is -0.1 once the count of steps is 301"),
         ("momentum", MOMENTUM, "('momentum') is 1.5 once the count of steps is 500 ("),
+        ("halving", HALVING, "rate ('alpha') is -0.1 once the count of steps is 67 ("),
         ("epsilon", EPSILON, "('epsilon') is -0.5 once the count of steps is 500 ("),
         ("second optimizer", SECOND, "rate ('alpha') is -0.1 once the count of steps is 0 ("),
         ("clocked", CLOCKED, "(Timestamp), which changes from run to run"),

@@ -506,12 +506,22 @@ SETTINGS_ALLOWED: dict[str, tuple[float, float]] = {
     **dict.fromkeys(("momentum", "beta1", "beta2", "rho"), (0.0, 1.0)),
     **dict.fromkeys(("epsilon", "l1", "l2", "l2_shrinkage"), (0.0, math.inf)),
     "lr_power": (-math.inf, 0.0),
+    # Adam's powers of its decays, when the program computes them (read as the variables
+    # the step keeps them in, they are state the sweep sets, not a setting)
+    **dict.fromkeys(("beta1_power", "beta2_power"), (0.0, 1.0)),
 }
 #: the counts of steps :func:`_settings_turn` computes the settings at: every count to
 #: 2,000 (a schedule that turns every 1,000 steps turns there), then 1, 2 and 5 times each
 #: power of 10 to 10^9, and :data:`SWEPT_DRAWN` more drawn at random on a log scale
-SWEPT = (*range(2001), *(k * 10**e for e in range(3, 10) for k in (1, 2, 5) if k * 10**e > 2000))
+SWEPT = (*range(2001), *(k * 10**e for e in range(3, 7) for k in (1, 2, 5) if k * 10**e > 2000))
 SWEPT_DRAWN = 500
+#: the largest count swept: a count of float32 stays exact to 2^24, and a schedule of one
+#: (polynomial decay with cycles) measured NaN at 244,138,905 (the fifteenth attack)
+SWEPT_MOST = 10**7
+#: whole steps :func:`_settings_turn` takes in a row, the settings computed after each: the
+#: counts as the step itself moves them (a value that halves each step, a count that grows
+#: faster than the count of steps)
+ITERATED = 3000
 
 
 def _settings_turn(
@@ -519,13 +529,15 @@ def _settings_turn(
 ) -> dict[str, Any] | None:
     """The first setting of an update of the variables ``names`` (its learning rate, its
     momentum, ...: :data:`SETTINGS_ALLOWED`) out of what it may take, and at which count of
-    steps (of :data:`SWEPT`, and drawn ones); None when none is. At each count, every other
-    variable the ``step`` writes (``others``: its counts, of any shape, and an optimizer's
-    slots: those the settings compute with) is set to the count, then to where as many
-    steps would take it from new (each value moved as one step, fed ``feed``, moves it: a
-    counter of several values that count apart). A schedule that turns once training is
-    past what the rounds of :func:`_descent` measure (a count it reaches later) turns here.
-    The variables are left set: the caller puts them back."""
+    steps; None when none is. The variables the ``step`` writes (``others``: its counts, of
+    any shape, and an optimizer's slots) are set as new, then the step is taken
+    :data:`ITERATED` times (fed ``feed``), the settings computed after each: the counts as
+    the step itself moves them. Then, of those the settings compute with, each is set to
+    each count of :data:`SWEPT` and :data:`SWEPT_DRAWN` drawn ones, and past the steps
+    taken, to where as many steps would take it at their pace (a counter of several values
+    that count apart). A schedule that turns once training is past what the rounds of
+    :func:`_descent` measure (a count it reaches later) turns here. The variables are left
+    set: the caller puts them back."""
     wanted, settings = set(names), []
     for op in step:
         args = [arg.name for arg in op.op_def.input_arg]
@@ -535,31 +547,68 @@ def _settings_turn(
             ]
     if not settings:
         return None
+    settings = [(arg, t) for arg, t in settings if not _reads_only(t, others)]
+    if not settings:
+        return None
     tensors = [tensor for _, tensor in settings]
     read = {op.name for op in upstream(t.op for t in tensors) if op.type in VARIABLE_OPS}
-    others = [name for name in others if name in read]  # what the settings compute with
+    kept = [name for name in others if name in read]  # what the settings compute with
+
+    def out(count: float) -> dict[str, Any] | None:
+        computed = loop.observer.real_run(loop.session, tensors)
+        for (arg, _), value in zip(settings, computed, strict=True):
+            shown = _out_of_range(arg, value)
+            if shown is not None:
+                return {"setting": arg, "at": count, "value": shown, "allowed": _allowed(arg)}
+        return None
+
     _fresh(tf, loop, others)
-    first = [np.asarray(v) for v in _read_all(tf, loop, others)]
-    if others:
+    first = [np.asarray(v, dtype=np.float64) for v in _read_all(tf, loop, kept)]
+    turned = out(0.0)
+    for count in range(1, ITERATED + 1) if kept else ():  # as the step moves its counts
+        if turned is not None:
+            return turned
         loop.observer.real_run(loop.session, _fetches(loop), feed_dict=feed)
-    moves = [np.asarray(v) - f for v, f in zip(_read_all(tf, loop, others), first, strict=True)]
-    assign = _setter(tf, loop, others)
+        turned = out(float(count))
+    now = [np.asarray(v, dtype=np.float64) for v in _read_all(tf, loop, kept)]
+    moves = [(n - f) / ITERATED for n, f in zip(now, first, strict=True)]
+    assign = _setter(tf, loop, kept)
     rng = np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
-    drawn = np.exp(rng.uniform(math.log(2000), math.log(1e9), SWEPT_DRAWN)).round()
-    # settings of no count: the same at every count
-    for count in (*SWEPT, *drawn.tolist()) if others else (0,):
-        for values in (
-            [np.full(f.shape, count) for f in first],
-            [f + count * m for f, m in zip(first, moves, strict=True)],
-        ):
-            assign(values)
-            computed = loop.observer.real_run(loop.session, tensors)
-            for (arg, _), value in zip(settings, computed, strict=True):
-                out = _out_of_range(arg, value)
-                if out is not None:
-                    at = float(count)
-                    return {"setting": arg, "at": at, "value": out, "allowed": _allowed(arg)}
-    return None
+    drawn = np.exp(rng.uniform(math.log(2000), math.log(SWEPT_MOST), SWEPT_DRAWN)).round()
+    # set: each count, and beyond the steps taken, where as many would take them
+    for count in (*SWEPT, *drawn.tolist()) if kept else ():
+        if turned is not None:
+            return turned
+        assign([np.full(f.shape, count) for f in first])
+        turned = out(float(count))
+        if count > ITERATED and turned is None:
+            assign([f + count * m for f, m in zip(first, moves, strict=True)])
+            turned = out(float(count))
+    return turned
+
+
+def _reads_only(tensor: Any, names: list[str]) -> bool:
+    """Whether ``tensor`` is one of the variables ``names``, read as it is (Adam's powers,
+    kept by its step)."""
+    op = tensor.op
+    while op.type in ("Identity", "ReadVariableOp") and op.inputs:
+        op = op.inputs[0].op
+    return op.type in VARIABLE_OPS and op.name in names
+
+
+def _cast(value: Any, kind: Any) -> np.ndarray:
+    """``value`` as a variable of numpy type ``kind`` holds it: integers clipped to the
+    type's range (a count of 5 × 10^9 in an int32), booleans true where not 0.
+
+    >>> _cast([5e9, -1.0], np.int32).tolist(), _cast([2.0, 0.0], np.bool_).tolist()
+    ([2147483647, -1], [True, False])
+    """
+    if np.dtype(kind) == np.bool_:
+        return np.asarray(value) != 0
+    if np.issubdtype(kind, np.integer):
+        limits = np.iinfo(kind)
+        value = np.clip(np.asarray(value, dtype=np.float64), limits.min, limits.max)
+    return np.asarray(value).astype(kind)
 
 
 def _out_of_range(arg: str, value: Any) -> str | None:
@@ -603,7 +652,7 @@ def _setter(tf: Any, loop: Loop, names: list[str]) -> Callable[[list[Any]], None
             fed.append((value, dtype.as_numpy_dtype))
 
     def assign(values: list[Any]) -> None:
-        feed = {t: np.asarray(v).astype(kind) for (t, kind), v in zip(fed, values, strict=True)}
+        feed = {t: _cast(v, kind) for (t, kind), v in zip(fed, values, strict=True)}
         loop.observer.real_run(loop.session, ops, feed_dict=feed)
 
     return assign
