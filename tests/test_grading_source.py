@@ -111,6 +111,23 @@ REFUSED = {
         "    @deco\n    def put(self):\n        self.x = 1",
         "sets `self.x`",
     ),
+    "a method reached through an alias of its class": (
+        "class C(object):\n    def f(self):\n        self.x = 1\nK = C\nK.f(tf)",
+        "its class `C`",
+    ),
+    "a method reached through a tuple": (
+        "class C(object):\n    def f(self):\n        self.x = 1\n(C,)[0].f(tf)",
+        "its class `C`",
+    ),
+    "a classmethod's cls given on": (
+        "class C(object):\n    def f(self):\n        self.x = 1\n"
+        "    @classmethod\n    def g(cls):\n        cls.f(tf)",
+        "`cls.f`",
+    ),
+    "a property's setter taken": (
+        "class C(object):\n    @property\n    def p(self):\n        return 1\nC().p.fset",
+        "fset",
+    ),
     "a loop's variable": ("for m in [tf]:\n    m.x = 1", "sets"),
     "a with's variable": ("with open('x') as f:\n    f.name = 1", "sets"),
     "setattr": ("setattr(tf, 'x', 1)", "`setattr`"),

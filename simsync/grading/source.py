@@ -85,8 +85,8 @@ NOT_ATTRIBUTES = frozenset(
         *("sys", "builtins", "importlib", "inspect", "gc", "types", "weakref", "operator"),
         *("pickle", "cPickle", "marshal", "copyreg", "copy_reg", "ctypes", "runpy", "code"),
         *("linecache", "traceback", "subprocess", "socket", "timeit", "get_field"),
-        # copying attributes by name between objects
-        *("update_wrapper", "wraps"),
+        # copying attributes by name between objects, a method's own function
+        *("update_wrapper", "wraps", "python_function", "fget", "fset", "fdel", "func"),
         # native code, and memory by hand
         *("load_op_library", "load_library", "register_filesystem_plugin", "ctypeslib"),
         *("as_strided", "f2py", "python", "enable_unsafe_deserialization"),
@@ -131,6 +131,8 @@ OPTIONS = frozenset(
         *("RunMetadata", "RewriterConfig"),
     }
 )
+#: calls that may take a class of the program's own as it is
+ISINSTANCE = frozenset({"isinstance", "issubclass"})
 #: keyword arguments that load code from data, unless given their safe value
 NOT_KEYWORDS = {"allow_pickle": False, "safe_mode": True}
 #: functions that load data which could hold code, unless told not to by those keywords
@@ -336,6 +338,18 @@ class _Rules:
     def _name(self, node: ast.Name) -> None:
         if id(node) in self.written_out:  # checked with its call
             return
+        if node.id in self.classes and isinstance(node.ctx, ast.Load):
+            parent = self.parents.get(id(node))
+            called = isinstance(parent, ast.Call) and parent.func is node
+            read = isinstance(parent, ast.Attribute)  # its constants: see _attribute
+            based = isinstance(parent, ast.ClassDef) and node in parent.bases
+            tested = isinstance(parent, ast.Call) and _last(parent.func) in ISINSTANCE | {"super"}
+            if not (called or read or based or tested):
+                raise Refused(
+                    node,
+                    f"uses its class `{node.id}` otherwise than to make an object of it (its "
+                    "methods could then be given any object as their own): call it",
+                )
         if node.id in NOT_NAMES:
             raise Refused(node, f"uses `{node.id}`, which reaches code or objects by name")
         if _dunder(node.id) and node.id not in DUNDERS:
@@ -355,10 +369,11 @@ class _Rules:
             raise Refused(node, f"uses {shown}, a part of Python's machinery")
         own = isinstance(base, ast.Name) and base.id in ("self", "cls") and self._own_name(base)
         own = own or inherited
+        readable = set().union(*self.class_attributes.values())  # cls.CONSTANT
         if (
             isinstance(base, ast.Name)
-            and base.id in self.classes
-            and name not in self.class_attributes.get(base.id, ())
+            and (base.id in self.classes or base.id == "cls")
+            and name not in self.class_attributes.get(base.id, readable)
         ):
             raise Refused(
                 node,

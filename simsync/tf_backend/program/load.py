@@ -531,8 +531,11 @@ def _run(runner: _Runner, request: dict[str, Any]) -> _Answer:
         request["source"] = copied.digest
         if runner.loop is not None:
             request["loop"] = runner.loop
-        # a graph loaded: no code of the program's runs there
-        outcome = _child(runner, request, Path(folder), limits, sealed=kind == "meta")
+        # sealed: a graph loaded (no code of the program's runs there), or a graded
+        # program's export, which its own code cannot write in its place (the key is held
+        # where the source rules let no code reach)
+        sealed = kind == "meta" or bool(request.get("export"))
+        outcome = _child(runner, request, Path(folder), limits, sealed=sealed)
     said = _checked(outcome.said, shown)
     if said.get("error"):
         ran_again = " (its graph, loaded again without its code)" if runner.loop else ""
