@@ -498,13 +498,13 @@ def _read_all(tf: Any, loop: Loop, names: list[str]) -> list[Any]:
 
 
 #: the settings of an update (its op's inputs, by name) and the values each may take at
-#: any count of steps: a learning rate 0 or above; a momentum, a decay of Adam's, RMSProp's
-#: or Adadelta's between 0 and 1; an epsilon, a regularization 0 or above; FTRL's power 0
-#: or below
+#: any count of steps: a learning rate 0 or above; a momentum, a decay of Adam's, RMSProp's,
+#: Adadelta's or AddSign's between 0 and 1; an epsilon, a regularization, PowerSign's base 0
+#: or above; FTRL's power 0 or below
 SETTINGS_ALLOWED: dict[str, tuple[float, float]] = {
     **dict.fromkeys(("alpha", "lr", "learning_rate"), (0.0, math.inf)),
-    **dict.fromkeys(("momentum", "beta1", "beta2", "rho"), (0.0, 1.0)),
-    **dict.fromkeys(("epsilon", "l1", "l2", "l2_shrinkage"), (0.0, math.inf)),
+    **dict.fromkeys(("momentum", "beta1", "beta2", "rho", "beta", "sign_decay"), (0.0, 1.0)),
+    **dict.fromkeys(("epsilon", "l1", "l2", "l2_shrinkage", "logbase"), (0.0, math.inf)),
     "lr_power": (-math.inf, 0.0),
     # Adam's powers of its decays, when the program computes them (read as the variables
     # the step keeps them in, they are state the sweep sets, not a setting)
