@@ -220,8 +220,10 @@ def _setting_problem(turned: dict[str, Any]) -> str:
     your updates' setting ('momentum') is 1.5 once the count of steps is 501 (a schedule
     that turns training uphill, or makes it diverge): keep it between 0 and 1 at every count
     """
+    from simsync.tf_backend.program.averaging import RATES  # (no TensorFlow)
+
     setting = turned["setting"]
-    what = "learning rate" if setting in ("lr", "alpha", "learning_rate") else "setting"
+    what = "learning rate" if setting in RATES else "setting"
     return (
         f"your updates' {what} ('{setting}') is {turned['value']} once the count of steps is "
         f"{turned['at']:,.0f} (a schedule that turns training uphill, or makes it diverge): "
@@ -267,9 +269,10 @@ def _step_problem(steps: list[dict[str, list[float]]], names: list[str]) -> list
         for name, along, size in zip(names, step["along"], step["size"], strict=False):
             # (a change far smaller than the given model's is rounding, its way no sign:
             # a rate decayed to 1e-13 measured cosines of 0.09)
-            if size >= STEP_SIZE_LEAST:
-                ways[name].append(along)
-            if along < UPHILL_STEP and size >= STEP_SIZE_LEAST:
+            if size < STEP_SIZE_LEAST:
+                continue
+            ways[name].append(along)
+            if along < UPHILL_STEP:
                 return [
                     f"your training's step {number} takes '{name}' uphill where the given "
                     f"model's takes it down (their changes' cosine {along:.2f}): a learning "

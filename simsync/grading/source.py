@@ -9,8 +9,8 @@ program's source first, in its own process, and grades only a program that keeps
 - imports of the modules a training program needs (:data:`MODULES`), none of its own files
   and none of TensorFlow's internals (``tensorflow.python``);
 - no name or attribute of Python's machinery: nothing that starts with ``_`` but its own
-  (``self._x``, its own functions), no ``__dunder__`` but ``__name__``, ``__file__`` and
-  ``__doc__``, no frames, tracebacks or code objects (``tb_frame``, ``f_globals``), no
+  (``self._x``, its own functions), no ``__dunder__`` but :data:`DUNDERS`, no frames,
+  tracebacks or code objects (``tb_frame``, ``f_globals``), no
   ``exec``, ``eval``, ``compile``, ``setattr``, ``globals``, ``vars`` or ``getattr`` of a
   name it computes;
 - attributes set only on its own objects: ``self``, an instance of its own class, or an
@@ -132,7 +132,7 @@ OPTIONS = frozenset(
     }
 )
 #: calls that may take a class of the program's own as it is
-ISINSTANCE = frozenset({"isinstance", "issubclass"})
+CLASS_TAKERS = frozenset({"isinstance", "issubclass", "super"})
 #: keyword arguments that load code from data, unless given their safe value
 NOT_KEYWORDS = {"allow_pickle": False, "safe_mode": True}
 #: functions that load data which could hold code, unless told not to by those keywords
@@ -221,8 +221,15 @@ class _Rules:
             elif not (isinstance(node, ast.arg) and node.arg in ("self", "cls")):
                 self.rebound.update(_bound(node))  # a method's self: see _method_self
         self.classes -= self.rebound  # a class's name bound to anything else is no class
+        #: Python's classes the program's may derive from, by names it never binds
+        self.builtin_bases = set(BUILTIN_BASES) - self.rebound - set(self.modules)
+        #: what ``cls`` may have read off it: any class's constants and static methods
+        self.readable = set().union(*self.class_attributes.values())
+        #: whether a name is bound again in a function (``self = ...``), by function
+        self.rebound_in: dict[tuple[int, str], bool] = {}
+        named = {id(owner): set(_class_names(owner)) for owner, _ in methods}
         for owner, method in methods:
-            self.selves.update(self._self_of(owner, method))
+            self.selves.update(self._self_of(method, named[id(owner)]))
         for node in ast.walk(tree):
             self._bindings(node)
 
@@ -233,11 +240,9 @@ class _Rules:
     # what names are bound to
 
     def _bindings(self, node: ast.AST) -> None:
-        if isinstance(node, ast.Import | ast.ImportFrom):
+        if isinstance(node, ast.Import | ast.ImportFrom):  # mapped in __init__
             for alias in node.names:
-                module = _imported(node, alias)
                 local = alias.asname or alias.name.partition(".")[0]
-                self.modules[local] = module if alias.asname else alias.name.partition(".")[0]
                 self.made[local] = self.options[local] = False
             return
         if isinstance(node, ast.Assign):
@@ -264,10 +269,6 @@ class _Rules:
             return func.id
         last = (self._resolved(func) or "").rpartition(".")[2]
         return last if last in OPTIONS else None
-
-    def _builtin_bases(self) -> set[str]:
-        """Python's classes the program's may derive from, by names it never binds."""
-        return set(BUILTIN_BASES) - self.rebound - set(self.modules)
 
     def _resolved(self, node: ast.expr) -> str | None:
         """The full name of what ``node`` names, when it is a module it imported (or a name
@@ -343,7 +344,7 @@ class _Rules:
             called = isinstance(parent, ast.Call) and parent.func is node
             read = isinstance(parent, ast.Attribute)  # its constants: see _attribute
             based = isinstance(parent, ast.ClassDef) and node in parent.bases
-            tested = isinstance(parent, ast.Call) and _last(parent.func) in ISINSTANCE | {"super"}
+            tested = isinstance(parent, ast.Call) and _last(parent.func) in CLASS_TAKERS
             if not (called or read or based or tested):
                 raise Refused(
                     node,
@@ -359,42 +360,42 @@ class _Rules:
 
     def _attribute(self, node: ast.Attribute) -> None:
         name, base = node.attr, node.value
-        shown = f"`{_shown(node)}`"
         if _call_of(base, "type", 1) and name != "__name__":  # type(x).f(anything)
-            raise Refused(node, f"uses {shown}, an attribute of an object's class")
+            raise Refused(node, f"uses {_quoted(node)}, an attribute of an object's class")
         inherited = name in METHODS and _super(base)  # super().__init__()
         if name in DUNDERS and isinstance(node.ctx, ast.Load):  # tf.__version__
             return
         if _dunder(name) and not inherited:
-            raise Refused(node, f"uses {shown}, a part of Python's machinery")
+            raise Refused(node, f"uses {_quoted(node)}, a part of Python's machinery")
         own = isinstance(base, ast.Name) and base.id in ("self", "cls") and self._own_name(base)
         own = own or inherited
-        readable = set().union(*self.class_attributes.values())  # cls.CONSTANT
         if (
             isinstance(base, ast.Name)
             and (base.id in self.classes or base.id == "cls")
-            and name not in self.class_attributes.get(base.id, readable)
+            and name not in self.class_attributes.get(base.id, self.readable)
         ):
             raise Refused(
                 node,
-                f"uses {shown}, a method read off its class: call it on an object of the "
+                f"uses {_quoted(node)}, a method read off its class: call it on an object of the "
                 f"class (`{base.id}(...).{name}(...)`), which is its own",
             )
         if name.startswith("_") and not own:
             raise Refused(
                 node,
-                f"{shown} reaches into a part of TensorFlow or Python that is not its public "
-                f"API (a name that starts with '_'): {PUBLIC}",
+                f"{_quoted(node)} reaches into a part of TensorFlow or Python that is not its "
+                f"public API (a name that starts with '_'): {PUBLIC}",
             )
         path = self._module_path(node) or ""
         if path and name in NOT_NAMES - {"compile"}:  # not tensor.eval(), re.compile()
-            raise Refused(node, f"uses {shown}, which reaches code or objects by name")
+            raise Refused(node, f"uses {_quoted(node)}, which reaches code or objects by name")
         if (
             name in NOT_ATTRIBUTES
             or path in NOT_MODULE_ATTRIBUTES
             or path.endswith(tuple("." + p for p in NOT_MODULE_ATTRIBUTES))
         ):
-            raise Refused(node, f"uses {shown}, which reaches Python's machinery or native code")
+            raise Refused(
+                node, f"uses {_quoted(node)}, which reaches Python's machinery or native code"
+            )
 
     def _call(self, node: ast.Call) -> None:
         for keyword in node.keywords:
@@ -433,12 +434,12 @@ class _Rules:
         for base in node.bases:
             if isinstance(base, ast.Call) and self._resolved(base.func) in NAMEDTUPLES:
                 continue  # a tuple class of its own
-            if isinstance(base, ast.Name) and base.id in self.classes | self._builtin_bases():
+            if isinstance(base, ast.Name) and base.id in self.classes | self.builtin_bases:
                 continue
             if (self._resolved(base) or "").rpartition(".")[2] not in BASES:
                 raise Refused(
                     node,
-                    f"class `{node.name}` derives from `{_shown(base)}`: a graded program's "
+                    f"class `{node.name}` derives from {_quoted(base)}: a graded program's "
                     f"classes may derive from {_listed(BUILTIN_BASES | BASES)} (imported as "
                     "such) or its own",
                 )
@@ -451,14 +452,14 @@ class _Rules:
                 if not self._settable(part.value):
                     raise Refused(
                         node,
-                        f"sets `{_shown(part)}`: a graded program sets attributes of its own "
+                        f"sets {_quoted(part)}: a graded program sets attributes of its own "
                         "objects only (self, its classes' objects, options it made)",
                     )
             elif isinstance(part, ast.Subscript):
                 root = _root(part)
                 module = isinstance(root, ast.Name) and root.id in self.modules
                 if module and self._module_path(part.value) != "os.environ":
-                    raise Refused(node, f"changes `{_shown(part)}`, a part of a module")
+                    raise Refused(node, f"changes {_quoted(part)}, a part of a module")
 
     def _settable(self, node: ast.expr) -> bool:
         """Whether the program may set attributes of ``node``: its own object (``self``,
@@ -488,27 +489,31 @@ class _Rules:
                 arguments = [*scope.args.posonlyargs, *scope.args.args, *scope.args.kwonlyargs]
                 if any(a.arg == node.id for a in arguments):  # the function it is bound in
                     first = arguments[0]
-                    rebound = any(
-                        isinstance(n, ast.Name)
-                        and n.id == node.id
-                        and not isinstance(n.ctx, ast.Load)
-                        for n in ast.walk(scope)
-                    )
-                    return first.arg == node.id and id(first) in self.selves and not rebound
+                    if first.arg != node.id or id(first) not in self.selves:
+                        return False
+                    return not self._bound_again(scope, node.id)
             scope = self.parents.get(id(scope))
         return False
 
+    def _bound_again(self, function: ast.AST, name: str) -> bool:
+        """Whether ``function`` (or one inside it) binds ``name`` anew (once per function)."""
+        key = (id(function), name)
+        if key not in self.rebound_in:
+            self.rebound_in[key] = any(
+                isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)
+                for n in ast.walk(function)
+            )
+        return self.rebound_in[key]
+
     def _self_of(
-        self, owner: ast.ClassDef, method: ast.FunctionDef | ast.AsyncFunctionDef
+        self, method: ast.FunctionDef | ast.AsyncFunctionDef, named: set[str]
     ) -> Iterator[int]:
-        """The first argument of ``method`` of ``owner``, if it is its own object: a method
-        its class body does not read by name (``staticmethod(put)`` could be given
+        """The first argument of ``method``, if it is its own object: a method its class
+        body does not read by name (``named``: ``staticmethod(put)`` could be given
         anything as its ``self``), decorated only by decorators that pass its own object
         on (:data:`DECORATORS`, a property's setter)."""
         arguments = [*method.args.posonlyargs, *method.args.args]
-        if not arguments or arguments[0].arg not in ("self", "cls"):
-            return
-        if method.name in set(_class_names(owner)):
+        if not arguments or arguments[0].arg not in ("self", "cls") or method.name in named:
             return
         for decorator in method.decorator_list:
             made = decorator.func if isinstance(decorator, ast.Call) else decorator
@@ -678,6 +683,12 @@ def _dunder(name: str) -> bool:
 
 def _constant(node: ast.expr, value: object) -> bool:
     return isinstance(node, ast.Constant) and node.value is value
+
+
+def _quoted(node: ast.expr) -> str:
+    """``node`` as a refusal shows it, in backquotes (written out only then: every
+    attribute of a program is checked)."""
+    return f"`{_shown(node)}`"
 
 
 def _shown(node: ast.expr) -> str:

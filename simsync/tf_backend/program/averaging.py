@@ -66,7 +66,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -497,12 +497,14 @@ def _read_all(tf: Any, loop: Loop, names: list[str]) -> list[Any]:
     return list(loop.observer.real_run(loop.session, reads))
 
 
+#: the inputs of an update that are its learning rate
+RATES = ("alpha", "lr", "learning_rate")
 #: the settings of an update (its op's inputs, by name) and the values each may take at
 #: any count of steps: a learning rate 0 or above; a momentum, a decay of Adam's, RMSProp's,
 #: Adadelta's or AddSign's between 0 and 1; an epsilon, a regularization, PowerSign's base 0
 #: or above; FTRL's power 0 or below
 SETTINGS_ALLOWED: dict[str, tuple[float, float]] = {
-    **dict.fromkeys(("alpha", "lr", "learning_rate"), (0.0, math.inf)),
+    **dict.fromkeys(RATES, (0.0, math.inf)),
     **dict.fromkeys(("momentum", "beta1", "beta2", "rho", "beta", "sign_decay"), (0.0, 1.0)),
     **dict.fromkeys(("epsilon", "l1", "l2", "l2_shrinkage", "logbase"), (0.0, math.inf)),
     "lr_power": (-math.inf, 0.0),
@@ -562,29 +564,33 @@ def _settings_turn(
                 return {"setting": arg, "at": count, "value": shown, "allowed": _allowed(arg)}
         return None
 
-    _fresh(tf, loop, others)
-    first = [np.asarray(v, dtype=np.float64) for v in _read_all(tf, loop, kept)]
-    turned = out(0.0)
-    for count in range(1, ITERATED + 1) if kept else ():  # as the step moves its counts
+    def counts() -> Iterator[float]:
+        """Bring the variables ``kept`` to each count in turn, and say which."""
+        _fresh(tf, loop, others)
+        yield 0.0
+        if not kept:  # settings of no count: the same at every count
+            return
+        first = [np.asarray(v, dtype=np.float64) for v in _read_all(tf, loop, kept)]
+        for count in range(1, ITERATED + 1):  # as the step moves its counts
+            loop.observer.real_run(loop.session, _fetches(loop), feed_dict=feed)
+            yield float(count)
+        now = [np.asarray(v, dtype=np.float64) for v in _read_all(tf, loop, kept)]
+        moves = [(n - f) / ITERATED for n, f in zip(now, first, strict=True)]
+        assign = _setter(tf, loop, kept)
+        rng = np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
+        drawn = np.exp(rng.uniform(math.log(2000), math.log(SWEPT_MOST), SWEPT_DRAWN)).round()
+        for count in (*SWEPT, *drawn.tolist()):
+            assign([np.full(f.shape, count) for f in first])
+            yield float(count)
+            if count > ITERATED:  # where as many steps would take them, at their pace
+                assign([f + count * m for f, m in zip(first, moves, strict=True)])
+                yield float(count)
+
+    for count in counts():
+        turned = out(count)
         if turned is not None:
             return turned
-        loop.observer.real_run(loop.session, _fetches(loop), feed_dict=feed)
-        turned = out(float(count))
-    now = [np.asarray(v, dtype=np.float64) for v in _read_all(tf, loop, kept)]
-    moves = [(n - f) / ITERATED for n, f in zip(now, first, strict=True)]
-    assign = _setter(tf, loop, kept)
-    rng = np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
-    drawn = np.exp(rng.uniform(math.log(2000), math.log(SWEPT_MOST), SWEPT_DRAWN)).round()
-    # set: each count, and beyond the steps taken, where as many would take them
-    for count in (*SWEPT, *drawn.tolist()) if kept else ():
-        if turned is not None:
-            return turned
-        assign([np.full(f.shape, count) for f in first])
-        turned = out(float(count))
-        if count > ITERATED and turned is None:
-            assign([f + count * m for f, m in zip(first, moves, strict=True)])
-            turned = out(float(count))
-    return turned
+    return None
 
 
 def _reads_only(tensor: Any, names: list[str]) -> bool:
