@@ -311,27 +311,27 @@ def examples_per_second(graph: Graph, runs: Sequence[StepRecord]) -> float | Non
     where each tower brings in its own examples, once where the towers split a batch brought
     in outside them; None without a batch.
 
-    >>> from simsync.ir import Client, Cost, Op
+    >>> from simsync.ir import BatchFacts, Client, Cost, GraphFacts, Op
     >>> g = Graph()
-    >>> g.facts["batch"] = {"size": 32, "per_tower": True}
+    >>> g.facts = GraphFacts(batch=BatchFacts(32))
     >>> for i in (0, 1):
     ...     _ = g.add_op(Op(f"tower_{i}/x", "generic", "/cpu:0", Cost(0.001), tower=i))
     >>> g.add_client(Client("main", ("tower_0/x", "tower_1/x")))
     >>> runs = [StepRecord("main", 0, 0.0, 0.5), StepRecord("main", 1, 0.5, 1.0)]
     >>> examples_per_second(g, runs)
     128.0
-    >>> g.facts["batch"]["per_tower"] = False  # one batch of 32, split between the towers
+    >>> g.facts = GraphFacts(batch=BatchFacts(32, per_tower=False))  # split between the towers
     >>> examples_per_second(g, runs)
     64.0
     """
-    batch = graph.facts.get("batch")
+    batch = graph.facts.batch
     loops = [c for c in graph.clients if not c.daemon]
     if not batch or not loops:
         return None
     examples = {}
     for client, order in zip(loops, run_orders(graph, [c.fetches for c in loops]), strict=True):
         towers = {graph.op(name).tower for name in order} - {None}
-        examples[client.name] = batch["size"] * (len(towers) if batch["per_tower"] else 1)
+        examples[client.name] = batch.size * (len(towers) if batch.per_tower else 1)
     timed = [s for s in runs if s.client in examples]
     span = max((s.end for s in timed), default=0.0) - min((s.start for s in timed), default=0.0)
     return sum(examples[s.client] for s in timed) / span if span > 0 else None
@@ -359,7 +359,8 @@ def program_summary(run: ProgramRun) -> dict[str, Any]:
     """The JSON of ``simsync simulate PROGRAM.py --json``."""
     result: dict[str, Any] = dict(summary(run.simulation))
     result["towers"] = len(run.graph.towers)  # none when the program has none
-    result["batch"] = run.graph.facts.get("batch", {}).get("size")  # as simulated
+    batch = run.graph.facts.batch
+    result["batch"] = None if batch is None else batch.size  # as simulated
     if result["throughput"] is None:  # its ops compute no loss simsync knows: by its batch
         result["throughput"] = examples_per_second(run.graph, run.simulation.trace.steps)
     report = run.imported.report

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import networkx as nx
 import pytest
 from hypothesis import given, settings
@@ -9,16 +12,20 @@ from hypothesis import strategies as st
 
 from simsync.errors import GraphError
 from simsync.ir import (
+    BatchFacts,
     Client,
     Cost,
     Device,
     Graph,
+    GraphFacts,
     Link,
     Op,
     Tensor,
     Variable,
     critical_path,
     generations,
+    graph_from_dict,
+    graph_to_dict,
     run_order,
     run_orders,
     topological_order,
@@ -26,8 +33,10 @@ from simsync.ir import (
     validate,
 )
 from simsync.kinds import sync_points
-from simsync.patterns import build_towers
-from simsync.scenario import ClusterConfig, ComputeConfig, Scenario, TrainingConfig
+from simsync.patterns import build, build_towers
+from simsync.scenario import ClusterConfig, ComputeConfig, Scenario, TrainingConfig, load_scenario
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def towers(n: int, aggregation: str = "parameter_server", **cluster) -> Scenario:
@@ -316,3 +325,53 @@ def test_towers_are_named_by_a_scope_only_when_every_tower_has_it() -> None:
     g.add_op(Op("worker_0/x", "generic", "/gpu:0", tower=0))
     g.add_op(Op("worker_1/x", "generic", "/gpu:1", tower=1))
     assert lane_unit(g) == "worker"  # the memo is dropped when an op is added
+
+
+def test_a_graphs_facts_cross_a_process_boundary_whole() -> None:
+    g = two_op_graph()
+    batch = BatchFacts(32, ops=("a",), carry=("a", "b"), per_tower=False)
+    g.facts = GraphFacts(mode="sync", global_step="step", batch=batch, session_run=2e-5)
+    again = graph_from_dict(graph_to_dict(g))
+    assert again.facts == g.facts  # the batch too, which a table of scalars used to drop
+    assert isinstance(again.facts.batch, BatchFacts) and again.facts.batch.carry == ("a", "b")
+
+
+@pytest.mark.parametrize(
+    ("facts", "said"),
+    [
+        ({"mode": 3}, "graph facts: mode 3: must be a string, or None"),
+        ({"init_tokens": -1}, "init_tokens -1: must be an integer from 0 to 65536, or None"),
+        ({"session_run": "x"}, "session_run 'x': must be a number of seconds"),
+        ({"batch": {"size": 0}}, "batch: size 0: must be an integer >= 1"),
+        ({"batch": [1]}, "BatchFacts: expected a table, got list"),
+        ({"mood": "sync"}, "unexpected keyword argument 'mood'"),
+    ],
+)
+def test_forged_facts_are_refused_naming_the_field(facts: dict, said: str) -> None:
+    data = graph_to_dict(two_op_graph())
+    data["facts"] = facts
+    with pytest.raises(GraphError, match=re.escape(said)):
+        graph_from_dict(data)
+
+
+def test_facts_are_replaced_never_changed() -> None:
+    facts = GraphFacts(mode="sync")
+    with pytest.raises(AttributeError):
+        facts.mode = "async"  # type: ignore[misc]
+    with pytest.raises(GraphError, match="batch 'x': must be a BatchFacts"):
+        GraphFacts(batch="x")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("path", "mode", "said"),
+    [
+        ("four_towers.toml", "sync", {"aggregation": "parameter_server", "batch_norm": None}),
+        ("batch_norm.toml", "sync", {"batch_norm": "update_ops"}),
+        ("async_workers.toml", "async", {"apply": "locked"}),
+        ("backup_worker.toml", "sync_replicas", {"replicas_to_aggregate": 3, "workers": 4}),
+    ],
+)
+def test_each_pattern_says_its_facts(path: str, mode: str, said: dict) -> None:
+    facts = build(load_scenario(EXAMPLES / path)).facts
+    assert facts.mode == mode
+    assert {key: getattr(facts, key) for key in said} == said

@@ -57,7 +57,7 @@ def test_the_work_that_grows_with_the_batch_is_scaled_and_the_rest_kept(softmax)
     apply = "GradientDescent/update_Variable/ResourceApplyGradientDescent"
     gradient = [t for t in bigger.inputs(apply) if not t.control]
     assert [t.shape for t in gradient] == [(784, 10)]
-    assert bigger.facts["batch"]["size"] == 300 and graph.facts["batch"]["size"] == 100
+    assert bigger.facts.batch.size == 300 and graph.facts.batch.size == 100
 
 
 @pytest.mark.tf
@@ -65,7 +65,7 @@ def test_a_weights_gradient_shaped_like_an_activation_does_not_grow():
     imported = import_program(LESSON_7, processes=1)
     graph = imported.graph
     assert imported.report["batch"] == 32  # tf.random.normal([BATCH, FEATURES]) per tower
-    grows = set(graph.facts["batch"]["ops"])
+    grows = set(graph.facts.batch.ops)
     # the averaging of the gradients and the applies: a weight's size, whatever the batch
     shared = [op.name for op in graph.ops() if op.tower is None]
     assert shared and not grows & set(shared)

@@ -39,10 +39,10 @@ def test_its_accumulators_token_queue_and_chief_are_read_from_the_graph(imported
     (queue,) = imported.report["token_queues"]
     (enqueue,) = [op for op in graph.ops() if op.kind == "enqueue_tokens"]
     assert enqueue.resource == queue and enqueue.amount == max(WORKERS, REPLICAS)
-    assert enqueue.reads == (graph.facts["global_step"],)  # its tokens carry the global step
+    assert enqueue.reads == (graph.facts.global_step,)  # its tokens carry the global step
     assert len([op for op in graph.ops() if op.kind == "dequeue_token"]) == WORKERS
     workers = [c for c in graph.clients if not c.daemon]
-    assert len(workers) == WORKERS and {c.until for c in workers} == {graph.facts["global_step"]}
+    assert len(workers) == WORKERS and {c.until for c in workers} == {graph.facts.global_step}
     (chief,) = [c for c in graph.clients if c.daemon]
     assert chief.fetches == (enqueue.name,)
     # only the chief's runs apply the gradients: their costs come from its traced runs

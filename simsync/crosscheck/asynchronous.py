@@ -77,7 +77,7 @@ def crosscheck_async(
     report: AsyncReport = {
         "check": "racing_clients",
         "scenario": scenario.name,
-        "mode": simulation.graph.facts.get("mode"),
+        "mode": simulation.graph.facts.mode,
         "steps": scenario.run.steps,
         "warmup": warmup,
         "workers": scenario.towers,

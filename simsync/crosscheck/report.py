@@ -420,7 +420,7 @@ class SyncReplicasReport(TypedDict):
 
     check: Literal["cluster"]
     scenario: str
-    mode: str
+    mode: str | None
     steps: int
     workers: int
     replicas_to_aggregate: int

@@ -81,10 +81,10 @@ def crosscheck_sync_replicas(
     report: SyncReplicasReport = {
         "check": "cluster",
         "scenario": scenario.name,
-        "mode": graph.facts["mode"],
+        "mode": graph.facts.mode,
         "steps": scenario.run.steps,
         "workers": scenario.towers,
-        "replicas_to_aggregate": graph.facts["replicas_to_aggregate"],
+        "replicas_to_aggregate": config.replicas_to_aggregate,
         "devices": f"{plural(config.parameter_servers, 'parameter server')} and "
         f"{plural(config.workers, 'worker')} as separate processes"
         + (" in a private loopback-only network" if real.namespace else ", ports open"),
@@ -136,11 +136,17 @@ def _cluster_config(
         runs = RUNS_PER_STEP * scenario.run.steps + 5
         work.append(tuple(sum(streams.step(s).values()) / speed for s in range(runs)))
     addresses = None if cluster_file is None else _addresses(cluster_file)
+    replicas, tokens = graph.facts.replicas_to_aggregate, graph.facts.init_tokens
+    if replicas is None or tokens is None:  # a graph of queues and accumulators of its own
+        raise UsageError(
+            f"{scenario.name}: only a scenario of SyncReplicasOptimizer's training is run on a "
+            "real cluster: this graph's queues and accumulators were built another way"
+        )
     return ClusterRunConfig(
         ModelWorkload(scenario.model),
         workers=scenario.towers,
-        replicas_to_aggregate=graph.facts["replicas_to_aggregate"],
-        init_tokens=graph.facts["init_tokens"],
+        replicas_to_aggregate=replicas,
+        init_tokens=tokens,
         steps=scenario.run.steps,
         seed=scenario.run.seed,
         work_seconds=tuple(work),

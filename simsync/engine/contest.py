@@ -53,7 +53,7 @@ def contest(
         entrants.append(
             Entrant(
                 name,
-                sim.graph.facts["mode"],
+                sim.graph.facts.mode,
                 curve,
                 time_to_loss(curve, target),
                 ledger["updates_applied"],

@@ -208,8 +208,8 @@ def _summary(sim: Simulation) -> Summary:
     summary: Summary = {
         "scenario": scenario.name,
         "source": scenario.source,
-        "mode": graph.facts.get("mode"),
-        "aggregation": graph.facts.get("aggregation"),
+        "mode": graph.facts.mode,
+        "aggregation": graph.facts.aggregation,
         "towers": max(len(graph.towers), 1),  # the graph's, not the scenario's
         # a timing-only graph (imported) computes no loss: its workers are its loops (a
         # daemon, a queue runner, is none)
@@ -253,13 +253,13 @@ def _batch_norm(sim: Simulation) -> _BatchNormPart:
     """With batch norm: its variant, the final moving statistics (by their short names) and
     the moving-average updates whose read version was replaced before they wrote."""
     graph, trace = sim.graph, sim.trace
-    if "batch_norm" not in graph.facts:
+    if graph.facts.batch_norm is None:
         return {}
     outcomes = simulated_outcomes(graph, trace)
     first = next(iter(outcomes.values()), None)
     return {
         "batch_norm": {
-            "variant": graph.facts["batch_norm"],
+            "variant": graph.facts.batch_norm,
             "momentum": sim.scenario.model.momentum,
             **_moving_statistics(trace),
             "racing_updates": racing_updates(graph, trace),

@@ -34,9 +34,11 @@ from simsync.ir.costs import (
 from simsync.ir.graph import Graph, natural_key
 from simsync.ir.objects import (
     LOCALHOST,
+    BatchFacts,
     Client,
     Cost,
     Device,
+    GraphFacts,
     Link,
     Op,
     Resource,
@@ -48,11 +50,13 @@ from simsync.ir.validate import validate
 
 __all__ = [
     "LOCALHOST",
+    "BatchFacts",
     "Client",
     "Cost",
     "Device",
     "Feeds",
     "Graph",
+    "GraphFacts",
     "Link",
     "Op",
     "Resource",

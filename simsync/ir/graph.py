@@ -24,7 +24,17 @@ from typing import Any, TypeVar
 import networkx as nx
 
 from simsync.errors import GraphError
-from simsync.ir.objects import Client, Cost, Device, Link, Op, Resource, Tensor, Variable
+from simsync.ir.objects import (
+    Client,
+    Cost,
+    Device,
+    GraphFacts,
+    Link,
+    Op,
+    Resource,
+    Tensor,
+    Variable,
+)
 
 __all__ = [
     "Client",
@@ -63,8 +73,9 @@ class Graph:
         By name, what :meth:`add_device`, :meth:`add_variable` and :meth:`add_resource` added.
     clients : list of Client
         What :meth:`add_client` added, in order (a plain list: you may replace it).
-    facts : dict
-        What the pattern that built the graph says of it (mode, aggregation, ...), to report.
+    facts : GraphFacts
+        What the graph's maker says of it (mode, aggregation, an imported program's batch),
+        to report; frozen: replace it (``dataclasses.replace``).
     host_cores, core_efficiency : dict
         Per host, the cores its logical devices share and how busy cores slow each other.
     nx : networkx.MultiDiGraph
@@ -92,8 +103,8 @@ class Graph:
         self.devices: dict[str, Device] = {}
         self.variables: dict[str, Variable] = {}
         self.resources: dict[str, Resource] = {}
-        #: what the pattern that built the graph says of it (mode, aggregation, ...), to report
-        self.facts: dict[str, Any] = {}
+        #: what the graph's maker says of it (mode, aggregation, ...), replaced, never changed
+        self.facts: GraphFacts = GraphFacts()
         self.clients: list[Client] = []
         self.host_cores: dict[str, int] = {}
         #: per host: each core's speed when all its cores are busy, relative to one busy core

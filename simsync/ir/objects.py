@@ -9,7 +9,9 @@ This is TensorFlow's model of a program, reduced to what decides *when* things r
 - a :class:`Variable` is state on a device; ops declare which variables they read and write;
 - a :class:`Resource` is other state that outlives a run: a FIFO queue of tokens, or a
   ConditionalAccumulator of gradients; an op names the resource it acts on;
-- a :class:`Client` is a loop running ``sess.run(fetches)`` again and again.
+- a :class:`Client` is a loop running ``sess.run(fetches)`` again and again;
+- :class:`GraphFacts` are what the graph's maker says of it as a whole (the training it
+  builds, an imported program's batch and ``sess.run`` costs).
 
 Every object is frozen and checks its values when it is made (:mod:`simsync.ir.values`): a
 negative cost or a zero speed never reaches a graph. :class:`~simsync.ir.graph.Graph` holds
@@ -25,9 +27,11 @@ from simsync.ir import values
 
 __all__ = [
     "LOCALHOST",
+    "BatchFacts",
     "Client",
     "Cost",
     "Device",
+    "GraphFacts",
     "Link",
     "Op",
     "Resource",
@@ -352,3 +356,91 @@ class Client:
 
     def __post_init__(self) -> None:
         values.check_fields(self, f"client '{self.name}'", values.CLIENT)
+
+
+@dataclass(frozen=True)
+class BatchFacts:
+    """The examples an imported program's step takes in, as its import found them.
+
+    Parameters
+    ----------
+    size : int
+        Examples in one batch, as the program ran.
+    ops : tuple of str
+        The ops whose work grows with the batch.
+    carry : tuple of str
+        The ops whose output tensors carry the batch's examples.
+    per_tower : bool, optional
+        Each tower brings in its own batch (True), or the towers split one batch brought in
+        outside them (False).
+    """
+
+    size: int
+    ops: tuple[str, ...] = ()
+    carry: tuple[str, ...] = ()
+    per_tower: bool = True
+
+    def __post_init__(self) -> None:
+        values.check_fields(self, "batch", values.BATCH)
+
+
+@dataclass(frozen=True)
+class GraphFacts:
+    """What the graph's maker says of the graph as a whole: a pattern, the training it built
+    (reported, never branched on: what runs is the graph's), an imported program its source,
+    batch and the cost of its ``sess.run``. A graph's facts are replaced, never changed:
+    ``graph.facts = dataclasses.replace(graph.facts, mode="sync")``.
+
+    Parameters
+    ----------
+    mode, aggregation : str, optional
+        The pattern's training mode and how its towers combine gradients, as its scenario
+        names them.
+    batch_norm : str, optional
+        Where the towers' batch-norm statistics come from, when the model has batch norm.
+    apply : str, optional
+        How an asynchronous worker applies its update.
+    workers, replicas_to_aggregate, init_tokens : int, optional
+        SyncReplicasOptimizer's workers, the gradients one apply takes and the tokens its
+        queue starts with.
+    source : str, optional
+        The program an imported graph came from, as shown to the user.
+    global_step : str, optional
+        The variable an imported program counts its steps in.
+    batch : BatchFacts, optional
+        The examples an imported program's step takes in.
+    session_run, session_run_work, session_run_latency : float, optional
+        Seconds of a ``sess.run`` of one ``NoOp`` in the imported program's session: under
+        the GIL, on a core without it, and waiting (a new client's ``overhead``,
+        ``run_work`` and ``run_latency``).
+
+    Examples
+    --------
+    >>> import dataclasses
+    >>> facts = dataclasses.replace(GraphFacts(), mode="sync", aggregation="mean")
+    >>> facts.mode, facts.batch
+    ('sync', None)
+    >>> GraphFacts(workers=-1)
+    Traceback (most recent call last):
+    ...
+    simsync.errors.GraphError: graph facts: workers -1: must be an integer >= 0, or None
+    """
+
+    mode: str | None = None
+    aggregation: str | None = None
+    batch_norm: str | None = None
+    apply: str | None = None
+    workers: int | None = None
+    replicas_to_aggregate: int | None = None
+    init_tokens: int | None = None
+    source: str | None = None
+    global_step: str | None = None
+    batch: BatchFacts | None = None
+    session_run: float = 0.0
+    session_run_work: float = 0.0
+    session_run_latency: float = 0.0
+
+    def __post_init__(self) -> None:
+        values.check_fields(self, "graph facts", values.FACTS)
+        if self.batch is not None and not isinstance(self.batch, BatchFacts):
+            raise GraphError(f"graph facts: batch {self.batch!r}: must be a BatchFacts, or None")

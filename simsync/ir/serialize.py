@@ -16,7 +16,18 @@ from typing import Any
 
 from simsync.errors import GraphError
 from simsync.ir.graph import Graph
-from simsync.ir.objects import Client, Cost, Device, Link, Op, Resource, Tensor, Variable
+from simsync.ir.objects import (
+    BatchFacts,
+    Client,
+    Cost,
+    Device,
+    GraphFacts,
+    Link,
+    Op,
+    Resource,
+    Tensor,
+    Variable,
+)
 from simsync.ir.validate import validate
 
 __all__ = ["graph_from_dict", "graph_to_dict"]
@@ -43,7 +54,7 @@ def graph_to_dict(graph: Graph) -> dict[str, Any]:
         "ops": [_plain(op) for op in graph.ops()],
         "tensors": [_plain(t) for t in graph.edges()],
         "clients": [_plain(c) for c in graph.clients],
-        "facts": {k: v for k, v in graph.facts.items() if isinstance(v, str | int | float)},
+        "facts": _plain(graph.facts),
         "host_cores": dict(graph.host_cores),
         "core_efficiency": dict(graph.core_efficiency),
     }
@@ -85,7 +96,7 @@ def graph_from_dict(data: dict[str, Any], check: Callable[[Graph], None] = valid
             graph.add_tensor(_make(Tensor, item))
         for item in data.get("clients", []):
             graph.add_client(_make(Client, item))
-        graph.facts.update(data.get("facts", {}))
+        graph.facts = _facts(data.get("facts", {}))
         graph.host_cores.update(data.get("host_cores", {}))
         graph.core_efficiency.update(data.get("core_efficiency", {}))
     except (TypeError, ValueError, AttributeError) as error:
@@ -102,7 +113,17 @@ def _plain(item: Any) -> dict[str, Any]:
     } | ({"cost": _plain(item.cost)} if isinstance(item, Op) else {})
 
 
+def _facts(item: Any) -> GraphFacts:
+    """The graph's facts from their table, a batch's own table within."""
+    if not isinstance(item, dict):
+        raise TypeError(f"GraphFacts: expected a table, got {type(item).__name__}")
+    batch = item.get("batch")
+    return _make(GraphFacts, {**item, "batch": None if batch is None else _make(BatchFacts, batch)})
+
+
 def _jsonable(value: Any) -> Any:
+    if isinstance(value, BatchFacts):
+        return _plain(value)
     if isinstance(value, float) and value == float("inf"):
         return "inf"
     return list(value) if isinstance(value, tuple) else value

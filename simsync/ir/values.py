@@ -33,10 +33,12 @@ from simsync.errors import GraphError
 from simsync.ir.resources import RESOURCE_KINDS
 
 __all__ = [
+    "BATCH",
     "CLIENT",
     "COST",
     "DEVICE",
     "DISTRIBUTIONS",
+    "FACTS",
     "LINK",
     "MAX_BYTES",
     "MAX_ELEMENTS",
@@ -238,6 +240,27 @@ CLIENT: dict[str, Rule] = {
     "shared_steps": FLAG,
     "until": _optional(TEXT),
     "daemon": FLAG,
+}
+
+BATCH: dict[str, Rule] = {
+    "size": _integer(1, allowed="an integer >= 1"),
+    "ops": NAMES,
+    "carry": NAMES,
+    "per_tower": FLAG,
+}
+FACTS: dict[str, Rule] = {
+    "mode": _optional(TEXT),
+    "aggregation": _optional(TEXT),
+    "batch_norm": _optional(TEXT),
+    "apply": _optional(TEXT),
+    "workers": _optional(COUNT),
+    "replicas_to_aggregate": _optional(TOKENS),
+    "init_tokens": _optional(TOKENS),
+    "source": _optional(TEXT),
+    "global_step": _optional(TEXT),
+    "session_run": SECONDS,
+    "session_run_work": SECONDS,
+    "session_run_latency": SECONDS,
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from simsync.ir import Client, Cost, Graph, Op, Tensor, validate
+from simsync.ir import Client, Cost, Graph, GraphFacts, Op, Tensor, validate
 from simsync.numerics import parameter_shapes
 from simsync.patterns.towers import (
     BYTES_PER_ELEMENT,
@@ -106,6 +106,6 @@ def build_async(scenario: Scenario) -> Graph:
                 shared_steps=True,
             )
         )
-    graph.facts.update(mode="async", apply=training.apply)
+    graph.facts = GraphFacts(mode="async", apply=training.apply)
     validate(graph)
     return graph

@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from simsync.ir import Client, Cost, Device, Graph, Link, Op, Resource, Tensor, Variable, validate
+from simsync.ir import (
+    Client,
+    Cost,
+    Device,
+    Graph,
+    GraphFacts,
+    Link,
+    Op,
+    Resource,
+    Tensor,
+    Variable,
+    validate,
+)
 from simsync.numerics import parameter_shapes
 from simsync.patterns.towers import add_variables, add_worker_body
 from simsync.scenario import Scenario
@@ -123,8 +135,8 @@ def build_sync_replicas(scenario: Scenario) -> Graph:
         _add_worker(graph, scenario, worker, variables)
     if training.chief_queue_runner:
         _add_queue_runner(graph, scenario, variables, replicas, max(workers, replicas))
-    graph.facts.update(mode="sync_replicas", replicas_to_aggregate=replicas,
-                       init_tokens=init_tokens, workers=workers)  # fmt: skip
+    graph.facts = GraphFacts(mode="sync_replicas", replicas_to_aggregate=replicas,
+                             init_tokens=init_tokens, workers=workers)  # fmt: skip
     validate(graph)
     return graph
 

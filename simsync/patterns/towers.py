@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import math
 
-from simsync.ir import LOCALHOST, Client, Cost, Device, Graph, Link, Op, Tensor, Variable, validate
+from simsync.ir import (
+    LOCALHOST,
+    Client,
+    Cost,
+    Device,
+    Graph,
+    GraphFacts,
+    Link,
+    Op,
+    Tensor,
+    Variable,
+    validate,
+)
 from simsync.ir.values import MIN_CORE_EFFICIENCY
 from simsync.numerics import ModelSpec, parameter_shapes
 from simsync.patterns.batch_norm import VARIANTS, BatchNormVariant, add_moving_statistics
@@ -97,9 +109,11 @@ def build_towers(scenario: Scenario) -> Graph:
     else:
         sources, updates = variant.build(graph, scenario, PARAMETER_DEVICE, compute_cost)
         _add_parameter_server(graph, scenario, shapes, param_bytes, sources, updates)
-    graph.facts.update(mode="sync", aggregation=scenario.training.aggregation)
-    if moving:
-        graph.facts["batch_norm"] = spec.batch_norm
+    graph.facts = GraphFacts(
+        mode="sync",
+        aggregation=scenario.training.aggregation,
+        batch_norm=spec.batch_norm if moving else None,
+    )
     validate(graph)
     return graph
 

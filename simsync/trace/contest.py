@@ -18,7 +18,7 @@ class Entrant:
     """One scenario's run in the contest."""
 
     name: str
-    mode: str
+    mode: str | None  # as the graph's maker said; None for a graph of no pattern
     curve: list[tuple[float, float]]  # (seconds, loss)
     reached: float | None  # when it first got to the target loss
     updates: int
@@ -35,9 +35,10 @@ class Entrant:
     @property
     def label(self) -> str:
         """The run's name and mode (and mean staleness, where updates can be stale)."""
+        said = [self.mode] if self.mode is not None else []
         if self.staleness is not None:
-            return f"{self.name} ({self.mode}, staleness {self.staleness:.2f})"
-        return f"{self.name} ({self.mode})"
+            said.append(f"staleness {self.staleness:.2f}")
+        return f"{self.name} ({', '.join(said)})" if said else self.name
 
     def to_json(self) -> dict[str, Any]:
         return {

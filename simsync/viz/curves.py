@@ -117,7 +117,7 @@ class LossCurves:
             loss = f"{final:.4f}" if abs(final) < 1000 else f"{final:.3g}"
             table.add_row(
                 mark,
-                Text(f"{entrant.name} ({entrant.mode})"),
+                Text(f"{entrant.name} ({entrant.mode})" if entrant.mode else entrant.name),
                 str(entrant.updates),
                 "–" if entrant.staleness is None else f"{entrant.staleness:.2f}",
                 loss,

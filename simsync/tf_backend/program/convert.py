@@ -79,6 +79,7 @@ import networkx as nx
 from simsync.errors import GraphError
 from simsync.ir import (
     LOCALHOST,
+    BatchFacts,
     Client,
     Cost,
     Device,
@@ -270,8 +271,10 @@ def convert(
                 f"({', '.join(client['fetches'])}): nothing runs"
             )
         # a sess.run of one NoOp: what a run of another client (a what-if's) costs at least
-        costs = _run_cost(overheads.get(client["thread"], {}))
-        graph.facts.update(costs)
+        python, work, latency = _run_cost(overheads.get(client["thread"], {}))
+        graph.facts = dataclasses.replace(
+            graph.facts, session_run=python, session_run_work=work, session_run_latency=latency
+        )
         # a worker of the program's own SyncReplicasOptimizer runs until the global step
         until = step if step and pushes & _closure(ops, list(fetches)) else None
         graph.add_client(
@@ -279,23 +282,27 @@ def convert(
         )
     for name, enqueue, _ in runners:  # a queue runner's thread: sess.run(enqueue) in a loop
         graph.add_client(session_client(graph, name, (enqueue,), daemon=True))
-    graph.facts["source"] = data["program"]
     steps = [n for n in data.get("collections", {}).get("global_step", []) if n in graph.variables]
-    if steps:  # the program's global step (tf.train.get_or_create_global_step)
-        graph.facts["global_step"] = steps[0]
+    graph.facts = dataclasses.replace(
+        graph.facts,
+        source=data["program"],
+        # the program's global step (tf.train.get_or_create_global_step)
+        global_step=steps[0] if steps else None,
+    )
     ran = dict((profile or {}).get("shapes", {}))
     for client in clients:  # a fed placeholder runs no op: its shape is what was fed
         ran.update(client.get("feeds", {}))
     batch = find_batch(ops, [n for n in data["order"] if n in needed], ran)
     if batch is not None:
-        graph.facts["batch"] = {
-            "size": batch.size,
-            "ops": sorted(set(batch.ops) & set(kept)),
-            "carry": sorted(set(batch.carry) & set(kept)),
+        found = BatchFacts(
+            batch.size,
+            ops=tuple(sorted(set(batch.ops) & set(kept))),
+            carry=tuple(sorted(set(batch.carry) & set(kept))),
             # each tower brings in its own examples (a step trains on one batch per tower),
             # or they split a batch brought in outside them
-            "per_tower": any(towers.of(name) is not None for name in batch.inputs),
-        }
+            per_tower=any(towers.of(name) is not None for name in batch.inputs),
+        )
+        graph.facts = dataclasses.replace(graph.facts, batch=found)
     report = _report(data, ops, needed, reasons, kept, towers, untimed, profile, graph)
     report["batch"] = None if batch is None else batch.size
     # where the program made its shared ops (the averaging, the apply), by function and line
@@ -434,27 +441,23 @@ def _tokens_step(graph: Graph) -> str | None:
     return next(iter(steps)) if len(steps) == 1 else None
 
 
-def _run_cost(measured: dict[str, Any]) -> dict[str, float]:
+def _run_cost(measured: dict[str, Any]) -> tuple[float, float, float]:
     """A ``sess.run``'s own cost, as the profile measured it
-    (:func:`~simsync.tf_backend.program.profile.session_run_split`), as the facts
-    :func:`session_client` reads: the part that holds the GIL (Python's side), the rest of its
+    (:func:`~simsync.tf_backend.program.profile.session_run_split`), as the graph's facts
+    hold it for :func:`session_client`: the part that holds the GIL (Python's side), the rest of its
     CPU time (TensorFlow's, a core without the GIL) and the rest of its wall time (waiting
     for the executor's threads, holding nothing). A profile that did not split it: all of
     it holds the GIL.
 
     >>> _run_cost({"overhead": 6e-05, "python": 2e-05, "cpu": 3.5e-05})
-    {'session_run': 2e-05, 'session_run_work': 1.5e-05, 'session_run_latency': 2.5e-05}
-    >>> _run_cost({"overhead": 6e-05})["session_run"]
-    6e-05
+    (2e-05, 1.5e-05, 2.5e-05)
+    >>> _run_cost({"overhead": 6e-05})
+    (6e-05, 0.0, 0.0)
     """
     total = float(measured.get("overhead", 0.0))
     python = min(total, float(measured.get("python", total)))
     cpu = min(total, max(python, float(measured.get("cpu", python))))
-    return {
-        "session_run": python,
-        "session_run_work": round(cpu - python, 12),
-        "session_run_latency": round(total - cpu, 12),
-    }
+    return python, round(cpu - python, 12), round(total - cpu, 12)
 
 
 def session_client(
@@ -466,9 +469,9 @@ def session_client(
     return Client(
         name,
         fetches,
-        overhead=float(graph.facts.get("session_run", 0.0)),
-        run_work=float(graph.facts.get("session_run_work", 0.0)),
-        run_latency=float(graph.facts.get("session_run_latency", 0.0)),
+        overhead=graph.facts.session_run,
+        run_work=graph.facts.session_run_work,
+        run_latency=graph.facts.session_run_latency,
         daemon=daemon,
     )
 

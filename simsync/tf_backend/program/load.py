@@ -318,7 +318,7 @@ def _imported(
     report["source"] = shown
     report["costs"] = costs_from
     report["fit"] = fitted
-    graph.facts["source"] = report["source"]
+    graph.facts = replace(graph.facts, source=report["source"])
     averaging = answer.said.get("averaging")
     return Imported(graph, report, profile, costs_from, str(answer.key), data, averaging)
 

@@ -294,7 +294,7 @@ def _global_step(graph: Graph, meeting: _Meeting, applies: dict[str, str], new: 
     otherwise one added, with the op that moves it (SyncReplicasOptimizer needs one: its
     tokens carry it)."""
     moved = {v for name in meeting.update for v in graph.op(name).writes}
-    named = [graph.facts.get("global_step")]
+    named = [graph.facts.global_step]
     named += sorted(v for v in moved if v.rsplit("/", 1)[-1] == GLOBAL_STEP)
     for step in named:
         if step in moved and not graph.variables[step].trainable:

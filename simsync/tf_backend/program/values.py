@@ -70,7 +70,7 @@ def replay_plan(
             f"as '{pooled[0]}'), and the replay has no accumulator yet: it would apply "
             "each worker's gradient where TensorFlow applies their mean once per step"
         )
-    batch, own = (g.facts.get("batch", {}).get("size") for g in (graph, original))
+    batch, own = (g.facts.batch and g.facts.batch.size for g in (graph, original))
     if batch != own:
         raise NoValues(
             f"the what-if's batch is {batch}, the program fed its ops batches of {own}: run "

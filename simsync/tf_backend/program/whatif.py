@@ -413,38 +413,38 @@ MAX_BATCH = 1 << 20
 
 def with_batch(graph: Graph, batch: int) -> tuple[Graph, str]:
     """A batch of ``batch`` examples where the program's inputs bring the batch its import
-    found (``graph.facts["batch"]``, :func:`~simsync.tf_backend.program.convert.find_batch`):
+    found (``graph.facts.batch``, :func:`~simsync.tf_backend.program.convert.find_batch`):
     the ops whose work grows with the batch take their cost beyond an op's fixed cost (the
     median of the others', at most their own) times the ratio, and the tensors that carry
     it carry that many examples.
 
-    >>> from simsync.ir import Client, Cost, Op, Tensor
+    >>> from simsync.ir import BatchFacts, Client, Cost, GraphFacts, Op, Tensor
     >>> g = Graph()
     >>> for name, seconds in (("read", 2e-6), ("matmul", 102e-6), ("apply", 2e-6)):
     ...     _ = g.add_op(Op(name, "generic", "/cpu:0", Cost(seconds)))
     >>> g.add_tensor(Tensor("read", "matmul", 64, shape=(4, 4)))
     >>> g.add_tensor(Tensor("matmul", "apply", 400, shape=(100, 1)))
     >>> g.add_client(Client("main", ("apply",)))
-    >>> g.facts["batch"] = {"size": 100, "ops": ["matmul"], "carry": ["matmul"]}
+    >>> g.facts = GraphFacts(batch=BatchFacts(100, ops=("matmul",), carry=("matmul",)))
     >>> bigger, line = with_batch(g, 400)
     >>> round(bigger.op("matmul").cost.mean * 1e6), bigger.op("apply").cost.mean * 1e6
     (402, 2.0)
     >>> [(t.nbytes, t.shape) for t in bigger.outputs("matmul")], line
     ([(1600, (400, 1))], 'batch 400 (the program ran 100): 1 op and 1 tensor grow with it')
     """
-    found = graph.facts.get("batch")
-    if not found:
+    found = graph.facts.batch
+    if found is None:
         raise UsageError(
             f"--batch {batch}: the program's step takes no input that brings examples in (a "
             "fed placeholder, a random draw, a dequeue, a dataset): which of its work grows "
             "with the batch is not known"
         )
-    size, ratio = int(found["size"]), batch / int(found["size"])
-    grows, carry = set(found["ops"]), set(found["carry"])
+    size, ratio = found.size, batch / found.size
+    grows, carry = set(found.ops), set(found.carry)
     others = [op.cost.mean for op in graph.ops() if op.name not in grows and op.cost.mean > 0]
     fixed = statistics.median(others) if others else 0.0
     new = state_of(graph, graph.link)
-    new.facts["batch"] = {**found, "size": batch}
+    new.facts = dataclasses.replace(new.facts, batch=dataclasses.replace(found, size=batch))
     for device in graph.devices.values():
         new.add_device(device)
     for op in graph.ops():
@@ -532,7 +532,7 @@ def state_of(graph: Graph, link: Link) -> Graph:
     """A new graph with ``graph``'s facts, host tables, variables and resources (no devices,
     ops, tensors or clients yet)."""
     new = Graph(name=graph.name, link=link)
-    new.facts.update(graph.facts)
+    new.facts = graph.facts
     new.host_cores.update(graph.host_cores)
     new.core_efficiency.update(graph.core_efficiency)
     for variable in graph.variables.values():
