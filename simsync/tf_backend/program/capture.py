@@ -681,7 +681,15 @@ def program_device(device: str) -> str:
     ('/cpu:0', '/gpu:1')
     >>> program_device("/job:ps/replica:0/task:0/device:CPU:0"), program_device("/job:ps")
     ('/job:ps/task:0', '/job:ps/task:0')
+
+    A name already the program's (a TensorFlow 2 step's logical ``/cpu:1`` is its own, not a
+    stand-in for a GPU: :func:`~simsync.tf_backend.program.functions.step_device`) stays:
+
+    >>> program_device("/cpu:1"), program_device("/gpu:0")
+    ('/cpu:1', '/gpu:0')
     """
+    if _PROGRAMS.fullmatch(device):
+        return device
     task = _TASK.search(device)
     if task is not None and task.group(1) != "localhost":
         placed = _local_device(device)
@@ -691,6 +699,8 @@ def program_device(device: str) -> str:
 
 
 _TASK = re.compile(r"/job:([A-Za-z0-9_]+)(?:/replica:\d+)?(?:/task:(\d+))?")
+#: a device named as the program names it
+_PROGRAMS = re.compile(r"/(?:cpu|gpu):\d+")
 
 
 def _local_device(device: str) -> str:
