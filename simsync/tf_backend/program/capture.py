@@ -431,8 +431,9 @@ class Observer:
             return (
                 f"ran to its end without calling Session.run{eager_note}: simsync imports "
                 "TensorFlow 1.x-style programs (tf.compat.v1: build a graph, then call "
-                "sess.run(train_op) in a loop); TensorFlow 2 eager code, tf.function and "
-                "Keras fit() are not supported"
+                "sess.run(train_op) in a loop) and TensorFlow 2 programs that call a "
+                "tf.function training step in a loop; TensorFlow 2 eager code outside a "
+                "tf.function, tf.distribute strategies and Keras fit() are not supported"
             )
         return (
             f"ran to its end after {len(self.calls)} Session.run calls, none of them a "
