@@ -271,6 +271,11 @@ def function_graph_data(tf: Any, loop: FunctionLoop, program: str, gpus: int) ->
                 "made_in": None,
             }
         )
+    arguments = [
+        {"name": op.name, "shape": _shape(op.outputs[0])}
+        for op in step.graph.get_operations()
+        if op.name in step.arguments and op.type != "VarHandleOp"
+    ]
     consumed = {t["op"] for op in ops for t in op["inputs"]}
     consumed |= {name for op in ops for name in op["control"]}
     sinks = [op["name"] for op in ops if op["name"] not in consumed and op["type"] != RESULT]
@@ -285,7 +290,12 @@ def function_graph_data(tf: Any, loop: FunctionLoop, program: str, gpus: int) ->
                 "thread": loop.thread,
                 "name": "main",
                 "fetches": list(dict.fromkeys([*returned, *sinks, *results])),
-                "feeds": {},
+                # what each call passes, as large as it is (a batch's first dimension)
+                "feeds": {
+                    f"{op['name']}:0": op["shape"]
+                    for op in arguments
+                    if op["shape"] is not None and None not in op["shape"]
+                },
             }
         ],
         "trainable": sorted(
@@ -298,6 +308,10 @@ def function_graph_data(tf: Any, loop: FunctionLoop, program: str, gpus: int) ->
         "cores": os.cpu_count() or 1,
         "runs_before_loop": loop.calls_before,
     }
+
+
+def _shape(tensor: Any) -> list[int | None] | None:
+    return tensor.shape.as_list() if tensor.shape.rank is not None else None
 
 
 def _variables(concrete: Any) -> dict[str, Any]:
