@@ -431,8 +431,9 @@ class Observer:
             return (
                 f"ran to its end without calling Session.run{eager_note}: simsync imports "
                 "TensorFlow 1.x-style programs (tf.compat.v1: build a graph, then call "
-                "sess.run(train_op) in a loop); TensorFlow 2 eager code, tf.function and "
-                "Keras fit() are not supported"
+                "sess.run(train_op) in a loop) and TensorFlow 2 programs that call a "
+                "tf.function training step in a loop; TensorFlow 2 eager code outside a "
+                "tf.function, tf.distribute strategies and Keras fit() are not supported"
             )
         return (
             f"ran to its end after {len(self.calls)} Session.run calls, none of them a "
@@ -681,7 +682,15 @@ def program_device(device: str) -> str:
     ('/cpu:0', '/gpu:1')
     >>> program_device("/job:ps/replica:0/task:0/device:CPU:0"), program_device("/job:ps")
     ('/job:ps/task:0', '/job:ps/task:0')
+
+    A name already the program's (a TensorFlow 2 step's logical ``/cpu:1`` is its own, not a
+    stand-in for a GPU: :func:`~simsync.tf_backend.program.functions.step_device`) stays:
+
+    >>> program_device("/cpu:1"), program_device("/gpu:0")
+    ('/cpu:1', '/gpu:0')
     """
+    if _PROGRAMS.fullmatch(device):
+        return device
     task = _TASK.search(device)
     if task is not None and task.group(1) != "localhost":
         placed = _local_device(device)
@@ -691,6 +700,8 @@ def program_device(device: str) -> str:
 
 
 _TASK = re.compile(r"/job:([A-Za-z0-9_]+)(?:/replica:\d+)?(?:/task:(\d+))?")
+#: a device named as the program names it
+_PROGRAMS = re.compile(r"/(?:cpu|gpu):\d+")
 
 
 def _local_device(device: str) -> str:

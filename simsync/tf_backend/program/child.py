@@ -31,7 +31,6 @@ import errno
 import functools
 import io
 import json
-import math
 import os
 import re
 import runpy
@@ -44,24 +43,18 @@ from typing import Any
 
 from simsync.sandbox.channel import answer_channel
 from simsync.tf_backend.program.capture import (
-    ACCUMULATORS,
-    DEQUEUES,
-    ENQUEUES,
-    FIFO_QUEUES,
-    FUNCTION_CALLS,
     PUSHES,
-    TAKES,
     Call,
     Ended,
     Loop,
     Observer,
-    calls_write,
     left_out_updates,
     missing_workers,
     training_fetches,
     upstream,
 )
 from simsync.tf_backend.program.costs import graph_key, is_known
+from simsync.tf_backend.program.ops_data import made_in, op_data
 
 __all__ = ["export_loop", "graph_data", "main", "thread_names"]
 
@@ -115,6 +108,25 @@ def main(request_path: str, folder: str, work: str) -> int:
     timeout = EXPORTED_RUN_TIMEOUT_MS if exported else 0
     observer = Observer(tf, gpus, on_loop, timeout_ms=timeout, cluster=task is not None)
     observer.install()
+    functions = None
+    if task is None and request["kind"] != "meta":  # a tf.function step in a Python loop
+        from simsync.tf_backend.program.functions import FunctionObserver
+
+        def on_function_loop(loop: Any) -> None:
+            try:
+                _answer_function(tf, request, loop, gpus, say)
+            except Ended as ended:
+                say(error=str(ended))
+            except BaseException as error:
+                say(error=f"could not read the training loop: {_cause(error)}")
+            os._exit(0)
+
+        functions = FunctionObserver(tf, on_function_loop)
+        functions.install()
+
+    def no_loop() -> str:
+        said = functions.why_no_loop() if functions is not None and not observer.calls else None
+        return said or observer.why_no_loop(eager=tf.executing_eagerly())
 
     def failed(message: str) -> None:
         if not answered:  # after its answer, a task of a cluster ends as its servers do
@@ -138,14 +150,14 @@ def main(request_path: str, folder: str, work: str) -> int:
                     "Keras): simsync imports TensorFlow 1.x-style programs (tf.compat.v1: "
                     "build a graph, then call sess.run(train_op) in a loop)"
                 )
-        failed(observer.why_no_loop(eager=tf.executing_eagerly()))
+        failed(no_loop())
     except Ended as ended:
         failed(str(ended))
     except SystemExit as stop:
         if stop.code not in (None, 0):
             failed(f"exited with status {stop.code} before its training loop")
         else:
-            failed(observer.why_no_loop(eager=tf.executing_eagerly()))
+            failed(no_loop())
     except SyntaxError as error:
         where = f"{Path(error.filename or program).name}:{error.lineno}"
         failed(f"{where}: SyntaxError: {error.msg}")
@@ -368,8 +380,8 @@ def export_loop(tf: Any, loop: Loop, folder: str) -> dict[str, Any]:
     """The loop for a second process that runs none of the program's code: its graph as a
     MetaGraphDef (base64; with the queue runners the program started itself), each looping
     thread's fetches and the shapes and types of what it fed, and where the program made
-    each op of a file in ``folder`` (:func:`_made_in`; the parent checks it against the
-    source)."""
+    each op of a file in ``folder`` (:func:`~simsync.tf_backend.program.ops_data.made_in`;
+    the parent checks it against the source)."""
     import numpy as np
 
     graph = loop.graph
@@ -386,7 +398,7 @@ def export_loop(tf: Any, loop: Loop, folder: str) -> dict[str, Any]:
                 raise Ended(f"feeds {element.name} {array.dtype} values: only numbers are graded")
             feeds[element.name] = {"shape": list(array.shape), "dtype": array.dtype.name}
         clients.append({"thread": thread, "fetches": list(call.fetches), "feeds": feeds})
-    made_in = {op.name: _made_in(op, folder) for op in graph.get_operations()}
+    made_in = {op.name: made_in(op, folder) for op in graph.get_operations()}
     return {
         "meta": base64.b64encode(meta.SerializeToString()).decode(),
         "clients": clients,
@@ -454,6 +466,35 @@ def _answer(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any, fo
         except Exception as error:
             problem = f"its towers' weights could not be measured: {type(error).__name__}"
             say(averaging={"towers": 0, "updates": [], "problem": f"{problem}: {error}"[:2000]})
+
+
+def _answer_function(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any) -> None:
+    """Answer the ``request`` of a TensorFlow 2 program whose loop calls a ``tf.function``
+    step (:mod:`~simsync.tf_backend.program.functions`): its graph and machine, then its
+    profile (:mod:`~simsync.tf_backend.program.function_profile`) or a cross-check's
+    measure. Grading (an export) and values (a replay) are refused in one line."""
+    from simsync.tf_backend.program.function_profile import measure_function, profile_function
+    from simsync.tf_backend.program.functions import function_graph_data
+
+    if request.get("export"):
+        raise Ended(
+            "trains with a tf.function step (TensorFlow 2): a graded program is TensorFlow "
+            "1.x-style for now (a graph, then sess.run(train_op) in a loop)"
+        )
+    if request.get("replay"):
+        raise Ended(
+            "trains with a tf.function step (TensorFlow 2): its values are not replayed yet"
+        )
+    data = function_graph_data(tf, loop, request["program"], gpus)
+    machine = _machine(tf, gpus)
+    say(graph=data)
+    say(machine=machine)
+    measure = request.get("measure")
+    if measure:
+        traced, untraced = int(measure["traced"]), int(measure["untraced"])
+        say(measured=measure_function(tf, loop, data, traced, untraced))
+    elif request.get("profile", True) and not _known(request, data, machine):
+        say(profile=profile_function(tf, loop, data, int(request.get("steps", 5))))
 
 
 def _tasks_in_threads(loop: Loop) -> list[Loop] | None:
@@ -569,7 +610,7 @@ def graph_data(tf: Any, loop: Any, program: str, gpus: int) -> dict[str, Any]:
     :func:`~simsync.tf_backend.program.convert.convert`)."""
     graph = loop.graph
     folder = str(Path(program).resolve().parent)
-    ops = [_op_data(op, folder) for op in graph.get_operations()]
+    ops = [op_data(op, folder) for op in graph.get_operations()]
     fetches = {thread: tuple(call.fetches) for thread, call in loop.calls.items()}
     names = thread_names(fetches, [op["name"] for op in ops])
     keys = tf.compat.v1.GraphKeys
@@ -622,100 +663,6 @@ def queue_sizes(tf: Any, loop: Any) -> dict[str, int]:
 
 def _name(item: Any) -> str:
     return str(getattr(item, "name", item)).split(":")[0]
-
-
-def _op_data(op: Any, folder: str) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "name": op.name,
-        "type": op.type,
-        "device": op.device,
-        "colocate": [
-            group.decode()[5:] for group in op.colocation_groups() if group.startswith(b"loc:@")
-        ],
-        "inputs": [_tensor(t) for t in op.inputs],
-        "control": [c.name for c in op.control_inputs],
-        "made_in": _made_in(op, folder),
-    }
-    if op.type in FUNCTION_CALLS:  # whether its functions write the variables it takes
-        data["calls_write"] = calls_write(op)
-    if op.type in ("VarHandleOp", "VariableV2"):
-        import tensorflow as tf
-
-        shape = tf.TensorShape(op.get_attr("shape"))
-        dims = shape.as_list() if shape.rank is not None else None
-        data["shape"] = dims
-        data["bytes"] = _nbytes(dims, op.get_attr("dtype"))
-    if op.type in FIFO_QUEUES or op.type in ACCUMULATORS:
-        # ops of one shared name on one device are one queue, one accumulator (the workers'
-        # SyncReplicasOptimizers share the token queue and the accumulators so)
-        data["shared_name"] = op.get_attr("shared_name").decode()
-    if op.type in FIFO_QUEUES:
-        data["capacity"] = int(op.get_attr("capacity"))
-    elif op.type in TAKES:  # take_grad(R): R, if known
-        import tensorflow as tf
-
-        n = tf.get_static_value(op.inputs[1])
-        data["elements"] = int(n) if n is not None else None
-    elif op.type in ENQUEUES:  # enqueue_many: its components' first dimension, if known
-        shape = op.inputs[1].shape
-        if "Many" not in op.type:
-            data["elements"] = 1
-        else:
-            data["elements"] = shape.as_list()[0] if shape.rank else None
-    elif op.type in DEQUEUES:
-        if "Many" in op.type or "UpTo" in op.type:
-            import tensorflow as tf
-
-            n = tf.get_static_value(op.inputs[1])
-            data["elements"] = int(n) if n is not None else None
-        else:
-            data["elements"] = 1
-    return data
-
-
-def _tensor(tensor: Any) -> dict[str, Any]:
-    dims = tensor.shape.as_list() if tensor.shape.rank is not None else None
-    return {
-        "op": tensor.op.name,
-        "slot": tensor.value_index,
-        "shape": dims,
-        "dtype": tensor.dtype.name,
-        "bytes": _nbytes(dims, tensor.dtype),
-    }
-
-
-def _nbytes(dims: list[int | None] | None, dtype: Any) -> int | None:
-    """Bytes of a tensor of this shape and type; None when the shape is not known; 0 for
-    handles (a resource or a variant is no data sent)."""
-    if dtype.name in ("resource", "variant", "string"):
-        return 0
-    if dims is None or any(d is None for d in dims):
-        return None
-    try:
-        return int(math.prod(int(d or 0) for d in dims)) * int(dtype.size)
-    except (TypeError, ValueError):
-        return 0
-
-
-def _made_in(op: Any, folder: str) -> list[Any] | None:
-    """``["train.py", 45]``: the file and line of the program's innermost frame that made
-    the op (the parent reads the function off the source:
-    :mod:`~simsync.tf_backend.program.made_in`)."""
-    try:
-        frames = op.traceback
-    except Exception:
-        return None
-    for frame in reversed(list(frames or ())):
-        filename, line, _ = _frame(frame)
-        if filename and os.path.dirname(os.path.abspath(filename)) == folder:
-            return [os.path.basename(filename), line]
-    return None
-
-
-def _frame(frame: Any) -> tuple[str, int, str]:
-    if isinstance(frame, tuple):
-        return str(frame[0]), int(frame[1]), str(frame[2])
-    return str(frame.filename), int(frame.lineno), str(frame.name)
 
 
 if __name__ == "__main__":

@@ -113,11 +113,13 @@ from simsync.tf_backend.program.towers import find_towers
 from simsync.words import plural
 
 __all__ = [
+    "ARGUMENTS",
     "BATCH_INPUTS",
     "CONSTANTS",
     "FED",
     "MAX_OPS",
     "RESOURCES",
+    "RESULTS",
     "Batch",
     "convert",
     "find_batch",
@@ -128,6 +130,8 @@ __all__ = [
 MAX_OPS = 20_000
 CONSTANTS = frozenset({"Const", "HostConst"})
 FED = frozenset({"Placeholder"})
+#: a tf.function's arguments and results (its step's graph: a TensorFlow 2 program's)
+ARGUMENTS, RESULTS = frozenset({"_Arg"}), frozenset({"_Retval"})
 #: resources whose ops run as generic ops (FIFO queues, :data:`FIFO_QUEUES`, are modelled)
 RESOURCES = frozenset(
     {
@@ -179,6 +183,10 @@ def convert(
             reasons[name] = "constants (their values exist before the step starts)"
         elif kind in FED:
             reasons[name] = "placeholders (fed by sess.run)"
+        elif kind in ARGUMENTS:
+            reasons[name] = "a tf.function's arguments (passed by its call)"
+        elif kind in RESULTS:
+            reasons[name] = "a tf.function's results (returned by its call)"
         elif kind in VARIABLE_OPS:
             reasons[name] = "variables (kept as variables, not ops)"
         elif kind in FIFO_QUEUES and shared[name] in fed and not queue_runners:
@@ -779,7 +787,7 @@ def _variables(
 
 
 #: ops that bring a step's examples in: fed, drawn at random, dequeued, read from a dataset
-BATCH_INPUTS = FED | DEQUEUES | {
+BATCH_INPUTS = FED | ARGUMENTS | DEQUEUES | {
     "RandomStandardNormal", "RandomUniform", "RandomUniformInt", "TruncatedNormal",
     "IteratorGetNext", "IteratorGetNextSync",
 }  # fmt: skip

@@ -72,6 +72,7 @@ __all__ = [
     "TRACED_STEPS",
     "UNTRACED_STEPS",
     "WARMUP_STEPS",
+    "Found",
     "all_at_once",
     "measure_loop",
     "profile_loop",
@@ -103,7 +104,7 @@ def profile_loop(
 ) -> dict[str, Any]:
     """Trace ``steps`` runs of each looping client, after ``untraced`` timed ones; see the
     module's docstring."""
-    found = _Found()
+    found = Found()
     run = loop.session.run
     waits = {
         op.name: [t.op.name for t in op.inputs] + [c.name for c in op.control_inputs]
@@ -157,7 +158,7 @@ def profile_loop(
 
 
 @dataclass
-class _Found:
+class Found:
     """What the traced runs found, per op: its latencies and busy times, its device, and
     the bytes of its outputs."""
 

@@ -1,0 +1,450 @@
+"""A TensorFlow 2 program's training step: a ``tf.function`` called eagerly in a Python loop
+(in the sandbox's child: :mod:`simsync.tf_backend.program.child`).
+
+What is observed, by wrapping ``tf.function``'s ``Function.__call__`` (research/tf2.md §1):
+
+1. **Its graphs are recorded**: at the first eager call of any ``tf.function``, before it
+   runs, TensorFlow's run metadata is turned on
+   (``context.context().enable_run_metadata()``): each function instantiated from then on
+   leaves its graphs, ``pre_optimization_graph``, ``post_optimization_graph`` (nested
+   functions inlined by TensorFlow's own inlining, Grappler applied: what runs) and one
+   ``partition_graph`` per device (where each node runs). Turned on later, a function
+   already instantiated leaves none; turned on before the program, it would initialise
+   TensorFlow's devices before the program configures its logical CPUs.
+2. **The loop is found** when a thread calls the same ``tf.function`` eagerly a second time
+   and its concrete function (for those arguments) writes a trainable variable. That thread's
+   loop is the one client; the call's arguments are its step's, run again by the profile.
+3. **The step's graph** is chosen among the recorded ones: those with as many arguments
+   (``_Arg`` nodes) as the concrete function has inputs and an op that writes a variable;
+   the largest of them (a ``FunctionGraphs`` entry carries no function's name; the small
+   ones are datasets', initialisers' and other functions'). Each node's device is its
+   partition graph's.
+4. It becomes the graph data :mod:`~simsync.tf_backend.program.convert` reads for a TF1
+   program (:func:`function_graph_data`): the post-optimization graph, imported into a
+   ``tf.Graph`` of its own for its tensors' shapes and types, each argument that carries a
+   variable's handle a ``VarHandleOp`` named after the variable (``hidden/weights``), each
+   other argument an ``_Arg``, each result a ``_Retval``; the client fetches what the
+   function returns (the ops its ``_Retval`` nodes take) and every op no other op takes.
+
+A program that makes a ``tf.distribute`` strategy, or trains with Keras ``fit()``, is
+refused in one line (:class:`~simsync.tf_backend.program.capture.Ended`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from simsync.tf_backend.program.capture import (
+    FUNCTION_CALLS,
+    WRITE_WORDS,
+    Ended,
+    calls_write,
+    is_handle,
+)
+
+__all__ = [
+    "ARGUMENT",
+    "RESULT",
+    "FunctionLoop",
+    "FunctionObserver",
+    "function_graph_data",
+    "step_device",
+]
+
+#: the nodes of a function's graph that take its arguments and give its results
+ARGUMENT, RESULT = "_Arg", "_Retval"
+#: what a supported program is, said in every refusal
+SUPPORTED = (
+    "simsync imports a tf.function training step called in a Python loop (its towers "
+    "placed with tf.device inside it) and TensorFlow 1.x-style programs (sess.run in a loop)"
+)
+
+
+@dataclass
+class FunctionLoop:
+    """The training loop of a TensorFlow 2 program: the ``tf.function`` its thread calls,
+    the arguments of its last call, and its step's graph (see the module's docstring)."""
+
+    function: Any
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    thread: str
+    concrete: Any
+    #: the chosen ``FunctionGraphs`` entry of the run metadata
+    recorded: Any
+    #: eager calls of tf.functions before the loop was known
+    calls_before: int
+
+    def call(self) -> Any:
+        """One step, as the program's loop makes it."""
+        return self.function(*self.args, **self.kwargs)
+
+
+@dataclass
+class FunctionObserver:
+    """Wraps ``Function.__call__`` while the program runs; see the module's docstring."""
+
+    tf: Any
+    on_loop: Callable[[FunctionLoop], None]
+    calls: Counter[tuple[str, int]] = field(default_factory=Counter)
+    eager_calls: int = 0
+    recorded: list[Any] = field(default_factory=list)
+    recording: bool = False
+    handed: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def install(self) -> None:
+        from tensorflow.python.distribute import distribute_lib
+        from tensorflow.python.eager.polymorphic_function import polymorphic_function
+
+        function_class = polymorphic_function.Function
+        real_call = function_class.__call__
+        strategy_class = distribute_lib.StrategyBase
+        real_strategy = strategy_class.__init__
+        observer = self
+
+        def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if not observer.handed and observer.tf.executing_eagerly():
+                observer.called(self, args, kwargs)
+            return real_call(self, *args, **kwargs)
+
+        def strategy_init(self: Any, *args: Any, **kwargs: Any) -> None:
+            name = type(self).__name__
+            if not name.startswith("_Default"):  # TensorFlow's own, made on demand
+                raise Ended(
+                    f"makes a tf.distribute.{name}: tf.distribute strategies are not "
+                    f"imported yet; {SUPPORTED}"
+                )
+            real_strategy(self, *args, **kwargs)
+
+        function_class.__call__ = __call__
+        strategy_class.__init__ = strategy_init
+
+    def called(self, function: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """An eager call of a ``tf.function``: record graphs from now on; hand the loop over
+        (and never return) when this is its thread's second call of it and it trains."""
+        from tensorflow.python.eager import context
+
+        if not self.recording:
+            context.context().enable_run_metadata()
+            self.recording = True
+        thread = threading.current_thread().name
+        with self._lock:
+            self.eager_calls += 1
+            key = (thread, id(function))
+            self.calls[key] += 1
+            if self.calls[key] != 2:
+                return
+        concrete = function.get_concrete_function(*args, **kwargs)
+        if not trains(concrete):
+            return
+        python = getattr(function, "python_function", None)
+        if str(getattr(python, "__module__", "")).startswith(("keras", "tf_keras")):
+            raise Ended(f"trains with Keras fit() (or its like): not imported yet; {SUPPORTED}")
+        metadata = context.context().export_run_metadata()
+        context.context().disable_run_metadata()
+        self.recorded.extend(metadata.function_graphs)
+        recorded = step_graph(self.recorded, concrete)
+        self.handed = True
+        self.on_loop(
+            FunctionLoop(function, args, kwargs, thread, concrete, recorded, self.eager_calls - 1)
+        )
+
+    def why_no_loop(self) -> str | None:
+        """Why a program that called tf.functions eagerly has no loop, in one line; None
+        when it called none."""
+        if not self.eager_calls:
+            return None
+        return (
+            f"ran to its end after {self.eager_calls} calls of tf.functions, none of them a "
+            "training loop: simsync imports a thread calling one tf.function again and "
+            "again, where it updates a trainable variable"
+        )
+
+
+def trains(concrete: Any) -> bool:
+    """Whether a concrete function writes a trainable variable it captures (an op of an
+    optimizer's kind, or a call of a function that holds one, takes its handle)."""
+    graph = concrete.graph
+    trainable = {id(v.handle) for v in graph.trainable_variables}
+    handles = {inside.op.name for outside, inside in graph.captures if id(outside) in trainable}
+    for op in graph.get_operations():
+        if op.type in FUNCTION_CALLS:
+            if not calls_write(op):
+                continue
+        elif not any(word in op.type for word in WRITE_WORDS):
+            continue
+        if any(_handle_of(tensor) in handles for tensor in op.inputs):
+            return True
+    return False
+
+
+def _handle_of(tensor: Any) -> str | None:
+    """The placeholder a handle ``tensor`` comes from, through the ops that pass it on."""
+    for _ in range(1000):
+        if not is_handle(tensor.dtype.name):
+            return None
+        op = tensor.op
+        if op.type == "Placeholder":
+            return str(op.name)
+        handed = [t for t in op.inputs if is_handle(t.dtype.name)]
+        if not handed:
+            return None
+        tensor = handed[0]
+    return None
+
+
+def step_graph(recorded: list[Any], concrete: Any) -> Any:
+    """The step's entry among the recorded function graphs (see the module's docstring)."""
+    arguments = len(concrete.inputs)
+    fitting = [
+        entry
+        for entry in recorded
+        if sum(n.op == ARGUMENT for n in entry.post_optimization_graph.node) == arguments
+        and any(
+            any(word in n.op for word in WRITE_WORDS) for n in entry.post_optimization_graph.node
+        )
+    ]
+    if not fitting:
+        raise Ended(
+            "its tf.function step's graph was not recorded by TensorFlow (was it called "
+            "before simsync could turn its run metadata on?)"
+        )
+    return max(fitting, key=lambda entry: len(entry.post_optimization_graph.node))
+
+
+def step_device(device: str) -> str:
+    """A node's device as the program names it: ``/cpu:1`` for TensorFlow's
+    ``/job:localhost/replica:0/task:0/device:CPU:1`` (a TF2 program's logical CPUs are its
+    own, not simsync's stand-ins for GPUs), ``/gpu:0`` for a GPU.
+
+    >>> step_device("/job:localhost/replica:0/task:0/device:CPU:1"), step_device("")
+    ('/cpu:1', '/cpu:0')
+    """
+    import re
+
+    found = re.search(r"(?i)device:(cpu|gpu):(\d+)", device)
+    return f"/{found.group(1).lower()}:{found.group(2)}" if found else "/cpu:0"
+
+
+def function_graph_data(tf: Any, loop: FunctionLoop, program: str, gpus: int) -> dict[str, Any]:
+    """The step's graph as plain data, in the form a TF1 program's has (the input of
+    :func:`~simsync.tf_backend.program.convert.convert`; see the module's docstring)."""
+    from simsync.tf_backend.program.ops_data import op_data
+
+    step = imported_step(tf, loop)
+    devices = {}
+    for node in loop.recorded.post_optimization_graph.node:
+        devices[node.name] = step_device(node.device)
+    for partition in loop.recorded.partition_graphs:
+        for node in partition.node:
+            devices[node.name] = step_device(node.device)
+    made = {op.name: op for op in loop.concrete.graph.get_operations()}
+    folder = str(Path(program).resolve().parent)
+    ops = []
+    for op in _ordered(step.graph.get_operations()):
+        data = op_data(op, folder)
+        if op.name in step.arguments and op.type != "VarHandleOp":
+            data["type"] = ARGUMENT
+        data["device"] = devices.get(step.arguments.get(op.name, op.name), "/cpu:0")
+        origin = made.get(op.name)  # where the program made it: its traced op's line
+        data["made_in"] = None if origin is None else op_data(origin, folder)["made_in"]
+        ops.append(data)
+    names = {op["name"] for op in ops}
+    returned = []
+    for node, tensor in step.results:  # the function's results: ops of no output
+        returned.append(tensor["op"])
+        ops.append(
+            {
+                "name": _free(node.name, names),
+                "type": RESULT,
+                "device": devices.get(node.name, "/cpu:0"),
+                "colocate": [],
+                "inputs": [tensor],
+                "control": [],
+                "made_in": None,
+            }
+        )
+    arguments = [
+        {"name": op.name, "shape": _shape(op.outputs[0])}
+        for op in step.graph.get_operations()
+        if op.name in step.arguments and op.type != "VarHandleOp"
+    ]
+    consumed = {t["op"] for op in ops for t in op["inputs"]}
+    consumed |= {name for op in ops for name in op["control"]}
+    sinks = [op["name"] for op in ops if op["name"] not in consumed and op["type"] != RESULT]
+    results = [op["name"] for op in ops if op["type"] == RESULT]
+    trainable = {id(v.handle) for v in loop.concrete.graph.trainable_variables}
+    return {
+        "program": program,
+        "order": [op["name"] for op in ops],
+        "ops": ops,
+        "clients": [
+            {
+                "thread": loop.thread,
+                "name": "main",
+                "fetches": list(dict.fromkeys([*returned, *sinks, *results])),
+                # what each call passes, as large as it is (a batch's first dimension)
+                "feeds": {
+                    f"{op['name']}:0": op["shape"]
+                    for op in arguments
+                    if op["shape"] is not None and None not in op["shape"]
+                },
+            }
+        ],
+        "trainable": sorted(
+            name for name, variable in step.variables.items() if id(variable.handle) in trainable
+        ),
+        "queue_runners": [],
+        "queue_sizes": {},
+        "collections": {"update_ops": [], "train_op": [], "global_step": []},
+        "logical_devices": gpus == 0,
+        "cores": os.cpu_count() or 1,
+        "runs_before_loop": loop.calls_before,
+    }
+
+
+def _shape(tensor: Any) -> list[int | None] | None:
+    return tensor.shape.as_list() if tensor.shape.rank is not None else None
+
+
+def _variables(concrete: Any) -> dict[str, Any]:
+    """The variables the step captures, by the name their op has in its graph data: the
+    variable's own (``hidden/weights``), made unique as TensorFlow makes names
+    (``Variable``, ``Variable_1``)."""
+    found: dict[str, Any] = {}
+    for variable in concrete.graph.variables:
+        stem = str(variable.name).split(":")[0] or "Variable"
+        name, number = stem, 0
+        while name in found:
+            number += 1
+            name = f"{stem}_{number}"
+        found[name] = variable
+    return found
+
+
+@dataclass
+class ImportedStep:
+    """The step's post-optimization graph imported into a ``tf.Graph``
+    (:func:`imported_step`)."""
+
+    graph: Any
+    #: each op that was an argument (``_Arg``) and the node it was
+    arguments: dict[str, str]
+    #: the variables it captures, by their op's name
+    variables: dict[str, Any]
+    #: each result (``_Retval``) and the tensor it takes
+    #: (:func:`~simsync.tf_backend.program.ops_data.tensor_data`)
+    results: list[tuple[Any, dict[str, Any]]]
+
+
+def imported_step(tf: Any, loop: FunctionLoop) -> ImportedStep:
+    """The step's post-optimization graph imported into a ``tf.Graph`` (TensorFlow infers
+    its tensors' shapes and types): each argument that carries a captured variable's handle
+    a ``VarHandleOp`` named after the variable, each other argument a ``Placeholder`` of
+    its type and shape, the results left out (and said apart)."""
+    from tensorflow.core.framework import graph_pb2
+
+    from simsync.tf_backend.program.ops_data import tensor_data
+
+    concrete = loop.concrete
+    variables = _variables(concrete)
+    by_handle = {id(v.handle): name for name, v in variables.items()}
+    captured = {internal.op.name: id(external) for external, internal in concrete.graph.captures}
+    nodes = list(loop.recorded.post_optimization_graph.node)
+    taken = {node.name for node in nodes}
+    renamed: dict[str, str] = {}
+    arguments: dict[str, str] = {}
+    definition = graph_pb2.GraphDef()
+    results = []
+    for node in nodes:
+        if node.op == RESULT:
+            results.append(node)
+            continue
+        new = definition.node.add()
+        if node.op != ARGUMENT:
+            new.CopyFrom(node)
+            new.device = ""  # placed already: the partitions say where
+            continue
+        placeholder = concrete.inputs[node.attr["index"].i]
+        variable = by_handle.get(captured.get(placeholder.op.name, -1))
+        if variable is not None and (variable == node.name or variable not in taken):
+            renamed[node.name] = variable
+            new.name, new.op = variable, "VarHandleOp"
+            new.attr["dtype"].type = variables[variable].dtype.as_datatype_enum
+            new.attr["shape"].shape.CopyFrom(variables[variable].shape.as_proto())
+            new.attr["shared_name"].s = variable.encode()
+        else:
+            new.name, new.op = node.name, "Placeholder"
+            new.attr["dtype"].type = node.attr["T"].type
+            shapes = node.attr["_output_shapes"].list.shape if "_output_shapes" in node.attr else []
+            if shapes:
+                new.attr["shape"].shape.CopyFrom(shapes[0])
+        arguments[new.name] = node.name
+    for new in definition.node:
+        inputs = [_renamed(i, renamed) for i in new.input]
+        del new.input[:]
+        new.input.extend(inputs)
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.graph_util.import_graph_def(definition, name="")
+    said = []
+    for node in results:
+        op_name, _, slot = _renamed(node.input[0], renamed).partition(":")
+        tensor = graph.get_operation_by_name(op_name).outputs[int(slot or 0)]
+        said.append((node, tensor_data(tensor)))
+    named = {name: variables[name] for name in renamed.values()}
+    return ImportedStep(graph, arguments, named, said)
+
+
+def _renamed(reference: str, renamed: dict[str, str]) -> str:
+    """An input of a GraphDef's node (``op``, ``op:1``, ``^op``) with its op renamed."""
+    control = reference.startswith("^")
+    op, colon, slot = reference.lstrip("^").partition(":")
+    return ("^" if control else "") + renamed.get(op, op) + colon + slot
+
+
+def _free(name: str, taken: set[str]) -> str:
+    """``name``, or ``name_1``, ``name_2``, ... when taken (and then taken)."""
+    found, number = name, 0
+    while found in taken:
+        number += 1
+        found = f"{name}_{number}"
+    taken.add(found)
+    return found
+
+
+def _ordered(operations: list[Any]) -> list[Any]:
+    """The ops in a topological order that does not depend on how TensorFlow listed them:
+    of the ops ready, the first by name (the graph's key is the same in every run)."""
+    import heapq
+
+    waits = {
+        op.name: {t.op.name for t in op.inputs} | {c.name for c in op.control_inputs}
+        for op in operations
+    }
+    by_name = {op.name: op for op in operations}
+    after: dict[str, list[str]] = {}
+    for name, needed in waits.items():
+        for other in needed:
+            after.setdefault(other, []).append(name)
+    ready = [name for name, needed in waits.items() if not needed]
+    heapq.heapify(ready)
+    order = []
+    left = {name: len(needed) for name, needed in waits.items()}
+    while ready:
+        name = heapq.heappop(ready)
+        order.append(by_name[name])
+        for other in after.get(name, ()):
+            left[other] -= 1
+            if not left[other]:
+                heapq.heappush(ready, other)
+    if len(order) != len(operations):
+        raise Ended("its tf.function step's graph has a cycle")
+    return order

@@ -1,0 +1,152 @@
+"""Importing TensorFlow 2 programs: a tf.function training step called in a Python loop
+(tests/fixtures/programs/tf2_step.py), and a hand-written tower loop inside one
+(tf2_towers.py). The expected facts are measured from TensorFlow itself, in a process of
+the test's own that runs the program's step with run metadata on (research/tf2.md §1),
+never taken from simsync's output."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from helpers import one_clear_line
+
+from simsync.kinds import sync_points
+from simsync.programs import WhatIf, program_summary, simulate_program
+from simsync.tf_backend.program import import_program
+
+pytestmark = pytest.mark.tf
+PROGRAMS = Path(__file__).parent / "fixtures" / "programs"
+
+#: runs a program's step twice (its loop is not run: its module is not __main__) with run
+#: metadata on, and says what TensorFlow itself recorded of the step's largest graph
+MEASURE = r"""
+import collections, json, os, runpy, sys
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0"  # as simsync's child runs a program
+import tensorflow as tf
+from tensorflow.python.eager import context
+names = runpy.run_path(sys.argv[1], run_name="measured")
+context.context().enable_run_metadata()
+for _ in range(2):
+    names["train_step"](*names["batch"]())
+graphs = context.context().export_run_metadata().function_graphs
+step = max(graphs, key=lambda g: len(g.post_optimization_graph.node))
+nodes = step.post_optimization_graph.node
+devices = {n.name: n.device for p in step.partition_graphs for n in p.node}
+print(json.dumps({
+    "types": collections.Counter(n.op for n in nodes),
+    "returned": [n.input[0].split(":")[0] for n in nodes if n.op == "_Retval"],
+    "concats": sorted(n.name for n in nodes if n.op == "ConcatV2"),
+    "devices": {n.name: devices.get(n.name, n.device) for n in nodes},
+    "variables": sorted(v.name.split(":")[0] for v in names["variables"]),
+}))
+"""
+
+
+def measured(program: str) -> dict:
+    ran = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(PROGRAMS / program)],
+        capture_output=True, text=True, timeout=300, env={**os.environ},
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    return json.loads(ran.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def step():
+    return import_program(PROGRAMS / "tf2_step.py", cache=False, processes=1)
+
+
+@pytest.fixture(scope="module")
+def towers():
+    return import_program(PROGRAMS / "tf2_towers.py", cache=False, processes=1)
+
+
+def _types(imported) -> Counter:
+    """The TensorFlow types of the ops the imported graph runs, as its process said them."""
+    kept = set(imported.graph.nx)
+    return Counter(op["type"] for op in imported.data["ops"] if op["name"] in kept)
+
+
+def test_a_tf_function_step_is_the_graph_tensorflow_ran(step):
+    truth = measured("tf2_step.py")
+    ignored = {"Const", "_Arg", "_Retval"}
+    expected = Counter({t: n for t, n in truth["types"].items() if t not in ignored})
+    # every op TensorFlow ran in the step is an op of the graph, by its kind; the arguments
+    # carrying variables are the variables
+    assert _types(step) == expected
+    graph = step.graph
+    trainable = {v for v, var in graph.variables.items() if var.trainable}
+    assert trainable == set(truth["variables"])
+    ignored_counts = step.report["ignored"]
+    assert (
+        ignored_counts["a tf.function's results (returned by its call)"]
+        == truth["types"]["_Retval"]
+    )
+    assert (
+        ignored_counts["constants (their values exist before the step starts)"]
+        == truth["types"]["Const"]
+    )
+    # the loop calling the step is the one client; it fetches what the step returns
+    (client,) = graph.clients
+    assert client.name == "main"
+    assert client.fetches[0] == truth["returned"][0]
+    # each variable is written by the optimizer's update in the step
+    written = {v for op in graph.ops() for v in op.writes}
+    assert trainable <= written
+    assert not sync_points(graph) and not graph.towers
+    # costs from TensorFlow's profiler: every MatMul timed
+    matmuls = [op for op in graph.ops() if _type(step, op.name) == "MatMul"]
+    assert len(matmuls) == truth["types"]["MatMul"] and all(op.cost.mean > 0 for op in matmuls)
+    assert step.profile["clients"]["MainThread"]["wall"] > 0
+
+
+def _type(imported, name: str) -> str:
+    return next(op["type"] for op in imported.data["ops"] if op["name"] == name)
+
+
+def test_a_hand_written_tower_loop_averages_at_its_sync_points(towers):
+    truth = measured("tf2_towers.py")
+    graph = towers.graph
+    ignored = {"Const", "_Arg", "_Retval"}
+    assert _types(towers) == Counter({t: n for t, n in truth["types"].items() if t not in ignored})
+    assert sorted(graph.towers) == [0, 1]
+    points = sync_points(graph)
+    # average_gradients' concat of each variable's gradients is where the towers meet
+    assert truth["concats"] and set(truth["concats"]) <= set(points)
+    for name in truth["concats"]:
+        assert towers.report["made_in"][name].startswith("average_gradients (")
+    # each tower's ops on the device TensorFlow placed them on: its own logical CPU
+    for op in graph.ops():
+        if op.name in truth["devices"] and op.tower is not None:
+            placed = truth["devices"][op.name]
+            assert op.device == f"/cpu:{placed.rsplit(':', 1)[-1]}"
+    own = {op.device for op in graph.ops() if op.tower == 1 and _type(towers, op.name) == "MatMul"}
+    assert own == {"/cpu:1"}
+    matmuls = [op for op in graph.ops() if _type(towers, op.name) == "MatMul"]
+    assert len(matmuls) == truth["types"]["MatMul"] and all(op.cost.mean > 0 for op in matmuls)
+    (client,) = graph.clients
+    assert client.fetches[0] == truth["returned"][0]
+
+
+def test_what_if_more_towers_on_a_tf2_tower_loop(towers):
+    run = simulate_program("tf2_towers.py", WhatIf(towers=4), imported=towers, steps=10)
+    summary = program_summary(run)
+    assert summary["towers"] == 4
+    for point in sync_points(run.graph):
+        if point.startswith("concat"):
+            assert len(run.graph.inputs(point)) == 4
+
+
+def test_a_strategy_program_is_refused_in_one_line():
+    ran = subprocess.run(
+        [sys.executable, "-m", "simsync", "simulate", str(PROGRAMS / "tf2_mirrored.py")],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    one_clear_line(ran, "tf2_mirrored.py", "MirroredStrategy", "not imported yet", "tf.function")
