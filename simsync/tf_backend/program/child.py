@@ -398,11 +398,11 @@ def export_loop(tf: Any, loop: Loop, folder: str) -> dict[str, Any]:
                 raise Ended(f"feeds {element.name} {array.dtype} values: only numbers are graded")
             feeds[element.name] = {"shape": list(array.shape), "dtype": array.dtype.name}
         clients.append({"thread": thread, "fetches": list(call.fetches), "feeds": feeds})
-    made_in = {op.name: made_in(op, folder) for op in graph.get_operations()}
+    places = {op.name: made_in(op, folder) for op in graph.get_operations()}
     return {
         "meta": base64.b64encode(meta.SerializeToString()).decode(),
         "clients": clients,
-        "made_in": {name: where for name, where in made_in.items() if where is not None},
+        "made_in": {name: where for name, where in places.items() if where is not None},
     }
 
 
