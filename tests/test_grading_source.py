@@ -185,6 +185,31 @@ REFUSED = {
     ),
     "a module's attribute deleted": ("del tf.compat", "sets `tf.compat`"),
     "a private name called": ("tf.compat.v1.Session()._extend_graph()", "_extend_graph"),
+    # the seventeenth attack
+    "a class pattern's private attribute": (
+        "match tf.no_op():\n    case object(_set_attr=f):\n        f('T', None)",
+        "matches the attribute `_set_attr`",
+    ),
+    "a class pattern's dunder": (
+        "match print:\n    case object(__self__=b):\n        pass",
+        "`__self__`",
+    ),
+    "keras.src as an attribute": (
+        "import keras\nkeras.src.utils.python_utils.func_load('')",
+        "`keras.src.utils.python_utils.func_load`, an internal module",
+    ),
+    "keras.src through tf.keras": ("tf.keras.src.utils", "an internal module"),
+    "logging.config as an attribute": (
+        "import logging\nlogging.config.dictConfig({})",
+        "an internal module",
+    ),
+    "another program in this one's place": (
+        "import os\nos.execv('/usr/bin/python3', [])",
+        "os.execv",
+    ),
+    "exec imported by name": ("from os import execve", "os.execve"),
+    "sys.path imported by name": ("from sys import path\npath.insert(0, '.')", "sys.path"),
+    "code from marshalled bytes": ("import keras\nkeras.utils.func_load", "func_load"),
 }
 
 
@@ -227,6 +252,9 @@ FLAGS = None
 
 
 class _LoggerHook(tf.compat.v1.train.SessionRunHook):
+    def __repr__(self):
+        return self.__class__.__name__
+
     def begin(self):
         self._step = -1
         self._start_time = time.time()

@@ -90,6 +90,10 @@ NOT_ATTRIBUTES = frozenset(
         # native code, and memory by hand
         *("load_op_library", "load_library", "register_filesystem_plugin", "ctypeslib"),
         *("as_strided", "f2py", "python", "enable_unsafe_deserialization"),
+        # code from bytes (Keras's marshal), and another program in this process's place,
+        # whose code no rule reads
+        *("func_load", "func_dump", "execl", "execle", "execlp", "execlpe", "execv"),
+        *("execve", "execvp", "execvpe"),
     }
 )
 #: module attributes that are not, by the end of their name (``sys.path``: imports)
@@ -305,6 +309,14 @@ class _Rules:
             self._target(node, node.target)
         elif isinstance(node, ast.withitem) and node.optional_vars is not None:
             self._target(node.optional_vars, node.optional_vars)
+        elif isinstance(node, ast.MatchClass):  # case C(attr=x): reads x.attr by its name
+            for name in node.kwd_attrs:
+                if name.startswith("_") or name in NOT_ATTRIBUTES:
+                    raise Refused(
+                        node,
+                        f"matches the attribute `{name}` by name in a class pattern, a part of "
+                        f"Python's machinery or not a public API: {PUBLIC}",
+                    )
 
     def _import(self, node: ast.Import | ast.ImportFrom) -> None:
         if isinstance(node, ast.ImportFrom) and (node.level or node.module is None):
@@ -328,8 +340,9 @@ class _Rules:
                 raise Refused(node, f"imports `{module}`, an internal module: {PUBLIC}")
             if top == "tensorflow" and not _public_tensorflow(module):
                 raise Refused(node, f"imports `{module}`, an internal module: {PUBLIC}")
+            banned = module in NOT_MODULE_ATTRIBUTES  # from sys import path: sys.path
             for part in module.split(".")[1:]:  # from sys import modules: sys.modules
-                if part.startswith("_") or part in NOT_ATTRIBUTES:
+                if banned or part.startswith("_") or part in NOT_ATTRIBUTES:
                     raise Refused(
                         node,
                         f"imports `{module}`, which reaches into a part of Python's machinery "
@@ -365,6 +378,9 @@ class _Rules:
         inherited = name in METHODS and _super(base)  # super().__init__()
         if name in DUNDERS and isinstance(node.ctx, ast.Load):  # tf.__version__
             return
+        parent = self.parents.get(id(node))
+        if name == "__class__" and isinstance(parent, ast.Attribute) and parent.attr == "__name__":
+            return  # self.__class__.__name__: a string
         if _dunder(name) and not inherited:
             raise Refused(node, f"uses {_quoted(node)}, a part of Python's machinery")
         own = isinstance(base, ast.Name) and base.id in ("self", "cls") and self._own_name(base)
@@ -386,6 +402,8 @@ class _Rules:
                 f"public API (a name that starts with '_'): {PUBLIC}",
             )
         path = self._module_path(node) or ""
+        if _internal(path):  # keras.src.utils.func_load, logging.config as an attribute
+            raise Refused(node, f"uses {_quoted(node)}, an internal module: {PUBLIC}")
         if path and name in NOT_NAMES - {"compile"}:  # not tensor.eval(), re.compile()
             raise Refused(node, f"uses {_quoted(node)}, which reaches code or objects by name")
         if (
@@ -543,6 +561,20 @@ class _Rules:
         if not isinstance(node, ast.Name) or node.id not in self.modules:
             return None
         return ".".join([self.modules[node.id], *reversed(parts)])
+
+
+def _internal(path: str) -> bool:
+    """Whether the module path ``path`` reaches into a module a program may not import.
+
+    >>> _internal("keras.src.utils.python_utils"), _internal("tensorflow.keras.src")
+    (True, True)
+    >>> _internal("logging.config.dictConfig"), _internal("keras.layers.Dense"), _internal("")
+    (True, False, False)
+    """
+    parts = path.split(".")
+    if parts[0] in ("keras", "tensorflow") and "src" in parts:
+        return True
+    return any(path == m or path.startswith(m + ".") for m in NOT_MODULES)
 
 
 def _public_tensorflow(module: str) -> bool:
