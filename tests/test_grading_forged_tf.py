@@ -143,8 +143,8 @@ def test_a_forged_report_scores_no_more_than_the_honest_program(tmp_path, behind
 def test_what_its_graph_writes_into_the_answer_of_the_process_that_times_it_is_dropped(
     tmp_path,
 ):
-    """The graph's own ops run in the second process (no code of the student's does): their
-    forged lines are not sealed, so they are not read, and the step is timed as it ran."""
+    """The graph's own ops would run in the second process (no code of the student's does):
+    a graph whose ops write to its descriptors (``tf.print`` to a file) is not run there."""
     assignment = _assignment()
     program = _program(tmp_path, "writes", FORGE_ANSWER)
     text = (program / "train.py").read_text()
@@ -158,12 +158,11 @@ def test_what_its_graph_writes_into_the_answer_of_the_process_that_times_it_is_d
     (program / "train.py").write_text(text)
     result = grade(assignment, program, hidden=True)
     found = {r.check.name: r.output for r in result.results}
-    # the step check rests on the second process's own timing: it has a value, not a forgery
+    # a tf.print to a file reaches outside the graph: the process that measures it runs
+    # none of the graph, told which op
     step = next(c.name for c in assignment.checks if c.kind == "simulation")
-    said = found[step]
-    assert "step_time.mean * 1000 = " in said, found
-    assert float(said.split(" = ")[1].split(";")[0].split(",")[0]) > 0.05  # not no costs
-    assert _scores(result)["four towers, each on its own GPU"] == 2, found
+    assert "PrintV2 op" in found[step] and "outside the graph" in found[step], found
+    assert _scores(result)[step] == 0, found
 
 
 def test_a_submission_writes_no_cost_the_next_one_or_the_reference_reads(
@@ -1261,3 +1260,59 @@ def test_a_program_the_rules_refuse_scores_nothing_and_is_told_its_line(tmp_path
     for found in result.results:
         assert found.output.startswith("your program is not run: train.py: line "), found.output
         assert "export_meta_graph" in found.output
+
+
+#: the seventeenth attack: ops of the graph that reach the grader's files (each with the
+#: edits that make it, and the op its refusal names)
+REACHING = {
+    "the given model written over by an initialiser": (
+        (
+            (
+                "        tower_grads, loss = tower_loop(opt, queue)\n",
+                "        with tf.control_dependencies([tf.io.write_file(\n"
+                '                "given/model.meta", tf.io.read_file("train.meta"))]):\n'
+                "            mark = tf.identity(0)\n"
+                "        tf.compat.v1.Variable(mark, trainable=False, collections=[\n"
+                "            tf.compat.v1.GraphKeys.LOCAL_VARIABLES])\n"
+                "        tower_grads, loss = tower_loop(opt, queue)\n",
+            ),
+        ),
+        "op 'ReadFile'",
+    ),
+    "the grader's sandbox told by its seccomp": (
+        (
+            (
+                "        opt = tf.compat.v1.train.GradientDescentOptimizer(0.1)\n",
+                "        graded = tf.strings.regex_full_match(\n"
+                '            tf.io.read_file("/proc/self/status"), "(?s).*Seccomp:\\\\s+2.*")\n'
+                "        opt = tf.compat.v1.train.GradientDescentOptimizer(\n"
+                "            tf.where(graded, 0.1, -0.1))\n",
+            ),
+        ),
+        "ReadFile op",
+    ),
+    "a Python function in a tower": (
+        (
+            (
+                "                loss = tower_loss(scope, images, labels)\n",
+                "                images = tf.numpy_function(lambda a: a, [images], tf.float32)\n"
+                "                images.set_shape([BATCH, FEATURES])\n"
+                "                loss = tower_loss(scope, images, labels)\n",
+            ),
+        ),
+        "runs Python inside the graph",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REACHING))
+def test_a_graded_graph_that_reaches_outside_it_is_not_run(tmp_path, given, case):
+    """Refused by the process that loads the graph before any of its ops runs: an op that
+    reads or writes a file could write over the given model, read the reference's graph, or
+    tell the grader's sandbox from the student's machine."""
+    edits, said = REACHING[case]
+    folder = _edited(tmp_path, "reaching", *edits)
+    with pytest.raises(ProgramError, match=re.escape(said)) as raised:
+        import_program(folder / "train.py", export=True, cache=False, processes=1, given=given)
+    line = str(raised.value)
+    assert "\n" not in line and ("outside the graph" in line or "Python inside" in line), line

@@ -55,6 +55,7 @@ from simsync.tf_backend.program.capture import (
 )
 from simsync.tf_backend.program.costs import graph_key, is_known
 from simsync.tf_backend.program.ops_data import made_in, op_data
+from simsync.tf_backend.program.outside import reaches_outside
 
 __all__ = ["export_loop", "graph_data", "main", "thread_names"]
 
@@ -80,6 +81,7 @@ def main(request_path: str, folder: str, work: str) -> int:
     tf.get_logger().setLevel("ERROR")
 
     gpus = len(tf.config.list_physical_devices("GPU"))
+    _read_given(tf, request)
 
     task = request.get("task")
     if task is not None:  # who it is in its cluster, as TF_CONFIG says it to a program
@@ -249,10 +251,20 @@ def _meta(tf: Any, path: Path, observer: Any, request: dict[str, Any]) -> None:
     of the request's ``loop`` (an exported program's: each thread's fetches and feeds, fed
     zeros of the shapes it fed) or of its ``train_op`` collection. No user code runs."""
 
+    source: Any = str(path)  # a file, binary or text (.pbtxt), as TensorFlow reads it
+    if request.get("loop") is not None:  # a graded program's export: before any op runs
+        source = tf.compat.v1.MetaGraphDef()
+        try:
+            source.ParseFromString(path.read_bytes())
+        except Exception as error:
+            raise Ended(f"is not a MetaGraphDef TensorFlow can read: {error}") from None
+        outside = reaches_outside(source.graph_def)
+        if outside is not None:
+            raise Ended(outside)
     graph = tf.Graph()
     with graph.as_default():
         try:
-            tf.compat.v1.train.import_meta_graph(str(path), clear_devices=False)
+            tf.compat.v1.train.import_meta_graph(source, clear_devices=False)
         except Exception as error:
             raise Ended(f"is not a MetaGraphDef TensorFlow can read: {error}") from None
         calls = _exported_calls(graph, request["loop"]) if request.get("loop") else None
@@ -279,12 +291,14 @@ def _meta(tf: Any, path: Path, observer: Any, request: dict[str, Any]) -> None:
 
 def _given(tf: Any, averaging: Any, observer: Any) -> Loop | None:
     """The loop of the given model (``averaging["given"]``: the reference solution's export,
-    a MetaGraphDef file and its loop, beside the graded program's), its variables
-    initialised, or None when there is none to compare with
+    its MetaGraphDef as :func:`_read_given` read it before the graded graph was loaded, and
+    its loop), its variables initialised, or None when there is none to compare with
     (:func:`~simsync.tf_backend.program.averaging.probe_averaging`)."""
     given = averaging.get("given") if isinstance(averaging, dict) else None
     if given is None:
         return None
+    if isinstance(given.get("meta"), str):  # not read: why
+        raise Ended(f"the given model's graph cannot be read: {given['meta']}")
     graph = tf.Graph()
     with graph.as_default():
         try:
@@ -294,6 +308,24 @@ def _given(tf: Any, averaging: Any, observer: Any) -> Loop | None:
         calls = _exported_calls(graph, {"clients": given["clients"]})
         session = _initialised(tf, graph, observer)
     return Loop(session, graph, calls, 0, observer, [])
+
+
+def _read_given(tf: Any, request: dict[str, Any]) -> None:
+    """The given model's MetaGraphDef read into the request's ``averaging["given"]`` before
+    anything of the graded graph runs, in place of its file's name: what the graph's ops
+    could reach is never read again (they may reach no file: :mod:`~simsync.tf_backend.
+    program.outside`)."""
+    averaging = request.get("averaging")
+    given = averaging.get("given") if isinstance(averaging, dict) else None
+    if not isinstance(given, dict) or not isinstance(given.get("meta"), str):
+        return
+    meta = tf.compat.v1.MetaGraphDef()
+    try:
+        meta.ParseFromString(Path(given["meta"]).read_bytes())
+    except Exception as error:  # said when the given model is asked for
+        given["meta"] = f"{given['meta']}: {type(error).__name__}"
+        return
+    given["meta"] = meta
 
 
 def _initialised(tf: Any, graph: Any, observer: Any) -> Any:
