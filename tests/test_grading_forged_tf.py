@@ -839,6 +839,12 @@ STEPPED = (
     ("name", "edits", "said"),
     [
         ("signed", SIGNED, "goes against the given model's gradient for some batches"),
+        # the seventeenth attack's: every batch's gradient turned, said as such
+        (
+            "negated",
+            ((LOSS, LOSS.replace("loss = tower_loss", "loss = -tower_loss")),),
+            "goes against the given model's gradient for every batch: it climbs the loss",
+        ),
         ("stepped", STEPPED, "your towers compute with the variable 't', which the given"),
         ("turned", TURNED, "your towers' data is not made as the given code makes it"),
         # the count is also a feature of the towers' data: as it grows, their weights may part

@@ -176,12 +176,17 @@ def _given_problem(given: dict[str, Any] | None) -> list[str]:
     (its own number, the sign of a value) shows here, whatever the weights say.
 
     >>> _given_problem(None), _given_problem({"problem": None, "variables": [
-    ...     {"variable": "w", "residual": 0.0, "least": 1.0, "weights": [1.0, 1.0],
-    ...      "noise": 0.0}]})
+    ...     {"variable": "w", "residual": 0.0, "least": 1.0, "most": 1.0,
+    ...      "weights": [1.0, 1.0], "noise": 0.0}]})
     ([], [])
-    >>> print(_given_problem({"problem": None, "variables": [{"variable": "w",
-    ...     "residual": 0.0, "least": -1.0, "weights": [1.0, 1.0], "noise": 0.0}]})[0][:61])
-    the update of 'w' goes against the given model's gradient for
+    >>> def said(least, most):
+    ...     variables = [{"variable": "w", "residual": 0.0, "least": least, "most": most,
+    ...                   "weights": [1.0, 1.0], "noise": 0.0}]
+    ...     return _given_problem({"problem": None, "variables": variables})[0]
+    >>> print(said(-1.0, 1.0)[:68])
+    the update of 'w' goes against the given model's gradient for some b
+    >>> print(said(-1.0, -0.5)[:80])
+    the update of 'w' goes against the given model's gradient for every batch: it cl
     """
     if given is None:
         return []
@@ -195,6 +200,11 @@ def _given_problem(given: dict[str, Any] | None) -> list[str]:
                 f"the update of '{name}' is not the given model's gradient of the towers' "
                 f"data: {share:.0%} of how it changes from batch to batch fits no multiple "
                 "of it (a loss of your own, or something else mixed in)"
+            ]
+        if variable["most"] <= 0:
+            return [
+                f"the update of '{name}' goes against the given model's gradient for every "
+                "batch: it climbs the loss (a loss turned, or a learning rate below 0)"
             ]
         if variable["least"] <= 0:
             return [

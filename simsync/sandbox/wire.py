@@ -366,6 +366,8 @@ class GivenVariable(TypedDict):
     residual: Share
     #: the smallest of those multiples, as a share of the largest (below 0: turned)
     least: Annotated[float, Limit(low=-1e9, high=1e9)]
+    #: the greatest of them, as a share of the largest (at or below 0: turned for every batch)
+    most: Annotated[float, Limit(low=-1e9, high=1e9)]
     #: how much each tower's own data weighs in those multiples (as ``data_weights``)
     weights: Annotated[list[Annotated[float, Limit(low=0, high=1e300)]], Limit(most=4096)]
     noise: Annotated[float, Limit(low=0, high=1e9)]

@@ -292,7 +292,7 @@ def _given_model(
     does not, whatever the weights of :func:`_weights` say, since its weight goes where its
     data goes. Then the whole step against the given model's, every tower fed its own batch
     (``own``, the program's feed of them): :func:`_descent`.
-    ``{"problem": None, "variables": [{"variable", "residual", "least", "weights",
+    ``{"problem": None, "variables": [{"variable", "residual", "least", "most", "weights",
     "noise"}], "steps": [{"along", "size"}]}``, or a ``problem`` (one line) when they cannot
     be compared."""
     import tensorflow as tf
@@ -371,6 +371,7 @@ def _given_model(
                 "variable": name,
                 "residual": round(_finite(residual), 6),
                 "least": round(_finite(float(both.min())), 6) if spread > 0 else 0.0,
+                "most": round(_finite(float(both.max())), 6) if spread > 0 else 0.0,
                 "weights": weights,
                 "noise": noise,
             }
