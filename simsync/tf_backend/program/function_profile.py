@@ -83,14 +83,7 @@ def profile_function(
         **function_call_split(tf),
     }
     return {
-        "ops": {
-            name: {
-                "device": found.devices[name],
-                "seconds": statistics.median(seconds),
-                "busy": statistics.median(found.busy[name]),
-            }
-            for name, seconds in found.durations.items()
-        },
+        "ops": found.ops(),
         "tensors": found.tensors,
         "shapes": found.shapes,
         "clients": {loop.thread: client},

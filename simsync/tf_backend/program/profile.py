@@ -141,15 +141,7 @@ def profile_loop(
         client.update(session_run)
     names = set(op.name for op in loop.graph.get_operations())
     return {
-        "ops": {
-            name: {
-                "device": found.devices[name],
-                "seconds": statistics.median(seconds),
-                "busy": statistics.median(found.busy[name]),
-            }
-            for name, seconds in found.durations.items()
-            if name in names
-        },
+        "ops": found.ops(names),
         "tensors": found.tensors,
         "shapes": found.shapes,
         "clients": clients,
@@ -178,6 +170,19 @@ class Found:
             self.devices[record["name"]] = record["device"]
             self.tensors.update(record["outputs"])
             self.shapes.update(record["shapes"])
+
+    def ops(self, names: set[str] | None = None) -> dict[str, dict[str, Any]]:
+        """Each op's device and median seconds and busy time (of ``names`` only, if given),
+        as a profile holds them."""
+        return {
+            name: {
+                "device": self.devices[name],
+                "seconds": statistics.median(seconds),
+                "busy": statistics.median(self.busy[name]),
+            }
+            for name, seconds in self.durations.items()
+            if names is None or name in names
+        }
 
 
 def _runner_work(tf: Any, loop: Loop, steps: int) -> list[list[dict[str, Any]]]:
