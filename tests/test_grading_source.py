@@ -211,6 +211,22 @@ REFUSED = {
     "sys.path imported by name": ("from sys import path\npath.insert(0, '.')", "sys.path"),
     "code from marshalled bytes": ("import keras\nkeras.utils.func_load", "func_load"),
 }
+# the eighteenth attack: a method's self bound again otherwise than by "="
+for how, binding in {
+    "a pattern's capture": "match m:\n            case self:\n                pass",
+    "a sequence pattern's star": "match m:\n            case [*self]:\n                pass",
+    "a mapping pattern's rest": "match m:\n            case {**self}:\n                pass",
+    "an import": "import os as self",
+    "an import from": "from tensorflow import compat as self",
+    "an exception": "try:\n            pass\n        except Exception as self:\n            pass",
+    "global": "global self",
+    "a function inside": "def self():\n            pass",
+}.items():
+    REFUSED[f"self bound again by {how}"] = (
+        f"class P(object):\n    def put(self, m, fn):\n        {binding}\n"
+        "        self.export_meta_graph = fn",
+        "sets `self.export_meta_graph`",
+    )
 
 
 @pytest.mark.parametrize("case", sorted(REFUSED))

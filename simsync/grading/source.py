@@ -509,17 +509,19 @@ class _Rules:
                     first = arguments[0]
                     if first.arg != node.id or id(first) not in self.selves:
                         return False
-                    return not self._bound_again(scope, node.id)
+                    return not self._bound_again(scope, node.id, first)
             scope = self.parents.get(id(scope))
         return False
 
-    def _bound_again(self, function: ast.AST, name: str) -> bool:
-        """Whether ``function`` (or one inside it) binds ``name`` anew (once per function)."""
+    def _bound_again(self, function: ast.AST, name: str, own: ast.arg) -> bool:
+        """Whether ``function`` (or one inside it) binds ``name`` anew, however (``=``, an
+        argument of a function inside, ``import ... as``, ``except ... as``, ``global``, a
+        pattern's capture ``case self:``), but by its own argument ``own`` (once per
+        function)."""
         key = (id(function), name)
         if key not in self.rebound_in:
             self.rebound_in[key] = any(
-                isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load)
-                for n in ast.walk(function)
+                n is not own and name in _binds(n) for n in ast.walk(function)
             )
         return self.rebound_in[key]
 
@@ -651,6 +653,15 @@ def _bound(node: ast.AST) -> Iterator[str]:
         yield node.name
     elif isinstance(node, ast.MatchMapping) and node.rest:
         yield node.rest
+
+
+def _binds(node: ast.AST) -> set[str]:
+    """Every name ``node`` binds, by any means: ``=`` and ``del`` too, and imports."""
+    if isinstance(node, ast.Name):
+        return set() if isinstance(node.ctx, ast.Load) else {node.id}
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return {alias.asname or alias.name.partition(".")[0] for alias in node.names}
+    return set(_bound(node))
 
 
 def _names(target: ast.expr) -> Iterator[str]:
