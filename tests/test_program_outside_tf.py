@@ -39,6 +39,10 @@ def test_a_graph_of_computation_and_prints_to_the_terminal_reaches_nothing() -> 
         (lambda x: tf.io.matching_files("train.meta"), "MatchingFiles op"),
         (lambda x: tf.print(x, output_stream="file:///proc/self/fd/3"), "PrintV2 op 'PrintV2'"),
         (lambda x: tf.compat.v1.train.Saver([tf.Variable(1.0)]), "SaveV2 op 'save/SaveV2'"),
+        (  # the eighteenth attack's: a dataset rebuilt from a GraphDef held as data
+            lambda x: tf.raw_ops.DatasetFromGraph(graph_def=tf.strings.as_string(x)),
+            "DatasetFromGraph op",
+        ),
         (
             lambda x: tf.numpy_function(lambda a: a, [x], tf.float32),
             "runs Python inside the graph",

@@ -10,9 +10,11 @@ holds such an op anywhere is not graded (:func:`reaches_outside`): a ``Saver``'s
 as which ops the grader's runs take could be bent to include them.
 
 TensorFlow's op names say what reaches outside: its readers, files, checkpoints, summary
-writers, datasets that read or write files, remote calls, Python's functions and debug
-dumps (:data:`OUTSIDE_WORDS`, :data:`OUTSIDE`); a ``tf.print`` to a file
-(``output_stream="file://..."``) too, where one to the standard error is not. Run in the
+writers, datasets that read or write files, remote calls, Python's functions, debug
+dumps, and graphs carried as data (``DatasetFromGraph``: the eighteenth attack read files
+through a dataset rebuilt from a GraphDef held in a string): :data:`OUTSIDE_WORDS`,
+:data:`OUTSIDE`. A ``tf.print`` to a file (``output_stream="file://..."``) too, where one
+to the standard error is not. Run in the
 measuring process (TensorFlow there); the graph is a ``tf.Graph``.
 """
 
@@ -28,14 +30,20 @@ OUTSIDE_WORDS = (
     *("File", "Reader", "Record", "Checkpoint", "Save", "Restore", "Snapshot", "Sql"),
     *("LMDB", "CSVDataset", "Rpc", "DataService", "PyFunc", "Debug", "Dump", "Vocab"),
     *("Immutable", "Writer", "DistributedSave"),
+    # a graph or a function carried as data (a dataset rebuilt from a GraphDef, an
+    # iterator's state), whose nodes no check of the graph's could read; compiled code
+    *("FromGraph", "DeserializeIterator", "RegisterDataset", "Xla", "TPU"),
+    # values kept in the session between runs, outside every variable
+    *("SessionHandle", "SessionTensor"),
 )
 #: op types that reach outside though no word of :data:`OUTSIDE_WORDS` says so
 OUTSIDE = frozenset(
     {
         *("MatchingFiles", "LoadAndRemapMatrix", "LoadDataset", "CacheDataset"),
         *("CacheDatasetV2", "TextLineDataset", "WriteSummary"),
-        # a protocol buffer's descriptors read from a file (``descriptor_source``)
-        *("DecodeProtoV2", "EncodeProto"),
+        # a protocol buffer's descriptors read from a file (``descriptor_source``), a
+        # vocabulary or a text read from one (``vocab_file``, ``filename``)
+        *("DecodeProtoV2", "EncodeProto", "FixedUnigramCandidateSampler", "Skipgram"),
     }
 )
 #: op types named by a word above that reach nothing: a tensor's copy, a string's parse
@@ -66,6 +74,8 @@ def is_outside(kind: str, stream: str = "") -> bool:
     [False, False, False, False]
     >>> is_outside("PrintV2", "stderr"), is_outside("PrintV2", "file:///tmp/x")
     (False, True)
+    >>> [is_outside(k) for k in ("DatasetFromGraph", "DeserializeIterator", "GetSessionHandle")]
+    [True, True, True]
     """
     if kind == "PrintV2":  # tf.print: to a file, or to the standard streams and the log
         return stream.startswith("file://")
