@@ -9,9 +9,13 @@ from collections import Counter
 
 import numpy as np
 import pytest
+import simpy
+from helpers import watchdog
 
 from simsync.engine import Engine, simulate, summary
+from simsync.engine.clocks import Clocks
 from simsync.errors import ScenarioError, SimsyncError, SimulationError
+from simsync.ir import Client, Cost, Op
 from simsync.patterns import build_async
 from simsync.replay import replay
 from simsync.scenario import (
@@ -162,6 +166,36 @@ def test_a_bound_that_can_never_be_met_is_explained() -> None:
         r"stopped after 2",
     ):
         Engine(graph, steps=10).run()
+
+
+def test_a_bound_never_met_is_explained_though_a_daemon_loops_beside_it() -> None:
+    """A queue runner's thread whose runs take time loops until the others are done: it
+    used to keep the simulation going for ever once they could not go on (found by the
+    reference executor's random graphs)."""
+    graph = build_async(workers(2, staleness_bound=1))
+    graph.clients = [
+        dataclasses.replace(c, shared_steps=False, steps=2 if i == 0 else 10)
+        for i, c in enumerate(graph.clients)
+    ]
+    graph.add_op(Op("runner/work", "generic", next(iter(graph.devices)), Cost(0.001)))
+    graph.add_client(Client("runner", ("runner/work",), daemon=True))
+    with watchdog(60), pytest.raises(SimulationError, match=r"worker_1 can never start run 4"):
+        Engine(graph, steps=10).run()
+
+
+def test_a_client_woken_is_no_longer_waiting_though_it_resumes_later() -> None:
+    """Clients woken by the slowest's run wait no more, though they resume later in the same
+    instant: a daemon looking at them in between must not see a deadlock."""
+    env = simpy.Environment()
+    clocks = Clocks(env, [Client("a", ("x",)), Client("b", ("x",))])
+    env.process(clocks.wait("a", 1, 1))
+    env.run()
+    assert clocks.blocked == {"a": (1, 1)}
+    clocks.tick("a")
+    clocks.tick("b")  # the slowest has finished 1 run: a's wake is due, not yet run
+    assert clocks.blocked == {}
+    env.run()
+    assert clocks.blocked == {}
 
 
 def test_async_settings_in_a_scenario_file() -> None:

@@ -27,7 +27,8 @@ class Clocks:
         self.finished = {c.name: 0 for c in clients}
         self.at = {0: len(clients)} if clients else {}  # runs finished -> how many clients
         self.slowest = 0
-        self.waiting: dict[int, list[simpy.Event]] = {}
+        self.waiting: dict[int, list[tuple[str, simpy.Event]]] = {}
+        #: the clients waiting now (not those woken, whose wake is due): run and runs needed
         self.blocked: dict[str, tuple[int, int]] = {}
         self.released = False
 
@@ -38,9 +39,8 @@ class Clocks:
             return
         self.blocked[client] = (step, needed)
         event = self.env.event()
-        self.waiting.setdefault(needed, []).append(event)
+        self.waiting.setdefault(needed, []).append((client, event))
         yield event
-        del self.blocked[client]
 
     def tick(self, client: str) -> None:
         """``client`` has finished one more run: wake whoever the slowest's progress frees."""
@@ -51,7 +51,8 @@ class Clocks:
         while self.at.get(self.slowest, 0) == 0:
             del self.at[self.slowest]
             self.slowest += 1
-            for event in self.waiting.pop(self.slowest, []):
+            for client, event in self.waiting.pop(self.slowest, []):
+                del self.blocked[client]
                 event.succeed()
 
     def release(self) -> None:
@@ -59,7 +60,8 @@ class Clocks:
         stop)."""
         self.released = True
         for events in self.waiting.values():
-            for event in events:
+            for client, event in events:
+                del self.blocked[client]
                 event.succeed()
         self.waiting.clear()
 

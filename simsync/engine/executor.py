@@ -160,6 +160,9 @@ class Engine:
         )
         #: the clients that are no daemon and have not finished (daemons stop after them)
         self.working = sum(1 for c in graph.clients if not c.daemon)
+        self.finished_clients: set[str] = set()
+        #: a daemon's tick could free a bounded client: then no daemon's run tells a deadlock
+        self.daemons_tick = any(p.daemon and p.bound is not None for p in self.plans)
 
     # -- running --------------------------------------------------------------------------
     def run(self) -> Trace:
@@ -197,6 +200,17 @@ class Engine:
         yield from self._runs(plan)
         if not plan.daemon:
             self.working -= 1
+            self.finished_clients.add(plan.name)
+
+    def _bound_for_ever(self) -> list[str]:
+        """The clients left, when every one waits for the staleness bound: none of them can
+        ever tick a clock again, so a daemon that keeps looping beside them would hide the
+        deadlock for ever (it only ends when its queue blocks it). Else none."""
+        blocked = self.clocks.blocked
+        if not blocked or self.daemons_tick:
+            return []
+        left = [p.name for p in self.plans if not p.daemon and p.name not in self.finished_clients]
+        return left if all(name in blocked for name in left) else []
 
     def _runs(self, plan: Plan) -> Generator[simpy.Event, Any, None]:
         env = self.env
@@ -237,6 +251,9 @@ class Engine:
                 stalled = 0 if self.versions[plan.until] != version else stalled + 1
             elif plan.daemon:
                 stalled = 0 if env.now > start else stalled + 1
+                stuck = self._bound_for_ever()
+                if stuck:
+                    raise explain_deadlock(self.plans, self.clocks, self.resources, stuck)
             if plan.bound is not None:
                 self.clocks.tick(plan.name)
             if self.on_step is not None:
