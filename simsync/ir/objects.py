@@ -13,7 +13,7 @@ This is TensorFlow's model of a program, reduced to what decides *when* things r
 - :class:`GraphFacts` are what the graph's maker says of it as a whole (the training it
   builds, an imported program's batch and ``sess.run`` costs).
 
-Every object is frozen and checks its values when it is made (:mod:`simsync.ir.values`): a
+Every object is frozen and checks its values when it is made (:mod:`simsync.ir.limits`): a
 negative cost or a zero speed never reaches a graph. :class:`~simsync.ir.graph.Graph` holds
 them.
 """
@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from simsync.errors import GraphError
-from simsync.ir import values
+from simsync.ir import limits
 
 __all__ = [
     "LOCALHOST",
@@ -59,7 +59,7 @@ class Device:
     concurrent: bool = False
 
     def __post_init__(self) -> None:
-        values.check_fields(self, f"device '{self.name}'", values.DEVICE)
+        limits.check_fields(self, f"device '{self.name}'", limits.DEVICE)
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class Link:
     latency: float = 0.0
 
     def __post_init__(self) -> None:
-        values.check_fields(self, "link", values.LINK)
+        limits.check_fields(self, "link", limits.LINK)
 
     def transfer_time(self, nbytes: int) -> float:
         """Seconds a transfer of ``nbytes`` holds the ports.
@@ -90,7 +90,7 @@ class Cost:
     ``distribution`` with mean ``mean``; each op of the group takes ``fraction`` of the draw, so a
     tower's forward and backward share one draw of its compute time. ``overhead`` is added to
     every execution and not divided by the device's speed (a framework's fixed cost per op).
-    The op that takes a cost checks its numbers (:func:`simsync.ir.values.check_cost`), so
+    The op that takes a cost checks its numbers (:func:`simsync.ir.limits.check_cost`), so
     the message names the op.
     """
 
@@ -130,7 +130,7 @@ class Variable:
     initial: float | None = None
 
     def __post_init__(self) -> None:
-        values.check_fields(self, f"variable '{self.name}'", values.VARIABLE)
+        limits.check_fields(self, f"variable '{self.name}'", limits.VARIABLE)
 
     @property
     def model_parameter(self) -> str:
@@ -167,7 +167,7 @@ class Resource:
 
     def __post_init__(self) -> None:
         owner = f"resource '{self.name}'"
-        values.check_fields(self, owner, values.RESOURCE)
+        limits.check_fields(self, owner, limits.RESOURCE)
         if self.capacity and self.initial > self.capacity:
             raise GraphError(
                 f"{owner}: initial {self.initial}: must be at most its capacity {self.capacity}"
@@ -252,10 +252,10 @@ class Op:
 
     def __post_init__(self) -> None:
         owner = f"op '{self.name}'"
-        values.check_fields(self, owner, values.OP)
+        limits.check_fields(self, owner, limits.OP)
         if not isinstance(self.cost, Cost):
             raise GraphError(f"{owner}: cost {self.cost!r}: must be a Cost, e.g. Cost(0.01)")
-        values.check_cost(self.cost, owner)
+        limits.check_cost(self.cost, owner)
 
     @property
     def devices(self) -> tuple[str, ...]:
@@ -296,7 +296,7 @@ class Tensor:
     dtype: str | None = None
 
     def __post_init__(self) -> None:
-        values.check_fields(self, f"tensor {self.src} -> {self.dst}", values.TENSOR)
+        limits.check_fields(self, f"tensor {self.src} -> {self.dst}", limits.TENSOR)
 
 
 @dataclass(frozen=True)
@@ -355,7 +355,7 @@ class Client:
     daemon: bool = False
 
     def __post_init__(self) -> None:
-        values.check_fields(self, f"client '{self.name}'", values.CLIENT)
+        limits.check_fields(self, f"client '{self.name}'", limits.CLIENT)
 
 
 @dataclass(frozen=True)
@@ -381,7 +381,7 @@ class BatchFacts:
     per_tower: bool = True
 
     def __post_init__(self) -> None:
-        values.check_fields(self, "batch", values.BATCH)
+        limits.check_fields(self, "batch", limits.BATCH)
 
 
 @dataclass(frozen=True)
@@ -441,6 +441,6 @@ class GraphFacts:
     session_run_latency: float = 0.0
 
     def __post_init__(self) -> None:
-        values.check_fields(self, "graph facts", values.FACTS)
+        limits.check_fields(self, "graph facts", limits.FACTS)
         if self.batch is not None and not isinstance(self.batch, BatchFacts):
             raise GraphError(f"graph facts: batch {self.batch!r}: must be a BatchFacts, or None")

@@ -132,7 +132,7 @@ def _jsonable(value: Any) -> Any:
 def _make(cls: type[Any], item: dict[str, Any]) -> Any:
     """``cls(**item)`` with lists back to tuples and ``"inf"`` back to infinity in a number's
     field (an op may be named "inf"); unknown keys are an error. The constructor checks the
-    values (:mod:`simsync.ir.values`)."""
+    values (:mod:`simsync.ir.limits`)."""
     if not isinstance(item, dict):
         raise TypeError(f"{cls.__name__}: expected a table, got {type(item).__name__}")
     numbers = {f.name for f in dataclasses.fields(cls) if str(f.type).startswith("float")}

@@ -5,8 +5,8 @@ from __future__ import annotations
 from simsync.errors import GraphError
 from simsync.ir.analysis import topological_order
 from simsync.ir.graph import Graph
+from simsync.ir.limits import check_host_tables
 from simsync.ir.objects import Link
-from simsync.ir.values import check_host_tables
 
 __all__ = ["validate"]
 

@@ -17,7 +17,7 @@ from simsync.ir import (
     Variable,
     validate,
 )
-from simsync.ir.values import MIN_CORE_EFFICIENCY
+from simsync.ir.limits import MIN_CORE_EFFICIENCY
 from simsync.numerics import ModelSpec, parameter_shapes
 from simsync.patterns.batch_norm import VARIANTS, BatchNormVariant, add_moving_statistics
 from simsync.scenario import Scenario

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from simsync.errors import ScenarioError
-from simsync.ir.values import MAX_STEPS
+from simsync.ir.limits import MAX_STEPS
 from simsync.numerics import ModelSpec
 
 #: The ``[model]`` table is the numerics' own description of the model.

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from simsync.ir.values import (
+from simsync.ir.limits import (
     DISTRIBUTIONS,
     MAX_SECONDS,
     MAX_SIGMA,
@@ -49,7 +49,7 @@ APPLY_MODES = ("locked", "lock_free")
 AGGREGATIONS = ("parameter_server", "allreduce")
 BATCH_NORMS = ("none", "local", "update_ops", "synchronized")
 # The limits of the numbers a graph holds (speeds, seconds, steps, tokens, sigma, core
-# efficiency) are the IR's (simsync.ir.values): a valid scenario always builds.
+# efficiency) are the IR's (simsync.ir.limits): a valid scenario always builds.
 
 #: Op kinds whose fixed cost a ``[costs]`` table may set (seconds, at speed 1): read off the
 #: registry of op kinds.

@@ -90,7 +90,7 @@ from simsync.ir import (
     Variable,
     tower_work,
 )
-from simsync.ir.values import MAX_TOKENS
+from simsync.ir.limits import MAX_TOKENS
 from simsync.kinds.generic import GENERIC
 from simsync.kinds.input_queue import DEQUEUE_ELEMENTS, ENQUEUE_ELEMENTS
 from simsync.kinds.push_gradients import PUSH_GRADIENTS

@@ -31,7 +31,7 @@ from simsync.ir import (
     graph_to_dict,
     validate,
 )
-from simsync.ir import values as ir_values
+from simsync.ir import limits as ir_values
 from simsync.numerics import parameter_shapes
 from simsync.scenario import ClusterConfig, ComputeConfig, Scenario
 

@@ -1,4 +1,5 @@
-"""The values an IR object may hold: one rule per field, checked once, where the object is made.
+"""The limits of what an IR object may hold: one rule per field, checked once, where the object
+is made.
 
 A graph simulates whatever numbers it holds: a negative cost would run backwards in time, a
 NaN speed or an infinite cost makes every step time NaN, ``True`` as a cost is one second and
