@@ -196,12 +196,12 @@ REFUSED = {
     ),
     "keras.src as an attribute": (
         "import keras\nkeras.src.utils.python_utils.func_load('')",
-        "`keras.src.utils.python_utils.func_load`, an internal module",
+        "`keras.src.utils.python_utils.func_load`, a module a graded program may not use",
     ),
-    "keras.src through tf.keras": ("tf.keras.src.utils", "an internal module"),
+    "keras.src through tf.keras": ("tf.keras.src.utils", "a module a graded program may not"),
     "logging.config as an attribute": (
         "import logging\nlogging.config.dictConfig({})",
-        "an internal module",
+        "a module a graded program may not",
     ),
     "another program in this one's place": (
         "import os\nos.execv('/usr/bin/python3', [])",
@@ -210,6 +210,19 @@ REFUSED = {
     "exec imported by name": ("from os import execve", "os.execve"),
     "sys.path imported by name": ("from sys import path\npath.insert(0, '.')", "sys.path"),
     "code from marshalled bytes": ("import keras\nkeras.utils.func_load", "func_load"),
+    # the nineteenth attack's most casual: patching by mock, builtins and test helpers
+    "mock": (
+        "tf.compat.v1.test.mock.patch.object(tf.compat.v1.train, 'export_meta_graph', print)",
+        "`tf.compat.v1.test.mock`",
+    ),
+    "absl's test helpers": ("from absl.testing import absltest", "absl.testing"),
+    "builtins under another name": ("import enum\nenum.bltns.compile", "`enum.bltns`"),
+    "numpy's test helpers": ("np.testing.measure('1')", "`np.testing.measure`"),
+    "native code by TensorFlow Lite": ("tf.lite.experimental.load_delegate('x')", "tf.lite"),
+    "pickle through multiprocessing": (
+        "import concurrent.futures\nconcurrent.futures.process.mp",
+        "concurrent.futures.process",
+    ),
 }
 # the eighteenth attack: a method's self bound again otherwise than by "="
 for how, binding in {
