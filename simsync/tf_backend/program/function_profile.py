@@ -43,12 +43,11 @@ from typing import Any
 
 from simsync.tf_backend.program.functions import FunctionLoop
 from simsync.tf_backend.program.profile import (
-    MOST_TIMED,
-    TIMED_SECONDS,
     TRACED_STEPS,
     UNTRACED_STEPS,
     WARMUP_STEPS,
     Found,
+    timed_block,
 )
 
 __all__ = [
@@ -109,20 +108,11 @@ def measure_function(
 
 
 def timed_calls(loop: FunctionLoop, least: int) -> list[float]:
-    """:data:`WARMUP_STEPS` calls of the step, then at least ``least`` more, each timed
-    (seconds), until :data:`TIMED_SECONDS` have passed or :data:`MOST_TIMED` were timed."""
+    """:data:`WARMUP_STEPS` calls of the step, then the timed block of its calls
+    (:func:`~simsync.tf_backend.program.profile.timed_block`)."""
     for _ in range(WARMUP_STEPS):
         loop.call()
-    walls: list[float] = []
-    least = min(least, MOST_TIMED)
-    began = time.perf_counter()
-    while len(walls) < least or (
-        len(walls) < MOST_TIMED and time.perf_counter() - began < TIMED_SECONDS
-    ):
-        started = time.perf_counter()
-        loop.call()
-        walls.append(time.perf_counter() - started)
-    return walls
+    return timed_block(loop.call, least)
 
 
 def xplane_steps(
@@ -133,23 +123,23 @@ def xplane_steps(
     XSpace (see the module's docstring)."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-    folder = tempfile.mkdtemp(prefix="simsync-profile-")
     options = tf.profiler.experimental.ProfilerOptions(
         host_tracer_level=2, python_tracer_level=0, device_tracer_level=0
     )
-    tf.profiler.experimental.start(folder, options=options)
-    try:
-        for step in range(steps):
-            with tf.profiler.experimental.Trace("train", step_num=step, _r=1):
-                loop.call()
-    finally:
-        tf.profiler.experimental.stop()
-    paths = glob.glob(os.path.join(folder, "plugins", "profile", "*", "*.xplane.pb"))
-    if not paths:
-        return []
     space = xplane_pb2.XSpace()
-    with open(paths[0], "rb") as handle:
-        space.ParseFromString(handle.read())
+    with tempfile.TemporaryDirectory(prefix="simsync-profile-") as folder:
+        tf.profiler.experimental.start(folder, options=options)
+        try:
+            for step in range(steps):
+                with tf.profiler.experimental.Trace("train", step_num=step, _r=1):
+                    loop.call()
+        finally:
+            tf.profiler.experimental.stop()
+        paths = glob.glob(os.path.join(folder, "plugins", "profile", "*", "*.xplane.pb"))
+        if not paths:
+            return []
+        with open(paths[0], "rb") as handle:
+            space.ParseFromString(handle.read())
     windows: list[tuple[int, int]] = []
     kernels: list[tuple[str, int, int]] = []
     for plane in space.planes:

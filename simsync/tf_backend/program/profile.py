@@ -79,6 +79,7 @@ __all__ = [
     "queue_size_ops",
     "session_run_split",
     "step_stats_records",
+    "timed_block",
 ]
 
 #: traced steps per client, after a block of untraced ones timed (after a warm-up): at least
@@ -380,6 +381,25 @@ def _timed_runs(
                 "the others (SyncReplicasOptimizer): is every worker's token queue and "
                 "accumulator the same, on one device?"
             ) from None
+    # its input may run out (a queue closed, an epoch), or a step wait for a token no
+    # worker will bring (the others are done): either ends the block
+    walls = timed_block(
+        lambda: run(call.raw_fetches, call.feed_dict, options=options),
+        least,
+        ended=(tf.errors.OutOfRangeError, tf.errors.DeadlineExceededError),
+    )
+    if together is not None:
+        together.shorten(walls)
+    return walls
+
+
+def timed_block(
+    step: Callable[[], Any], least: int, ended: tuple[type[BaseException], ...] = ()
+) -> list[float]:
+    """Seconds of each of at least ``least`` calls of ``step`` (at most :data:`MOST_TIMED`),
+    more until :data:`TIMED_SECONDS` have passed or :data:`MOST_TIMED` were timed: the timed
+    block of a TF1 loop's runs and of a TF2 step's calls. An error of ``ended`` ends the
+    block, unless nothing was timed yet."""
     walls: list[float] = []
     least = min(least, MOST_TIMED)
     began = time.perf_counter()
@@ -388,16 +408,12 @@ def _timed_runs(
     ):
         started = time.perf_counter()
         try:
-            run(call.raw_fetches, call.feed_dict, options=options)
-        except (tf.errors.OutOfRangeError, tf.errors.DeadlineExceededError):
-            # its input ran out (a queue closed, an epoch), or it waited for a token no
-            # worker will bring (the others are done)
+            step()
+        except ended:
             if not walls:
                 raise
             break
         walls.append(time.perf_counter() - started)
-    if together is not None:
-        together.shorten(walls)
     return walls
 
 
