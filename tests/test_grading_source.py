@@ -219,6 +219,11 @@ REFUSED = {
     "builtins under another name": ("import enum\nenum.bltns.compile", "`enum.bltns`"),
     "numpy's test helpers": ("np.testing.measure('1')", "`np.testing.measure`"),
     "native code by TensorFlow Lite": ("tf.lite.experimental.load_delegate('x')", "tf.lite"),
+    "a class's name bound again by an import": (
+        "class train(object):\n    export_meta_graph = None\n"
+        "from tensorflow.compat.v1 import train\ntrain.export_meta_graph = print",
+        "sets `train.export_meta_graph`",
+    ),
     "pickle through multiprocessing": (
         "import concurrent.futures\nconcurrent.futures.process.mp",
         "concurrent.futures.process",

@@ -231,7 +231,8 @@ class _Rules:
                     self.modules[local] = _imported(node, alias) if alias.asname else local
             elif not (isinstance(node, ast.arg) and node.arg in ("self", "cls")):
                 self.rebound.update(_bound(node))  # a method's self: see _method_self
-        self.classes -= self.rebound  # a class's name bound to anything else is no class
+        # a class's name bound to anything else is no class (an import's too)
+        self.classes -= self.rebound | set(self.modules)
         #: Python's classes the program's may derive from, by names it never binds
         self.builtin_bases = set(BUILTIN_BASES) - self.rebound - set(self.modules)
         #: what ``cls`` may have read off it: any class's constants and static methods
@@ -343,7 +344,7 @@ class _Rules:
                     f"imports `{module}`, which a graded program may not (its own files, or "
                     f"modules that reach Python's machinery): it may import {_listed(MODULES)}",
                 )
-            if any(module == m or module.startswith(m + ".") for m in NOT_MODULES):
+            if _internal(module):
                 raise Refused(node, f"imports `{module}`, an internal module: {PUBLIC}")
             if top == "tensorflow" and not _public_tensorflow(module):
                 raise Refused(node, f"imports `{module}`, an internal module: {PUBLIC}")
