@@ -229,6 +229,30 @@ REFUSED = {
         "concurrent.futures.process",
     ),
 }
+# a namespace or flags set by name hold what they are given, but its parts are not its own
+REFUSED.update(
+    {
+        "a module kept by a parsed namespace": (
+            "import argparse\nargs = argparse.ArgumentParser().parse_args()\nargs.m = tf\n"
+            "args.m.train = None",
+            "sets `args.m.train`",
+        ),
+        "a namespace parsed by something else than a parser": (
+            "import argparse\np = argparse.ArgumentParser()\np = np\nargs = p.parse_args()\n"
+            "args.x = 1",
+            "sets `args.x`",
+        ),
+        "a module kept by a flag": (
+            "from absl import flags\nFLAGS = flags.FLAGS\nFLAGS.lr.x = 1",
+            "sets `FLAGS.lr.x`",
+        ),
+        "a module's own FLAGS": ("import abc as flags\nflags.FLAGS = 1", "sets `flags.FLAGS`"),
+        "a private name that only tuples make public, set": (
+            "tf._replace = None",
+            "sets `tf._replace`",
+        ),
+    }
+)
 # the eighteenth attack: a method's self bound again otherwise than by "="
 for how, binding in {
     "a pattern's capture": "match m:\n            case self:\n                pass",
@@ -276,6 +300,7 @@ import time
 from datetime import datetime
 
 import numpy as np
+from absl import flags
 import tensorflow as tf
 from six.moves import xrange
 from tensorflow.python.client import timeline
@@ -394,6 +419,14 @@ def main(_):
             sess.run(train_op)
         except tf.errors.OutOfRangeError as error:
             print(type(error).__name__)
+
+
+def settings():
+    parsed = argparse.ArgumentParser().parse_args()
+    parsed.lr = 0.1
+    flags.FLAGS.batch_size = 64
+    cfg = Cfg(lr=parsed.lr)._replace(lr=0.2)
+    return cfg._asdict(), cfg._fields
 
 
 if __name__ == "__main__":

@@ -142,6 +142,15 @@ OPTIONS = frozenset(
         *("RunMetadata", "RewriterConfig"),
     }
 )
+#: a program's flags (``FLAGS.learning_rate = 0.1``): setting one sets a flag it defined
+#: (absl refuses any other name), by the full name a module gives them
+FLAGS = frozenset(
+    {"absl.flags.FLAGS", "tensorflow.compat.v1.flags.FLAGS", "tensorflow.compat.v1.app.flags.FLAGS"}
+)
+#: what makes a parser, whose ``parse_args()`` (given no namespace) makes a new namespace
+PARSERS = frozenset({"argparse.ArgumentParser"})
+#: names a ``namedtuple`` gives its methods, public though they start with '_'
+TUPLE_NAMES = frozenset({"_replace", "_asdict", "_fields", "_make"})
 #: calls that may take a class of the program's own as it is
 CLASS_TAKERS = frozenset({"isinstance", "issubclass", "super"})
 #: keyword arguments that load code from data, unless given their safe value
@@ -199,6 +208,8 @@ class _Rules:
 
     def __init__(self, tree: ast.Module) -> None:
         self.modules: dict[str, str] = {}
+        #: ... by their full names (``absl.flags`` for ``from absl import flags``)
+        self.full_names: dict[str, str] = {}
         self.classes: set[str] = set()
         #: names bound only to an object the program made (its class's, options)
         self.made: dict[str, bool] = {}
@@ -229,6 +240,13 @@ class _Rules:
                 for alias in node.names:
                     local = alias.asname or alias.name.partition(".")[0]
                     self.modules[local] = _imported(node, alias) if alias.asname else local
+                    self.full_names[local] = (
+                        _imported(node, alias)
+                        if alias.asname
+                        else (
+                            f"{node.module}.{local}" if isinstance(node, ast.ImportFrom) else local
+                        )
+                    )
             elif not (isinstance(node, ast.arg) and node.arg in ("self", "cls")):
                 self.rebound.update(_bound(node))  # a method's self: see _method_self
         # a class's name bound to anything else is no class (an import's too)
@@ -242,6 +260,20 @@ class _Rules:
         named = {id(owner): set(_class_names(owner)) for owner, _ in methods}
         for owner, method in methods:
             self.selves.update(self._self_of(method, named[id(owner)]))
+        #: names bound only to a parser it made (``argparse.ArgumentParser()``)
+        self.parsers: dict[str, bool] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign):  # parser = argparse.ArgumentParser()
+                made = self._call_to(node.value, PARSERS)
+                names = {n for target in node.targets for n in _names(target)}
+            elif isinstance(node, ast.Name) and node in getattr(
+                self.parents.get(id(node)), "targets", ()
+            ):
+                continue  # an assignment's own target: counted with its value
+            else:
+                made, names = False, _binds(node)
+            for name in names:
+                self.parsers[name] = self.parsers.get(name, True) and made
         for node in ast.walk(tree):
             self._bindings(node)
 
@@ -274,13 +306,37 @@ class _Rules:
         """The class of the object of the program's own that ``value`` makes (its own
         class's, or options: ``tf.compat.v1.ConfigProto()`` of a module it imported), if it
         makes one."""
+        if self._full(value) in FLAGS:
+            return "FLAGS"
         if not isinstance(value, ast.Call):
             return None
         func = value.func
         if isinstance(func, ast.Name) and func.id in self.classes:
             return func.id
+        if (  # args = parser.parse_args(): a new namespace (a namespace passed is refused)
+            isinstance(func, ast.Attribute)
+            and func.attr == "parse_args"
+            and (
+                (isinstance(func.value, ast.Name) and self.parsers.get(func.value.id, False))
+                or self._call_to(func.value, PARSERS)
+            )
+        ):
+            return "Namespace"
         last = (self._resolved(func) or "").rpartition(".")[2]
         return last if last in OPTIONS else None
+
+    def _call_to(self, value: ast.expr, names: frozenset[str]) -> bool:
+        """Whether ``value`` calls what one of ``names`` names (by its full name)."""
+        return isinstance(value, ast.Call) and self._full(value.func) in names
+
+    def _full(self, node: ast.expr) -> str | None:
+        """:meth:`_resolved`, by the full name of what a ``from`` imported:
+        ``absl.flags.FLAGS`` for ``flags.FLAGS`` after ``from absl import flags``."""
+        resolved = self._resolved(node)
+        if resolved is None:
+            return None
+        head, dot, rest = resolved.partition(".")
+        return self.full_names.get(head, head) + dot + rest
 
     def _resolved(self, node: ast.expr) -> str | None:
         """The full name of what ``node`` names, when it is a module it imported (or a name
@@ -403,7 +459,8 @@ class _Rules:
                 f"uses {_quoted(node)}, a method read off its class: call it on an object of the "
                 f"class (`{base.id}(...).{name}(...)`), which is its own",
             )
-        if name.startswith("_") and not own:
+        public = name in TUPLE_NAMES and isinstance(node.ctx, ast.Load)  # p._replace(x=1)
+        if name.startswith("_") and not (own or public):
             raise Refused(
                 node,
                 f"{_quoted(node)} reaches into a part of TensorFlow or Python that is not its "
@@ -497,6 +554,8 @@ class _Rules:
         options too (an object of its own could hold anything)."""
         if isinstance(node, ast.Name):
             return self._own_name(node)
+        if self._full(node) in FLAGS:  # flags.FLAGS.learning_rate = 0.1
+            return True
         while isinstance(node, ast.Attribute):
             node = node.value
         return isinstance(node, ast.Name) and self.options.get(node.id, False)
