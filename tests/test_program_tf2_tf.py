@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from helpers import one_clear_line
 
+from simsync.errors import UsageError
 from simsync.kinds import sync_points
 from simsync.programs import WhatIf, program_summary, simulate_program
 from simsync.tf_backend.program import import_program
@@ -144,9 +145,79 @@ def test_what_if_more_towers_on_a_tf2_tower_loop(towers):
             assert len(run.graph.inputs(point)) == 4
 
 
-def test_a_strategy_program_is_refused_in_one_line():
+@pytest.fixture(scope="module")
+def mirrored():
+    return import_program(PROGRAMS / "tf2_mirrored.py", cache=False, processes=1)
+
+
+#: the all-reduce TensorFlow ran: each replica's collective op, its device, and what its
+#: group and instance keys are (the ops of one collective meet by them, by no edge)
+COLLECTIVES = r"""
+import json, os, runpy, sys
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0"
+import tensorflow as tf
+from tensorflow.python.eager import context
+names = runpy.run_path(sys.argv[1], run_name="measured")
+context.context().enable_run_metadata()
+for _ in range(2):
+    names["distributed_train_step"](*names["batch"]())
+graphs = context.context().export_run_metadata().function_graphs
+step = max(graphs, key=lambda g: len(g.post_optimization_graph.node))
+devices = {n.name: n.device for p in step.partition_graphs for n in p.node}
+print(json.dumps({
+    n.name: devices[n.name] for n in step.post_optimization_graph.node
+    if n.op.startswith("Collective")
+}))
+"""
+
+
+def test_a_mirrored_strategys_replicas_are_towers_that_meet_at_its_all_reduce(mirrored):
     ran = subprocess.run(
-        [sys.executable, "-m", "simsync", "simulate", str(PROGRAMS / "tf2_mirrored.py")],
+        [sys.executable, "-c", COLLECTIVES, str(PROGRAMS / "tf2_mirrored.py")],
+        capture_output=True, text=True, timeout=300, env={**os.environ},
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    collectives = json.loads(ran.stdout.strip().splitlines()[-1])
+    # one collective op on each replica's logical CPU (the optimizer packs the gradients)
+    assert sorted(d.rsplit(":", 1)[-1] for d in collectives.values()) == ["0", "1"]
+    graph = mirrored.graph
+    assert sorted(graph.towers) == [0, 1]
+    assert mirrored.report["tower_rule"] == "device /cpu:<i>"
+    points = sync_points(graph)
+    for name, device in collectives.items():
+        op = graph.op(name)
+        assert op.device == f"/cpu:{device.rsplit(':', 1)[-1]}"
+        # each replica's op waits for every replica's gradients: a sync point of both towers
+        assert name in points
+        towers = {graph.op(t.src).tower for t in graph.inputs(name)} - {None}
+        assert towers == {0, 1}, (name, [t.src for t in graph.inputs(name)])
+        # made by the line that runs the replicas' step (the all-reduce runs in its thread)
+        assert mirrored.report["made_in"][name].startswith("distributed_train_step (")
+    run = simulate_program("tf2_mirrored.py", WhatIf(), imported=mirrored, steps=10)
+    summary = program_summary(run)
+    assert summary["towers"] == 2
+    for name in collectives:
+        assert summary["waited_for"][name]  # someone came last at each, every step
+        assert summary["sync_points_made_in"][name].startswith("distributed_train_step (")
+
+
+def test_more_towers_than_a_strategys_replicas_are_refused_with_the_reason(mirrored):
+    with pytest.raises(UsageError, match="towers meet inside themselves"):
+        simulate_program("tf2_mirrored.py", WhatIf(towers=4), imported=mirrored)
+
+
+def test_another_strategy_or_keras_fit_is_refused_in_one_line(tmp_path):
+    source = (PROGRAMS / "tf2_mirrored.py").read_text()
+    program = tmp_path / "central.py"
+    program.write_text(
+        source.replace(
+            'strategy = tf.distribute.MirroredStrategy(["/cpu:%d" % i for i in range(REPLICAS)])',
+            "strategy = tf.distribute.experimental.CentralStorageStrategy()",
+        )
+    )
+    ran = subprocess.run(
+        [sys.executable, "-m", "simsync", "simulate", str(program)],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
-    one_clear_line(ran, "tf2_mirrored.py", "MirroredStrategy", "not imported yet", "tf.function")
+    one_clear_line(ran, "central.py", "CentralStorageStrategy", "not imported yet", "tf.function")

@@ -91,6 +91,7 @@ from simsync.ir import (
     tower_work,
 )
 from simsync.ir.limits import MAX_TOKENS
+from simsync.kinds import sync_points
 from simsync.kinds.generic import GENERIC
 from simsync.kinds.input_queue import DEQUEUE_ELEMENTS, ENQUEUE_ELEMENTS
 from simsync.kinds.push_gradients import PUSH_GRADIENTS
@@ -313,11 +314,13 @@ def convert(
         graph.facts = dataclasses.replace(graph.facts, batch=found)
     report = _report(data, ops, needed, reasons, kept, towers, untimed, profile, graph)
     report["batch"] = None if batch is None else batch.size
-    # where the program made its shared ops (the averaging, the apply), by function and line
+    # where the program made its shared ops (the averaging, the apply) and its sync points
+    # (a strategy's all-reduce, one in each tower), by function and line
+    points = set(sync_points(graph))
     report["made_in"] = {
         name: (made_in or {})[name]
         for name in kept
-        if name in (made_in or {}) and graph.op(name).tower is None
+        if name in (made_in or {}) and (graph.op(name).tower is None or name in points)
     }
     # what the loop's steps run, and what only the queue runners' threads do
     report["ops"] = sum(1 for name in kept if name in stepped)
@@ -345,7 +348,7 @@ def _update_ops(data: Mapping[str, Any], graph: Graph, stepped: set[str]) -> dic
 
     >>> from simsync.ir import Cost, Graph, Op, Variable
     >>> g = Graph()
-    >>> _ = g.add_variable(Variable("mean", "/cpu:0", trainable=False))
+    >>> _ = g.add_variable(Variable("mean", "/cpu:0", shape=(8,), trainable=False))
     >>> for i in (0, 1):
     ...     _ = g.add_op(Op(f"tower_{i}/update", "generic", "/cpu:0", Cost(0.0), tower=i,
     ...                     writes=("mean",)))
@@ -365,8 +368,7 @@ def _update_ops(data: Mapping[str, Any], graph: Graph, stepped: set[str]) -> dic
         for op in graph.ops()
         if op.name in stepped
         and (
-            op.name in names
-            or (op.name in work and any(not _trainable(graph, v) for v in op.writes))
+            op.name in names or (op.name in work and any(_statistics(graph, v) for v in op.writes))
         )
     ]
     writers: dict[str, set[int | None]] = {}
@@ -432,6 +434,14 @@ def _views(ops: Mapping[str, Any]) -> dict[str, Any]:
             if t["op"] in views
         ]
     return views
+
+
+def _statistics(graph: Graph, name: str) -> bool:
+    """Whether variable ``name`` holds statistics (batch norm's moving averages): not
+    trainable, and not a number alone (an optimizer's count of steps, a learning rate,
+    which a ``tf.distribute`` strategy's replicas each update)."""
+    variable = graph.variables.get(name)
+    return not _trainable(graph, name) and (variable is None or variable.shape != ())
 
 
 def _trainable(graph: Graph, name: str) -> bool:

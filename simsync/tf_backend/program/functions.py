@@ -59,6 +59,18 @@ __all__ = [
 
 #: the nodes of a function's graph that take its arguments and give its results
 ARGUMENT, RESULT = "_Arg", "_Retval"
+#: the tf.distribute strategies whose programs are imported (their replicas are towers)
+IMPORTED_STRATEGIES = frozenset({"MirroredStrategy"})
+#: TensorFlow's collective ops: the ops of one meet by their keys, one on each device
+COLLECTIVES = frozenset(
+    {
+        *("CollectiveReduce", "CollectiveReduceV2", "CollectiveReduceV3", "CollectiveGather"),
+        *("CollectiveGatherV2", "CollectiveAllToAllV2", "CollectiveAllToAllV3"),
+        *("CollectiveReduceScatterV2", "CollectiveBcastSendV2", "CollectiveBcastRecvV2"),
+    }
+)
+#: ... and NCCL's, which meet by a shared name
+NCCL = frozenset({"NcclAllReduce", "NcclReduce", "NcclBroadcast"})
 #: what a supported program is, said in every refusal
 SUPPORTED = (
     "simsync imports a tf.function training step called in a Python loop (its towers "
@@ -116,7 +128,7 @@ class FunctionObserver:
 
         def strategy_init(self: Any, *args: Any, **kwargs: Any) -> None:
             name = type(self).__name__
-            if not name.startswith("_Default"):  # TensorFlow's own, made on demand
+            if not name.startswith("_Default") and name not in IMPORTED_STRATEGIES:
                 raise Ended(
                     f"makes a tf.distribute.{name}: tf.distribute strategies are not "
                     f"imported yet; {SUPPORTED}"
@@ -256,6 +268,7 @@ def function_graph_data(tf: Any, loop: FunctionLoop, program: str, gpus: int) ->
         origin = made.get(op.name)  # where the program made it: its traced op's line
         data["made_in"] = None if origin is None else op_data(origin, folder)["made_in"]
         ops.append(data)
+    _join_collectives(ops, _collective_groups(step, loop))
     names = {op["name"] for op in ops}
     returned = []
     for node, tensor in step.results:  # the function's results: ops of no output
@@ -308,6 +321,59 @@ def function_graph_data(tf: Any, loop: FunctionLoop, program: str, gpus: int) ->
         "cores": os.cpu_count() or 1,
         "runs_before_loop": loop.calls_before,
     }
+
+
+def _collective_groups(step: ImportedStep, loop: FunctionLoop) -> list[list[str]]:
+    """The collective ops of the step that are one collective, each group by name: the
+    replicas' ops of a ``MirroredStrategy``'s all-reduce meet by their group and instance
+    keys, not by an edge of the graph (research/tf2.md §1a). A key is a constant, or an
+    argument of the function that carries a captured value (the instance key); NCCL's
+    ops meet by their shared name."""
+    captured = {id(inside): outside for outside, inside in loop.concrete.graph.captures}
+    recorded = {n.name: n for n in loop.recorded.post_optimization_graph.node}
+
+    def value(tensor: Any) -> Any:
+        op = tensor.op
+        if op.type == "Const":
+            from tensorflow.python.framework import tensor_util
+
+            return tensor_util.MakeNdarray(op.get_attr("value")).tolist()
+        node = recorded.get(step.arguments.get(op.name, ""))
+        if node is None:
+            return None
+        placeholder = loop.concrete.inputs[node.attr["index"].i]
+        outside = captured.get(id(placeholder))
+        if outside is None or not hasattr(outside, "numpy") or not outside.dtype.is_integer:
+            return None
+        return outside.numpy().tolist()
+
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    for op in step.graph.get_operations():
+        if op.type in NCCL:
+            key: tuple[Any, ...] = (op.type, op.get_attr("shared_name"))
+        elif op.type in COLLECTIVES:
+            if op.type.endswith("V2") or op.type.endswith("V3"):
+                keys = tuple(value(t) for t in op.inputs[1:4])
+            else:
+                keys = tuple(op.get_attr(a) for a in ("group_size", "group_key", "instance_key"))
+            key = (op.type, *keys)
+        else:
+            continue
+        groups.setdefault(key, []).append(op.name)
+    return [names for names in groups.values() if len(names) >= 2]
+
+
+def _join_collectives(ops: list[dict[str, Any]], groups: list[list[str]]) -> None:
+    """Each op of a collective takes the data of every other op of it as well: it ends when
+    the last replica's has arrived, as the collective does."""
+    by_name = {op["name"]: op for op in ops}
+    for names in groups:
+        members = [by_name[name] for name in names if name in by_name and by_name[name]["inputs"]]
+        for member in members:
+            member["inputs"] = [
+                *member["inputs"],
+                *(other["inputs"][0] for other in members if other is not member),
+            ]
 
 
 def _shape(tensor: Any) -> list[int | None] | None:

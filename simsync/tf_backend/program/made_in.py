@@ -43,7 +43,7 @@ import bisect
 import builtins
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,7 +59,7 @@ _MAKERS = (ast.Call, ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Compare, ast.Aug
 #: TensorFlow's given a list, which it packs)
 JOINS: dict[str, frozenset[str | type[ast.operator]]] = {
     "ConcatV2": frozenset({"concatenate"}),
-    "AddN": frozenset({"accumulate_n"}),
+    "AddN": frozenset({"accumulate_n", "reduce"}),  # strategy.reduce(SUM, ...)
     "AddV2": frozenset({"sum", "reduce", ast.Add}),
     "Add": frozenset({"sum", "reduce", ast.Add}),
     "Sub": frozenset({"subtract", ast.Sub}),
@@ -67,6 +67,14 @@ JOINS: dict[str, frozenset[str | type[ast.operator]]] = {
     "RealDiv": frozenset({"divide", "truediv", ast.Div}),
     "MatMul": frozenset({ast.MatMult}),
     "Pack": frozenset({"stack", "parallel_stack", "tensorflow list"}),
+    # a tf.distribute strategy's all-reduce: made by the optimizer's apply, the strategy's
+    # own reduction, or (the replicas run in threads of their own, the reduction in the
+    # caller's) the line that runs the replicas' step: ``strategy.run(step, args=...)``
+    **{
+        kind: frozenset({"apply_gradients", "minimize", "all_reduce", "batch_reduce_to"})
+        | frozenset({"reduce_to", "all_gather", "run", "experimental_run_v2"})
+        for kind in ("CollectiveReduceV2", "CollectiveReduce", "NcclAllReduce")
+    },
 }
 #: Python's own functions (``sum``): a name called that the program neither imports nor
 #: binds is one of these, or made where no reading follows (a star import), and makes none
@@ -222,6 +230,9 @@ class _Names:
     library: frozenset[str]
     own: frozenset[str]
     bound: frozenset[str]
+    #: names bound once, at the file's top level, to what a TensorFlow call made
+    #: (``strategy = tf.distribute.MirroredStrategy()``): their methods are TensorFlow's
+    objects: frozenset[str] = frozenset()
     #: the file changes what names mean where no reading of it can follow: it assigns to a
     #: module's attribute (``tf.concat = mine``), to ``sys.modules``, or calls ``exec``,
     #: ``setattr``, ``globals()`` and the like
@@ -271,14 +282,18 @@ def _names(tree: ast.Module, own: set[str], modules: set[str]) -> _Names:
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store | ast.Del):
             value = node.value
             tampers |= isinstance(value, ast.Attribute) and value.attr == "modules"
-    for node in tree.body:  # ``tf1 = tf.compat.v1`` at the top: TensorFlow by another name
-        if (
+    made = set()
+    for node in _top_level(tree.body):  # ``tf1 = tf.compat.v1``: TensorFlow by another name
+        if not (
             isinstance(node, ast.Assign)
             and len(node.targets) == 1
             and isinstance(node.targets[0], ast.Name)
-            and _rooted(node.value) in tensorflow
         ):
+            continue
+        if _rooted(node.value) in tensorflow:
             aliased.add(node.targets[0].id)
+        elif isinstance(node.value, ast.Call) and _rooted(node.value.func) in tensorflow:
+            made.add(node.targets[0].id)  # strategy = tf.distribute.MirroredStrategy()
     # a name bound by anything else anywhere (a parameter ``tf``, ``tf = Fake()``) is not
     # TensorFlow's, nor its alias
     others = {n for n in bound if n not in aliased or _rebound(tree, n)}
@@ -289,13 +304,24 @@ def _names(tree: ast.Module, own: set[str], modules: set[str]) -> _Names:
         and _rooted(node) in tensorflow | library
         for node in ast.walk(tree)
     )
+    objects = {n for n in made if not _rebound(tree, n)} - own_here
     return _Names(
         frozenset(tensorflow),
         frozenset(library - others),
         frozenset(own_here),
         frozenset(others),
+        frozenset(objects),
         tampers,
     )
+
+
+def _top_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements of a file's top level, those in its ``with`` blocks too
+    (``with strategy.scope():``)."""
+    for node in body:
+        yield node
+        if isinstance(node, ast.With):
+            yield from _top_level(node.body)
 
 
 def _rooted(node: ast.expr) -> str | None:
@@ -405,7 +431,8 @@ def _what(node: ast.AST, names: _Names) -> set[str | type[ast.operator]]:
         known = tensorflow or func.id in names.library or builtin
         last = func.id
     elif isinstance(func, ast.Attribute) and isinstance(root, ast.Name):
-        tensorflow = root.id in names.tensorflow
+        # tf.concat, or a method of what TensorFlow made: strategy.run, optimizer.minimize
+        tensorflow = root.id in names.tensorflow or root.id in names.objects
         known = tensorflow or (root.id in names.library and root.id not in names.bound)
         last = func.attr
     else:

@@ -10,7 +10,9 @@ A tower is what the program built once per device in its tower loop. The rule, i
    :data:`MOST_OUTSIDE` times as many ops as those scopes hold: then the scopes are a few
    ops named by index in the loop (``tf.random.normal(name="images_%d" % i)``), not the
    towers, and the devices say more.
-2. **Device.** Otherwise, when ops run on two or more ``/gpu:i``, each GPU's ops are a tower.
+2. **Device.** Otherwise, when ops run on two or more ``/gpu:i``, each GPU's ops are a tower;
+   with no GPU, when ops run on two or more ``/cpu:i`` (a ``tf.distribute`` strategy's
+   replicas on logical CPUs), each CPU's.
 3. Otherwise there is one tower or none: the graph is simulated as it is, with no tower.
 
 >>> found = find_towers(["tower_0/a", "tower_0/b", "tower_0/c", "tower_1/a", "tower_1/b",
@@ -19,6 +21,8 @@ A tower is what the program built once per device in its tower loop. The rule, i
 (2, 'name scope tower_<i>', 1, None)
 >>> find_towers(["a", "b"], {"a": "/gpu:0", "b": "/gpu:1"}).rule
 'device /gpu:<i>'
+>>> find_towers(["a", "b", "c"], {"a": "/cpu:0", "b": "/cpu:1", "c": "/cpu:1"}).of("c")
+1
 >>> loop = [f"images_{i}/{op}" for i in (0, 1) for op in ("shape", "normal", "mul")]
 >>> loop += [f"{op}_{i}" for i in (0, 1) for op in ("MatMul", "Relu", "Softmax", "Mean",
 ...          "grad_MatMul", "grad_Relu", "Apply")]
@@ -40,6 +44,7 @@ MIN_TOWER_OPS = 3
 MOST_OUTSIDE = 2
 _INDEXED = re.compile(r"(.*?)(\d+)")
 _GPU = re.compile(r"/gpu:(\d+)$")
+_CPU = re.compile(r"/cpu:(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -90,7 +95,16 @@ def find_towers(names: list[str], devices: dict[str, str]) -> Towers:
                     towers[name] = index
         return Towers(len(scopes[prefix]), f"name scope {prefix}<i>", prefix, towers)
     if len(indices) >= 2:
-        order = {index: rank for rank, index in enumerate(sorted(indices))}
-        towers = {name: order[int(m.group(1))] for name, m in gpus.items() if m is not None}
-        return Towers(len(indices), "device /gpu:<i>", None, towers)
+        return _by_device(gpus, "gpu")
+    cpus = {name: _CPU.match(device) for name, device in devices.items()}
+    if not indices and len({int(m.group(1)) for m in cpus.values() if m is not None}) >= 2:
+        return _by_device(cpus, "cpu")  # a strategy's replicas on logical CPUs
     return Towers(0, "none: no tower scopes, at most one GPU")
+
+
+def _by_device(found: dict[str, re.Match[str] | None], kind: str) -> Towers:
+    """Each device's ops a tower, in the order of the devices' numbers."""
+    indices = {int(m.group(1)) for m in found.values() if m is not None}
+    order = {index: rank for rank, index in enumerate(sorted(indices))}
+    towers = {name: order[int(m.group(1))] for name, m in found.items() if m is not None}
+    return Towers(len(indices), f"device /{kind}:<i>", None, towers)

@@ -94,6 +94,7 @@ def with_towers(graph: Graph, towers: int) -> tuple[Graph, str]:
     if not have:
         return _with_threads(graph, towers)
     work = tower_work(graph)
+    _refuse_towers_that_meet(graph, work, towers)
     first = [op for op in graph.ops() if work.get(op.name) == 0]
     scope = _scope(first)
     own = _own_device(first)
@@ -163,6 +164,22 @@ def with_towers(graph: Graph, towers: int) -> tuple[Graph, str]:
                 fetches.append(_same_in(name, work[name], last, scope, match))
         new.add_client(dataclasses.replace(client, fetches=tuple(dict.fromkeys(fetches))))
     return new, _line(towers, len(have), scope) + _tokens_per_step(new, len(have), towers)
+
+
+def _refuse_towers_that_meet(graph: Graph, work: dict[str, int], towers: int) -> None:
+    """Refuses (``UsageError``) to copy towers that take each other's data themselves (a
+    ``tf.distribute`` strategy's all-reduce: one op in each replica, each taking every
+    replica's gradients): which of a copy's ops would take which towers' is not known."""
+    for tensor in graph.edges():
+        src, dst = work.get(tensor.src), work.get(tensor.dst)
+        if not tensor.control and src is not None and dst is not None and src != dst:
+            raise UsageError(
+                f"--towers {towers}: this program's towers meet inside themselves "
+                f"({tensor.dst} in tower {dst} takes {tensor.src} of tower {src}, as a "
+                "tf.distribute strategy's all-reduces and reductions do), which simsync "
+                "cannot copy for other numbers of towers yet: run the program with as many "
+                "replicas instead"
+            )
 
 
 def _with_threads(graph: Graph, threads: int) -> tuple[Graph, str]:
