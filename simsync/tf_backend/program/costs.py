@@ -72,6 +72,11 @@ def digest(files: Mapping[str, bytes], program: str) -> str:
     return hashed.hexdigest()
 
 
+#: how costs are measured: a change of it measures every program again (2: a collective's
+#: asynchronous kernel is not timed, research/tf2.md §2)
+MEASURED_AS = 2
+
+
 def graph_key(source: str, data: Mapping[str, Any], machine: Mapping[str, Any]) -> str:
     """What a profile is kept under: the program's files (``source``, their :func:`digest`),
     the graph's ops, their inputs and devices, the loop's fetches and the shapes it feeds,
@@ -90,7 +95,7 @@ def graph_key(source: str, data: Mapping[str, Any], machine: Mapping[str, Any]) 
     ]
     # what its loop feeds, as large as it is: a placeholder's batch is not in the graph
     clients = [[client["fetches"], client.get("feeds", {})] for client in data["clients"]]
-    text = json.dumps([source, ops, clients, machine], sort_keys=True)
+    text = json.dumps([MEASURED_AS, source, ops, clients, machine], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 

@@ -22,8 +22,9 @@ has no eager counterpart). Its kernels are timed by ``tf.profiler.experimental``
    oneDNN may rename: ``_MklMatMul`` for a ``MatMul``), in the step whose ``train`` event holds
    its start. Kernel events carry no device: the op's device is the graph's (its partition
    graph's). TensorFlow does not trace inexpensive kernels (``Const``, ``Identity``,
-   ``Reshape``, ``ExpandDims``) nor, as kernels, asynchronous ones (``_Recv``, collectives):
-   those ops get no cost, as ops folded into constants get none in a TF1 profile.
+   ``Reshape``, ``ExpandDims``) nor, as kernels, asynchronous ones (``_Recv``), and a
+   collective's event (it has one) is not its work (:data:`ASYNCHRONOUS`): those ops get no
+   cost, as ops folded into constants get none in a TF1 profile.
 
 Each op's cost is then kept as a TF1 profile keeps it
 (:class:`~simsync.tf_backend.program.profile.Found`: its own time and its latency from its
@@ -41,7 +42,7 @@ import tempfile
 import time
 from typing import Any
 
-from simsync.tf_backend.program.functions import FunctionLoop
+from simsync.tf_backend.program.functions import COLLECTIVES, NCCL, FunctionLoop
 from simsync.tf_backend.program.profile import (
     TRACED_STEPS,
     UNTRACED_STEPS,
@@ -50,7 +51,13 @@ from simsync.tf_backend.program.profile import (
     timed_block,
 )
 
+#: kernels whose event is not their work: an asynchronous kernel's event starts it, then
+#: (the executor runs what it made ready in its callback) may hold its successors' too; it
+#: is a sync point, its wait in no event (research/tf2.md §2)
+ASYNCHRONOUS = COLLECTIVES | NCCL
+
 __all__ = [
+    "ASYNCHRONOUS",
     "function_call_split",
     "measure_function",
     "profile_function",
@@ -152,8 +159,8 @@ def xplane_steps(
                 if named == "train":
                     windows.append((start, start + event.duration_ps))
                     continue
-                node, colon, _ = named.rpartition(":")
-                if colon and node in devices:
+                node, colon, kind = named.rpartition(":")
+                if colon and node in devices and kind not in ASYNCHRONOUS:
                     kernels.append((node, start, start + event.duration_ps))
     windows.sort()
     found: list[list[dict[str, Any]]] = [[] for _ in windows]
