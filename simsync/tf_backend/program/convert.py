@@ -348,7 +348,7 @@ def _update_ops(data: Mapping[str, Any], graph: Graph, stepped: set[str]) -> dic
 
     >>> from simsync.ir import Cost, Graph, Op, Variable
     >>> g = Graph()
-    >>> _ = g.add_variable(Variable("mean", "/cpu:0", shape=(8,), trainable=False))
+    >>> _ = g.add_variable(Variable("mean", "/cpu:0", trainable=False))
     >>> for i in (0, 1):
     ...     _ = g.add_op(Op(f"tower_{i}/update", "generic", "/cpu:0", Cost(0.0), tower=i,
     ...                     writes=("mean",)))
@@ -363,12 +363,18 @@ def _update_ops(data: Mapping[str, Any], graph: Graph, stepped: set[str]) -> dic
     """
     names = list(data.get("collections", {}).get("update_ops", []))
     work = tower_work(graph)
+    scalars = {
+        op["name"]
+        for op in data.get("ops", [])
+        if op["type"] in VARIABLE_OPS and op.get("shape") == []
+    }
     run = [
         op
         for op in graph.ops()
         if op.name in stepped
         and (
-            op.name in names or (op.name in work and any(_statistics(graph, v) for v in op.writes))
+            op.name in names
+            or (op.name in work and any(_statistics(graph, v, scalars) for v in op.writes))
         )
     ]
     writers: dict[str, set[int | None]] = {}
@@ -436,12 +442,11 @@ def _views(ops: Mapping[str, Any]) -> dict[str, Any]:
     return views
 
 
-def _statistics(graph: Graph, name: str) -> bool:
+def _statistics(graph: Graph, name: str, scalars: set[str]) -> bool:
     """Whether variable ``name`` holds statistics (batch norm's moving averages): not
-    trainable, and not a number alone (an optimizer's count of steps, a learning rate,
-    which a ``tf.distribute`` strategy's replicas each update)."""
-    variable = graph.variables.get(name)
-    return not _trainable(graph, name) and (variable is None or variable.shape != ())
+    trainable, and not one of ``scalars``, the variables of one number (an optimizer's count
+    of steps, a learning rate, which a ``tf.distribute`` strategy's replicas each update)."""
+    return not _trainable(graph, name) and name not in scalars
 
 
 def _trainable(graph: Graph, name: str) -> bool:
