@@ -172,13 +172,22 @@ print(json.dumps({
 """
 
 
-def test_a_mirrored_strategys_replicas_are_towers_that_meet_at_its_all_reduce(mirrored):
+def _collectives(program: str, call: str) -> dict[str, str]:
+    """The collective ops TensorFlow ran in ``program``'s step (``call`` runs it twice)."""
+    script = COLLECTIVES.replace(
+        'names["distributed_train_step"](*names["batch"]())', call
+    ).replace("for _ in range(2):", "for _ in range(1):")
     ran = subprocess.run(
-        [sys.executable, "-c", COLLECTIVES, str(PROGRAMS / "tf2_mirrored.py")],
+        [sys.executable, "-c", script, str(PROGRAMS / program)],
         capture_output=True, text=True, timeout=300, env={**os.environ},
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-2000:]
-    collectives = json.loads(ran.stdout.strip().splitlines()[-1])
+    return json.loads(ran.stdout.strip().splitlines()[-1])
+
+
+def test_a_mirrored_strategys_replicas_are_towers_that_meet_at_its_all_reduce(mirrored):
+    twice = 'names["distributed_train_step"](*names["batch"]()); ' * 2
+    collectives = _collectives("tf2_mirrored.py", twice.strip())
     # one collective op on each replica's logical CPU (the optimizer packs the gradients)
     assert sorted(d.rsplit(":", 1)[-1] for d in collectives.values()) == ["0", "1"]
     graph = mirrored.graph
@@ -207,7 +216,26 @@ def test_more_towers_than_a_strategys_replicas_are_refused_with_the_reason(mirro
         simulate_program("tf2_mirrored.py", WhatIf(towers=4), imported=mirrored)
 
 
-def test_another_strategy_or_keras_fit_is_refused_in_one_line(tmp_path):
+def test_keras_fit_under_a_mirrored_strategy_meets_at_its_all_reduce():
+    fit = 'names["model"].fit(names["dataset"], epochs=1, steps_per_epoch=2, verbose=0)'
+    collectives = _collectives("tf2_fit_mirrored.py", fit)
+    assert sorted(d.rsplit(":", 1)[-1] for d in collectives.values()) == ["0", "1"]
+    fitted = import_program(PROGRAMS / "tf2_fit_mirrored.py", cache=False, processes=1)
+    graph = fitted.graph
+    assert sorted(graph.towers) == [0, 1]
+    points = sync_points(graph)
+    for name, device in collectives.items():
+        # each replica's op of the all-reduce, inlined from Keras' step into fit's function
+        assert name in points, (name, points)
+        assert graph.op(name).device == f"/cpu:{device.rsplit(':', 1)[-1]}"
+        towers = {graph.op(t.src).tower for t in graph.inputs(name)} - {None}
+        assert towers == {0, 1}
+        assert fitted.report["made_in"][name].startswith("<module> (")
+    (client,) = graph.clients
+    assert client.name == "main"
+
+
+def test_another_strategy_is_refused_in_one_line(tmp_path):
     source = (PROGRAMS / "tf2_mirrored.py").read_text()
     program = tmp_path / "central.py"
     program.write_text(

@@ -181,16 +181,20 @@ def arrivals(graph: Graph, trace: Trace) -> list[Arrival]:
     long each tower's input waited on average for the last one (the tally of
     :func:`simsync.trace.waits_at`, as for a simulation). Measured from the ends of the input
     ops in the trace (real or simulated alike); a step in which an input op is missing from the
-    trace is left out."""
+    trace is left out, and a sync point the trace never holds (an op TensorFlow does not
+    trace) is met in every step that holds all its inputs."""
     ends = {(r.client, r.step, r.op): r.end for r in trace.ops}
+    traced = {r.op for r in trace.ops}
+    runs = list(dict.fromkeys((client, step) for client, step, _ in ends))
     found: list[Arrival] = []
     feeds = resource_feeds(graph)
     for point in sync_points(graph):
         sources = list(input_towers(graph, point))
         executions = []
-        for client, step, op in list(ends):
-            if op != point:
-                continue
+        # a sync point never traced (a collective: its kernel has no event of its own) met
+        # its towers in every step that traced all its inputs
+        ran = [(c, s) for c, s, op in ends if op == point] if point in traced else runs
+        for client, step in ran:
             found_ends = {src: ends.get((client, step, src)) for src in sources}
             known = {src: end for src, end in found_ends.items() if end is not None}
             if len(known) < len(sources):

@@ -432,8 +432,9 @@ class Observer:
                 f"ran to its end without calling Session.run{eager_note}: simsync imports "
                 "TensorFlow 1.x-style programs (tf.compat.v1: build a graph, then call "
                 "sess.run(train_op) in a loop) and TensorFlow 2 programs that call a "
-                "tf.function training step in a loop; TensorFlow 2 eager code outside a "
-                "tf.function, tf.distribute strategies and Keras fit() are not supported"
+                "tf.function training step in a loop (Keras fit() too, and under a "
+                "MirroredStrategy); TensorFlow 2 eager code outside a tf.function and other "
+                "tf.distribute strategies are not supported"
             )
         return (
             f"ran to its end after {len(self.calls)} Session.run calls, none of them a "

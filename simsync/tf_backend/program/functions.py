@@ -14,8 +14,9 @@ What is observed, by wrapping ``tf.function``'s ``Function.__call__`` (research/
 2. **The loop is found** when a thread calls the same ``tf.function`` eagerly a second time
    and its concrete function (for those arguments) writes a trainable variable. That thread's
    loop is the one client; the call's arguments are its step's, run again by the profile.
-3. **The step's graph** is chosen among the recorded ones: those with as many arguments
-   (``_Arg`` nodes) as the concrete function has inputs and an op that writes a variable;
+3. **The step's graph** is chosen among the recorded ones: those whose arguments (``_Arg``
+   nodes) are the concrete function's inputs (by index; an input it does not use is pruned)
+   and that hold an op that writes a variable;
    the largest of them (a ``FunctionGraphs`` entry carries no function's name; the small
    ones are datasets', initialisers' and other functions'). Each node's device is its
    partition graph's.
@@ -26,8 +27,11 @@ What is observed, by wrapping ``tf.function``'s ``Function.__call__`` (research/
    other argument an ``_Arg``, each result a ``_Retval``; the client fetches what the
    function returns (the ops its ``_Retval`` nodes take) and every op no other op takes.
 
-A program that makes a ``tf.distribute`` strategy, or trains with Keras ``fit()``, is
-refused in one line (:class:`~simsync.tf_backend.program.capture.Ended`).
+Keras' ``fit()`` is such a loop (its ``multi_step_on_iterator`` is the ``tf.function`` called
+each step, the iterator its argument). Under a ``MirroredStrategy`` each replica's ops run on
+its own device, and each replica's collective op of one all-reduce takes every replica's
+data (:func:`_collective_groups`). A program that makes another ``tf.distribute`` strategy
+is refused in one line (:class:`~simsync.tf_backend.program.capture.Ended`).
 """
 
 from __future__ import annotations
@@ -74,7 +78,8 @@ NCCL = frozenset({"NcclAllReduce", "NcclReduce", "NcclBroadcast"})
 #: what a supported program is, said in every refusal
 SUPPORTED = (
     "simsync imports a tf.function training step called in a Python loop (its towers "
-    "placed with tf.device inside it) and TensorFlow 1.x-style programs (sess.run in a loop)"
+    "placed with tf.device inside it, or a MirroredStrategy's replicas; Keras fit() too) and "
+    "TensorFlow 1.x-style programs (sess.run in a loop)"
 )
 
 
@@ -156,9 +161,6 @@ class FunctionObserver:
         concrete = function.get_concrete_function(*args, **kwargs)
         if not trains(concrete):
             return
-        python = getattr(function, "python_function", None)
-        if str(getattr(python, "__module__", "")).startswith(("keras", "tf_keras")):
-            raise Ended(f"trains with Keras fit() (or its like): not imported yet; {SUPPORTED}")
         metadata = context.context().export_run_metadata()
         context.context().disable_run_metadata()
         self.recorded.extend(metadata.function_graphs)
@@ -218,7 +220,13 @@ def step_graph(recorded: list[Any], concrete: Any) -> Any:
     fitting = [
         entry
         for entry in recorded
-        if sum(n.op == ARGUMENT for n in entry.post_optimization_graph.node) == arguments
+        # its arguments are the function's inputs, by index (those it does not use pruned:
+        # Keras' step leaves the iterator's first handle out)
+        if all(
+            n.attr["index"].i < arguments
+            for n in entry.post_optimization_graph.node
+            if n.op == ARGUMENT
+        )
         and any(
             any(word in n.op for word in WRITE_WORDS) for n in entry.post_optimization_graph.node
         )
@@ -257,7 +265,7 @@ def function_graph_data(tf: Any, loop: FunctionLoop, program: str, gpus: int) ->
     for partition in loop.recorded.partition_graphs:
         for node in partition.node:
             devices[node.name] = step_device(node.device)
-    made = {op.name: op for op in loop.concrete.graph.get_operations()}
+    made = _made_ops(loop.concrete.graph)
     folder = str(Path(program).resolve().parent)
     ops = []
     for op in _ordered(step.graph.get_operations()):
@@ -321,6 +329,22 @@ def function_graph_data(tf: Any, loop: FunctionLoop, program: str, gpus: int) ->
         "cores": os.cpu_count() or 1,
         "runs_before_loop": loop.calls_before,
     }
+
+
+def _made_ops(graph: Any, prefix: str = "", depth: int = 0) -> dict[str, Any]:
+    """The ops of ``graph`` as TensorFlow made them (with their tracebacks), by the names
+    their inlined copies have in the step's graph: a called function's ops under the call's
+    name (``StatefulPartitionedCall/sgd/CollectiveReduceV2``, Keras' step inside ``fit``'s)."""
+    made = {}
+    for op in graph.get_operations():
+        made[prefix + op.name] = op
+        if op.type in FUNCTION_CALLS and depth < 8:
+            try:  # TensorFlow's own record of the function called (``Graph._get_function``)
+                called = graph._get_function(op.get_attr("f").name).graph
+            except Exception:
+                continue
+            made.update(_made_ops(called, f"{prefix}{op.name}/", depth + 1))
+    return made
 
 
 def _collective_groups(step: ImportedStep, loop: FunctionLoop) -> list[list[str]]:

@@ -66,13 +66,16 @@ JOINS: dict[str, frozenset[str | type[ast.operator]]] = {
     "Mul": frozenset({"multiply", ast.Mult}),
     "RealDiv": frozenset({"divide", "truediv", ast.Div}),
     "MatMul": frozenset({ast.MatMult}),
-    "Pack": frozenset({"stack", "parallel_stack", "tensorflow list"}),
+    # Keras' fit() under a strategy stacks the replicas' losses and metrics
+    "Pack": frozenset({"stack", "parallel_stack", "tensorflow list", "fit", "train_on_batch"}),
     # a tf.distribute strategy's all-reduce: made by the optimizer's apply, the strategy's
     # own reduction, or (the replicas run in threads of their own, the reduction in the
-    # caller's) the line that runs the replicas' step: ``strategy.run(step, args=...)``
+    # caller's) the line that runs the replicas' step: ``strategy.run(step, args=...)``,
+    # ``model.fit(...)``
     **{
         kind: frozenset({"apply_gradients", "minimize", "all_reduce", "batch_reduce_to"})
         | frozenset({"reduce_to", "all_gather", "run", "experimental_run_v2"})
+        | frozenset({"fit", "train_on_batch"})
         for kind in ("CollectiveReduceV2", "CollectiveReduce", "NcclAllReduce")
     },
 }
@@ -186,14 +189,18 @@ def _index(source: Source) -> _Index:
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue  # it did not run as it is, or it is nested past reading: it names no place
     modules = {name[: -len(".py")]: name for name in trees}
+    imported = _imported(source.program, trees, modules)
+    # the functions and classes of the files it runs (a file beside it that it never imports
+    # defines none of its names)
     own = {
         node.name
-        for tree in trees.values()
+        for name, tree in trees.items()
+        if name in imported
         for node in ast.walk(tree)
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
     }
     files = {name: _file(tree, own, set(modules)) for name, tree in trees.items()}
-    return _Index(files, _imported(source.program, trees, modules))
+    return _Index(files, imported)
 
 
 def _imported(
