@@ -276,6 +276,38 @@ def test_towers_of_equal_work_have_no_predicted_last():
     assert last["verdict"] == "inconclusive"
 
 
+def test_runs_that_each_have_their_own_last_tower_name_none():
+    """A process's steps are not independent: measured on tf2_mirrored.py, which replica
+    TensorFlow's threads take first held for a whole run and differed between runs (51 of
+    60 in all for one). Two runs with tower_0 last and one with tower_1 last name no tower;
+    three runs alike name theirs."""
+    from simsync.crosscheck.program import program_report
+    from simsync.engine import simulate
+    from simsync.scenario import ClusterConfig, Scenario
+
+    graph = _two_tower_graph()  # the simulation has tower_1 last
+    scenario = Scenario("two", cluster=ClusterConfig(devices=2)).with_run(steps=10)
+    simulation = simulate(scenario, numerics=False, graph=graph)
+
+    def run(last: int) -> dict:
+        ends = {last: 2.0, 1 - last: 1.0}
+        steps = [[["tower_0/grad", "/gpu:0", 0.0, ends[0], ends[0]],
+                  ["tower_1/grad", "/gpu:1", 0.0, ends[1], ends[1]],
+                  ["concat", "/cpu:0", 2.5, 3.0, 3.0]]] * 20  # fmt: skip
+        return {"clients": {"MainThread": {"walls": [0.003] * 5, "steps": steps}}}
+
+    mixed = program_report(graph, simulation, [run(0), run(0), run(1)], {"MainThread": "main"},
+                           set(graph.nx))  # fmt: skip
+    (last,) = mixed["arrivals"]
+    assert last["measured_last"] == {"tower_0": 40, "tower_1": 20}
+    assert last["measured"] == "" and last["predicted"] == "tower_1"
+    assert last["verdict"] == "inconclusive" and last["runs_differ"]
+    alike = program_report(graph, simulation, [run(0)] * 3, {"MainThread": "main"},
+                           set(graph.nx))  # fmt: skip
+    (last,) = alike["arrivals"]
+    assert last["measured"] == "tower_0" and last["verdict"] == "not as predicted"
+
+
 def test_the_summary_of_imported_threads_names_its_workers_and_no_mode():
     """An imported graph has no pattern: its header says what ran (workers), not "None"."""
     import io

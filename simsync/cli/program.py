@@ -392,9 +392,10 @@ def _print_crosscheck(report: dict[str, Any], out: Any) -> None:
         out.print(f"    {violation}", markup=False)
     for found in report["arrivals"]:
         counts = ", ".join(f"{t} {n}" for t, n in found["measured_last"].items())
+        differ = ", each run its own" if found.get("runs_differ") else ""
         out.print(
             f"  last at {found['sync_point']}: measured {found['measured'] or 'no single tower'}"
-            f" (last in {counts} of {found['steps']} steps), predicted "
+            f" (last in {counts} of {found['steps']} steps{differ}), predicted "
             f"{found['predicted'] or _NO_TOWER[bool(found.get('equal_work'))]}: "
             f"{found['verdict']}",
             markup=False,
