@@ -693,6 +693,64 @@ def test_a_write_inside_a_functions_call_is_refused(tmp_path):
     )
 
 
+#: the twentieth attack's: state inside a plain function call, which TensorFlow declares
+#: stateless (tf.raw_ops.PartitionedCall): each scored 9/9 with a wrong program
+PARTITIONED = """
+        def called(fn, *args):
+            specs = [tf.TensorSpec(a.shape, a.dtype) for a in args]
+            concrete = fn.get_concrete_function(*specs)
+            outs = [o.dtype for o in concrete.outputs]
+            return tf.raw_ops.PartitionedCall(args=list(args), Tout=outs, f=concrete)[0]
+"""
+IN_A_CALL = {
+    # a clock: the learning rate turns below 0 after a deadline
+    "a clock": """
+        @tf.function
+        def rate(step):
+            return tf.where(tf.raw_ops.Timestamp() + 0.0 * tf.cast(step, tf.float64) < 1e12,
+                            0.1, -0.1)
+
+        opt = tf.compat.v1.train.GradientDescentOptimizer(called(rate, global_step))
+""",
+    # where it runs: another rate on a GPU than on the grader's CPUs
+    "a device's index": """
+        @tf.function
+        def rate(step):
+            index = tf.raw_ops.DeviceIndex(device_names=["CPU", "GPU"])
+            return tf.where(tf.equal(index + 0 * tf.cast(step, tf.int32), 0), 0.1, -0.1)
+
+        opt = tf.compat.v1.train.GradientDescentOptimizer(called(rate, global_step))
+""",
+    # a count of the step's runs, kept in a table made by its shared name
+    "a table": """
+        @tf.function
+        def rate(step):
+            table = tf.raw_ops.MutableHashTableV2(key_dtype=tf.int64, value_dtype=tf.int64,
+                                                  shared_name="runs")
+            key = tf.constant(0, tf.int64)
+            runs = tf.raw_ops.LookupTableFindV2(table_handle=table, keys=key,
+                                                default_value=tf.constant(0, tf.int64))
+            insert = tf.raw_ops.LookupTableInsertV2(table_handle=table, keys=key, values=runs + 1)
+            with tf.control_dependencies([insert]):
+                return tf.where(runs + 0 * step < 40000, 0.1, -0.1)
+
+        opt = tf.compat.v1.train.GradientDescentOptimizer(called(rate, global_step))
+""",
+}
+
+
+@pytest.mark.parametrize("how", sorted(IN_A_CALL))
+def test_state_inside_a_plain_function_call_is_refused(tmp_path, how):
+    """TensorFlow declares PartitionedCall stateless whatever its function holds: the
+    measuring looks into the call."""
+    opt = "        opt = tf.compat.v1.train.GradientDescentOptimizer(0.1)\n"
+    folder = _edited(tmp_path, "called", (opt, PARTITIONED + IN_A_CALL[how]))
+    averaging = import_program(folder / "train.py", export=True, cache=False, processes=1).averaging
+    assert averaging is not None and not averaging["updates"], averaging
+    said = str(averaging["problem"])
+    assert "calls a function (PartitionedCall" in said and "state besides" in said, said
+
+
 #: the eighth attack's: a second handle to each variable, made inside a tf.function by the
 #: variable's shared name, writes tower_0's gradient beside the honest mean's apply
 ALIASED = (

@@ -77,6 +77,7 @@ from simsync.tf_backend.program.capture import (
     VARIABLE_OPS,
     WRITE_WORDS,
     Loop,
+    calls_state,
     calls_write,
     carried_variable,
     is_handle,
@@ -1288,6 +1289,10 @@ def _settings_drawn(step: list[Any], reaches: dict[str, bool]) -> str | None:
 
 #: ops that change their input's memory in place: a variable's read may share it
 IN_PLACE = frozenset({"InplaceAdd", "InplaceSub", "InplaceUpdate"})
+#: stateful types a function's body may hold, that compute or read only: a print, an
+#: assert, a variable's read through the handle the call was given (one made inside by its
+#: name, a ``VarHandleOp``, is state: it reaches any variable)
+FUNCTION_COMPUTES = KEEP_NOTHING | HANDLE_READS - {"DestroyResourceOp"}
 
 
 def _hidden_writes(step: list[Any]) -> str | None:
@@ -1314,6 +1319,18 @@ def _hidden_writes(step: list[Any]) -> str | None:
                 f"'{op.name}' writes variables inside a function's call ({op.type}: a "
                 "tf.function, tf.cond or tf.while_loop), whose writes are not measured: "
                 "update the variables with an optimizer's ops"
+            )
+        inside = None
+        if op.type in FUNCTION_CALLS:
+            inside = calls_state(op, FUNCTION_COMPUTES, IN_PLACE)
+        if inside is not None:  # a PartitionedCall is declared stateless, whatever it holds
+            return (
+                f"'{op.name}' calls a function ({op.type}: a tf.function, tf.cond or "
+                f"tf.while_loop) that holds '{inside}', state besides the model's variables "
+                "(a clock, a queue, a table, random numbers, a handle made by name, a change "
+                "in place), which "
+                "the measuring cannot follow into the call: compute a step's functions from "
+                "their inputs alone"
             )
     return None
 

@@ -533,6 +533,39 @@ def calls_write(op: Any) -> bool:
     return False
 
 
+def calls_state(
+    op: Any, computes: frozenset[str], also: frozenset[str] = frozenset()
+) -> str | None:
+    """The first op, by its type, that the functions a call ``op`` runs hold (at any depth)
+    and that is more than computation: a stateful op (a clock, a queue's size, a table, a
+    random number, a handle made by name), or one of ``computes``' complement: TensorFlow
+    declares ``PartitionedCall``, ``StatelessIf`` and the like stateless whatever their
+    functions hold, so a call must be looked into. ``computes`` are the stateful types that
+    only compute or read (a print, an assert, a variable's read through a handle passed in);
+    ``also`` are types that count as state though TensorFlow declares them stateless (a
+    change of a tensor in place); an op TensorFlow does not know counts as state. None when
+    every op only computes."""
+    from tensorflow.python.framework import op_def_registry
+
+    library = _library(op.graph)
+    stack, seen = _called(op.node_def, library), set()
+    while stack:
+        name = stack.pop()
+        if name in seen or name not in library:
+            continue
+        seen.add(name)
+        for node in library[name].node_def:
+            called = _called(node, library)
+            stack.extend(called)
+            if node.op in library:
+                continue
+            known = op_def_registry.get(node.op)
+            stateful = known is None or (known.is_stateful and node.op not in computes)
+            if stateful or node.op in also:
+                return str(node.op)
+    return None
+
+
 def _called(node_def: Any, library: dict[str, Any]) -> list[str]:
     """The functions a node calls: by its attributes (a branch, a body, ``f``) or by its
     type (a function of the library called by name)."""

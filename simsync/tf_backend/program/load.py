@@ -158,8 +158,10 @@ class _Copied:
     source: Source
 
     @classmethod
-    def of(cls, files: Mapping[str, bytes], program: str) -> _Copied:
-        return cls(cost_cache.digest(files, program), Source.of(files, program))
+    def of(cls, files: Mapping[str, bytes], program: str, args: Sequence[str] = ()) -> _Copied:
+        """Its files, and the command line they run with (``-- 3000`` builds another
+        graph than ``-- 2`` may, of the same ops: costs are kept apart)."""
+        return cls(cost_cache.digest(files, program, args), Source.of(files, program))
 
 
 @dataclass(frozen=True)
@@ -526,7 +528,7 @@ def _run(runner: _Runner, request: dict[str, Any]) -> _Answer:
         if runner.given is not None:  # beside the program's, not among its files
             (Path(folder) / GIVEN_META).parent.mkdir()
             (Path(folder) / GIVEN_META).write_bytes(runner.given.meta)
-        copied = runner.program or _Copied.of(files, source.name)
+        copied = runner.program or _Copied.of(files, source.name, runner.args)
         request = {**request, "program": source.name, "kind": kind, "args": list(runner.args)}
         request["source"] = copied.digest
         if runner.loop is not None:
@@ -607,7 +609,7 @@ def _run_cluster(runner: _Runner, request: dict[str, Any], jobs: Mapping[str, in
     outcomes: dict[tuple[str, int], Any] = {}
     with private_network() as enter, locked_folder("simsync-program-") as folder:
         files = _copy(source, Path(folder), shown)
-        copied = _Copied.of(files, source.name)
+        copied = _Copied.of(files, source.name, runner.args)
 
         def run_task(job: str, index: int) -> None:
             flags, config = task_says(jobs, job, index, runner.task_flags)
