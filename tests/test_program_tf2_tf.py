@@ -249,3 +249,27 @@ def test_another_strategy_is_refused_in_one_line(tmp_path):
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     one_clear_line(ran, "central.py", "CentralStorageStrategy", "not imported yet", "tf.function")
+
+
+#: Keras fit() on arrays: one pass over them an epoch, a new iterator each epoch
+FIT_ARRAYS = """
+import numpy as np
+import tensorflow as tf
+rng = np.random.default_rng(0)
+x = rng.normal(size=(256, 8)).astype("float32")
+y = rng.integers(0, 2, size=256).astype("int32")
+model = tf.keras.Sequential([tf.keras.Input(shape=(8,)), tf.keras.layers.Dense(2)])
+model.compile(optimizer="sgd",
+              loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+model.fit(x, y, batch_size=64, epochs=100, verbose=0)
+"""
+
+
+def test_a_fit_whose_epoch_ends_while_timed_says_how_to_time_it(tmp_path):
+    program = tmp_path / "fit_arrays.py"
+    program.write_text(FIT_ARRAYS)
+    ran = subprocess.run(
+        [sys.executable, "-m", "simsync", "simulate", str(program)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    one_clear_line(ran, "fit_arrays.py", "input ran out", "repeat()", "steps_per_epoch")

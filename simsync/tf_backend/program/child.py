@@ -119,6 +119,8 @@ def main(request_path: str, folder: str, work: str) -> int:
                 _answer_function(tf, request, loop, gpus, say)
             except Ended as ended:
                 say(error=str(ended))
+            except tf.errors.OutOfRangeError as error:  # its step's iterator came to its end
+                say(error=f"could not time its training step: {_cause(error)}: {RAN_OUT}")
             except BaseException as error:
                 say(error=f"could not read the training loop: {_cause(error)}")
             os._exit(0)
@@ -214,6 +216,15 @@ def _described(error: BaseException, program: Path) -> str:
 _WHERE_LINES = re.compile(
     r"^(Graph execution error|Detected at node|Node:|File |\[\[|\d+ root error|"
     r"\d+ successful operations|\d+ derived errors|Errors may have originated)"
+)
+
+
+#: why a tf.function step's input ran out while it was timed, and what to do
+RAN_OUT = (
+    "its input ran out while simsync timed the step, which it calls again with the same "
+    "iterator (some hundreds of times, a second's worth at least): give the step a dataset "
+    "that repeats (`dataset.repeat()`, with `steps_per_epoch` for Keras fit()), or more "
+    "batches per epoch"
 )
 
 
