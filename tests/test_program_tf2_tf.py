@@ -26,7 +26,8 @@ PROGRAMS = Path(__file__).parent / "fixtures" / "programs"
 
 #: runs a program's step twice (its loop is not run: its module is not __main__) with run
 #: metadata on, and says what TensorFlow itself recorded of the step's largest graph
-MEASURE = r"""
+#: runs CALL (the program's step, twice) with run metadata on, in a process of the test's own
+RECORDED = r"""
 import collections, json, os, runpy, sys
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0"  # as simsync's child runs a program
@@ -34,12 +35,15 @@ import tensorflow as tf
 from tensorflow.python.eager import context
 names = runpy.run_path(sys.argv[1], run_name="measured")
 context.context().enable_run_metadata()
-for _ in range(2):
-    names["train_step"](*names["batch"]())
+CALL
 graphs = context.context().export_run_metadata().function_graphs
 step = max(graphs, key=lambda g: len(g.post_optimization_graph.node))
 nodes = step.post_optimization_graph.node
 devices = {n.name: n.device for p in step.partition_graphs for n in p.node}
+"""
+MEASURE = (
+    RECORDED.replace("CALL", 'for _ in range(2):\n    names["train_step"](*names["batch"]())')
+    + r"""
 print(json.dumps({
     "types": collections.Counter(n.op for n in nodes),
     "returned": [n.input[0].split(":")[0] for n in nodes if n.op == "_Retval"],
@@ -48,6 +52,7 @@ print(json.dumps({
     "variables": sorted(v.name.split(":")[0] for v in names["variables"]),
 }))
 """
+)
 
 
 def measured(program: str) -> dict:
@@ -152,31 +157,17 @@ def mirrored():
 
 #: the all-reduce TensorFlow ran: each replica's collective op, its device, and what its
 #: group and instance keys are (the ops of one collective meet by them, by no edge)
-COLLECTIVES = r"""
-import json, os, runpy, sys
-os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0"
-import tensorflow as tf
-from tensorflow.python.eager import context
-names = runpy.run_path(sys.argv[1], run_name="measured")
-context.context().enable_run_metadata()
-for _ in range(2):
-    names["distributed_train_step"](*names["batch"]())
-graphs = context.context().export_run_metadata().function_graphs
-step = max(graphs, key=lambda g: len(g.post_optimization_graph.node))
-devices = {n.name: n.device for p in step.partition_graphs for n in p.node}
-print(json.dumps({
-    n.name: devices[n.name] for n in step.post_optimization_graph.node
-    if n.op.startswith("Collective")
-}))
+COLLECTIVES = (
+    RECORDED
+    + r"""
+print(json.dumps({n.name: devices[n.name] for n in nodes if n.op.startswith("Collective")}))
 """
+)
 
 
 def _collectives(program: str, call: str) -> dict[str, str]:
     """The collective ops TensorFlow ran in ``program``'s step (``call`` runs it twice)."""
-    script = COLLECTIVES.replace(
-        'names["distributed_train_step"](*names["batch"]())', call
-    ).replace("for _ in range(2):", "for _ in range(1):")
+    script = COLLECTIVES.replace("CALL", call)
     ran = subprocess.run(
         [sys.executable, "-c", script, str(PROGRAMS / program)],
         capture_output=True, text=True, timeout=300, env={**os.environ},

@@ -36,7 +36,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -519,18 +519,7 @@ def calls_write(op: Any) -> bool:
     known = getattr(op, "calls_write", None)
     if known is not None:  # said with the graph's data
         return bool(known)
-    library = _library(op.graph)
-    stack, seen = _called(op.node_def, library), set()
-    while stack:
-        name = stack.pop()
-        if name in seen or name not in library:
-            continue
-        seen.add(name)
-        for node in library[name].node_def:
-            if any(word in node.op for word in WRITE_WORDS):
-                return True
-            stack.extend(_called(node, library))
-    return False
+    return any(any(word in node.op for word in WRITE_WORDS) for node in _called_nodes(op))
 
 
 def calls_state(
@@ -538,15 +527,28 @@ def calls_state(
 ) -> str | None:
     """The first op, by its type, that the functions a call ``op`` runs hold (at any depth)
     and that is more than computation: a stateful op (a clock, a queue's size, a table, a
-    random number, a handle made by name), or one of ``computes``' complement: TensorFlow
-    declares ``PartitionedCall``, ``StatelessIf`` and the like stateless whatever their
-    functions hold, so a call must be looked into. ``computes`` are the stateful types that
-    only compute or read (a print, an assert, a variable's read through a handle passed in);
+    random number, a handle made by name) but ``computes``: TensorFlow declares
+    ``PartitionedCall``, ``StatelessIf`` and the like stateless whatever their functions
+    hold, so a call must be looked into. ``computes`` are the stateful types that only
+    compute or read (a print, an assert, a variable's read through a handle passed in);
     ``also`` are types that count as state though TensorFlow declares them stateless (a
     change of a tensor in place); an op TensorFlow does not know counts as state. None when
     every op only computes."""
     from tensorflow.python.framework import op_def_registry
 
+    library = _library(op.graph)
+    for node in _called_nodes(op):
+        if node.op in library:  # a function called by its name: its own nodes follow
+            continue
+        known = op_def_registry.get(node.op)
+        stateful = known is None or (known.is_stateful and node.op not in computes)
+        if stateful or node.op in also:
+            return str(node.op)
+    return None
+
+
+def _called_nodes(op: Any) -> Iterator[Any]:
+    """Every node of every function a call ``op`` runs, at any depth (each function once)."""
     library = _library(op.graph)
     stack, seen = _called(op.node_def, library), set()
     while stack:
@@ -555,15 +557,8 @@ def calls_state(
             continue
         seen.add(name)
         for node in library[name].node_def:
-            called = _called(node, library)
-            stack.extend(called)
-            if node.op in library:
-                continue
-            known = op_def_registry.get(node.op)
-            stateful = known is None or (known.is_stateful and node.op not in computes)
-            if stateful or node.op in also:
-                return str(node.op)
-    return None
+            yield node
+            stack.extend(_called(node, library))
 
 
 def _called(node_def: Any, library: dict[str, Any]) -> list[str]:
