@@ -1320,6 +1320,7 @@ def _hidden_writes(step: list[Any]) -> str | None:
                 "tf.function, tf.cond or tf.while_loop), whose writes are not measured: "
                 "update the variables with an optimizer's ops"
             )
+    for op in step:  # a write's own reason first (a handle made by name, said so)
         inside = None
         if op.type in FUNCTION_CALLS:
             inside = calls_state(op, FUNCTION_COMPUTES, IN_PLACE)
