@@ -72,7 +72,6 @@ from typing import Any
 import numpy as np
 
 from simsync.tf_backend.program.capture import (
-    FUNCTION_CALLS,
     HANDLE_READS,
     VARIABLE_OPS,
     WRITE_WORDS,
@@ -82,6 +81,7 @@ from simsync.tf_backend.program.capture import (
     carried_variable,
     is_handle,
     program_device,
+    runs_functions,
     upstream,
     variables_written,
 )
@@ -1289,10 +1289,6 @@ def _settings_drawn(step: list[Any], reaches: dict[str, bool]) -> str | None:
 
 #: ops that change their input's memory in place: a variable's read may share it
 IN_PLACE = frozenset({"InplaceAdd", "InplaceSub", "InplaceUpdate"})
-#: stateful types a function's body may hold, that compute or read only: a print, an
-#: assert, a variable's read through the handle the call was given (one made inside by its
-#: name, a ``VarHandleOp``, is state: it reaches any variable)
-FUNCTION_COMPUTES = KEEP_NOTHING | HANDLE_READS - {"DestroyResourceOp"}
 
 
 def _hidden_writes(step: list[Any]) -> str | None:
@@ -1314,7 +1310,7 @@ def _hidden_writes(step: list[Any]) -> str | None:
                 "graph's variables (made inside a function, or a second handle): what it "
                 "writes cannot be told; write each variable through its own handle"
             )
-        if op.type in FUNCTION_CALLS and calls_write(op):  # whatever handles it takes
+        if runs_functions(op) and calls_write(op):  # whatever handles it takes
             return (
                 f"'{op.name}' writes variables inside a function's call ({op.type}: a "
                 "tf.function, tf.cond or tf.while_loop), whose writes are not measured: "
@@ -1322,16 +1318,16 @@ def _hidden_writes(step: list[Any]) -> str | None:
             )
     for op in step:  # a write's own reason first (a handle made by name, said so)
         inside = None
-        if op.type in FUNCTION_CALLS:
-            inside = calls_state(op, FUNCTION_COMPUTES, IN_PLACE)
+        if runs_functions(op):
+            inside = calls_state(op, KEEP_NOTHING, IN_PLACE)
         if inside is not None:  # a PartitionedCall is declared stateless, whatever it holds
             return (
                 f"'{op.name}' calls a function ({op.type}: a tf.function, tf.cond or "
                 f"tf.while_loop) that holds '{inside}', state besides the model's variables "
-                "(a clock, a queue, a table, random numbers, a handle made by name, a change "
-                "in place), which "
-                "the measuring cannot follow into the call: compute a step's functions from "
-                "their inputs alone"
+                "(a clock, a queue, a table, random numbers, a variable read inside it, a "
+                "change in place), which the measuring cannot follow into the call: compute "
+                "a step's functions from their inputs alone (read a variable outside, pass "
+                "its value in)"
             )
     return None
 
@@ -1340,7 +1336,7 @@ def _unknown_handle(op: Any) -> str | None:
     """The handle (its tensor's name) through which an op of a writing kind writes, or a
     function's call may, that leads to none of the graph's variables; None when there is
     none."""
-    writer = op.type in FUNCTION_CALLS or any(word in op.type for word in WRITE_WORDS)
+    writer = runs_functions(op) or any(word in op.type for word in WRITE_WORDS)
     if not writer:
         return None
     other = ("Accumulator", "Queue", "Stack", "Table")  # resources that are no variables

@@ -547,6 +547,14 @@ def calls_state(
     return None
 
 
+def runs_functions(op: Any) -> bool:
+    """Whether ``op`` runs functions of its graph's library: a call, a branch, a loop's body
+    (``If``, ``While``, ``PartitionedCall``), but any op that names one in an attribute
+    (``For``, ``SymbolicGradient``, ``MapDefun``, ``BatchFunction``, ``RemoteCall``...) or
+    is one by its type; each looked into, whatever TensorFlow declares of the op itself."""
+    return op.type in FUNCTION_CALLS or bool(_called(op.node_def, _library(op.graph)))
+
+
 def _called_nodes(op: Any) -> Iterator[Any]:
     """Every node of every function a call ``op`` runs, at any depth (each function once)."""
     library = _library(op.graph)

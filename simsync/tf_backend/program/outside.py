@@ -44,6 +44,8 @@ OUTSIDE = frozenset(
         # a protocol buffer's descriptors read from a file (``descriptor_source``), a
         # vocabulary or a text read from one (``vocab_file``, ``filename``)
         *("DecodeProtoV2", "EncodeProto", "FixedUnigramCandidateSampler", "Skipgram"),
+        # a function run on another task, by its name (the twenty-first attack)
+        "RemoteCall",
     }
 )
 #: op types named by a word above that reach nothing: a tensor's copy, a string's parse
