@@ -106,6 +106,10 @@ class _Replay:
             if not v.counter
         }
         self.op_of = {op.name: op for op in graph.ops()}
+        #: per op, the variables it writes that hold numbers (not counters)
+        self.written = {
+            name: tuple(v for v in op.writes if v in self.state) for name, op in self.op_of.items()
+        }
         self.kind_of = {name: kind_of(op.kind) for name, op in self.op_of.items()}
         #: per op, its data inputs' ops, and their positions by role (what the rules ask for)
         self.froms = {name: [self.op_of[src] for src in srcs] for name, srcs in self.inputs.items()}
@@ -218,11 +222,18 @@ class _Replay:
     def run(self) -> Replayed:
         ledger = self._ledger()
         with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported by _loss
-            for position, update in enumerate(ledger):
+            position = 0
+            while position < len(ledger):
+                update = ledger[position]
                 run = (update.client, update.step)
                 if self._missing(run, update.op):
                     self._lookahead(ledger, position)
+                chained = self._chain(ledger, position)
+                if chained:
+                    position += chained
+                    continue
                 self._apply(run, update.op, update.before)
+                position += 1
             self._all_losses()
         final = {name: state.values[state.version].copy() for name, state in self.state.items()}
         variables = self.graph.variables
@@ -268,11 +279,7 @@ class _Replay:
         if missing:
             self._evaluate(missing)
         context = self._context(run)
-        values = context.values
-        inputs = Inputs.of(
-            op, self.froms[name], [values[src] for src in self.inputs[name]], self.slots[name]
-        )
-        new = rule(context, op, inputs)
+        new = rule(context, op, self._inputs(context, name))
         for variable in written:
             state = self.state[variable]
             state.version += 1
@@ -280,6 +287,56 @@ class _Replay:
             if state.readers[state.version - 1] <= 0:
                 state.values.pop(state.version - 1, None)
         self._done_with(run)
+
+    def _chain(self, ledger: list[Any], position: int) -> int:
+        """Apply as one numpy pass (the kind's ``numpy_chain``) the coming updates that land one
+        after another on the same variables with their gradients already evaluated (the
+        asynchronous workers' applies after a lookahead); how many it applied (none when fewer
+        than two qualify: :meth:`_apply` takes one)."""
+        first = ledger[position]
+        kind, written = self.kind_of[first.op], self.written[first.op]
+        state = self.state
+        if kind.numpy_chain is None or not written:
+            return 0
+        if any(state[variable].version != first.before for variable in written):
+            return 0  # _apply says why
+        runs: list[RunKey] = []
+        for update in ledger[position : position + LOOKAHEAD]:
+            run = (update.client, update.step)
+            if (
+                self.kind_of[update.op] is not kind
+                or self.written[update.op] != written
+                or update.before != first.before + len(runs)
+                or self._missing(run, update.op)
+            ):
+                break
+            runs.append(run)
+        if len(runs) < 2:
+            return 0
+        names = [update.op for update in ledger[position : position + len(runs)]]
+        contexts = [self._context(run) for run in runs]
+        inputs = [self._inputs(c, name) for c, name in zip(contexts, names, strict=True)]
+        chain = kind.numpy_chain(contexts, [self.op_of[name] for name in names], inputs)
+        for variable in written:
+            versions = state[variable]
+            for value in chain[variable]:  # version by version, as _apply lands them
+                versions.version += 1
+                versions.values[versions.version] = value
+                if versions.readers[versions.version - 1] <= 0:
+                    versions.values.pop(versions.version - 1, None)
+        for run in runs:
+            self._done_with(run)
+        return len(runs)
+
+    def _inputs(self, context: RunContext, name: str) -> Inputs:
+        """The inputs of op ``name`` in the run of ``context``, all evaluated."""
+        values = context.values
+        return Inputs.of(
+            self.op_of[name],
+            self.froms[name],
+            [values[src] for src in self.inputs[name]],
+            self.slots[name],
+        )
 
     def _done_with(self, run: RunKey) -> None:
         """One effect of ``run`` replayed; its values go when none is left."""
