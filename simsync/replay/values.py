@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from simsync.errors import SimsyncError, SimulationError
-from simsync.ir import Graph, run_orders
+from simsync.ir import Graph, Op, run_orders
 from simsync.kinds import kind_of
 from simsync.kinds.contract import Inputs, OpLike, slots
 from simsync.kinds.dequeue import batch_positions
@@ -116,6 +116,17 @@ class _Replay:
         self.slots = {
             name: slots([self.kind_of[src].provides for src in srcs])
             for name, srcs in self.inputs.items()
+        }
+        #: per op: the op, its data inputs' names and ops, their positions by role
+        self.about = {
+            name: (op, self.inputs[name], self.froms[name], self.slots[name])
+            for name, op in self.op_of.items()
+        }
+        #: per op without data inputs, its (empty) inputs, made once
+        self.no_inputs = {
+            name: Inputs.of(op, [], [], self.slots[name])
+            for name, op in self.op_of.items()
+            if not self.inputs[name]
         }
         #: the runs being evaluated: their values and batches
         self.runs: dict[RunKey, RunContext] = {}
@@ -428,23 +439,30 @@ class _Replay:
 
     def _evaluate_kind(self, run_ops: list[RunOp]) -> None:
         """Evaluate ``run_ops``, all of one kind, with the kind's batch rule if it has one."""
-        kind, names, op_of = self.kind_of[run_ops[0][1]], self.inputs, self.op_of
-        froms, positions = self.froms, self.slots
-        contexts = [self._context(run) for run, _ in run_ops]
-        ops = [op_of[name] for _, name in run_ops]
-        inputs = []
-        for context, op, (_, name) in zip(contexts, ops, run_ops, strict=True):
-            run_values = context.values
-            values = [run_values[src] for src in names[name]]
-            inputs.append(Inputs.of(op, froms[name], values, positions[name]))
+        kind, runs, about = self.kind_of[run_ops[0][1]], self.runs, self.about
+        contexts: list[RunContext] = []
+        ops: list[Op] = []
+        inputs: list[Inputs] = []
+        for run, name in run_ops:
+            context = runs.get(run)
+            if context is None:
+                context = runs[run] = RunContext(self, run)
+            op, sources, froms, positions = about[name]
+            contexts.append(context)
+            ops.append(op)
+            if sources:
+                values = context.values
+                inputs.append(Inputs.of(op, froms, [values[src] for src in sources], positions))
+            else:
+                inputs.append(self.no_inputs[name])
         if kind.numpy_batch is not None:
-            values = kind.numpy_batch(contexts, ops, inputs)
+            results = kind.numpy_batch(contexts, ops, inputs)
         elif kind.numpy is not None:
-            values = [kind.numpy(*args) for args in zip(contexts, ops, inputs, strict=True)]
+            results = [kind.numpy(*args) for args in zip(contexts, ops, inputs, strict=True)]
         else:
-            values = [None] * len(run_ops)
+            results = [None] * len(run_ops)
         reads_model, loss = self.reads_model, kind.carries_loss
-        for context, (run, name), value in zip(contexts, run_ops, values, strict=True):
+        for context, (run, name), value in zip(contexts, run_ops, results, strict=True):
             context.values[name] = value
             if loss:
                 self._loss(run, name, value.loss)
