@@ -420,11 +420,13 @@ class _Replay:
             if pushes_of:
                 needed += [p for n in todo for p in pushes_of.get(n, ())]
             todo = self._unevaluated(needed)
-        for level in reversed(levels):
+        kind_of = self.kind_of
+        for depth, level in enumerate(reversed(levels)):
             groups: dict[str, list[RunOp]] = {}
-            # an op of a run also an input of another was evaluated at the deeper level
-            for run_op in self._unevaluated(level):
-                groups.setdefault(self.kind_of[run_op[1]].name, []).append(run_op)
+            # an op of a run also an input of another was evaluated at a deeper level (the
+            # deepest level was just found unevaluated)
+            for run_op in self._unevaluated(level) if depth else level:
+                groups.setdefault(kind_of[run_op[1]].name, []).append(run_op)
             for group in groups.values():
                 self._evaluate_kind(group)
 
