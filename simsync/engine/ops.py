@@ -102,17 +102,18 @@ class Execution:
         self.engine, self.run, self.planned = engine, run, planned
         self.ready = self.start = engine.env.now
         self.blocked = 0.0
-        self.held = 0  # devices (and locks) granted so far
         self.core = False
         #: the thread whose op made this one ready (None: a run's first op)
         self.origin = origin
         seconds = planned.seconds  # a fixed cost, else the share of this step's draw
         self.duration = seconds if seconds is not None else planned.duration(run.draws)
-        if planned.waits:  # blocked on a resource, holding no device
-            engine.resource_wait(run, planned).callbacks.append(self._served)
-        elif planned.pool is None and len(planned.devices) == 1:  # the usual: one device
+        if planned.single:  # the usual: one device, no resource to wait for, no pool of cores
             self.held = 1
             planned.devices[0].request(self._begin)
+            return
+        self.held = 0  # devices (and locks) granted so far
+        if planned.waits:  # blocked on a resource, holding no device
+            engine.resource_wait(run, planned).callbacks.append(self._served)
         else:
             self._acquire(None)
 

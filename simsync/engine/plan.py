@@ -76,6 +76,8 @@ class PlannedOp:
     writes: bool = field(init=False)
     #: writes variables, puts into a resource or sets a counter as it ends
     effects: bool = field(init=False)
+    #: holds one device, waits for no resource and takes no core of a pool: the usual op
+    single: bool = field(init=False)
     #: its duration when its cost is not drawn (None: drawn each step)
     seconds: float | None = field(init=False)
     #: what a record of its execution names: the op, its kind, its devices
@@ -90,6 +92,7 @@ class PlannedOp:
         self.sets_counter = action is not None and action.sets_counter
         self.reads, self.writes = bool(op.reads), bool(op.writes)
         self.effects = self.writes or self.puts or self.sets_counter
+        self.single = len(self.devices) == 1 and not self.waits and self.pool is None
         self.seconds = None if self.group is not None else self.duration({})
         self.record = (op.name, op.kind, op.devices)
 
