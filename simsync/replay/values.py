@@ -332,7 +332,8 @@ class _Replay:
             versions = state[variable]
             for value in chain[variable]:  # version by version, as _apply lands them
                 versions.version += 1
-                versions.values[versions.version] = value
+                # a copy: a version kept for a slow reader keeps no other of the chain alive
+                versions.values[versions.version] = value.copy()
                 if versions.readers[versions.version - 1] <= 0:
                     versions.values.pop(versions.version - 1, None)
         for run in runs:
