@@ -616,6 +616,7 @@ def _rules_timed(spent: dict[str, float], calls: dict[str, int]) -> dict[str, An
             kind,
             numpy=None if kind.numpy is None else timed(name, kind.numpy),
             numpy_batch=None if kind.numpy_batch is None else timed(name, kind.numpy_batch),
+            numpy_chain=None if kind.numpy_chain is None else timed(name, kind.numpy_chain),
         )
     return saved
 

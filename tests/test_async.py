@@ -17,7 +17,7 @@ from simsync.engine.clocks import Clocks
 from simsync.errors import ScenarioError, SimsyncError, SimulationError
 from simsync.ir import Client, Cost, Op
 from simsync.patterns import build_async
-from simsync.replay import replay
+from simsync.replay import replay, values
 from simsync.scenario import (
     ClusterConfig,
     ComputeConfig,
@@ -135,6 +135,28 @@ def test_replaying_the_simulated_ledger_gives_the_simulated_parameters() -> None
         params = replay(sim.graph, sim.trace, sim.scenario.model, 0).params
         for name, value in sim.trace.params.items():
             assert np.array_equal(params[name], value), (training, name)
+
+
+def test_chained_applies_give_the_parameters_and_losses_of_one_apply_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The replay lands many workers' applies in one numpy pass (the apply kind's
+    ``numpy_chain``): bit for bit what applying them one at a time gives."""
+    sim = simulate(workers(16, steps=20), numerics=False, detail=False)
+    model, chain, chained_runs = sim.scenario.model, values._Replay._chain, []
+
+    def counted(*args: object) -> int:
+        chained_runs.append(chain(*args))  # type: ignore[arg-type]
+        return chained_runs[-1]
+
+    monkeypatch.setattr(values._Replay, "_chain", counted)
+    chained = replay(sim.graph, sim.trace, model, 0)
+    assert max(chained_runs) > 2  # it did land several applies at once
+    monkeypatch.setattr(values._Replay, "_chain", lambda *args: 0)
+    one_at_a_time = replay(sim.graph, sim.trace, model, 0)
+    for name, value in chained.params.items():
+        assert np.array_equal(one_at_a_time.params[name], value), name
+    assert chained.losses == one_at_a_time.losses
 
 
 def test_replay_refuses_a_ledger_with_a_hole() -> None:

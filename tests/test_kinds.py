@@ -5,11 +5,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from simsync.errors import GraphError
 from simsync.ir.resources import ACTIONS
 from simsync.kinds import KINDS, cost_keys, kind_of
+from simsync.kinds.aggregate import LARGE_GRADIENT, mean_gradients
 from simsync.scenario.schema import fields_of
 from simsync.viz import kind_style
 
@@ -64,3 +66,17 @@ def test_no_training_mode_is_switched_on_downstream() -> None:
             if pattern.search(line) and ">>>" not in line:
                 offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert offenders == []
+
+
+@pytest.mark.parametrize("shape", [(8, 4, 10), (8, 64, 64)])  # below and above LARGE_GRADIENT
+def test_the_mean_of_a_batched_passs_rows_is_that_of_their_stacked_copy(
+    shape: tuple[int, int, int],
+) -> None:
+    """The towers' gradients of one batched backward pass are rows of one array: their mean
+    is bit for bit the same whether that array is averaged or the rows are stacked again."""
+    stacked = np.random.default_rng(0).normal(size=shape)
+    rows = [{"w": row} for row in stacked]
+    assert (stacked[0].nbytes >= LARGE_GRADIENT) == (shape[1] == 64)
+    mean = mean_gradients(rows)["w"]
+    assert mean.tobytes() == np.mean(np.array(stacked), axis=0).tobytes()
+    assert mean.tobytes() == stacked.mean(axis=0).tobytes()

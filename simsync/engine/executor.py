@@ -336,16 +336,11 @@ class Engine:
     # -- op by op -------------------------------------------------------------------------
     def finished(self, execution: Execution) -> None:
         """An op has run: its writes land, its puts are made, its outputs go on."""
-        run, planned, now = execution.run, execution.planned, self.env.now
-        op, recorder = planned.op, self.recorder
-        if planned.sets_counter:  # the token it got becomes the local step
-            recorder.writes(run, op, now, run.token)
-        elif planned.writes and recorder.update(run, op, now):
-            recorder.writes(run, op, now, None)
-        if planned.puts:
-            self._put(run, planned, now)
+        run, planned = execution.run, execution.planned
+        if planned.effects:
+            self._effects(run, planned, self.env.now)
         if self.detail:
-            recorder.executed(execution, now)
+            self.recorder.executed(execution, self.env.now)
         for output in planned.outputs:
             if output.free:
                 self._arrive(run, planned, output.dst)
@@ -354,6 +349,16 @@ class Engine:
         run.remaining -= 1
         if run.remaining == 0:
             run.done.succeed()
+
+    def _effects(self, run: Run, planned: PlannedOp, now: float) -> None:
+        """What an op that writes, puts or sets a counter does as it ends."""
+        op, recorder = planned.op, self.recorder
+        if planned.sets_counter:  # the token it got becomes the local step
+            recorder.writes(run, op, now, run.token)
+        elif planned.writes and recorder.update(run, op, now):
+            recorder.writes(run, op, now, None)
+        if planned.puts:
+            self._put(run, planned, now)
 
     def transferred(self, transfer: Transfer, end: float) -> None:
         """A tensor has arrived at its consumer's device."""
@@ -365,7 +370,8 @@ class Engine:
         if self.detail:
             run.arrivals[dst].append((planned.op.name, self.env.now))
         pending = run.pending
-        pending[dst] -= 1
-        if pending[dst] == 0:
+        left = pending[dst] - 1
+        pending[dst] = left
+        if left == 0:
             threads = run.threads
             Execution(self, run, run.plan.ops[dst], threads[planned.index] if threads else None)

@@ -102,11 +102,16 @@ class Execution:
         self.engine, self.run, self.planned = engine, run, planned
         self.ready = self.start = engine.env.now
         self.blocked = 0.0
-        self.held = 0  # devices (and locks) granted so far
         self.core = False
         #: the thread whose op made this one ready (None: a run's first op)
         self.origin = origin
-        self.duration = planned.duration(run.draws)
+        seconds = planned.seconds  # a fixed cost, else the share of this step's draw
+        self.duration = seconds if seconds is not None else planned.duration(run.draws)
+        if planned.single:  # the usual: one device, no resource to wait for, no pool of cores
+            self.held = 1
+            planned.devices[0].request(self._begin)
+            return
+        self.held = 0  # devices (and locks) granted so far
         if planned.waits:  # blocked on a resource, holding no device
             engine.resource_wait(run, planned).callbacks.append(self._served)
         else:
@@ -137,15 +142,15 @@ class Execution:
             self._begin(None)
 
     def _begin(self, event: simpy.Event | None) -> None:
-        engine, planned = self.engine, self.planned
-        self.start = engine.env.now
+        engine, planned, run = self.engine, self.planned, self.run
+        self.start = start = engine.env.now
         if self.core:
             if event is not None:  # granted by the pool (not kept for it by the op before)
-                self.run.threads[planned.index] = event.value
-        elif self.run.threads:  # no thread of its own: it runs on the one that made it ready
-            self.run.threads[planned.index] = self.origin
+                run.threads[planned.index] = event.value
+        elif run.threads:  # no thread of its own: it runs on the one that made it ready
+            run.threads[planned.index] = self.origin
         if planned.reads:  # a read sees the variables as they are when it starts
-            engine.record_reads(self.run, planned.op, self.start)
+            engine.record_reads(run, planned.op, start)
         if self.core and planned.pool is not None:  # busy cores slow each other
             planned.pool.run(self.duration, self._finish)
         elif self.duration > 0:
@@ -154,19 +159,20 @@ class Execution:
             self._finish(None)
 
     def _finish(self, _event: simpy.Event | None) -> None:
-        planned, run = self.planned, self.run
-        for device in planned.devices:
+        for device in self.planned.devices:
             device.release()
-        cores = planned.pool if self.core else None
-        successor = self._successor() if cores is not None else None
-        thread = run.threads[planned.index] if cores is not None else None
-        if cores is not None and successor is not None:  # the run's next op goes on here
-            assert thread is not None, "an op that held a thread knows which"
+        if not self.core:
+            self.engine.finished(self)
+            return
+        planned, run = self.planned, self.run
+        cores, thread = planned.pool, run.threads[planned.index]
+        assert cores is not None and thread is not None, "an op that held a thread knows which"
+        successor = self._successor()
+        if successor is not None:  # the run's next op goes on here
             cores.keep(run, successor, thread)
         self.engine.finished(self)
-        if cores is not None and successor is None:
+        if successor is None:
             # after the outputs went on: a consumer that asked for a core meanwhile goes first
-            assert thread is not None, "an op that held a thread knows which"
             cores.release(thread)
 
     def _successor(self) -> int | None:

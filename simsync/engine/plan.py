@@ -74,15 +74,27 @@ class PlannedOp:
     sets_counter: bool = field(init=False)  # what it gets becomes the counter it writes
     reads: bool = field(init=False)
     writes: bool = field(init=False)
+    #: writes variables, puts into a resource or sets a counter as it ends
+    effects: bool = field(init=False)
+    #: holds one device, waits for no resource and takes no core of a pool: the usual op
+    single: bool = field(init=False)
+    #: its duration when its cost is not drawn (None: drawn each step)
+    seconds: float | None = field(init=False)
+    #: what a record of its execution names: the op, its kind, its devices
+    record: tuple[str, str, tuple[str, ...]] = field(init=False)
 
     def __post_init__(self) -> None:
-        cost, action = self.op.cost, self.kind.action
+        op, cost, action = self.op, self.op.cost, self.kind.action
         self.group, self.fraction, self.overhead = cost.group, cost.fraction, cost.overhead
         self.action = action
         self.waits = action is not None and (not action.puts or self.room)
         self.puts = action is not None and action.puts
         self.sets_counter = action is not None and action.sets_counter
-        self.reads, self.writes = bool(self.op.reads), bool(self.op.writes)
+        self.reads, self.writes = bool(op.reads), bool(op.writes)
+        self.effects = self.writes or self.puts or self.sets_counter
+        self.single = len(self.devices) == 1 and not self.waits and self.pool is None
+        self.seconds = None if self.group is not None else self.duration({})
+        self.record = (op.name, op.kind, op.devices)
 
     def duration(self, draws: dict[str, float]) -> float:
         """Seconds the op holds its device(s) in a run with these compute draws: its share of

@@ -80,18 +80,16 @@ class Recorder:
     # -- ops and tensors --------------------------------------------------------------------
     def executed(self, execution: Execution, end: float) -> None:
         """An op's execution (with detail only)."""
-        run, op = execution.run, execution.planned.op
+        run, planned = execution.run, execution.planned
         self.trace.ops.append(
             OpRecord(
-                op.name,
-                op.kind,
-                op.devices,
+                *planned.record,  # the op's name, kind and devices
                 run.plan.name,
                 run.step,
                 execution.ready,
                 execution.start,
                 end,
-                tuple(run.arrivals[execution.planned.index]),
+                tuple(run.arrivals[planned.index]),
                 None,
                 execution.blocked,
             )

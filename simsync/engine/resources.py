@@ -76,19 +76,16 @@ class Slot:
         """Call ``callback`` once a place is granted (at this moment if one is free)."""
         if self.count < self.capacity:
             self.count += 1
-            self._grant(callback)
+            Scheduled(self.env, callback)  # the grant
         else:
             self.waiters.append(callback)
 
     def release(self) -> None:
         """Give the place back: to the next waiter, if any."""
         if self.waiters:
-            self._grant(self.waiters.popleft())
+            Scheduled(self.env, self.waiters.popleft())  # the grant
         else:
             self.count -= 1
-
-    def _grant(self, callback: Callback) -> None:
-        Scheduled(self.env, callback)
 
 
 class Cores(Slot):

@@ -1,8 +1,9 @@
 """``apply``: one SGD step on the variables it writes; the variables' versions move by one.
 
-The only SGD step in simsync (:func:`sgd_step`), and the only rule for dropping a stale update
-(:func:`fresh_enough`, as TensorFlow's ``DropStaleGradientOptimizer`` decides): the engine, the
-replay and the TensorFlow lowering all use these two.
+The only SGD step in simsync (:func:`sgd_step`; :func:`sgd_steps` takes it for many updates
+in turn, in one numpy pass), and the only rule for dropping a stale update (:func:`fresh_enough`,
+as TensorFlow's ``DropStaleGradientOptimizer`` decides): the engine, the replay and the
+TensorFlow lowering all use these.
 
 Provides an **update** (no op takes it as an input). Needs one or more **gradients** when it
 writes trainable variables (merged: a gradient for each of them), none when it only moves
@@ -11,7 +12,10 @@ counters (a global step). Writes trainable variables and counters.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from simsync.errors import GraphError
 from simsync.kinds.aggregate import whole_gradients
@@ -28,7 +32,7 @@ from simsync.kinds.contract import (
 )
 from simsync.kinds.registry import OpKind, Style, register
 
-__all__ = ["APPLY", "fresh_enough", "sgd_step"]
+__all__ = ["APPLY", "fresh_enough", "sgd_step", "sgd_steps"]
 
 
 def sgd_step(value: Any, gradient: Any, learning_rate: Any) -> Any:
@@ -38,6 +42,21 @@ def sgd_step(value: Any, gradient: Any, learning_rate: Any) -> Any:
     0.95
     """
     return value - learning_rate * gradient
+
+
+def sgd_steps(value: Any, gradients: Sequence[Any], learning_rate: float) -> np.ndarray:
+    """:func:`sgd_step` with each of ``gradients`` in turn, each on the value the one before
+    made: the values after each step, stacked, in one numpy pass (``subtract.accumulate``
+    subtracts in order, so every value is bit for bit that of the step by step loop).
+
+    >>> value, gradients = np.array([1.0, 2.0]), [np.array([0.5, 0.3]), np.array([0.7, 0.1])]
+    >>> steps = sgd_steps(value, gradients, 0.1)
+    >>> one = sgd_step(value, gradients[0], 0.1)
+    >>> bool((steps[0] == one).all() and (steps[1] == sgd_step(one, gradients[1], 0.1)).all())
+    True
+    """
+    terms = np.concatenate([np.asarray(value)[None], learning_rate * np.array(gradients)])
+    return np.subtract.accumulate(terms)[1:]
 
 
 def fresh_enough(before: Any, read: Any, max_staleness: int | None) -> Any:
@@ -65,6 +84,20 @@ def _numpy(ctx: RunLike, op: OpLike, inputs: Inputs) -> dict[str, Any]:
     return {
         v: sgd_step(ctx.current(v), grads[ctx.parameter(v)], rate)
         for v in op.writes
+        if ctx.trainable(v)
+    }
+
+
+def _numpy_chain(
+    contexts: Sequence[RunLike], ops: Sequence[OpLike], inputs: Sequence[Inputs]
+) -> dict[str, Any]:
+    """Applies landing one after another on the same variables (asynchronous workers'): each
+    trainable variable's values after each, in one pass (:func:`sgd_steps`)."""
+    ctx, rate = contexts[0], contexts[0].spec.learning_rate
+    grads = [_gradients(op_inputs, op.device) for op, op_inputs in zip(ops, inputs, strict=True)]
+    return {
+        v: sgd_steps(ctx.current(v), [g[ctx.parameter(v)] for g in grads], rate)
+        for v in ops[0].writes
         if ctx.trainable(v)
     }
 
@@ -126,6 +159,7 @@ APPLY = register(
         needs=(some("gradients", when=_writes_parameters),),
         may_write=frozenset({"trainable", "counter"}),
         numpy=_numpy,
+        numpy_chain=_numpy_chain,
         lower=_lower,
         abstract=_abstract,
     )

@@ -19,6 +19,10 @@ Rules are plain functions stored on the kind; each finds its inputs by role thro
   read, the gradients a take averages);
 - ``numpy_batch(contexts, ops, inputs) -> values``: the same for many ops of the kind at once
   (the replay batches towers that read the same version);
+- ``numpy_chain(contexts, ops, inputs) -> {variable: values}``: for ops that write variables,
+  many of them landing one after another on the same variables, each on the version the one
+  before made (asynchronous workers' applies): per variable written, its value after each op
+  in turn, stacked on a first axis; bit for bit what ``numpy`` gives op by op;
 - ``lower(builder, op, inputs) -> value``: TensorFlow ops for the IR op, built through the
   backend's builder (``builder.tf`` is the TensorFlow module, passed in: nothing here imports it);
 - ``abstract(op, inputs, context) -> Abstract``: what the value will be, from what the inputs'
@@ -63,6 +67,7 @@ CATEGORIES = ("trainable", "counter", "statistic")
 
 NumpyRule = Callable[[RunLike, OpLike, Inputs], Any]
 BatchRule = Callable[[Sequence[RunLike], Sequence[OpLike], Sequence[Inputs]], list[Any]]
+ChainRule = Callable[[Sequence[RunLike], Sequence[OpLike], Sequence[Inputs]], dict[str, Any]]
 LoweringRule = Callable[[BuilderLike, OpLike, Inputs], Any]
 
 
@@ -105,6 +110,7 @@ class OpKind:
     computes: bool = True
     numpy: NumpyRule | None = None
     numpy_batch: BatchRule | None = None
+    numpy_chain: ChainRule | None = None
     lower: LoweringRule | None = None
     abstract: AbstractRule | None = None
     #: why ``lower`` is None, for the backend's error message

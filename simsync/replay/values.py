@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from simsync.errors import SimsyncError, SimulationError
-from simsync.ir import Graph, run_orders
+from simsync.ir import Graph, Op, run_orders
 from simsync.kinds import kind_of
 from simsync.kinds.contract import Inputs, OpLike, slots
 from simsync.kinds.dequeue import batch_positions
@@ -106,12 +106,27 @@ class _Replay:
             if not v.counter
         }
         self.op_of = {op.name: op for op in graph.ops()}
+        #: per op, the variables it writes that hold numbers (not counters)
+        self.written = {
+            name: tuple(v for v in op.writes if v in self.state) for name, op in self.op_of.items()
+        }
         self.kind_of = {name: kind_of(op.kind) for name, op in self.op_of.items()}
         #: per op, its data inputs' ops, and their positions by role (what the rules ask for)
         self.froms = {name: [self.op_of[src] for src in srcs] for name, srcs in self.inputs.items()}
         self.slots = {
             name: slots([self.kind_of[src].provides for src in srcs])
             for name, srcs in self.inputs.items()
+        }
+        #: per op: the op, its data inputs' names and ops, their positions by role
+        self.about = {
+            name: (op, self.inputs[name], self.froms[name], self.slots[name])
+            for name, op in self.op_of.items()
+        }
+        #: per op without data inputs, its (empty) inputs, made once
+        self.no_inputs = {
+            name: Inputs.of(op, [], [], self.slots[name])
+            for name, op in self.op_of.items()
+            if not self.inputs[name]
         }
         #: the runs being evaluated: their values and batches
         self.runs: dict[RunKey, RunContext] = {}
@@ -218,11 +233,18 @@ class _Replay:
     def run(self) -> Replayed:
         ledger = self._ledger()
         with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported by _loss
-            for position, update in enumerate(ledger):
+            position = 0
+            while position < len(ledger):
+                update = ledger[position]
                 run = (update.client, update.step)
                 if self._missing(run, update.op):
                     self._lookahead(ledger, position)
+                chained = self._chain(ledger, position)
+                if chained:
+                    position += chained
+                    continue
                 self._apply(run, update.op, update.before)
+                position += 1
             self._all_losses()
         final = {name: state.values[state.version].copy() for name, state in self.state.items()}
         variables = self.graph.variables
@@ -268,11 +290,7 @@ class _Replay:
         if missing:
             self._evaluate(missing)
         context = self._context(run)
-        values = context.values
-        inputs = Inputs.of(
-            op, self.froms[name], [values[src] for src in self.inputs[name]], self.slots[name]
-        )
-        new = rule(context, op, inputs)
+        new = rule(context, op, self._inputs(context, name))
         for variable in written:
             state = self.state[variable]
             state.version += 1
@@ -280,6 +298,57 @@ class _Replay:
             if state.readers[state.version - 1] <= 0:
                 state.values.pop(state.version - 1, None)
         self._done_with(run)
+
+    def _chain(self, ledger: list[Any], position: int) -> int:
+        """Apply as one numpy pass (the kind's ``numpy_chain``) the coming updates that land one
+        after another on the same variables with their gradients already evaluated (the
+        asynchronous workers' applies after a lookahead); how many it applied (none when fewer
+        than two qualify: :meth:`_apply` takes one)."""
+        first = ledger[position]
+        kind, written = self.kind_of[first.op], self.written[first.op]
+        state = self.state
+        if kind.numpy_chain is None or not written:
+            return 0
+        if any(state[variable].version != first.before for variable in written):
+            return 0  # _apply says why
+        runs: list[RunKey] = []
+        for update in ledger[position : position + LOOKAHEAD]:
+            run = (update.client, update.step)
+            if (
+                self.kind_of[update.op] is not kind
+                or self.written[update.op] != written
+                or update.before != first.before + len(runs)
+                or self._missing(run, update.op)
+            ):
+                break
+            runs.append(run)
+        if len(runs) < 2:
+            return 0
+        names = [update.op for update in ledger[position : position + len(runs)]]
+        contexts = [self._context(run) for run in runs]
+        inputs = [self._inputs(c, name) for c, name in zip(contexts, names, strict=True)]
+        chain = kind.numpy_chain(contexts, [self.op_of[name] for name in names], inputs)
+        for variable in written:
+            versions = state[variable]
+            for value in chain[variable]:  # version by version, as _apply lands them
+                versions.version += 1
+                # a copy: a version kept for a slow reader keeps no other of the chain alive
+                versions.values[versions.version] = value.copy()
+                if versions.readers[versions.version - 1] <= 0:
+                    versions.values.pop(versions.version - 1, None)
+        for run in runs:
+            self._done_with(run)
+        return len(runs)
+
+    def _inputs(self, context: RunContext, name: str) -> Inputs:
+        """The inputs of op ``name`` in the run of ``context``, all evaluated."""
+        values = context.values
+        return Inputs.of(
+            self.op_of[name],
+            self.froms[name],
+            [values[src] for src in self.inputs[name]],
+            self.slots[name],
+        )
 
     def _done_with(self, run: RunKey) -> None:
         """One effect of ``run`` replayed; its values go when none is left."""
@@ -352,11 +421,13 @@ class _Replay:
             if pushes_of:
                 needed += [p for n in todo for p in pushes_of.get(n, ())]
             todo = self._unevaluated(needed)
-        for level in reversed(levels):
+        kind_of = self.kind_of
+        for depth, level in enumerate(reversed(levels)):
             groups: dict[str, list[RunOp]] = {}
-            # an op of a run also an input of another was evaluated at the deeper level
-            for run_op in self._unevaluated(level):
-                groups.setdefault(self.kind_of[run_op[1]].name, []).append(run_op)
+            # an op of a run also an input of another was evaluated at a deeper level (the
+            # deepest level was just found unevaluated)
+            for run_op in self._unevaluated(level) if depth else level:
+                groups.setdefault(kind_of[run_op[1]].name, []).append(run_op)
             for group in groups.values():
                 self._evaluate_kind(group)
 
@@ -371,23 +442,30 @@ class _Replay:
 
     def _evaluate_kind(self, run_ops: list[RunOp]) -> None:
         """Evaluate ``run_ops``, all of one kind, with the kind's batch rule if it has one."""
-        kind, names, op_of = self.kind_of[run_ops[0][1]], self.inputs, self.op_of
-        froms, positions = self.froms, self.slots
-        contexts = [self._context(run) for run, _ in run_ops]
-        ops = [op_of[name] for _, name in run_ops]
-        inputs = []
-        for context, op, (_, name) in zip(contexts, ops, run_ops, strict=True):
-            run_values = context.values
-            values = [run_values[src] for src in names[name]]
-            inputs.append(Inputs.of(op, froms[name], values, positions[name]))
+        kind, runs, about = self.kind_of[run_ops[0][1]], self.runs, self.about
+        contexts: list[RunContext] = []
+        ops: list[Op] = []
+        inputs: list[Inputs] = []
+        for run, name in run_ops:
+            context = runs.get(run)
+            if context is None:
+                context = runs[run] = RunContext(self, run)
+            op, sources, froms, positions = about[name]
+            contexts.append(context)
+            ops.append(op)
+            if sources:
+                values = context.values
+                inputs.append(Inputs.of(op, froms, [values[src] for src in sources], positions))
+            else:
+                inputs.append(self.no_inputs[name])
         if kind.numpy_batch is not None:
-            values = kind.numpy_batch(contexts, ops, inputs)
+            results = kind.numpy_batch(contexts, ops, inputs)
         elif kind.numpy is not None:
-            values = [kind.numpy(*args) for args in zip(contexts, ops, inputs, strict=True)]
+            results = [kind.numpy(*args) for args in zip(contexts, ops, inputs, strict=True)]
         else:
-            values = [None] * len(run_ops)
+            results = [None] * len(run_ops)
         reads_model, loss = self.reads_model, kind.carries_loss
-        for context, (run, name), value in zip(contexts, run_ops, values, strict=True):
+        for context, (run, name), value in zip(contexts, run_ops, results, strict=True):
             context.values[name] = value
             if loss:
                 self._loss(run, name, value.loss)
