@@ -55,9 +55,10 @@ print(json.dumps({
 )
 
 
-def measured(program: str) -> dict:
+def measured(program: str, script: str = MEASURE) -> dict:
+    """What ``script`` (:data:`MEASURE`) says of ``program``, run in a process of its own."""
     ran = subprocess.run(
-        [sys.executable, "-c", MEASURE, str(PROGRAMS / program)],
+        [sys.executable, "-c", script, str(PROGRAMS / program)],
         capture_output=True, text=True, timeout=300, env={**os.environ},
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-2000:]
@@ -167,13 +168,7 @@ print(json.dumps({n.name: devices[n.name] for n in nodes if n.op.startswith("Col
 
 def _collectives(program: str, call: str) -> dict[str, str]:
     """The collective ops TensorFlow ran in ``program``'s step (``call`` runs it twice)."""
-    script = COLLECTIVES.replace("CALL", call)
-    ran = subprocess.run(
-        [sys.executable, "-c", script, str(PROGRAMS / program)],
-        capture_output=True, text=True, timeout=300, env={**os.environ},
-    )  # fmt: skip
-    assert ran.returncode == 0, ran.stderr[-2000:]
-    return json.loads(ran.stdout.strip().splitlines()[-1])
+    return measured(program, COLLECTIVES.replace("CALL", call))
 
 
 def test_a_mirrored_strategys_replicas_are_towers_that_meet_at_its_all_reduce(mirrored):

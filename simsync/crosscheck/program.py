@@ -47,13 +47,15 @@ __all__ = ["STEP_TOLERANCE", "program_report", "queue_held", "real_trace"]
 
 #: the measured median step time the prediction must be within, relatively
 STEP_TOLERANCE = 0.10
+#: the numbers of one run's steps in a real trace: run ``r``'s from ``r * RUN_STEPS``
+RUN_STEPS = 1000
 
 
 def real_trace(
     graph: Graph, runs: Sequence[Mapping[str, Any]], threads: Mapping[str, str]
 ) -> Trace:
     """The traced steps of ``runs`` (each :func:`measure_loop`'s result) as one trace, the
-    steps of run ``r`` numbered from ``r * 1000``; ``threads`` maps a thread to its client's
+    steps of run ``r`` numbered from ``r * RUN_STEPS``; ``threads`` maps a thread to its client's
     name. Ops not in ``graph`` (constants, the runtime's own) are left out."""
     trace = Trace(source="tensorflow")
     for number, run in enumerate(runs):
@@ -62,7 +64,7 @@ def real_trace(
             if client is None:
                 continue
             for index, records in enumerate(measured["steps"]):
-                step = number * 1000 + index
+                step = number * RUN_STEPS + index
                 kept = [r for r in records if r[0] in graph.nx]
                 if not kept:
                     continue
@@ -146,8 +148,8 @@ def _last_by_run(graph: Graph, real: Trace, runs: int) -> dict[str, list[str]]:
     for number in range(runs):
         own = Trace(
             source=real.source,
-            ops=[r for r in real.ops if r.step // 1000 == number],
-            steps=[r for r in real.steps if r.step // 1000 == number],
+            ops=[r for r in real.ops if r.step // RUN_STEPS == number],
+            steps=[r for r in real.steps if r.step // RUN_STEPS == number],
         )
         for measured in arrivals(graph, own):
             named = usually_last_of(measured["last"], measured["steps"])

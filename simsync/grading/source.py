@@ -240,13 +240,8 @@ class _Rules:
                 for alias in node.names:
                     local = alias.asname or alias.name.partition(".")[0]
                     self.modules[local] = _imported(node, alias) if alias.asname else local
-                    self.full_names[local] = (
-                        _imported(node, alias)
-                        if alias.asname
-                        else (
-                            f"{node.module}.{local}" if isinstance(node, ast.ImportFrom) else local
-                        )
-                    )
+                    whole = alias.asname or isinstance(node, ast.ImportFrom)
+                    self.full_names[local] = _imported(node, alias) if whole else local
             elif not (isinstance(node, ast.arg) and node.arg in ("self", "cls")):
                 self.rebound.update(_bound(node))  # a method's self: see _method_self
         # a class's name bound to anything else is no class (an import's too)
@@ -266,10 +261,8 @@ class _Rules:
             if isinstance(node, ast.Assign):  # parser = argparse.ArgumentParser()
                 made = self._call_to(node.value, PARSERS)
                 names = {n for target in node.targets for n in _names(target)}
-            elif isinstance(node, ast.Name) and node in getattr(
-                self.parents.get(id(node)), "targets", ()
-            ):
-                continue  # an assignment's own target: counted with its value
+            elif isinstance(node, ast.Name):
+                continue  # counted with the node that binds it (an assignment, a loop, ...)
             else:
                 made, names = False, _binds(node)
             for name in names:

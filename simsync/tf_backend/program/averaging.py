@@ -1310,16 +1310,14 @@ def _hidden_writes(step: list[Any]) -> str | None:
                 "graph's variables (made inside a function, or a second handle): what it "
                 "writes cannot be told; write each variable through its own handle"
             )
-        if runs_functions(op) and calls_write(op):  # whatever handles it takes
+        if calls_write(op):  # a function it runs writes, whatever handles it takes
             return (
                 f"'{op.name}' writes variables inside a function's call ({op.type}: a "
                 "tf.function, tf.cond or tf.while_loop), whose writes are not measured: "
                 "update the variables with an optimizer's ops"
             )
     for op in step:  # a write's own reason first (a handle made by name, said so)
-        inside = None
-        if runs_functions(op):
-            inside = calls_state(op, KEEP_NOTHING, IN_PLACE)
+        inside = calls_state(op, KEEP_NOTHING, IN_PLACE)
         if inside is not None:  # a PartitionedCall is declared stateless, whatever it holds
             return (
                 f"'{op.name}' calls a function ({op.type}: a tf.function, tf.cond or "

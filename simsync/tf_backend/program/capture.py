@@ -530,10 +530,10 @@ def calls_state(
     random number, a handle made by name) but ``computes``: TensorFlow declares
     ``PartitionedCall``, ``StatelessIf`` and the like stateless whatever their functions
     hold, so a call must be looked into. ``computes`` are the stateful types that only
-    compute or read (a print, an assert, a variable's read through a handle passed in);
+    compute (a print, an assert);
     ``also`` are types that count as state though TensorFlow declares them stateless (a
     change of a tensor in place); an op TensorFlow does not know counts as state. None when
-    every op only computes."""
+    every op only computes, and for an op that runs no function."""
     from tensorflow.python.framework import op_def_registry
 
     library = _library(op.graph)

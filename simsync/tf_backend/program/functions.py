@@ -376,7 +376,7 @@ def _collective_groups(step: ImportedStep, loop: FunctionLoop) -> list[list[str]
         if op.type in NCCL:
             key: tuple[Any, ...] = (op.type, op.get_attr("shared_name"))
         elif op.type in COLLECTIVES:
-            if op.type.endswith("V2") or op.type.endswith("V3"):
+            if op.type.endswith(("V2", "V3")):
                 keys = tuple(value(t) for t in op.inputs[1:4])
             else:
                 keys = tuple(op.get_attr(a) for a in ("group_size", "group_key", "instance_key"))
