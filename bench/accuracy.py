@@ -39,7 +39,7 @@ from simsync.scenario import (
     Scenario,
     TrainingConfig,
 )
-from simsync.tf_backend.profile.machine import machine_profile
+from simsync.simulation.calibrate import machine_profile
 
 BASE = Scenario(
     "base",

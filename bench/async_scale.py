@@ -34,8 +34,8 @@ from dataclasses import asdict, dataclass
 
 import simpy
 
-from simsync.engine import simulate
 from simsync.scenario import ClusterConfig, ComputeConfig, Scenario, TrainingConfig
+from simsync.simulation import simulate
 from simsync.trace import staleness_stats
 
 

@@ -42,7 +42,7 @@ from typing import Any
 
 import simpy
 
-from simsync.engine import CountingEnvironment, Engine, Simulation, simulate, summary
+from simsync.engine import CountingEnvironment, Engine
 from simsync.engine.collection import with_collector_paused
 from simsync.ir import Graph
 from simsync.kinds import KINDS, check_graph, sgd_step
@@ -51,6 +51,7 @@ from simsync.numerics import ModelSpec, backward_many, batch_source, forward_man
 from simsync.patterns import build, build_towers
 from simsync.replay import add_values, replay
 from simsync.scenario import ClusterConfig, ComputeConfig, LinkConfig, Scenario, TrainingConfig
+from simsync.simulation import Simulation, simulate, summary
 from simsync.trace import Trace
 
 # -- the workload -------------------------------------------------------------------------------

@@ -43,7 +43,6 @@ from typing import Any
 import numpy as np
 import simpy
 
-from simsync.engine import simulate, summary
 from simsync.numerics import ModelSpec, batch_source, init_params
 from simsync.scenario import (
     ClusterConfig,
@@ -53,6 +52,7 @@ from simsync.scenario import (
     Scenario,
     TrainingConfig,
 )
+from simsync.simulation import simulate, summary
 
 SEED = 0
 OUTPUTS, RATE = 10, 0.1

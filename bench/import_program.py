@@ -22,11 +22,11 @@ import statistics
 import time
 from pathlib import Path
 
-from simsync.engine import Simulation, simulate
 from simsync.ir import Graph
 from simsync.programs import program_summary, simulate_program
 from simsync.scenario import ClusterConfig, Scenario
-from simsync.tf_backend.program import import_program
+from simsync.simulation import Simulation, simulate
+from simsync.simulation.importing import import_program
 
 PROGRAM = Path(__file__).parent / "programs" / "deep_towers.py"
 STEPS = 100

@@ -38,9 +38,9 @@ def digest(value: object) -> str:
 
 
 def record(path: Path, steps: int | None, seed: int | None) -> dict[str, object]:
-    from simsync.engine import simulate, summary
     from simsync.errors import SimsyncError
     from simsync.scenario import load_scenario
+    from simsync.simulation import simulate, summary
 
     scenario = load_scenario(path)
     if steps is not None or seed is not None:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from simsync.engine import Simulation, summary
-from simsync.engine import simulate as simulate_scenario
 from simsync.engine.executor import StepCallback
 from simsync.ir import (
     Client,
@@ -56,6 +54,8 @@ from simsync.scenario import (
     TrainingConfig,
     load_scenario,
 )
+from simsync.simulation import Simulation, summary
+from simsync.simulation import simulate as simulate_scenario
 
 
 class Result(Simulation):

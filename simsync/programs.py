@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simsync.engine import Simulation, summary
 from simsync.errors import UsageError
 from simsync.ir import Graph, run_orders
-from simsync.tf_backend.program import Imported, import_program
-from simsync.tf_backend.program.fit import simulate_graph
+from simsync.simulation import Simulation, summary
+from simsync.simulation.fit import simulate_graph
+from simsync.simulation.importing import import_program
+from simsync.tf_backend.program import Imported
 from simsync.tf_backend.program.load import PROGRAM_SUFFIXES
 from simsync.tf_backend.program.modes import MODE_CHANGES, ModeChange
 from simsync.tf_backend.program.whatif import (

@@ -269,9 +269,9 @@ def test_the_public_sync_points_are_the_summarys_on_every_bundled_scenario() -> 
     # one name, one meaning: through tensors and through resources (a SyncReplicas take)
     from pathlib import Path
 
-    from simsync.engine import summary
     from simsync.errors import SimulationError
     from simsync.scenario import load_scenario
+    from simsync.simulation import summary
 
     root = Path(__file__).resolve().parent.parent
     found = [*root.glob("examples/*.toml"), *root.glob("lessons/*/*.toml")]

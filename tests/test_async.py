@@ -12,7 +12,7 @@ import pytest
 import simpy
 from helpers import watchdog
 
-from simsync.engine import Engine, simulate, summary
+from simsync.engine import Engine
 from simsync.engine.clocks import Clocks
 from simsync.errors import ScenarioError, SimsyncError, SimulationError
 from simsync.ir import Client, Cost, Op
@@ -25,6 +25,7 @@ from simsync.scenario import (
     TrainingConfig,
     scenario_from_dict,
 )
+from simsync.simulation import simulate, summary
 from simsync.trace import histogram_distance, staleness_by_client, staleness_stats, throughput
 
 

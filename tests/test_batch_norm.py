@@ -113,7 +113,7 @@ def _scenario(variant, towers=2, steps=1, **model):
 
 
 def _simulate(variant, towers=2, steps=1, **model):
-    from simsync.engine import simulate
+    from simsync.simulation import simulate
 
     return simulate(_scenario(variant, towers, steps, **model))
 
@@ -165,7 +165,7 @@ def test_local_updates_tower_zero_only_and_update_ops_adds_up_every_tower():
 
 
 def test_racing_updates_in_simulate_json():
-    from simsync.engine.simulate import summary
+    from simsync.simulation.summary import summary
 
     counts = {}
     for variant in ("local", "update_ops", "synchronized"):
@@ -178,8 +178,8 @@ def test_racing_updates_in_simulate_json():
 
 
 def test_the_forward_sync_point_waits_for_the_slowest_tower():
-    from simsync.engine import simulate
     from simsync.scenario import ClusterConfig
+    from simsync.simulation import simulate
     from simsync.trace import sync_waits
 
     slow = dataclasses.replace(
@@ -232,7 +232,7 @@ def test_the_outcomes_a_race_of_two_updates_allows():
 
 
 def test_simulate_json_lists_the_outcomes_the_race_allows():
-    from simsync.engine.simulate import summary
+    from simsync.simulation.summary import summary
 
     racing = summary(_simulate("update_ops", towers=3))["batch_norm"]
     assert racing["outcome"] == "sum"

@@ -67,7 +67,7 @@ def test_keras_synchronized_batch_norm_under_mirrored_strategy_agrees() -> None:
     """Keras's BatchNormalization(synchronized=True), one replica per tower: the same
     parameters and moving statistics as the simulated synchronized variant (Keras keeps the
     learning rate in float32, hence not 1e-16); per-tower statistics do not."""
-    from simsync.engine import simulate
+    from simsync.simulation import simulate
     from simsync.tf_backend.session.keras_reference import keras_synchronized
 
     scenario = load_scenario(EXAMPLE).with_run(steps=3, seed=1)

@@ -16,7 +16,7 @@ from helpers import collector_paused
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simsync.engine import Engine, simulate, summary
+from simsync.engine import Engine
 from simsync.engine.resources import Cores
 from simsync.errors import SimulationError
 from simsync.ir import critical_path
@@ -29,6 +29,7 @@ from simsync.scenario import (
     Scenario,
     TrainingConfig,
 )
+from simsync.simulation import simulate, summary
 
 
 def scenario(

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from simsync.engine import median_step_time
 from simsync.errors import ScenarioError
 from simsync.patterns import build
 from simsync.scenario import ClusterConfig, ComputeConfig, Scenario, load_scenario
 from simsync.scenario.profile import Profile, apply_profile, load_profile, save_profile
+from simsync.simulation import median_step_time
 from simsync.tf_backend.session.gpus import (
     split_gpus,
     task_environment,

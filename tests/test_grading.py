@@ -40,7 +40,7 @@ def test_reference_gets_full_marks_and_starter_less(assignment) -> None:
 
 @pytest.mark.parametrize("example", ["four_towers", "async_workers", "backup_worker"])
 def test_a_graph_crosses_as_data_and_simulates_the_same(example: str) -> None:
-    from simsync.engine import simulate
+    from simsync.simulation import simulate
 
     scenario = load_scenario(ROOT / "examples" / f"{example}.toml").with_run(steps=5)
     graph = build(scenario)

@@ -15,7 +15,6 @@ from helpers import watchdog
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simsync.engine import simulate, summary
 from simsync.errors import GraphError, ScenarioError
 from simsync.ir import (
     Client,
@@ -34,6 +33,7 @@ from simsync.ir import (
 from simsync.ir import limits as ir_values
 from simsync.numerics import parameter_shapes
 from simsync.scenario import ClusterConfig, ComputeConfig, Scenario
+from simsync.simulation import simulate, summary
 
 NAN, INF = math.nan, math.inf
 

@@ -176,7 +176,7 @@ def test_lesson_4_shows_one_worker_per_thread_and_no_sync_point(tmp_path: Path) 
 def test_threads_are_named_in_the_order_their_train_ops_were_made() -> None:
     """Which thread reaches its loop first is a race; the clients' names, and so the graph's
     key and its cached costs, must not depend on it."""
-    from simsync.tf_backend.program import import_program
+    from simsync.simulation.importing import import_program
 
     program = LESSON_4 / "async_threads.py"
     first, again = import_program(program), import_program(program)

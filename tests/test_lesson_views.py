@@ -9,9 +9,9 @@ import pytest
 from rich.console import Console
 from rich.table import Table
 
-from simsync.engine import simulate, summary
 from simsync.patterns import build
 from simsync.scenario import load_scenario
+from simsync.simulation import simulate, summary
 from simsync.trace import OpRecord, StepRecord, Trace
 from simsync.tutor.content import load_lessons
 from simsync.tutor.facts import scenario_facts

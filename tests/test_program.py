@@ -223,8 +223,8 @@ def _two_tower_graph():
 
 def test_the_program_report_checks_order_arrivals_and_step_time():
     from simsync.crosscheck.program import program_report
-    from simsync.engine import simulate
     from simsync.scenario import ClusterConfig, Scenario
+    from simsync.simulation import simulate
 
     graph = _two_tower_graph()  # tower_1's gradient costs twice tower_0's: it comes last
     scenario = Scenario("two", cluster=ClusterConfig(devices=2)).with_run(steps=10)
@@ -259,8 +259,8 @@ def test_towers_of_equal_work_have_no_predicted_last():
     """With equal towers the simulation's pool takes them in some order and one comes last
     every step: that order is not a prediction, and the report names no tower."""
     from simsync.crosscheck.program import program_report
-    from simsync.engine import simulate
     from simsync.scenario import ClusterConfig, Scenario
+    from simsync.simulation import simulate
 
     graph = _two_tower_graph()
     graph.replace_op(dataclasses.replace(graph.op("tower_1/grad"), cost=Cost(0.001)))
@@ -282,8 +282,8 @@ def test_runs_that_each_have_their_own_last_tower_name_none():
     60 in all for one). Two runs with tower_0 last and one with tower_1 last name no tower;
     three runs alike name theirs."""
     from simsync.crosscheck.program import program_report
-    from simsync.engine import simulate
     from simsync.scenario import ClusterConfig, Scenario
+    from simsync.simulation import simulate
 
     graph = _two_tower_graph()  # the simulation has tower_1 last
     scenario = Scenario("two", cluster=ClusterConfig(devices=2)).with_run(steps=10)
@@ -314,8 +314,8 @@ def test_the_summary_of_imported_threads_names_its_workers_and_no_mode():
 
     from rich.console import Console
 
-    from simsync.engine import simulate, summary
     from simsync.scenario import ClusterConfig, Scenario
+    from simsync.simulation import simulate, summary
     from simsync.viz import SummaryView
 
     graph, _ = convert(_async_threads(3), None)
@@ -355,9 +355,9 @@ def test_the_same_op_of_every_tower_costs_the_same():
 def test_the_tower_loop_as_asynchronous_threads():
     """--mode async: one thread per tower, each applying its own tower's gradients; the
     averaging (the concat) is left out, and nothing meets any more."""
-    from simsync.engine import simulate, summary
     from simsync.errors import UsageError
     from simsync.scenario import ClusterConfig, Scenario
+    from simsync.simulation import simulate, summary
     from simsync.tf_backend.program.modes import as_async
 
     graph, _ = convert(_two_towers(), None)
@@ -454,9 +454,9 @@ def test_the_tower_loop_wrapped_in_sync_replicas():
     moves the global step and puts a token for every thread. Each step takes exactly R
     gradients (a quick thread may fill two slots of one step, as in TensorFlow); with R below
     the towers the slower tower's come too late and are dropped; R above them works too."""
-    from simsync.engine import simulate, summary
     from simsync.errors import UsageError
     from simsync.scenario import ClusterConfig, Scenario
+    from simsync.simulation import simulate, summary
     from simsync.tf_backend.program.modes import as_sync_replicas
 
     graph, _ = convert(_two_towers(), None)
@@ -643,7 +643,7 @@ def test_a_step_longer_than_its_traced_ops_is_tensorflows_own_work_per_run(wall)
     """The untraced step is longer than the ops as traced: the rest is each run's own work
     (its ops keep their costs); shorter: every op is scaled down. Either way the fitted
     graph's simulated step is the untraced one."""
-    from simsync.tf_backend.program.fit import apply_fit, fit_costs, simulate_graph
+    from simsync.simulation.fit import apply_fit, fit_costs, simulate_graph
 
     graph = _timed_towers()
     alone = simulate_graph(graph, 6).trace.steps[-1].duration
@@ -731,10 +731,10 @@ def test_where_the_towers_outnumber_the_cores_the_gpu_answer_is_said_beside_this
     """8 towers on this machine's 2 cores take turns; on GPUs, each on a device of its own,
     the half-speed towers are the ones the others wait for (issue: lesson 1's program with
     --towers 8 --speeds 1,0.8,0.5,1 named no straggler)."""
-    from simsync.engine import summary
     from simsync.ir import LOCALHOST
     from simsync.programs import on_gpus
-    from simsync.tf_backend.program.fit import simulate_graph
+    from simsync.simulation import summary
+    from simsync.simulation.fit import simulate_graph
     from simsync.tf_backend.program.whatif import with_speeds
     from simsync.viz.program import on_gpus_lines
 

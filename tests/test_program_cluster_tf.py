@@ -19,7 +19,8 @@ from helpers import one_clear_line
 
 from simsync.kinds import sync_points
 from simsync.programs import WhatIf, crosscheck_program, program_summary, simulate_program
-from simsync.tf_backend.program import ProgramError, import_program
+from simsync.simulation.importing import import_program
+from simsync.tf_backend.program import ProgramError
 
 PROGRAMS = Path(__file__).parent / "fixtures" / "programs"
 TASKS = {"ps": 1, "worker": 2}

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from simsync.tf_backend.program.load import ImportLimits, ProgramError, import_program
+from simsync.simulation.importing import import_program
+from simsync.tf_backend.program.load import ImportLimits, ProgramError
 
 pytestmark = pytest.mark.tf
 

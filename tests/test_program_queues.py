@@ -10,8 +10,8 @@ import pytest
 
 from simsync.errors import SimulationError
 from simsync.ir import Cost, Resource
+from simsync.simulation.fit import simulate_graph
 from simsync.tf_backend.program.convert import convert
-from simsync.tf_backend.program.fit import simulate_graph
 from simsync.tf_backend.program.whatif import with_towers
 
 MAKE, TOWER = 0.004, 0.001  # seconds a queue runner's run makes a batch in; a tower's work
@@ -184,7 +184,7 @@ def test_the_fit_is_of_the_loop_not_of_its_queue_runners():
     """The profile timed the loop's steps with the queue runner's threads beside it: the fit
     holds the loop's median step to that wall, and gives the runners no work of the loop's
     runs."""
-    from simsync.tf_backend.program.fit import fit_costs
+    from simsync.simulation.fit import fit_costs
 
     graph, _ = _queued(capacity=4, held=4, threads=2)
     graph.replace_op(dataclasses.replace(graph.op("make"), cost=Cost(1e-4)))

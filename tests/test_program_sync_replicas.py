@@ -15,8 +15,8 @@ import pytest
 
 from simsync.ir import Cost
 from simsync.kinds import sync_points
+from simsync.simulation.fit import fit_costs, simulate_graph
 from simsync.tf_backend.program.convert import convert
-from simsync.tf_backend.program.fit import fit_costs, simulate_graph
 from simsync.tf_backend.program.values import NoValues, replay_plan
 from simsync.tf_backend.program.whatif import with_towers
 from simsync.viz import folded_by_scope

@@ -13,7 +13,8 @@ import pytest
 
 from simsync.kinds import sync_points
 from simsync.programs import crosscheck_program, program_summary, simulate_program
-from simsync.tf_backend.program import ProgramError, import_program
+from simsync.simulation.importing import import_program
+from simsync.tf_backend.program import ProgramError
 
 pytestmark = pytest.mark.tf
 PROGRAM = Path(__file__).parent / "fixtures" / "programs" / "sync_replicas_threads.py"

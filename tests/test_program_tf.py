@@ -17,7 +17,8 @@ from simsync.errors import UsageError
 from simsync.kinds import sync_points
 from simsync.programs import WhatIf, crosscheck_program, program_summary, simulate_program
 from simsync.sandbox.bubblewrap import Limits
-from simsync.tf_backend.program import ProgramError, import_program
+from simsync.simulation.importing import import_program
+from simsync.tf_backend.program import ProgramError
 from simsync.tf_backend.program.convert import convert
 from simsync.tf_backend.program.profile import QUEUE_STEPS
 

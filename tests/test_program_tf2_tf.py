@@ -19,7 +19,7 @@ from helpers import one_clear_line
 from simsync.errors import UsageError
 from simsync.kinds import sync_points
 from simsync.programs import WhatIf, program_summary, simulate_program
-from simsync.tf_backend.program import import_program
+from simsync.simulation.importing import import_program
 
 pytestmark = pytest.mark.tf
 PROGRAMS = Path(__file__).parent / "fixtures" / "programs"

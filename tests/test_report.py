@@ -8,8 +8,8 @@ from typing import Any
 
 from rich.console import Console
 
-from simsync.engine import simulate, summary
 from simsync.scenario import load_scenario
+from simsync.simulation import simulate, summary
 from simsync.trace import straggler
 from simsync.viz import SummaryView
 

@@ -19,9 +19,9 @@ from typed_dicts import problems
 
 from simsync.crosscheck.evidence import verdicts
 from simsync.crosscheck.report import AsyncReport, SyncReplicasReport, SyncReport, report_json
-from simsync.engine import Summary, simulate, summary
 from simsync.errors import SimulationError
 from simsync.scenario import load_scenario
+from simsync.simulation import Summary, simulate, summary
 from simsync.viz import CrossCheckView
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from simsync.engine import simulate, summary
 from simsync.errors import SimulationError
 from simsync.scenario import ClusterConfig, ComputeConfig, ModelConfig, Scenario, TrainingConfig
+from simsync.simulation import simulate, summary
 
 
 def replicas(

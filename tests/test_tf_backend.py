@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simsync.engine import simulate
 from simsync.patterns import build
 from simsync.scenario import (
     ClusterConfig,
@@ -20,6 +19,7 @@ from simsync.scenario import (
     Scenario,
     TrainingConfig,
 )
+from simsync.simulation import simulate
 
 pytestmark = pytest.mark.tf
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from simsync.engine import simulate
 from simsync.errors import UsageError
 from simsync.scenario import load_scenario
+from simsync.simulation import simulate
 from simsync.viz.timeline_picture import write_timeline_picture
 
 ROOT = Path(__file__).resolve().parent.parent

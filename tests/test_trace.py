@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from simsync.engine import simulate
 from simsync.kinds import sync_points
 from simsync.scenario import ClusterConfig, ComputeConfig, Scenario
+from simsync.simulation import simulate
 from simsync.trace import StepRecord, Trace, came_last, step_time_stats, straggler, sync_waits
 
 

@@ -16,11 +16,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from simsync.engine import Engine, Simulation, simulate, summary
+from simsync.engine import Engine
 from simsync.ir import Client, Cost, Device, Graph, Op, Tensor, crosses_devices
 from simsync.kinds import sync_points
 from simsync.patterns import build, build_towers
 from simsync.scenario import ClusterConfig, ComputeConfig, LinkConfig, Scenario, TrainingConfig
+from simsync.simulation import Simulation, simulate, summary
 from simsync.trace import OpRecord, StepRecord, Trace
 from simsync.viz import (
     GraphView,

@@ -8,10 +8,10 @@ import dataclasses
 import statistics
 import sys
 
-from simsync.engine import median_step_time
 from simsync.scenario import load_scenario
 from simsync.scenario.profile import apply_profile, load_profile
 from simsync.scenario.schema import MAX_SPEED
+from simsync.simulation import median_step_time
 from simsync.tf_backend import run_on_tensorflow
 
 profile = load_profile(sys.argv[1])

@@ -71,8 +71,7 @@ def calibrate(args: argparse.Namespace) -> int:
     if scenario is None:
         status = "Measuring this machine on TensorFlow (a few seconds)..."
     with console(stderr=True).status(status):
-        from simsync.tf_backend.profile.calibrate import STEPS, calibrate
-        from simsync.tf_backend.profile.machine import machine_profile
+        from simsync.simulation.calibrate import STEPS, calibrate, machine_profile
 
         if scenario is None:
             profile = machine_profile(refresh=True)

@@ -40,7 +40,7 @@ def add(commands: Any) -> None:
 
 
 def compare(args: argparse.Namespace) -> int:
-    from simsync.engine import contest
+    from simsync.simulation import contest
 
     if not 2 <= len(args.files) <= 6:
         raise UsageError(f"compare takes 2 to 6 scenario files, got {len(args.files)}")

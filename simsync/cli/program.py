@@ -457,7 +457,7 @@ def graph_program(args: argparse.Namespace) -> Any:
     """The imported graph of ``simsync graph PROGRAM.py``, folded by name scope unless
     ``--every-op``."""
     from simsync.cli.shared import console
-    from simsync.tf_backend.program import import_program
+    from simsync.simulation.importing import import_program
     from simsync.viz import folded_by_scope
 
     with console(stderr=True).status(_running(args)):

@@ -64,9 +64,9 @@ def simulate(args: argparse.Namespace) -> int:
     if is_program(args.file):
         return simulate_program_command(args, console())
     refuse_program_options(args)
-    from simsync.engine import expected_updates, simulate, summary
     from simsync.ir import updating_clients
     from simsync.patterns import build
+    from simsync.simulation import expected_updates, simulate, summary
 
     scenario = load(args.file).with_run(steps=args.steps, seed=args.seed)
     check_writable(args.trace, [args.file, args.costs])

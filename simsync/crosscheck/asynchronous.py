@@ -36,12 +36,12 @@ from simsync.crosscheck.report import (
     StalenessComparison,
     ThroughputComparison,
 )
-from simsync.engine import simulate
 from simsync.errors import SimsyncError
 from simsync.ir import Graph
 from simsync.replay import replay
 from simsync.scenario import Scenario
 from simsync.scenario.profile import Profile
+from simsync.simulation import simulate
 from simsync.tf_backend import TensorFlowRun, run_on_tensorflow
 from simsync.trace import (
     Trace,

@@ -52,11 +52,11 @@ from simsync.crosscheck.report import (
     Values,
     Violation,
 )
-from simsync.engine import Simulation, median_step_time, simulate
 from simsync.ir import Graph, run_order
 from simsync.patterns import tower_device
 from simsync.scenario import Scenario
 from simsync.scenario.profile import Profile, apply_profile
+from simsync.simulation import Simulation, median_step_time, simulate
 from simsync.tf_backend import TensorFlowRun, run_on_tensorflow
 from simsync.tf_backend.session.execute import Variant
 from simsync.trace import Trace
@@ -155,7 +155,7 @@ def resolve_profile(
 ) -> Profile | None:
     """The profile to predict with: :data:`MACHINE` becomes this machine's cached one."""
     if profile == MACHINE:
-        from simsync.tf_backend.profile.machine import machine_profile
+        from simsync.simulation.calibrate import machine_profile
 
         return machine_profile(on_progress=on_progress)
     assert profile is None or isinstance(profile, Profile)

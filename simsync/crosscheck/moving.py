@@ -17,8 +17,8 @@ from collections import Counter, defaultdict
 import numpy as np
 
 from simsync.crosscheck.report import MovingCheck, MovingRace
-from simsync.engine import Simulation
 from simsync.kinds.moving_average import race_outcomes
+from simsync.simulation import Simulation
 from simsync.tf_backend import TensorFlowRun
 from simsync.trace import racing_updates, simulated_outcomes
 

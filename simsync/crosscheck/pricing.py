@@ -226,12 +226,11 @@ def _measure(on_progress: Callable[[str], None] | None) -> dict[str, float]:
     waits on the other processes (gRPC) and part takes a core; both overheads are scaled
     together so that the reference simulated on this machine's cores takes its measured
     time between applies."""
-    from simsync.engine import simulate
     from simsync.patterns import build
+    from simsync.simulation import simulate
+    from simsync.simulation.calibrate import machine_profile, solve
     from simsync.tf_backend.cluster import run_sync_replicas_cluster
     from simsync.tf_backend.cluster.trace import cluster_trace
-    from simsync.tf_backend.profile.calibrate import solve
-    from simsync.tf_backend.profile.machine import machine_profile
 
     config = reference_config()
     scenario = _reference_scenario(config)

@@ -22,7 +22,7 @@ step time is predicted from one run and measured in others.
    updates per second in all (within :data:`UPDATES_TOLERANCE`); inconclusive when the
    prediction misses that but lies among the runs' own medians, and they differ from each
    other by more. The imported costs are fitted to the untraced step of the import's own run
-   (:mod:`simsync.tf_backend.program.fit`), so the prediction for a program as written is
+   (:mod:`simsync.simulation.fit`), so the prediction for a program as written is
    that run's step, and the runs here say how well one run foretells others; a what-if
    tests the simulator.
 4. **Input queues**: for each FIFO queue the loop's steps take elements from, in how many
@@ -38,9 +38,9 @@ from typing import Any
 
 from simsync.crosscheck.compare import relative_error, structure
 from simsync.crosscheck.evidence import INCONCLUSIVE, arrivals, last_verdict, usually_last_of
-from simsync.engine import Simulation
 from simsync.ir import Graph
 from simsync.ir.resources import ACTIONS
+from simsync.simulation import Simulation
 from simsync.trace import OpRecord, StepRecord, Trace
 
 __all__ = ["STEP_TOLERANCE", "program_report", "queue_held", "real_trace"]

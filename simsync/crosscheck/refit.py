@@ -4,7 +4,7 @@ This machine's profile is measured once and cached (:mod:`simsync.tf_backend.pro
 and the machine's load moves after: an hour later six held-out cross-checks were off by a
 median of about 16 %. So a cross-check of towers runs, interleaved round by round with the
 scenario's own untraced steps, three probes on the scenario's own graph, and fits again what
-drifts, as calibration fitted it (:mod:`simsync.tf_backend.profile.calibrate`):
+drifts, as calibration fitted it (:mod:`simsync.simulation.calibrate`):
 
 1. **no work** (every tower with next to no work): the session's own time per ``sess.run``,
    ``session_run``;
@@ -24,12 +24,12 @@ import dataclasses
 import statistics
 from typing import TypedDict
 
-from simsync.engine import median_step_time
 from simsync.patterns import tower_device
 from simsync.scenario import Scenario
 from simsync.scenario.profile import Profile, apply_profile
 from simsync.scenario.schema import MAX_SPEED
-from simsync.tf_backend.profile.calibrate import solve
+from simsync.simulation import median_step_time
+from simsync.simulation.calibrate import solve
 from simsync.tf_backend.session.execute import Variant
 from simsync.tf_backend.session.prepare import TensorFlowRun
 

@@ -35,14 +35,14 @@ from simsync.crosscheck.report import (
     SyncReplicasReport,
     SyncReplicasTiming,
 )
-from simsync.engine import simulate
-from simsync.engine.draws import DrawStreams
+from simsync.draws import DrawStreams
 from simsync.errors import UsageError
 from simsync.files import InputError, read_json
 from simsync.ir import Graph, counter_readers, run_order, updating_clients
 from simsync.kinds import kind_of
 from simsync.replay import replay
 from simsync.scenario import Scenario
+from simsync.simulation import simulate
 from simsync.trace import GradientCounts, Trace, gradient_stats
 from simsync.words import plural
 
@@ -229,7 +229,7 @@ def _priced(
     how busy ones slow each other), the pattern's ops at the costs a reference cluster
     measured here (:func:`~simsync.crosscheck.pricing.cluster_costs`)."""
     from simsync.crosscheck.pricing import cluster_costs
-    from simsync.tf_backend.profile.machine import machine_profile
+    from simsync.simulation.calibrate import machine_profile
 
     profile = machine_profile(on_progress=on_progress)
     costs = cluster_costs(on_progress=on_progress)

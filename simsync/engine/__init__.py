@@ -1,34 +1,10 @@
-"""The discrete-event engine (SimPy): runs a graph's clients and emits a Trace.
+"""The discrete-event executor (SimPy): runs a graph's clients and emits a Trace.
 
-The only package that imports SimPy.
+The only package that imports SimPy. What builds a scenario's graph, runs it here, replays its
+values and summarises it is :mod:`simsync.simulation`, above this executor and TensorFlow's.
 """
 
-from simsync.engine.contest import Contest, Entrant, contest
 from simsync.engine.environment import CountingEnvironment
-from simsync.engine.executor import Engine
-from simsync.engine.results import BatchNormSummary, CriticalPath, Summary
-from simsync.engine.simulate import (
-    Simulation,
-    expected_updates,
-    median_step_time,
-    simulate,
-    summary,
-    training_clients,
-)
+from simsync.engine.executor import Engine, run_graph
 
-__all__ = [
-    "BatchNormSummary",
-    "Contest",
-    "CountingEnvironment",
-    "CriticalPath",
-    "Engine",
-    "Entrant",
-    "Simulation",
-    "Summary",
-    "contest",
-    "expected_updates",
-    "median_step_time",
-    "simulate",
-    "summary",
-    "training_clients",
-]
+__all__ = ["CountingEnvironment", "Engine", "run_graph"]

@@ -41,7 +41,7 @@ Rules, as TensorFlow's executor follows them:
 Nothing else synchronizes: sync points, waiting, contention and dropped gradients all follow
 from these rules. The engine decides only the order of events; the values follow from that
 order, computed afterwards by the replay (:mod:`simsync.replay`, the next stage:
-:func:`~simsync.engine.simulate` calls it). When nothing can move while a client still has
+:func:`~simsync.simulation.simulate` calls it). When nothing can move while a client still has
 work, the run ends at once with an explanation: who waits for what.
 
 Each client is planned once (:mod:`simsync.engine.plan`); ops and transfers are chains of
@@ -58,10 +58,10 @@ from typing import Any
 
 import simpy
 
+from simsync.draws import DrawStreams
 from simsync.engine.clocks import Clocks
 from simsync.engine.collection import with_collector_paused
 from simsync.engine.deadlock import explain_deadlock
-from simsync.engine.draws import DrawStreams
 from simsync.engine.environment import EngineEnvironment
 from simsync.engine.ops import Execution, Run, Transfer
 from simsync.engine.plan import Places, Plan, PlannedOp, plans
@@ -73,7 +73,7 @@ from simsync.ir.resources import Got
 from simsync.kinds import check_graph
 from simsync.trace import StepRecord, Trace
 
-__all__ = ["Engine", "StepCallback"]
+__all__ = ["Engine", "StepCallback", "run_graph"]
 
 StepCallback = Callable[[StepRecord], None]
 #: runs in a row after which an endless client that moved nothing is stopped with an error
@@ -97,7 +97,7 @@ def _succeed(event: simpy.Event) -> Callable[[simpy.Event], None]:
 class Engine:
     """Run every client of ``graph`` for ``steps`` steps and return the :class:`Trace` of when
     everything happened (no values: the replay computes them from it, see
-    :func:`simsync.engine.simulate`).
+    :func:`simsync.simulation.simulate`).
 
     The graph is checked first, for timing (:func:`simsync.kinds.check_graph`). ``on_step`` is
     called after each finished step (progress bars use it). ``detail=False`` keeps only the
@@ -375,3 +375,14 @@ class Engine:
         if left == 0:
             threads = run.threads
             Execution(self, run, run.plan.ops[dst], threads[planned.index] if threads else None)
+
+
+def run_graph(graph: Graph, steps: int, seed: int = 0) -> Trace:
+    """The trace of ``graph`` run for ``steps`` steps on this engine: the
+    :class:`~simsync.trace.Executor` protocol, kept by TensorFlow's executor too.
+
+    >>> from simsync.patterns import tiny_example
+    >>> [round(s.duration, 6) for s in run_graph(tiny_example(), 2, seed=0).steps]
+    [0.02, 0.02]
+    """
+    return Engine(graph, steps=steps, seed=seed).run()

@@ -28,7 +28,7 @@ ready. Here:
    are done.
 
 Everything waits first come first served and happens in SimPy's order, and the compute times
-come from the fast engine's seeded streams (:mod:`simsync.engine.draws`), so where no host's
+come from the fast engine's seeded streams (:mod:`simsync.draws`), so where no host's
 cores are shared (``graph.host_cores`` empty: each device has a core of its own) the trace is
 the fast engine's, record for record and bit for bit (all but ``events``, the count of SimPy's
 events, which differ and are not kept here); ``tests/test_reference_engine.py`` holds the two
@@ -55,7 +55,7 @@ from typing import Any
 
 import simpy
 
-from simsync.engine.draws import DrawStreams
+from simsync.draws import DrawStreams
 from simsync.errors import SimulationError
 from simsync.ir import (
     Client,
@@ -83,7 +83,7 @@ from simsync.trace import (
     VariableAccess,
 )
 
-__all__ = ["ReferenceEngine"]
+__all__ = ["ReferenceEngine", "run_reference"]
 
 Process = Generator[simpy.Event, Any, None]
 
@@ -384,3 +384,9 @@ class Stateful:
             self.gets.popleft()[1].succeed(got)
         while self.rooms and self.state.do_room(self.rooms[0][0]):
             self.rooms.popleft()[1].succeed(None)
+
+
+def run_reference(graph: Graph, steps: int, seed: int = 0) -> Trace:
+    """The trace of ``graph`` run for ``steps`` steps on the reference executor: the
+    :class:`~simsync.trace.Executor` protocol, as :func:`simsync.engine.run_graph`."""
+    return ReferenceEngine(graph, steps=steps, seed=seed).run()

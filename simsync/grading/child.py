@@ -360,7 +360,7 @@ def _facts(
 ) -> dict[str, Any]:
     """The simulation's facts (``numerics`` off for an imported program: its ops are
     simulated for timing only)."""
-    from simsync.engine import simulate, training_clients
+    from simsync.simulation import simulate, training_clients
     from simsync.trace import loss_curve, time_to_loss
     from simsync.tutor.facts import simulation_facts
 

@@ -223,12 +223,8 @@ class Sides:
 
     def _import(self, side: str, file: str, given: Given | None) -> Imported | Built:
         """:meth:`_program`'s import, once per side and file."""
-        from simsync.tf_backend.program.load import (
-            ChildFailed,
-            ImportLimits,
-            ProgramError,
-            import_program,
-        )
+        from simsync.simulation.importing import import_program
+        from simsync.tf_backend.program.load import ChildFailed, ImportLimits, ProgramError
 
         left = self.deadline - time.monotonic() if side == SUBMISSION else float("inf")
         if left <= 0:

@@ -109,7 +109,7 @@ def build_sync_replicas(scenario: Scenario) -> Graph:
 
     Usage:
 
-    >>> from simsync.engine import simulate
+    >>> from simsync.simulation import simulate
     >>> from simsync.scenario import ClusterConfig, ComputeConfig, Scenario, TrainingConfig
     >>> sim = simulate(Scenario("sr", cluster=ClusterConfig(3), compute=ComputeConfig(mean=0.01),
     ...                         training=TrainingConfig(mode="sync_replicas",

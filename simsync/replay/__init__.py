@@ -2,7 +2,7 @@
 
 The stage between the engine (or TensorFlow), which decides when every read, write, push and
 take happened, and everything that reads values: :func:`add_values` gives a simulated trace
-its values (what :func:`simsync.engine.simulate` calls after the engine's run);
+its values (what :func:`simsync.simulation.simulate` calls after the engine's run);
 :func:`replay` computes them for any trace, TensorFlow's own ledger included (the cross-checks
 call it). Op kinds' numpy rules (:mod:`simsync.kinds`) say what each op computes; the replay
 says in which order, and with which versions.

@@ -69,7 +69,7 @@ def replay(graph: Graph, trace: Trace, spec: ModelSpec, seed: int) -> Replayed:
     made twice or skipped, a take that does not match its accumulator's pushes), and
     :class:`~simsync.errors.SimulationError` when the loss diverges.
 
-    >>> from simsync.engine import simulate
+    >>> from simsync.simulation import simulate
     >>> from simsync.scenario import ClusterConfig, ComputeConfig, Scenario, TrainingConfig
     >>> sim = simulate(Scenario("a", cluster=ClusterConfig(devices=3),
     ...                         compute=ComputeConfig("exponential", 0.01),

@@ -11,6 +11,7 @@ from simsync.trace.events import (
     Update,
     VariableAccess,
 )
+from simsync.trace.executor import Executor
 from simsync.trace.gradients import (
     GradientCounts,
     GradientStats,
@@ -53,6 +54,7 @@ __all__ = [
     "ClientStaleness",
     "Contest",
     "Entrant",
+    "Executor",
     "GradientCounts",
     "GradientStats",
     "OpRecord",

@@ -1,7 +1,7 @@
 """A contest of scenarios (``simsync compare``, a lesson's race): each run's loss curve and
 when it reached the target loss.
 
-Plain data, filled by :func:`simsync.engine.contest` and drawn by :mod:`simsync.viz.curves`.
+Plain data, filled by :func:`simsync.simulation.contest` and drawn by :mod:`simsync.viz.curves`.
 (A *race* in simsync's code is what TensorFlow's threads do: updates racing on a variable.)
 """
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from simsync.errors import SimsyncError, SimulationError
 
 if TYPE_CHECKING:
-    from simsync.engine import Simulation
+    from simsync.simulation import Simulation
 
 __all__ = [
     "ExpressionError",
@@ -88,8 +88,8 @@ COMPARISONS: dict[type, Callable[[Any, Any], bool]] = {
 def scenario_facts(path: Path, numerics: bool = False) -> dict[str, Any]:
     """Simulate the scenario at ``path`` and return every fact an answer may use. The loss
     facts (``loss``, ``final_loss``) need ``numerics``; timing facts do not, and are faster."""
-    from simsync.engine import simulate
     from simsync.scenario import load_scenario
+    from simsync.simulation import simulate
 
     try:
         sim = simulate(load_scenario(path), numerics=numerics)
@@ -106,8 +106,8 @@ def scenario_facts(path: Path, numerics: bool = False) -> dict[str, Any]:
 def simulation_facts(sim: Simulation) -> dict[str, Any]:
     """Every fact an answer may use, read off a finished simulation (of a scenario's own graph
     or of any graph run with it): the summary's keys and the derived facts below."""
-    from simsync.engine import summary
     from simsync.ir import generations
+    from simsync.simulation import summary
     from simsync.trace import named_straggler, stalest_client
 
     scenario = sim.scenario
@@ -208,11 +208,12 @@ def _filled_twice(trace: Any) -> int:
 
 @functools.cache
 def race_facts(paths: tuple[Path, ...]) -> dict[str, Any]:
-    """Race the scenarios at ``paths`` (see :func:`simsync.engine.contest`): ``winner`` (the name
-    of the first to reach the target loss; empty on a tie), ``target_loss``, and by scenario name
-    ``reached`` and ``finished`` (seconds), ``final_loss`` and ``staleness`` (mean)."""
-    from simsync.engine import contest
+    """Race the scenarios at ``paths`` (see :func:`simsync.simulation.contest`): ``winner``
+    (the name of the first to reach the target loss; empty on a tie), ``target_loss``, and by
+    scenario name ``reached`` and ``finished`` (seconds), ``final_loss`` and ``staleness``
+    (mean)."""
     from simsync.scenario import load_scenario
+    from simsync.simulation import contest
 
     result = contest([load_scenario(p) for p in paths])
     winner = result.clear_winner  # a tie has no winner: a question on it has no answer

@@ -257,8 +257,8 @@ class LessonRunner:
         self._try_it("Try it yourself", ["graph", source])
 
     def _timeline(self, step: Step) -> None:
-        from simsync.engine import simulate, summary
         from simsync.scenario import load_scenario
+        from simsync.simulation import simulate, summary
         from simsync.viz import SummaryView, Timeline
 
         self._say(step, step.get("text"))
@@ -272,8 +272,8 @@ class LessonRunner:
         self._try_it("Try it yourself", ["simulate", path.name])
 
     def _ledger(self, step: Step) -> None:
-        from simsync.engine import simulate, summary
         from simsync.scenario import load_scenario
+        from simsync.simulation import simulate, summary
         from simsync.viz import LedgerView, SummaryView
 
         self._say(step, step.get("text"))
@@ -284,8 +284,8 @@ class LessonRunner:
         self._try_it("Try it yourself", ["simulate", path.name])
 
     def _prepare_race(self, step: Step) -> Any:
-        from simsync.engine import contest
         from simsync.scenario import load_scenario
+        from simsync.simulation import contest
 
         with self.console.status("Simulating the runs..."):
             return contest([load_scenario(p) for p in self.lesson.race_paths(step)])

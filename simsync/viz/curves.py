@@ -3,7 +3,7 @@
 "Who wins the race?" has two halves: time per update (a synchronous step waits for its slowest
 tower, an asynchronous update waits for nobody) and progress per update (a stale gradient
 helps less). Loss against wall-clock time puts both on one axis. A contest
-(:func:`simsync.engine.contest`) holds the runs; the plot marks every run with its own letter
+(:func:`simsync.simulation.contest`) holds the runs; the plot marks every run with its own letter
 and colour and the table says when each reached the target loss (the worst of the final
 losses, so every run reaches it).
 """

@@ -25,7 +25,7 @@ from simsync.viz.report import SummaryView
 from simsync.viz.timeline_picture import write_timeline_picture
 
 if TYPE_CHECKING:
-    from simsync.engine.results import Summary
+    from simsync.simulation.results import Summary
 
 __all__ = ["png_bytes", "simulation_html", "text_html"]
 
@@ -62,7 +62,7 @@ def simulation_html(
 
     Examples
     --------
-    >>> from simsync.engine import simulate, summary
+    >>> from simsync.simulation import simulate, summary
     >>> from simsync.scenario import Scenario, ClusterConfig
     >>> sim = simulate(Scenario("two", cluster=ClusterConfig(2)))
     >>> page = simulation_html(summary(sim), sim.graph, sim.trace, sim.sync_points)

@@ -21,7 +21,7 @@ from simsync.trace import Update, named_straggler, stalest_client, straggler
 from simsync.words import ms, plural
 
 if TYPE_CHECKING:
-    from simsync.engine.results import Summary
+    from simsync.simulation.results import Summary
 
 __all__ = ["LedgerView", "SummaryView"]
 
@@ -35,7 +35,7 @@ IN_LINE = "◀ last in line"
 
 
 class SummaryView:
-    """A rich renderable of ``summary`` (see :func:`simsync.engine.summary`).
+    """A rich renderable of ``summary`` (see :func:`simsync.simulation.summary`).
 
     Missing keys are shown as ``–``, so a partial summary (or one read back from JSON) renders.
     At most ``max_towers`` towers are listed per sync point, the straggler always among them.

@@ -2,7 +2,7 @@
 
 A prediction of TensorFlow's timing needs this machine's costs: how fast its cores multiply,
 what ``sess.run`` costs, how much two busy cores slow each other. ``simsync calibrate`` measures
-them (:mod:`simsync.tf_backend.profile.calibrate`) on a small reference scenario, never on one
+them (:mod:`simsync.simulation.calibrate`) on a small reference scenario, never on one
 that is being predicted. The result is kept in the user's cache folder and reused as long as it
 describes the same machine:
 
@@ -30,15 +30,15 @@ from typing import Any, TypeVar
 from simsync.errors import ScenarioError
 from simsync.files import locked
 from simsync.scenario import ClusterConfig, ComputeConfig, LinkConfig, ModelConfig, Scenario
-from simsync.scenario.profile import Profile, load_profile, save_profile
+from simsync.scenario.profile import Profile, load_profile
 
 __all__ = [
     "REFERENCE",
     "cache_dir",
     "cached_efficiency",
+    "cached_profile",
     "kept",
     "machine_key",
-    "machine_profile",
     "profile_path",
 ]
 
@@ -84,31 +84,6 @@ def profile_path(key: dict[str, Any]) -> Path:
     """The cache file of the profile for ``key``."""
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     return cache_dir() / "profiles" / f"{digest}.json"
-
-
-def machine_profile(
-    *, refresh: bool = False, on_progress: Callable[[str], None] | None = None
-) -> Profile:
-    """This machine's profile: the cached one, or measured now (a few seconds) and cached.
-
-    ``refresh`` measures it again even if a cached one exists. ``on_progress`` is told when a
-    measurement starts (a spinner can say why the wait)."""
-    key = machine_key()
-    path = profile_path(key)
-
-    def measure() -> Profile:
-        from simsync.tf_backend.profile.calibrate import calibrate
-
-        return save_profile(calibrate(REFERENCE, machine=key), path)
-
-    return kept(
-        path,
-        "this machine's profile",
-        None if refresh else lambda: _cached(path, key),
-        measure,
-        f"measuring this machine once, a few seconds (kept in {path.parent})",
-        on_progress,
-    )
 
 
 def kept(
@@ -165,7 +140,7 @@ def cached_efficiency() -> float | None:
     return None
 
 
-def _cached(path: Path, key: dict[str, Any]) -> Profile | None:
+def cached_profile(path: Path, key: dict[str, Any]) -> Profile | None:
     """The profile at ``path`` if it is readable and measured for ``key``; else None (it is
     measured again and replaced)."""
     if not path.exists():

@@ -6,12 +6,13 @@ the fetches of its training loop (the ``sess.run`` each thread calls again and a
 captured, a few steps are traced for their costs, and the program is stopped. The graph
 becomes an IR :class:`~simsync.ir.Graph` (:mod:`~simsync.tf_backend.program.convert`), one
 IR op per TensorFlow op that a step runs; towers and sync points are found from it
-(:mod:`~simsync.tf_backend.program.towers`). :func:`import_program` is the entry point
-(:mod:`~simsync.tf_backend.program.load`, which imports no TensorFlow: only the child does);
+(:mod:`~simsync.tf_backend.program.towers`). :func:`capture_program` runs it
+(:mod:`~simsync.tf_backend.program.load`, which imports no TensorFlow: only the child does),
+and :func:`simsync.simulation.importing.import_program`, the entry point, fits its costs;
 :mod:`~simsync.tf_backend.program.whatif` changes the imported graph (more towers, other
 speeds, another link). See docs/importing.md.
 """
 
-from simsync.tf_backend.program.load import Imported, ProgramError, import_program
+from simsync.tf_backend.program.load import Imported, ProgramError, capture_program
 
-__all__ = ["Imported", "ProgramError", "import_program"]
+__all__ = ["Imported", "ProgramError", "capture_program"]

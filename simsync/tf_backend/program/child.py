@@ -1,7 +1,7 @@
 """The sandboxed side of importing a program: run it (or read its MetaGraphDef) with
 TensorFlow, and say what its training loop is, as JSON lines.
 
-Run by :func:`simsync.tf_backend.program.load.import_program` through the sandbox
+Run by :func:`simsync.tf_backend.program.load.capture_program` through the sandbox
 (:func:`simsync.sandbox.bubblewrap.run_child`) as ``python -I -m
 simsync.tf_backend.program.child REQUEST FOLDER WORK``: ``FOLDER`` holds a copy of the
 program (and the ``.py`` files beside it), which is copied into ``WORK`` and run there. It

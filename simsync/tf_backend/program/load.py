@@ -1,7 +1,7 @@
 """Import a TensorFlow program (or a MetaGraphDef) into an IR graph: the parent's side, which
 imports no TensorFlow.
 
-:func:`import_program` copies the program and the ``.py`` files beside it (regular files,
+:func:`capture_program` copies the program and the ``.py`` files beside it (regular files,
 within limits) into a temporary folder, runs :mod:`simsync.tf_backend.program.child` on it
 in the sandbox (:mod:`simsync.sandbox.bubblewrap`: no network, writes only to its own
 temporary folder, the time and memory limits of :class:`ImportLimits`, threads but no new
@@ -15,7 +15,9 @@ made an op is read off the files copied (:mod:`~simsync.tf_backend.program.made_
 
 The costs come from the child's traced steps the first time, then from the cache
 (:mod:`simsync.tf_backend.program.costs`), or from ``costs=`` (a file measured on another
-machine). The graph is :func:`~simsync.tf_backend.program.convert.convert`'s.
+machine). The graph is :func:`~simsync.tf_backend.program.convert.convert`'s, its costs as
+traced: fitting them to the untraced step needs the simulator, above this package
+(:func:`simsync.simulation.importing.import_program`, the entry point).
 
 With ``export`` (the grader's), the program's own process says nothing the import believes:
 it only exports its loop (:func:`~simsync.tf_backend.program.child.export_loop`), and a
@@ -37,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from simsync.errors import GraphError, SimsyncError, UsageError, printable
+from simsync.errors import GraphError, UsageError, printable
 from simsync.ir import Graph
 from simsync.sandbox.bubblewrap import (
     Limits,
@@ -65,7 +67,6 @@ from simsync.tf_backend.profile.machine import cached_efficiency
 from simsync.tf_backend.program import costs as cost_cache
 from simsync.tf_backend.program.cluster import join, private_network, task_says, trainers
 from simsync.tf_backend.program.convert import convert
-from simsync.tf_backend.program.fit import apply_fit, fit_costs
 from simsync.tf_backend.program.made_in import Source, made_in
 
 __all__ = [
@@ -74,15 +75,13 @@ __all__ = [
     "ImportLimits",
     "Imported",
     "ProgramError",
-    "import_program",
+    "capture_program",
     "measure_program",
     "replay_program",
 ]
 
 #: processes whose median step time the profile's is the median of (:func:`_more_walls`)
 PROFILE_PROCESSES = 3
-#: the form of a kept fit: a fit kept in another form is found again
-FIT_FORM = 4  # 3: per_run on top of a NoOp run's run_work; 4: tried until within 1 %
 #: what ``simsync simulate FILE`` reads as a program rather than a scenario
 PROGRAM_SUFFIXES = (".py", ".meta", ".pbtxt")
 #: the program's folder: ``.py`` files copied beside it and in the folders below it (its own
@@ -148,6 +147,11 @@ class Imported:
     averaging: Averaging | None = None
     #: its exported loop (a graded program's), to compare another program with
     export: Given | None = None
+    #: how fast this machine's cores run when all are busy, when its devices are logical
+    efficiency: float | None = None
+    #: the cost cache's folder its fit is kept in (None: not kept), and the machine it ran on
+    kept_in: Path | None = None
+    machine: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -209,7 +213,7 @@ class _Answer:
         return self.said["graph"]
 
 
-def import_program(
+def capture_program(
     path: str | os.PathLike[str],
     *,
     args: Sequence[str] = (),
@@ -228,8 +232,9 @@ def import_program(
     given: Given | None = None,
 ) -> Imported:
     """Run the program at ``path`` in the sandbox until its training loop is known, and
-    return its graph with costs (see the module's docstring). ``args`` are its command line
-    (``sys.argv[1:]``). ``refresh`` profiles again even when the cache has this graph;
+    return its graph with its costs as traced (see the module's docstring; fitted to its
+    untraced step by :func:`simsync.simulation.importing.import_program`). ``args`` are its
+    command line (``sys.argv[1:]``). ``refresh`` profiles again even when the cache has this graph;
     ``cache`` is the cost cache's folder (None: the user's; False: none, neither read nor
     written); ``export`` believes nothing the program's process says but where it made each
     op, checked against its source (the grader's); ``processes`` time the step
@@ -283,8 +288,8 @@ def _imported(
     runner: _Runner, answer: _Answer, profile: Profile, costs_from: str, folder: Path | None
 ) -> Imported:
     """The import of a program whose child gave ``answer`` (checked whole) and whose costs
-    are ``profile``: its graph converted and fitted to its untraced step (the fit kept in
-    ``folder``, if any), or one :class:`ProgramError` line, whatever the answer held."""
+    are ``profile``: its graph converted (its fit to be kept in ``folder``, if any), or one
+    :class:`ProgramError` line, whatever the answer held."""
     data, shown = answer.data, runner.shown
     efficiency = cached_efficiency() if data.get("logical_devices") else None
     try:
@@ -298,31 +303,13 @@ def _imported(
         raise ProgramError(f"{shown}: {error}") from None
     except (KeyError, TypeError, ValueError) as error:
         raise ProgramError(f"{shown}: its graph could not be read ({error!r})") from None
-    walls = {
-        client["name"]: profile["clients"][client["thread"]].get("wall", 0.0)
-        for client in data["clients"]
-        if client["thread"] in profile.get("clients", {})
-    }
-    basis = {
-        "walls": walls,
-        # its clients were timed together (workers of SyncReplicasOptimizer)
-        "together": bool(profile.get("clients"))
-        and all(c.get("together") for c in profile["clients"].values()),
-        "efficiency": efficiency,
-        "cores": data.get("cores"),
-        "logical_devices": data.get("logical_devices"),
-        "form": FIT_FORM,
-    }
-    try:
-        graph, fitted = _fitted(graph, basis, profile, str(answer.key), answer, folder)
-    except SimsyncError as error:
-        raise ProgramError(f"{shown}: its costs could not be fitted: {error}") from None
     report["source"] = shown
     report["costs"] = costs_from
-    report["fit"] = fitted
     graph.facts = replace(graph.facts, source=report["source"])
     averaging = answer.said.get("averaging")
-    return Imported(graph, report, profile, costs_from, str(answer.key), data, averaging)
+    machine = dict(answer.said.get("machine", {}))
+    return Imported(graph, report, profile, costs_from, str(answer.key), data, averaging,
+                    efficiency=efficiency, kept_in=folder, machine=machine)  # fmt: skip
 
 
 def measure_program(
@@ -342,7 +329,7 @@ def measure_program(
     same as the import's when the program built the same graph), the graph as plain data
     (:func:`~simsync.tf_backend.program.convert.convert`'s input) and what was measured. A
     program written for a cluster runs as its cluster of ``tasks`` (see
-    :func:`import_program`), all of its workers measured together."""
+    :func:`capture_program`), all of its workers measured together."""
     shown = printable(str(path), one_line=True)
     runner = _Runner(
         Path(path), shown, tuple(args), limits, sandbox, tasks=tasks, task_flags=task_flags
@@ -465,30 +452,6 @@ def _joins(op: OpData, ops: Mapping[str, OpData]) -> bool:
         if producer["inputs"] or producer["type"].startswith("Placeholder"):
             computed.add(tensor["op"])
     return len(computed) >= 2
-
-
-def _fitted(
-    graph: Graph,
-    basis: dict[str, Any],
-    profile: Profile,
-    key: str,
-    answer: _Answer,
-    folder: Path | None,
-) -> tuple[Graph, dict[str, Any]]:
-    """``graph`` fitted to its untraced step (:func:`~simsync.tf_backend.program.fit.fit_costs`),
-    by the scale kept in simsync's own cache (``folder``; None: not kept, as for a
-    ``--costs`` file from elsewhere) when it was found on the same ``basis`` (the walls, the
-    cores and their efficiency, the form of the fit): a fit simulates the graph, seconds for
-    a large one. Else found now, and kept there."""
-    known = profile.get("fit")
-    if folder is not None and isinstance(known, dict) and known.get("basis") == basis:
-        report = dict(known.get("report") or {})
-        return apply_fit(graph, report), report
-    graph, fitted = fit_costs(graph, basis["walls"], bool(basis.get("together")))
-    if folder is not None:
-        profile["fit"] = {"basis": basis, "report": fitted}  # type: ignore[typeddict-item]
-        cost_cache.save_costs(key, answer.said.get("machine", {}), profile, folder)
-    return graph, fitted
 
 
 def _more_walls(runner: _Runner, profile: Profile, key: str, processes: int) -> None:

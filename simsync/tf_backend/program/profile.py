@@ -12,7 +12,7 @@ what a ``sess.run`` of one ``NoOp`` costs on a session configured the same way
 (:func:`session_run_split`): the client's overhead, of which only the Python side holds the
 GIL, and only its CPU time a core. Traced steps run slower than untraced ones, so the
 latencies are scaled when the graph is imported until the simulated step is the untraced
-wall time (:mod:`simsync.tf_backend.program.fit`).
+wall time (:mod:`simsync.simulation.fit`).
 
 The result is a plain dict (:func:`profile_loop`), the form the cache keeps
 (:mod:`simsync.tf_backend.program.costs`):

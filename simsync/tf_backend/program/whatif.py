@@ -511,7 +511,7 @@ def with_link(
 
 def scaled(graph: Graph, scale: float) -> Graph:
     """A copy of ``graph`` whose ops take ``scale`` times their cost (the fit of traced
-    latencies to the untraced step: :mod:`simsync.tf_backend.program.fit`).
+    latencies to the untraced step: :mod:`simsync.simulation.fit`).
 
     >>> from simsync.ir import Cost, Op
     >>> g = Graph()
@@ -531,7 +531,7 @@ def scaled(graph: Graph, scale: float) -> Graph:
 def with_run_work(graph: Graph, seconds: float) -> Graph:
     """A copy of ``graph`` whose clients each do ``seconds`` more of TensorFlow's own work
     in every run (``Client.run_work``: the fit of a step longer than its traced ops,
-    :mod:`simsync.tf_backend.program.fit`); not its daemons (a queue runner's thread runs
+    :mod:`simsync.simulation.fit`); not its daemons (a queue runner's thread runs
     a few ops of its own).
 
     >>> from simsync.ir import Client, Op

@@ -40,9 +40,9 @@ from simsync.tf_backend.session.prepare import (
 )
 from simsync.tf_backend.session.progress import StepProgress
 from simsync.tf_backend.session.tracing import NodeCensus, traced_step
-from simsync.trace import StepRecord, Trace
+from simsync.trace import Executor, StepRecord, Trace
 
-__all__ = ["Variant", "run_on_tensorflow"]
+__all__ = ["Variant", "run_on_tensorflow", "tensorflow_executor"]
 
 
 #: Interleaved rounds stop after this many seconds, once :data:`MIN_ROUNDS` are done.
@@ -72,6 +72,21 @@ class Variant:
     def one_tower_working(cls, towers: int) -> Variant:
         """Every tower but the first with next to no work: the first one working alone."""
         return cls("one tower working", {tower_device(t): MAX_SPEED for t in range(1, towers)})
+
+
+def tensorflow_executor(scenario: Scenario, *, warmup: int = 2) -> Executor:
+    """TensorFlow's session as an :class:`~simsync.trace.Executor`, for graphs of
+    ``scenario``'s model (the numbers a graph's ops compute are its model's): a graph run for
+    ``steps`` traced steps after ``warmup`` untimed ones, its seed the run's; the trace holds
+    the traced steps, as :func:`run_on_tensorflow`'s."""
+
+    def run(graph: Graph, steps: int, seed: int) -> Trace:
+        ran = run_on_tensorflow(
+            scenario.with_run(steps=steps, seed=seed), warmup=warmup, timing_steps=0, graph=graph
+        )
+        return ran.trace
+
+    return run
 
 
 def run_on_tensorflow(

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from simsync.engine.draws import DrawStreams
+from simsync.draws import DrawStreams
 from simsync.ir import Cost, Graph, run_order
 from simsync.kinds.dequeue import batch_positions
 from simsync.numerics import make_batches

@@ -35,13 +35,16 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
-from simsync.engine import Simulation, simulate
 from simsync.ir import Graph
 from simsync.scenario import ClusterConfig, Scenario
+from simsync.simulation import Simulation, simulate
 from simsync.tf_backend.program.whatif import scaled, with_run_work
 
-__all__ = ["FIT_STEPS", "apply_fit", "fit_costs", "simulate_graph"]
+__all__ = ["FIT_FORM", "FIT_STEPS", "apply_fit", "fit_costs", "simulate_graph"]
 
+#: the form of a kept fit: a fit kept in another form is found again (3: per_run on top of a
+#: NoOp run's run_work; 4: tried until within 1 %)
+FIT_FORM = 4
 #: steps simulated for each try of a scale (the median step is kept)
 FIT_STEPS = 6
 #: the scales a fit may take: beyond them the profile is not this graph's steady loop

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from simsync.engine.simulate import Simulation, simulate, training_clients
 from simsync.errors import SimsyncError, UsageError
 from simsync.ir import updating_clients
 from simsync.scenario import Scenario
+from simsync.simulation.simulate import Simulation, simulate, training_clients
 from simsync.trace import Contest, Entrant, loss_curve, staleness_stats, time_to_loss
 
 __all__ = ["Contest", "Entrant", "contest"]

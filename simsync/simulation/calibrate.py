@@ -36,18 +36,25 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from simsync.engine import median_step_time, simulate
 from simsync.ir import Graph
 from simsync.patterns import build, tower_device
 from simsync.scenario import LinkConfig, Scenario
-from simsync.scenario.profile import Profile, apply_profile
+from simsync.scenario.profile import Profile, apply_profile, save_profile
 from simsync.scenario.schema import COST_KINDS, MAX_SPEED
+from simsync.simulation import median_step_time, simulate
+from simsync.tf_backend.profile.machine import (
+    REFERENCE,
+    cached_profile,
+    kept,
+    machine_key,
+    profile_path,
+)
 from simsync.tf_backend.session.execute import Variant, run_on_tensorflow
 from simsync.tf_backend.session.prepare import TensorFlowRun
 from simsync.tf_backend.session.runtime import DevicePlan, gpu_names
 from simsync.trace import OpRecord
 
-__all__ = ["STEPS", "calibrate", "one_tower", "solve"]
+__all__ = ["STEPS", "calibrate", "machine_profile", "one_tower", "solve"]
 
 
 def one_tower(scenario: Scenario) -> Scenario:
@@ -58,6 +65,29 @@ def one_tower(scenario: Scenario) -> Scenario:
 
 #: Traced steps of a calibration (and rounds: twice as many), unless told otherwise.
 STEPS = 20
+
+
+def machine_profile(
+    *, refresh: bool = False, on_progress: Callable[[str], None] | None = None
+) -> Profile:
+    """This machine's profile: the cached one, or measured now (a few seconds) and cached.
+
+    ``refresh`` measures it again even if a cached one exists. ``on_progress`` is told when a
+    measurement starts (a spinner can say why the wait)."""
+    key = machine_key()
+    path = profile_path(key)
+
+    def measure() -> Profile:
+        return save_profile(calibrate(REFERENCE, machine=key), path)
+
+    return kept(
+        path,
+        "this machine's profile",
+        None if refresh else lambda: cached_profile(path, key),
+        measure,
+        f"measuring this machine once, a few seconds (kept in {path.parent})",
+        on_progress,
+    )
 
 
 def calibrate(
