@@ -145,6 +145,27 @@ _WRITES = ("Apply", "Assign", "Scatter")
 _ASSIGNS = frozenset({"Assign", "AssignVariableOp"})
 
 
+@dataclasses.dataclass(frozen=True)
+class _Step:
+    """What the first pass found: the program's ops by name, where each runs, the resources
+    they share, SyncReplicasOptimizer's tokens, the queue runners' threads simulated, the ops
+    a step runs (``stepped``) and needs with those threads (``needed``), why those not kept
+    are not, and the kept ones in the program's order with their towers."""
+
+    ops: dict[str, Any]
+    devices: dict[str, str]
+    shared: dict[str, str]
+    assigned: dict[str, tuple[str, str]]
+    tokens: set[str]
+    runners: list[_Thread]
+    fed: set[str]
+    stepped: set[str]
+    needed: set[str]
+    reasons: dict[str, str]
+    kept: list[str]
+    towers: Any
+
+
 def convert(
     data: Mapping[str, Any],
     profile: Mapping[str, Any] | None,
@@ -157,10 +178,27 @@ def convert(
     :func:`~simsync.tf_backend.program.profile.profile_loop`) gives costs and placement;
     ``efficiency`` is how fast this machine's cores run when all are busy (its profile's);
     ``made_in`` where the program made its ops, by function and line
-    (:mod:`~simsync.tf_backend.program.made_in`)."""
+    (:mod:`~simsync.tf_backend.program.made_in`).
+
+    Five passes, each a function of what the ones before found: the ops kept
+    (:func:`_kept_ops`), the devices and the machine's pool (:func:`_devices_and_pool`), the
+    ops with their variables, resources and tensors (:func:`_add_ops`), the clients
+    (:func:`_add_clients`), then the facts and the report (:func:`_facts_and_report`)."""
+    timed = (profile or {}).get("ops", {})
+    step = _kept_ops(data, timed, queue_runners)
+    graph = _devices_and_pool(data, step, timed, efficiency)
+    untimed = _add_ops(graph, data, step, profile, queue_runners)
+    _add_clients(graph, data, step, profile)
+    report = _facts_and_report(graph, data, step, profile, untimed, made_in)
+    return graph, report
+
+
+def _kept_ops(data: Mapping[str, Any], timed: Mapping[str, Any], queue_runners: bool) -> _Step:
+    """Pass 1: the ops a step runs (the clients' fetches and what they need) and the queue
+    runners' threads simulated, and of those the ones that become IR ops; the others with
+    their reason (constants, placeholders, variables, queues...)."""
     ops = {op["name"]: op for op in data["ops"]}
     clients = data["clients"]
-    timed = (profile or {}).get("ops", {})
     devices = {name: _device(name, ops, timed) for name in ops}
     shared = _shared(ops, devices)
     assigned = _token_assigns(ops, shared, set(data.get("trainable", ())))
@@ -179,48 +217,83 @@ def convert(
         )
     reasons: dict[str, str] = {}
     for name in needed:
-        kind = ops[name]["type"]
-        if kind in CONSTANTS:
-            reasons[name] = "constants (their values exist before the step starts)"
-        elif kind in FED:
-            reasons[name] = "placeholders (fed by sess.run)"
-        elif kind in ARGUMENTS:
-            reasons[name] = "a tf.function's arguments (passed by its call)"
-        elif kind in RESULTS:
-            reasons[name] = "a tf.function's results (returned by its call)"
-        elif kind in VARIABLE_OPS:
-            reasons[name] = "variables (kept as variables, not ops)"
-        elif kind in FIFO_QUEUES and shared[name] in fed and not queue_runners:
-            reasons[name] = (
-                "FIFO queues filled by queue runners (their threads are not simulated: a "
-                "dequeue never waits)"
-            )
-        elif kind in FIFO_QUEUES:
-            reasons[name] = "FIFO queues (kept as queues, not ops)"
-        elif kind in ACCUMULATORS:
-            reasons[name] = "accumulators (kept as accumulators, not ops)"
-        elif kind in RESOURCES:
-            reasons[name] = (
-                "random shuffle or priority queues and accumulators (their ops run, never "
-                "waiting: such a queue is never empty)"
-            )
+        filled = shared.get(name) in fed and not queue_runners  # a FIFO queue's name is shared
+        reason = _not_kept(ops[name]["type"], filled)
+        if reason is not None:
+            reasons[name] = reason
     kept = [name for name in data["order"] if name in needed and name not in reasons]
     towers = find_towers(kept, {name: devices[name] for name in kept})
+    return _Step(ops, devices, shared, assigned, tokens, runners, fed, stepped, needed,
+                 reasons, kept, towers)  # fmt: skip
 
+
+def _not_kept(kind: str, filled_by_runners: bool) -> str | None:
+    """Why an op of type ``kind`` a step runs is no IR op (None: it is one);
+    ``filled_by_runners``: a queue its runners fill, not simulated."""
+    if kind in CONSTANTS:
+        return "constants (their values exist before the step starts)"
+    if kind in FED:
+        return "placeholders (fed by sess.run)"
+    if kind in ARGUMENTS:
+        return "a tf.function's arguments (passed by its call)"
+    if kind in RESULTS:
+        return "a tf.function's results (returned by its call)"
+    if kind in VARIABLE_OPS:
+        return "variables (kept as variables, not ops)"
+    if kind in FIFO_QUEUES and filled_by_runners:
+        return (
+            "FIFO queues filled by queue runners (their threads are not simulated: a "
+            "dequeue never waits)"
+        )
+    if kind in FIFO_QUEUES:
+        return "FIFO queues (kept as queues, not ops)"
+    if kind in ACCUMULATORS:
+        return "accumulators (kept as accumulators, not ops)"
+    if kind in RESOURCES:
+        return (
+            "random shuffle or priority queues and accumulators (their ops run, never "
+            "waiting: such a queue is never empty)"
+        )
+    return None
+
+
+def _devices_and_pool(
+    data: Mapping[str, Any], step: _Step, timed: Mapping[str, Any], efficiency: float
+) -> Graph:
+    """Pass 2: the graph with its devices, and on logical devices the machine's cores as the
+    engine's pool (TensorFlow's inter-op threads run their ops, each op for its own time)."""
     graph = Graph(name=data["program"])
-    # logical devices share this machine's cores: TensorFlow's inter-op threads run their
-    # ops, each op for its own time (the engine's pool holds the waits for a thread)
-    pooled = bool(data.get("logical_devices")) and any("busy" in t for t in timed.values())
-    if pooled:
+    if _pooled(data, timed):
         graph.host_cores[LOCALHOST] = max(1, int(data.get("cores") or 1))
         graph.core_efficiency[LOCALHOST] = efficiency
-    seconds = "busy" if pooled else "seconds"
-    for device in sorted({devices[name] for name in kept} | {"/cpu:0"}):
+    for device in sorted({step.devices[name] for name in step.kept} | {"/cpu:0"}):
         cpu = "/gpu:" not in device  # a CPU, of this process or of a task of a cluster
         graph.add_device(Device(device, kind="cpu" if cpu else "gpu", concurrent=cpu))
+    return graph
+
+
+def _pooled(data: Mapping[str, Any], timed: Mapping[str, Any]) -> bool:
+    """Whether the ops ran on logical devices sharing this machine's cores, timed busy."""
+    return bool(data.get("logical_devices")) and any("busy" in t for t in timed.values())
+
+
+def _add_ops(
+    graph: Graph,
+    data: Mapping[str, Any],
+    step: _Step,
+    profile: Mapping[str, Any] | None,
+    queue_runners: bool,
+) -> int:
+    """Pass 3: the variables, the queues and accumulators, one IR op per kept op (its kind,
+    device, cost, tower, the variables it reads and writes, its resource) and the tensors
+    between them; how many kept ops the profile never timed (folded by TensorFlow)."""
+    ops, devices, shared, tokens = step.ops, step.devices, step.shared, step.tokens
+    assigned, kept, needed = step.assigned, step.kept, step.needed
+    timed = (profile or {}).get("ops", {})
+    seconds = "busy" if _pooled(data, timed) else "seconds"
     variables = _variables(graph, ops, needed, devices, data)
-    unsimulated = set() if queue_runners else {n for n in needed if shared.get(n) in fed}
-    queues = _queues(graph, ops, needed - unsimulated, devices, data, runners, shared, tokens)
+    unsimulated = set() if queue_runners else {n for n in needed if shared.get(n) in step.fed}
+    queues = _queues(graph, ops, needed - unsimulated, devices, data, step.runners, shared, tokens)
     counters = {name for name, v in graph.variables.items() if v.counter}
     untimed = 0
     views = _views(ops)
@@ -259,7 +332,7 @@ def convert(
                 devices[name],
                 Cost(float(cost or 0.0)),
                 # the chief's take is the workers' meeting, though made in tower 0's scope
-                tower=None if kind is TAKE_GRADIENTS else towers.of(name),
+                tower=None if kind is TAKE_GRADIENTS else step.towers.of(name),
                 reads=reads,
                 writes=written,
                 resource=queue,
@@ -267,12 +340,21 @@ def convert(
             )
         )
     _tensors(graph, ops, kept, profile or {})
-    if profile and towers.prefix is not None and data.get("logical_devices"):
+    if profile and step.towers.prefix is not None and data.get("logical_devices"):
         _same_costs(graph, ops)
+    return untimed
+
+
+def _add_clients(
+    graph: Graph, data: Mapping[str, Any], step: _Step, profile: Mapping[str, Any] | None
+) -> None:
+    """Pass 4: one client per thread that loops (its fetches, what its ``sess.run`` costs
+    beyond its ops; a worker of the program's own SyncReplicasOptimizer runs until the
+    global step) and one daemon per queue runner's thread simulated."""
     overheads = (profile or {}).get("clients", {})
-    step = _tokens_step(graph)
+    tokens_step = _tokens_step(graph)
     pushes = {op.name for op in graph.ops() if op.kind == PUSH_GRADIENTS.name}
-    for client in clients:
+    for client in data["clients"]:
         fetches = tuple(name for name in client["fetches"] if name in graph.nx)
         if not fetches:
             raise GraphError(
@@ -284,13 +366,25 @@ def convert(
         graph.facts = dataclasses.replace(
             graph.facts, session_run=python, session_run_work=work, session_run_latency=latency
         )
-        # a worker of the program's own SyncReplicasOptimizer runs until the global step
-        until = step if step and pushes & _closure(ops, list(fetches)) else None
+        until = tokens_step if tokens_step and pushes & _closure(step.ops, list(fetches)) else None
         graph.add_client(
             dataclasses.replace(session_client(graph, client["name"], fetches), until=until)
         )
-    for name, enqueue, _ in runners:  # a queue runner's thread: sess.run(enqueue) in a loop
+    for name, enqueue, _ in step.runners:  # a queue runner's thread: sess.run(enqueue) in a loop
         graph.add_client(session_client(graph, name, (enqueue,), daemon=True))
+
+
+def _facts_and_report(
+    graph: Graph,
+    data: Mapping[str, Any],
+    step: _Step,
+    profile: Mapping[str, Any] | None,
+    untimed: int,
+    made_in: Mapping[str, str] | None,
+) -> dict[str, Any]:
+    """Pass 5: the graph's facts (its source, global step and batch) and the report of what
+    was kept, ignored and found."""
+    ops, kept, needed = step.ops, step.kept, step.needed
     steps = [n for n in data.get("collections", {}).get("global_step", []) if n in graph.variables]
     graph.facts = dataclasses.replace(
         graph.facts,
@@ -299,7 +393,7 @@ def convert(
         global_step=steps[0] if steps else None,
     )
     ran = dict((profile or {}).get("shapes", {}))
-    for client in clients:  # a fed placeholder runs no op: its shape is what was fed
+    for client in data["clients"]:  # a fed placeholder runs no op: its shape is what was fed
         ran.update(client.get("feeds", {}))
     batch = find_batch(ops, [n for n in data["order"] if n in needed], ran)
     if batch is not None:
@@ -309,10 +403,10 @@ def convert(
             carry=tuple(sorted(set(batch.carry) & set(kept))),
             # each tower brings in its own examples (a step trains on one batch per tower),
             # or they split a batch brought in outside them
-            per_tower=any(towers.of(name) is not None for name in batch.inputs),
+            per_tower=any(step.towers.of(name) is not None for name in batch.inputs),
         )
         graph.facts = dataclasses.replace(graph.facts, batch=found)
-    report = _report(data, ops, needed, reasons, kept, towers, untimed, profile, graph)
+    report = _report(data, ops, needed, step.reasons, kept, step.towers, untimed, profile, graph)
     report["batch"] = None if batch is None else batch.size
     # where the program made its shared ops (the averaging, the apply) and its sync points
     # (a strategy's all-reduce, one in each tower), by function and line
@@ -323,16 +417,17 @@ def convert(
         if name in (made_in or {}) and (graph.op(name).tower is None or name in points)
     }
     # what the loop's steps run, and what only the queue runners' threads do
-    report["ops"] = sum(1 for name in kept if name in stepped)
+    report["ops"] = sum(1 for name in kept if name in step.stepped)
     report["queue_runner_ops"] = len(kept) - report["ops"]
-    report["queue_runner_threads"] = len(runners)
-    report["input_queues"] = _input_queues(ops, stepped, set(graph.resources), shared, tokens)
+    report["queue_runner_threads"] = len(step.runners)
+    simulated = set(graph.resources)
+    report["input_queues"] = _input_queues(ops, step.stepped, simulated, step.shared, step.tokens)
     report["accumulators"] = sorted(
         name for name, resource in graph.resources.items() if resource.kind == "accumulator"
     )
-    report["token_queues"] = sorted(tokens & set(graph.resources))
-    report["update_ops"] = _update_ops(data, graph, stepped)
-    return graph, report
+    report["token_queues"] = sorted(step.tokens & set(graph.resources))
+    report["update_ops"] = _update_ops(data, graph, step.stepped)
+    return report
 
 
 def _update_ops(data: Mapping[str, Any], graph: Graph, stepped: set[str]) -> dict[str, Any]:
@@ -760,7 +855,7 @@ def _closure(ops: dict[str, Any], fetches: list[str]) -> set[str]:
     return needed
 
 
-def _device(name: str, ops: dict[str, Any], timed: dict[str, Any], depth: int = 0) -> str:
+def _device(name: str, ops: dict[str, Any], timed: Mapping[str, Any], depth: int = 0) -> str:
     """Where op ``name`` runs: as profiled, else as requested, colocated or fed."""
     if name in timed:
         return str(timed[name]["device"])
