@@ -35,12 +35,11 @@ from typing import Any
 import numpy as np
 
 from simsync.errors import SimsyncError, SimulationError
-from simsync.ir import Graph, Op, run_orders
-from simsync.kinds import kind_of
-from simsync.kinds.contract import Inputs, OpLike, slots
-from simsync.kinds.dequeue import batch_positions
+from simsync.ir import Graph, Op
+from simsync.kinds.contract import Inputs, OpLike
 from simsync.numerics import ModelSpec, batch_source, init_params
 from simsync.replay.context import RunContext, RunKey, RunOp, Versions
+from simsync.replay.index import replay_index
 from simsync.trace import Trace, takes
 
 __all__ = ["Replayed", "replay"]
@@ -87,14 +86,20 @@ def _mean(losses: list[float]) -> float:
 
 
 class _Replay:
+    """The replay of one trace: the graph's :class:`~simsync.replay.index.ReplayIndex`
+    (made once per graph) and this trace's state (the variables' versions, the runs being
+    evaluated, their losses, what the trace says each run read and took)."""
+
     def __init__(self, graph: Graph, trace: Trace, spec: ModelSpec, seed: int) -> None:
         self.graph, self.trace, self.spec, self.seed = graph, trace, spec, seed
-        self.index = {client.name: i for i, client in enumerate(graph.clients)}
-        orders = run_orders(graph, [client.fetches for client in graph.clients])
-        self.ops = {c.name: set(order) for c, order in zip(graph.clients, orders, strict=True)}
-        self.inputs = {
-            op.name: [t.src for t in graph.inputs(op.name) if not t.control] for op in graph.ops()
-        }
+        index = replay_index(graph)
+        # the index's, bound here: the rules' hot paths read them
+        self.index, self.ops, self.inputs = index.client_index, index.ops, index.inputs
+        self.op_of, self.written, self.kind_of = index.op_of, index.written, index.kind_of
+        self.about, self.no_inputs = index.about, index.no_inputs
+        self.positions, self.parameter_of = index.positions, index.parameter_of
+        self.trainable, self.reads_model = index.trainable, index.reads_model
+        self.model_reads = index.model_reads
         initial = init_params(spec, seed)
         self.state = {
             name: Versions(
@@ -105,49 +110,11 @@ class _Replay:
             for name, v in graph.variables.items()
             if not v.counter
         }
-        self.op_of = {op.name: op for op in graph.ops()}
-        #: per op, the variables it writes that hold numbers (not counters)
-        self.written = {
-            name: tuple(v for v in op.writes if v in self.state) for name, op in self.op_of.items()
-        }
-        self.kind_of = {name: kind_of(op.kind) for name, op in self.op_of.items()}
-        #: per op, its data inputs' ops, and their positions by role (what the rules ask for)
-        self.froms = {name: [self.op_of[src] for src in srcs] for name, srcs in self.inputs.items()}
-        self.slots = {
-            name: slots([self.kind_of[src].provides for src in srcs])
-            for name, srcs in self.inputs.items()
-        }
-        #: per op: the op, its data inputs' names and ops, their positions by role
-        self.about = {
-            name: (op, self.inputs[name], self.froms[name], self.slots[name])
-            for name, op in self.op_of.items()
-        }
-        #: per op without data inputs, its (empty) inputs, made once
-        self.no_inputs = {
-            name: Inputs.of(op, [], [], self.slots[name])
-            for name, op in self.op_of.items()
-            if not self.inputs[name]
-        }
         #: the runs being evaluated: their values and batches
         self.runs: dict[RunKey, RunContext] = {}
-        #: per client, the position of each tower's batch among the run's batches
-        self.positions = {
-            client: batch_positions(self.op_of[n] for n in ops) for client, ops in self.ops.items()
-        }
         self.batches_of = batch_source(spec, seed)
-        self.parameter_of = {name: v.model_parameter for name, v in graph.variables.items()}
-        self.trainable = {name: v.trainable for name, v in graph.variables.items()}
         #: per tuple of variables an op reads, those that hold numbers (not counters)
         self.numbered: dict[tuple[str, ...], tuple[str, ...]] = {}
-        #: per op, whether it reads variables that hold numbers (the versions its run read)
-        self.reads_model = {
-            name: any(v in self.state for v in op.reads) for name, op in self.op_of.items()
-        }
-        #: per client, how many of its run's ops read them
-        self.model_reads = {
-            client: sum(1 for name in ops if self.reads_model[name])
-            for client, ops in self.ops.items()
-        }
         self.read_dicts: dict[tuple[tuple[str, ...], tuple[int, ...]], dict[str, np.ndarray]] = {}
         self.losses: dict[RunKey, list[float]] = defaultdict(list)
         #: per read op of a run whose read ops saw a variable at several versions, the
@@ -342,13 +309,9 @@ class _Replay:
 
     def _inputs(self, context: RunContext, name: str) -> Inputs:
         """The inputs of op ``name`` in the run of ``context``, all evaluated."""
+        op, sources, froms, positions = self.about[name]
         values = context.values
-        return Inputs.of(
-            self.op_of[name],
-            self.froms[name],
-            [values[src] for src in self.inputs[name]],
-            self.slots[name],
-        )
+        return Inputs.of(op, froms, [values[src] for src in sources], positions)
 
     def _done_with(self, run: RunKey) -> None:
         """One effect of ``run`` replayed; its values go when none is left."""
