@@ -11,8 +11,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import watchdog
 
+from simsync.engine import Engine
 from simsync.errors import SimulationError
+from simsync.ir import Client, Cost, Op
+from simsync.patterns import build
 from simsync.scenario import ClusterConfig, ComputeConfig, ModelConfig, Scenario, TrainingConfig
 from simsync.simulation import simulate, summary
 
@@ -192,6 +196,30 @@ def test_no_chief_queue_runner_is_explained() -> None:
     message = str(error.value)
     assert "waits in worker_0/dequeue_token for a token from sync_token_q (empty)" in message
     assert "no client runs an op that puts into sync_token_q" in message
+
+
+def test_a_resource_no_one_fills_is_explained_though_a_daemon_loops_beside_it() -> None:
+    """Workers waiting for tokens no client puts, beside a thread whose runs take time and
+    loop until the others are done: the simulation used to run for ever."""
+    graph = build(replicas(2, 5, chief_queue_runner=False))
+    graph.add_op(Op("runner/work", "generic", next(iter(graph.devices)), Cost(0.001)))
+    graph.add_client(Client("runner", ("runner/work",), daemon=True))
+    with watchdog(60), pytest.raises(SimulationError) as error:
+        Engine(graph, steps=5).run()
+    message = str(error.value)
+    assert "worker_0 waits in worker_0/dequeue_token for a token from sync_token_q" in message
+    assert "no client runs an op that puts into sync_token_q" in message
+
+
+def test_a_daemon_that_fills_the_resource_is_no_deadlock() -> None:
+    """The chief's queue runner, a daemon, puts the tokens the workers wait for: each of its
+    runs sees workers waiting on a resource a client left fills, and goes on."""
+    graph = build(replicas(2, 5))
+    graph.add_op(Op("runner/work", "generic", next(iter(graph.devices)), Cost(0.001)))
+    graph.add_client(Client("runner", ("runner/work",), daemon=True))
+    with watchdog(60):
+        trace = Engine(graph, steps=5).run()
+    assert len({(u.client, u.step) for u in trace.updates if u.applied}) == 5
 
 
 def test_summary_reports_the_protocol() -> None:

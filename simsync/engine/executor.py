@@ -163,6 +163,14 @@ class Engine:
         self.finished_clients: set[str] = set()
         #: a daemon's tick could free a bounded client: then no daemon's run tells a deadlock
         self.daemons_tick = any(p.daemon and p.bound is not None for p in self.plans)
+        #: per resource, the clients that run an op that puts into it, and that take from it
+        self.feeders: dict[str, set[str]] = {name: set() for name in self.resources}
+        self.takers: dict[str, set[str]] = {name: set() for name in self.resources}
+        for plan in self.plans:
+            for planned in plan.ops:
+                if planned.op.resource is not None and (planned.puts or planned.waits):
+                    users = self.feeders if planned.puts else self.takers
+                    users[planned.op.resource].add(plan.name)
 
     # -- running --------------------------------------------------------------------------
     def run(self) -> Trace:
@@ -202,15 +210,22 @@ class Engine:
             self.working -= 1
             self.finished_clients.add(plan.name)
 
-    def _bound_for_ever(self) -> list[str]:
-        """The clients left, when every one waits for the staleness bound: none of them can
-        ever tick a clock again, so a daemon that keeps looping beside them would hide the
-        deadlock for ever (it only ends when its queue blocks it). Else none."""
-        blocked = self.clocks.blocked
-        if not blocked or self.daemons_tick:
-            return []
+    def _waiting_for_ever(self) -> list[str]:
+        """The clients left, when every one waits for what nothing left can give: the
+        staleness bound (no daemon ticks a clock), or a resource that no client left, daemons
+        included, puts into (or takes from, for room in a full queue). A daemon that keeps
+        looping beside them would hide the deadlock for ever (it only ends when its queue
+        blocks it). Else none. (Clients that wait on one another's resources, each still
+        able to put into the other's, are not told here.)"""
         left = [p.name for p in self.plans if not p.daemon and p.name not in self.finished_clients]
-        return left if all(name in blocked for name in left) else []
+        waiting = set() if self.daemons_tick else set(self.clocks.blocked)
+        alive = {p.name for p in self.plans if p.name not in self.finished_clients}
+        for name, resource in self.resources.items():
+            if resource.waiters and not self.feeders[name] & alive:
+                waiting.update(waiter.client for waiter in resource.waiters)
+            if resource.putters and not self.takers[name] & alive:
+                waiting.update(waiter.client for waiter in resource.putters)
+        return left if left and all(name in waiting for name in left) else []
 
     def _runs(self, plan: Plan) -> Generator[simpy.Event, Any, None]:
         env = self.env
@@ -251,7 +266,7 @@ class Engine:
                 stalled = 0 if self.versions[plan.until] != version else stalled + 1
             elif plan.daemon:
                 stalled = 0 if env.now > start else stalled + 1
-                stuck = self._bound_for_ever()
+                stuck = self._waiting_for_ever()
                 if stuck:
                     raise explain_deadlock(self.plans, self.clocks, self.resources, stuck)
             if plan.bound is not None:
