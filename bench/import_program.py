@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 
 from simsync.ir import Graph
-from simsync.programs import program_summary, simulate_program
 from simsync.scenario import ClusterConfig, Scenario
 from simsync.simulation import Simulation, simulate
 from simsync.simulation.importing import import_program
+from simsync.simulation.user_program import program_summary, simulate_program
 
 PROGRAM = Path(__file__).parent / "programs" / "deep_towers.py"
 STEPS = 100

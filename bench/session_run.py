@@ -1,5 +1,5 @@
 """What one ``sess.run`` costs on this machine beyond its ops, split as an imported program's
-clients are (``simsync.tf_backend.program.profile.session_run_split``): its Python side
+clients are (``simsync.tf_backend.program.step_costs.session_run_split``): its Python side
 (holds the GIL), the calling thread's CPU time, the wall time; measured ``--times`` times in
 a row on one session configured as a program's (17 logical CPU devices, no Grappler), to see
 how much each moves on this machine.
@@ -21,7 +21,7 @@ def main() -> None:
     import tensorflow as tf
 
     from simsync.tf_backend.program.capture import LOGICAL_DEVICES
-    from simsync.tf_backend.program.profile import session_run_split
+    from simsync.tf_backend.program.step_costs import session_run_split
 
     tf.compat.v1.disable_eager_execution()
     config = tf.compat.v1.ConfigProto(device_count={"CPU": LOGICAL_DEVICES})

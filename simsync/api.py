@@ -46,7 +46,6 @@ from simsync.patterns import (
     worker_name,
 )
 from simsync.patterns.towers import add_variables, compute_cost, device_graph
-from simsync.programs import WhatIf, program_summary, simulate_program
 from simsync.scenario import (
     ClusterConfig,
     ComputeConfig,
@@ -56,6 +55,7 @@ from simsync.scenario import (
 )
 from simsync.simulation import Simulation, summary
 from simsync.simulation import simulate as simulate_scenario
+from simsync.simulation.user_program import WhatIf, program_summary, simulate_program
 
 
 class Result(Simulation):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import simsync.patterns as patterns
-from simsync.crosscheck.check import crosscheck
+from simsync.crosscheck.choose import crosscheck
 from simsync.scenario import load_scenario
 
 pytestmark = pytest.mark.tf

@@ -166,8 +166,8 @@ def _averaging(gated: bool):
 @pytest.mark.parametrize("gated", [False, True])
 def test_an_update_must_compute_with_every_towers_data_not_only_wait(gated: bool) -> None:
     from simsync.grading.assignment import Check
-    from simsync.grading.checks import structure
     from simsync.grading.child import structure_of
+    from simsync.grading.rubric import structure
 
     found = structure_of(_averaging(gated), [], [])
     check = Check("averaged", "4.2", "structure", 3.0, False, "train.py",
@@ -210,8 +210,8 @@ def test_an_update_must_weigh_every_towers_gradient_alike(
     averaging: dict[str, Any] | None, expected: str | None
 ) -> None:
     from simsync.grading.assignment import Check
-    from simsync.grading.checks import structure
     from simsync.grading.child import structure_of
+    from simsync.grading.rubric import structure
 
     found = {**structure_of(_averaging(False), [], []), "averaging": averaging}
     check = Check("averaged", "4.2", "structure", 3.0, False, "train.py",
@@ -251,7 +251,7 @@ def test_advice_of_no_points_passes_or_fails_and_scores_nothing(tmp_path: Path) 
     ],
 )
 def test_a_towers_data_may_not_weigh_more_than_anothers(weights, noise, said) -> None:
-    from simsync.grading.checks import _averages
+    from simsync.grading.rubric import _averages
 
     found = {"averaging": {"towers": 4, "updates": [], "problem": None,
                            "data_weights": weights, "data_noise": noise}}  # fmt: skip

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from simsync.grading import grade, graphs, load_assignments
-from simsync.grading.checks import GIVEN_RESIDUAL, UPHILL_STEP, _averages
+from simsync.grading.rubric import GIVEN_RESIDUAL, UPHILL_STEP, _averages
 from simsync.grading.source import check_program
 from simsync.simulation.importing import import_program
 from simsync.tf_backend.program.load import ProgramError

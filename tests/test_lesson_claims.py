@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from simsync.tutor.check import check_lesson
 from simsync.tutor.claims import lesson_problems
 from simsync.tutor.content import load_lesson, load_lessons
+from simsync.tutor.lesson_check import check_lesson
 from simsync.tutor.progress import Progress
 from simsync.tutor.runner import LessonRunner
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from simsync.tutor.check import check_lesson
 from simsync.tutor.content import lessons_root, load_lesson
+from simsync.tutor.lesson_check import check_lesson
 from simsync.tutor.progress import Progress
 from simsync.tutor.questions import expected_answer
 from simsync.tutor.runner import LessonRunner

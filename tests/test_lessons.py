@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from simsync.tutor.check import check_lesson
 from simsync.tutor.content import load_lessons
+from simsync.tutor.lesson_check import check_lesson
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = load_lessons()

@@ -174,7 +174,7 @@ def test_program_options_are_refused_for_a_scenario():
 )
 def test_a_costs_file_that_is_not_one(tmp_path, content, said):
     from simsync.errors import UsageError
-    from simsync.tf_backend.program.costs import load_costs
+    from simsync.tf_backend.program.cost_cache import load_costs
 
     path = tmp_path / "costs.json"
     path.write_text(content)
@@ -222,7 +222,7 @@ def _two_tower_graph():
 
 
 def test_the_program_report_checks_order_arrivals_and_step_time():
-    from simsync.crosscheck.program import program_report
+    from simsync.crosscheck.user_program import program_report
     from simsync.scenario import ClusterConfig, Scenario
     from simsync.simulation import simulate
 
@@ -258,7 +258,7 @@ def test_the_program_report_checks_order_arrivals_and_step_time():
 def test_towers_of_equal_work_have_no_predicted_last():
     """With equal towers the simulation's pool takes them in some order and one comes last
     every step: that order is not a prediction, and the report names no tower."""
-    from simsync.crosscheck.program import program_report
+    from simsync.crosscheck.user_program import program_report
     from simsync.scenario import ClusterConfig, Scenario
     from simsync.simulation import simulate
 
@@ -281,7 +281,7 @@ def test_runs_that_each_have_their_own_last_tower_name_none():
     TensorFlow's threads take first held for a whole run and differed between runs (51 of
     60 in all for one). Two runs with tower_0 last and one with tower_1 last name no tower;
     three runs alike name theirs."""
-    from simsync.crosscheck.program import program_report
+    from simsync.crosscheck.user_program import program_report
     from simsync.scenario import ClusterConfig, Scenario
     from simsync.simulation import simulate
 
@@ -561,7 +561,7 @@ def test_sync_replicas_counts_steps_with_the_programs_global_step():
 def test_a_graphs_key_does_not_depend_on_the_order_of_its_control_inputs():
     # tf.group orders its control inputs by Python's string hash, which changes from one
     # process to the next: the same program must find its cached costs again
-    from simsync.tf_backend.program.costs import graph_key
+    from simsync.tf_backend.program.cost_cache import graph_key
 
     def data(control):
         op = {"name": "train", "type": "NoOp", "device": "", "inputs": [], "control": control}
@@ -732,11 +732,11 @@ def test_where_the_towers_outnumber_the_cores_the_gpu_answer_is_said_beside_this
     the half-speed towers are the ones the others wait for (issue: lesson 1's program with
     --towers 8 --speeds 1,0.8,0.5,1 named no straggler)."""
     from simsync.ir import LOCALHOST
-    from simsync.programs import on_gpus
     from simsync.simulation import summary
     from simsync.simulation.fit import simulate_graph
+    from simsync.simulation.user_program import on_gpus
     from simsync.tf_backend.program.whatif import with_speeds
-    from simsync.viz.program import on_gpus_lines
+    from simsync.viz.import_report import on_gpus_lines
 
     graph, _ = convert(_two_towers(), None)
     for op in graph.ops():
@@ -763,7 +763,7 @@ def test_where_the_towers_outnumber_the_cores_the_gpu_answer_is_said_beside_this
 def test_moving_averages_kept_in_no_update_ops_collection_are_found_and_reported():
     """The held-out Inception trainer keeps its batch norm's updates in slim's own collection:
     an update of a variable that is not trained, one tower's work, is found all the same."""
-    from simsync.viz.program import _update_ops
+    from simsync.viz.import_report import _update_ops
 
     data = _two_towers()
     data["ops"].insert(0, _op("moving", "VarHandleOp", device="/device:CPU:0"))

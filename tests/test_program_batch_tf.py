@@ -15,8 +15,8 @@ from helpers import one_clear_line
 
 from simsync.errors import UsageError
 from simsync.ir import Cost, Graph, Op
-from simsync.programs import WhatIf, simulate_program
 from simsync.simulation.importing import import_program
+from simsync.simulation.user_program import WhatIf, simulate_program
 from simsync.tf_backend.program.whatif import with_batch
 from simsync.tutor.content import lessons_root
 

@@ -18,8 +18,13 @@ import pytest
 from helpers import one_clear_line
 
 from simsync.kinds import sync_points
-from simsync.programs import WhatIf, crosscheck_program, program_summary, simulate_program
 from simsync.simulation.importing import import_program
+from simsync.simulation.user_program import (
+    WhatIf,
+    crosscheck_program,
+    program_summary,
+    simulate_program,
+)
 from simsync.tf_backend.program import ProgramError
 
 PROGRAMS = Path(__file__).parent / "fixtures" / "programs"

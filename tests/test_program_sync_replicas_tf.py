@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from simsync.crosscheck.user_program import crosscheck_program
 from simsync.kinds import sync_points
-from simsync.programs import crosscheck_program, program_summary, simulate_program
 from simsync.simulation.importing import import_program
+from simsync.simulation.user_program import program_summary, simulate_program
 from simsync.tf_backend.program import ProgramError
 
 pytestmark = pytest.mark.tf

@@ -13,14 +13,15 @@ from pathlib import Path
 import pytest
 from helpers import one_clear_line
 
+from simsync.crosscheck.user_program import crosscheck_program
 from simsync.errors import UsageError
 from simsync.kinds import sync_points
-from simsync.programs import WhatIf, crosscheck_program, program_summary, simulate_program
 from simsync.sandbox.bubblewrap import Limits
 from simsync.simulation.importing import import_program
+from simsync.simulation.user_program import WhatIf, program_summary, simulate_program
 from simsync.tf_backend.program import ProgramError
 from simsync.tf_backend.program.convert import convert
-from simsync.tf_backend.program.profile import QUEUE_STEPS
+from simsync.tf_backend.program.step_costs import QUEUE_STEPS
 
 pytestmark = pytest.mark.tf
 PROGRAMS = Path(__file__).parent / "fixtures" / "programs"

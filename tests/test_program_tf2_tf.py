@@ -18,8 +18,8 @@ from helpers import one_clear_line
 
 from simsync.errors import UsageError
 from simsync.kinds import sync_points
-from simsync.programs import WhatIf, program_summary, simulate_program
 from simsync.simulation.importing import import_program
+from simsync.simulation.user_program import WhatIf, program_summary, simulate_program
 
 pytestmark = pytest.mark.tf
 PROGRAMS = Path(__file__).parent / "fixtures" / "programs"

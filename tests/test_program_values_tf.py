@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simsync.programs import WhatIf, program_summary, simulate_program
+from simsync.simulation.user_program import WhatIf, program_summary, simulate_program
 
 pytestmark = pytest.mark.tf
 PROGRAM = Path(__file__).parent / "fixtures" / "programs" / "towers_fixed_batches.py"

@@ -70,7 +70,7 @@ def test_bad_lessons_name_the_file_and_key(tmp_path: Path) -> None:
     program = 'title = "x"\n[[steps]]\nkind = "program"\nfile = "p.py"\n'
     (folder / "lesson.toml").write_text(program + "try_towers = 65\n")
     (folder / "p.py").write_text("print('a program')\n")
-    from simsync.tutor.check import check_lesson
+    from simsync.tutor.lesson_check import check_lesson
 
     assert check_lesson(load_lesson(folder)) == [
         "01-bad step 1 (program): try_towers 65: simulate's --towers takes at most 64"

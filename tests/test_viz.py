@@ -527,7 +527,7 @@ def test_summary_view_marks_a_tower_last_only_for_its_turn_at_a_port_last_in_lin
 
 
 def test_one_tower_and_one_step_are_singular_and_no_tower_rule_is_said_plainly() -> None:
-    from simsync.viz.program import ProgramView
+    from simsync.viz.import_report import ProgramView
     from simsync.viz.report import SummaryView
 
     header = SummaryView({"scenario": "s", "mode": "sync", "towers": 1, "steps": 1}).header()

@@ -17,7 +17,7 @@ from simsync.errors import SimsyncError
 from simsync.grading.graphs import _checked as checked_grading
 from simsync.sandbox.bubblewrap import Outcome
 from simsync.sandbox.wire import Measured, Values, WireError, read, read_graph
-from simsync.tf_backend.program.costs import graph_key
+from simsync.tf_backend.program.cost_cache import graph_key
 from simsync.tf_backend.program.load import (
     ProgramError,
     _Answer,
@@ -268,7 +268,7 @@ def test_a_line_of_many_small_values_is_not_parsed():
 
 def test_true_and_text_are_not_numeric_answers():
     from simsync.grading.assignment import Check
-    from simsync.grading.checks import answer
+    from simsync.grading.rubric import answer
 
     check = Check("steps", "1.1", "answer", 1, False, "t.toml", {"answer": "a", "expression": "x"})
     for given in (True, "1", [1]):

@@ -1,5 +1,5 @@
 """``simsync crosscheck``: run a scenario on TensorFlow and in the simulator, and compare (a
-TensorFlow program: :func:`simsync.cli.program.crosscheck_program_command`)."""
+TensorFlow program: :func:`simsync.cli.user_program.crosscheck_program_command`)."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def add(commands: Any) -> None:
         '({"ps": ["host:port"], "worker": [...]}) or a TF_CONFIG; start each task there with '
         "`python -m simsync.tf_backend.cluster.task` (see docs/tensorflow.md)",
     )
-    from simsync.cli.program import add_program_options, add_task_options
+    from simsync.cli.user_program import add_program_options, add_task_options
 
     add_program_options(p, crosscheck=True)
     add_task_options(p)
@@ -96,8 +96,8 @@ def add(commands: Any) -> None:
 def crosscheck(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
-    from simsync.cli.program import crosscheck_program_command, refuse_program_options
-    from simsync.programs import is_program
+    from simsync.cli.user_program import crosscheck_program_command, refuse_program_options
+    from simsync.simulation.user_program import is_program
 
     if is_program(args.file):
         return crosscheck_program_command(args)

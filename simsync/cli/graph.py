@@ -53,7 +53,7 @@ def add(commands: Any) -> None:
         help="your TensorFlow program's graph with one box per TensorFlow op (default: one "
         "per name scope of each tower, and one per name scope of the shared ops)",
     )
-    from simsync.cli.program import add_task_options
+    from simsync.cli.user_program import add_task_options
 
     add_task_options(p)
     p.set_defaults(run=graph)
@@ -91,9 +91,9 @@ def output_format(chosen: str | None, output: Path | None) -> str:
 
 
 def graph(args: argparse.Namespace) -> int:
-    from simsync.cli.program import graph_program, refuse_program_options
+    from simsync.cli.user_program import graph_program, refuse_program_options
     from simsync.patterns import build
-    from simsync.programs import is_program
+    from simsync.simulation.user_program import is_program
 
     args.format = output_format(args.format, args.output)  # before a program is imported
     if args.format == "png":

@@ -50,7 +50,7 @@ def add(commands: Any) -> None:
         action="store_true",
         help="skip the model's real numbers (faster; no loss is reported)",
     )
-    from simsync.cli.program import add_program_options, add_task_options
+    from simsync.cli.user_program import add_program_options, add_task_options
 
     add_program_options(p)
     add_task_options(p)
@@ -58,8 +58,8 @@ def add(commands: Any) -> None:
 
 
 def simulate(args: argparse.Namespace) -> int:
-    from simsync.cli.program import refuse_program_options, simulate_program_command
-    from simsync.programs import is_program
+    from simsync.cli.user_program import refuse_program_options, simulate_program_command
+    from simsync.simulation.user_program import is_program
 
     if is_program(args.file):
         return simulate_program_command(args, console())

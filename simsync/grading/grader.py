@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from simsync.errors import SimsyncError, printable
-from simsync.grading import checks
+from simsync.grading import rubric
 from simsync.grading.assignment import Assignment, Check
 from simsync.grading.graphs import (
     REFERENCE,
@@ -189,15 +189,15 @@ def _run(check: Check, sides: Sides) -> tuple[bool, str]:
     try:
         if check.kind == "structure":
             assert built.structure is not None
-            return checks.structure(check, built.structure)
+            return rubric.structure(check, built.structure)
         if check.kind == "tensorflow":
-            return checks.tensorflow(check, built, _reference(sides, check))
+            return rubric.tensorflow(check, built, _reference(sides, check))
         if built.facts is None:
             return False, f"the simulation of your graph failed: {built.facts_error}"
         if check.kind == "simulation":
             reference = sides.get(REFERENCE, check.graph).facts if wants_reference(check) else None
-            return checks.simulation(check, built.facts, reference)
-        return checks.answer(check, sides.answers(), built.facts)
+            return rubric.simulation(check, built.facts, reference)
+        return rubric.answer(check, sides.answers(), built.facts)
     except ReferenceFailed:
         raise
     except SimsyncError as error:

@@ -26,7 +26,7 @@ from simsync.kinds import (  # noqa: F401  (each module registers its kind, in t
     generic,
 )
 from simsync.kinds.apply import fresh_enough, sgd_step
-from simsync.kinds.check import check_graph, values_skipped
+from simsync.kinds.graph_check import check_graph, values_skipped
 from simsync.kinds.contract import Input, Inputs
 from simsync.kinds.feeds import (
     Users,

@@ -4,14 +4,14 @@ Every kind **provides** one role: what its value means to the ops it feeds (``"p
 ``"batch"``, ``"loss"``, ``"gradients"``, ...). It **needs** its inputs by role, never by the
 kind of the op that makes them (:class:`Input`: which role, how many), so any kind that
 provides a role can stand where another did. The rules find their inputs through one helper,
-:class:`Inputs`, and so does the check (:mod:`simsync.kinds.check`) that says, before anything
+:class:`Inputs`, and so does the check (:mod:`simsync.kinds.graph_check`) that says, before anything
 runs, which input an op lacks and what would give it.
 
 Rules are typed with protocols, not the executors' own classes: :class:`OpLike` (what a rule
 may read off an op), :class:`RunLike` (what a numpy rule may ask of its run: the replay's
 :class:`~simsync.replay.RunContext`), :class:`BuilderLike` (what a lowering rule builds
 with: the TensorFlow backend's ``Builder``), and :class:`AbstractContext` (what an abstract
-rule may ask of the graph and the model: :mod:`simsync.kinds.check`).
+rule may ask of the graph and the model: :mod:`simsync.kinds.graph_check`).
 """
 
 from __future__ import annotations

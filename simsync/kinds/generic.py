@@ -12,7 +12,7 @@ order it. It provides no value, and **values are not computed through it**:
 
 When either happens on a graph simulated with numerics, the simulation computes no values at
 all rather than wrong ones: the losses are ``None``, the parameters stay empty, and the summary
-says why under ``values_skipped`` (:func:`simsync.kinds.check.values_skipped`). The timing is
+says why under ``values_skipped`` (:func:`simsync.kinds.graph_check.values_skipped`). The timing is
 the same as ever. A generic op whose tensors go only to other generic ops, or that only waits
 for ops with values (a summary of the loss), changes no value. The TensorFlow backend lowers it
 as a no-op that waits for its inputs; it refuses a graph whose values would go through one.

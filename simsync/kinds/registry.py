@@ -8,7 +8,7 @@ of switching on its name, and an unknown kind fails the same way everywhere.
 
 A kind also declares the role its value plays (``provides``: ``"loss"``, ``"gradients"``,
 ...), the inputs it needs by role (``needs``, see :mod:`simsync.kinds.contract`) and which
-variables it may write (``may_write``); :func:`simsync.kinds.check.check_graph` holds every op
+variables it may write (``may_write``); :func:`simsync.kinds.graph_check.check_graph` holds every op
 of a graph to its kind's declarations before anything runs.
 
 Rules are plain functions stored on the kind; each finds its inputs by role through

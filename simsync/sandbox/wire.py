@@ -8,7 +8,7 @@ message is a ``TypedDict`` below, its limits in ``Annotated`` (:class:`Limit`), 
 unknown), every number (finite, in its range), every text's length, every list's and table's
 size. The first thing wrong is one :class:`WireError` naming the field and what it may be,
 never a traceback further on. Nothing read here becomes a path, a file name or a cache key:
-the parent makes its own (:func:`simsync.tf_backend.program.costs.graph_key` hashes what was
+the parent makes its own (:func:`simsync.tf_backend.program.cost_cache.graph_key` hashes what was
 read).
 
 The messages, by the process that says them:
@@ -261,7 +261,7 @@ class Fit(TypedDict):
 
 
 class Profile(TypedDict):
-    """A program's costs (:func:`~simsync.tf_backend.program.profile.profile_loop`)."""
+    """A program's costs (:func:`~simsync.tf_backend.program.step_costs.profile_loop`)."""
 
     ops: dict[Name, OpCost]
     tensors: dict[Name, Bytes]
@@ -296,7 +296,7 @@ class MeasuredClient(TypedDict):
 
 
 class Measured(TypedDict):
-    """:func:`~simsync.tf_backend.program.profile.measure_loop`'s answer."""
+    """:func:`~simsync.tf_backend.program.step_costs.measure_loop`'s answer."""
 
     clients: dict[Short, MeasuredClient]
 

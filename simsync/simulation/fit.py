@@ -2,7 +2,7 @@
 
 A traced ``sess.run`` is slower than an untraced one (``step_stats`` are collected for every
 op), and the few traced steps of a profile see a different share of this machine's cores
-than a steady loop does. The profile times both (:mod:`simsync.tf_backend.program.profile`):
+than a steady loop does. The profile times both (:mod:`simsync.tf_backend.program.step_costs`):
 a block of untraced steps (the step's wall time, as a cross-check measures it) and the traced
 op times. :func:`fit_costs` simulates the graph as written with the ops as traced, then:
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from simsync.errors import SimsyncError
 from simsync.simulation.fit import FIT_FORM, apply_fit, fit_costs
-from simsync.tf_backend.program import costs as cost_cache
+from simsync.tf_backend.program import cost_cache
 from simsync.tf_backend.program.load import Imported, ProgramError, capture_program
 
 __all__ = ["fitted", "import_program"]

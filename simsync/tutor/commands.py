@@ -200,7 +200,7 @@ def lessons(
 def _check_lessons(console: Console) -> int:
     """Every lesson folder: it loads (a problem there is reported, and the others are still
     checked), and :func:`check_lesson` finds nothing."""
-    from simsync.tutor.check import check_lesson
+    from simsync.tutor.lesson_check import check_lesson
 
     lessons, problems = [], []
     for folder in lesson_folders():

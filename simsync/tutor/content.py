@@ -1,7 +1,7 @@
 """Lessons as files: one folder per lesson, a ``lesson.toml`` and the files it names.
 
 The format is documented for instructors in ``docs/authoring.md``. Loading checks the keys of
-every step and names the file and the key on any problem; :mod:`simsync.tutor.check` goes
+every step and names the file and the key on any problem; :mod:`simsync.tutor.lesson_check` goes
 further (scenarios load, answers evaluate).
 """
 

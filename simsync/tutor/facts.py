@@ -151,8 +151,8 @@ _SCENARIO_ONLY = ("compute_mean", "expected_max")
 def program_run(path: Path, towers: int | None = None, speeds: tuple[float, ...] = ()) -> Any:
     """The TensorFlow program at ``path`` imported (in the sandbox) and simulated for
     :data:`PROGRAM_STEPS` steps with ``towers`` and ``speeds`` as the what-if (a
-    :class:`~simsync.programs.ProgramRun`): what a lesson's program step shows and its
-    questions about the program ask. Kept while the program and the Python files beside it
+    :class:`~simsync.simulation.user_program.ProgramRun`): what a lesson's program step shows
+    and its questions about the program ask. Kept while the program and the Python files beside it
     (which it may import) are unchanged, so the step and its questions see one run; a
     learner who edits them gets the new graph's."""
     return _program_run(path, _sources_digest(path), towers, speeds)
@@ -168,7 +168,7 @@ def _sources_digest(path: Path) -> str:
 
 @functools.lru_cache(maxsize=8)
 def _program_run(path: Path, _sources: str, towers: int | None, speeds: tuple[float, ...]) -> Any:
-    from simsync.programs import WhatIf, simulate_program
+    from simsync.simulation.user_program import WhatIf, simulate_program
 
     return simulate_program(path, WhatIf(towers=towers, speeds=speeds), steps=PROGRAM_STEPS)
 

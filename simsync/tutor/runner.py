@@ -325,7 +325,7 @@ class LessonRunner:
     def _prepare_program(self, step: Step) -> dict[str, Any] | SimsyncError:
         """What simsync makes of the lesson's program: run in the sandbox, its graph
         imported and simulated (``towers``: replicated to that many), or the error."""
-        from simsync.programs import program_summary
+        from simsync.simulation.user_program import program_summary
 
         speeds = tuple(step.get("speeds", ()))
         run = self._run_program(step.path("file"), step.get("towers"), speeds)

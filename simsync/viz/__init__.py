@@ -11,8 +11,8 @@ from simsync.viz.curves import LossCurves, write_loss_png
 from simsync.viz.dot import to_dot
 from simsync.viz.fold import folded_by_scope
 from simsync.viz.graph_text import GraphView
+from simsync.viz.import_report import ProgramView, simulated_line
 from simsync.viz.png import write_png
-from simsync.viz.program import ProgramView, simulated_line
 from simsync.viz.report import LedgerView, SummaryView
 from simsync.viz.timeline import Timeline, device_sort_key, kind_style, legend_order
 from simsync.viz.timeline_picture import write_timeline_picture

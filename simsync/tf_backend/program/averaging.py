@@ -57,7 +57,7 @@ tower's only. Their values tell. The probe (:func:`probe_averaging`):
    with it, and by a step not much smaller. A setting made with a clock, random numbers or
    a queue is refused (:func:`_settings_drawn`).
 
-The parent (:func:`simsync.grading.checks.structure`, key ``updates_average_towers``)
+The parent (:func:`simsync.grading.rubric.structure`, key ``updates_average_towers``)
 judges the numbers, checked whole (:class:`~simsync.sandbox.wire.Averaging`).
 """
 

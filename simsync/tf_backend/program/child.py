@@ -13,7 +13,7 @@ graph as plain data, see :mod:`simsync.tf_backend.program.convert`), ``{"machine
 and ``{"profile": {...}}`` (absent when the request's salted ``known`` keys hold this graph's:
 the parent has its costs cached), or, when the request asks to ``measure`` (a cross-check's
 run), ``{"measured": {...}}`` instead
-(:func:`~simsync.tf_backend.program.profile.measure_loop`), or, when it asks to ``replay``
+(:func:`~simsync.tf_backend.program.step_costs.measure_loop`), or, when it asks to ``replay``
 a simulated order, ``{"values": {...}}``
 (:func:`~simsync.tf_backend.program.replay.replay_loop`), or, when it asks to ``export``
 (a graded program), only ``{"export": {...}}`` (:func:`export_loop`): a second process, which
@@ -21,7 +21,7 @@ runs none of the program's code, loads that export (``kind`` ``"meta"`` with the
 describes) and says the graph and its costs, sealed
 (:mod:`simsync.sandbox.channel`). The request's ``args`` are the program's command line
 (``sys.argv[1:]``); ``source`` is the hash of the program's files the parent keys its costs
-by (:func:`~simsync.tf_backend.program.costs.graph_key`).
+by (:func:`~simsync.tf_backend.program.cost_cache.graph_key`).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from simsync.tf_backend.program.capture import (
     training_fetches,
     upstream,
 )
-from simsync.tf_backend.program.costs import graph_key, is_known
+from simsync.tf_backend.program.cost_cache import graph_key, is_known
 from simsync.tf_backend.program.ops_data import made_in, op_data
 from simsync.tf_backend.program.outside import reaches_outside
 
@@ -467,7 +467,7 @@ def _machine(tf: Any, gpus: int) -> dict[str, Any]:
 
 def _answer(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any, folder: str) -> None:
     """Answer the ``request`` of the program (in ``folder``) whose ``loop`` is known."""
-    from simsync.tf_backend.program.profile import profile_loop
+    from simsync.tf_backend.program.step_costs import profile_loop
 
     missing = missing_workers(loop)
     if missing:
@@ -494,7 +494,7 @@ def _answer(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any, fo
             return
         say(values=values)
     elif measure:
-        from simsync.tf_backend.program.profile import measure_loop
+        from simsync.tf_backend.program.step_costs import measure_loop
 
         say(measured=measure_loop(tf, loop, int(measure["traced"]), int(measure["untraced"])))
     elif request.get("profile", True) and not _known(request, data, machine):
@@ -514,9 +514,9 @@ def _answer(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any, fo
 def _answer_function(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any) -> None:
     """Answer the ``request`` of a TensorFlow 2 program whose loop calls a ``tf.function``
     step (:mod:`~simsync.tf_backend.program.functions`): its graph and machine, then its
-    profile (:mod:`~simsync.tf_backend.program.function_profile`) or a cross-check's
+    profile (:mod:`~simsync.tf_backend.program.function_costs`) or a cross-check's
     measure. Grading (an export) and values (a replay) are refused in one line."""
-    from simsync.tf_backend.program.function_profile import measure_function, profile_function
+    from simsync.tf_backend.program.function_costs import measure_function, profile_function
     from simsync.tf_backend.program.functions import function_graph_data
 
     if request.get("export"):
@@ -567,7 +567,7 @@ def _answer_tasks(tf: Any, request: dict[str, Any], tasks: list[Loop], gpus: int
     graphs joined as a cluster's tasks' are
     (:func:`~simsync.tf_backend.program.cluster.join`)."""
     from simsync.tf_backend.program.cluster import join
-    from simsync.tf_backend.program.profile import all_at_once, measure_loop, profile_loop
+    from simsync.tf_backend.program.step_costs import all_at_once, measure_loop, profile_loop
 
     if request.get("export") or request.get("replay"):
         raise Ended(
@@ -697,7 +697,7 @@ def graph_data(tf: Any, loop: Any, program: str, gpus: int) -> dict[str, Any]:
 def queue_sizes(tf: Any, loop: Any) -> dict[str, int]:
     """How many elements each FIFO queue of the loop's graph holds as the loop starts: what
     the program (and its queue runners, until now) put in before its training loop."""
-    from simsync.tf_backend.program.profile import queue_size_ops
+    from simsync.tf_backend.program.step_costs import queue_size_ops
 
     sizes = queue_size_ops(tf, loop.graph)
     held = loop.session.run(list(sizes.values())) if sizes else []

@@ -175,7 +175,7 @@ def convert(
 ) -> tuple[Graph, dict[str, Any]]:
     """The IR graph of the program ``data`` describes, and the report of what was kept,
     ignored and found (see the module's docstring). ``profile`` (from
-    :func:`~simsync.tf_backend.program.profile.profile_loop`) gives costs and placement;
+    :func:`~simsync.tf_backend.program.step_costs.profile_loop`) gives costs and placement;
     ``efficiency`` is how fast this machine's cores run when all are busy (its profile's);
     ``made_in`` where the program made its ops, by function and line
     (:mod:`~simsync.tf_backend.program.made_in`).
@@ -561,7 +561,7 @@ def _tokens_step(graph: Graph) -> str | None:
 
 def _run_cost(measured: dict[str, Any]) -> tuple[float, float, float]:
     """A ``sess.run``'s own cost, as the profile measured it
-    (:func:`~simsync.tf_backend.program.profile.session_run_split`), as the graph's facts
+    (:func:`~simsync.tf_backend.program.step_costs.session_run_split`), as the graph's facts
     hold it for :func:`session_client`: the part that holds the GIL (Python's side), the rest of its
     CPU time (TensorFlow's, a core without the GIL) and the rest of its wall time (waiting
     for the executor's threads, holding nothing). A profile that did not split it: all of

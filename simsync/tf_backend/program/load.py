@@ -9,12 +9,12 @@ processes), and reads what it says **as an attacker's data**: that process ran t
 which may have rewritten anything it says. Every answer is checked whole against its type
 (:mod:`simsync.sandbox.wire`) before any of it is used, and whatever is wrong is one
 :class:`ProgramError` line, never a traceback. Nothing it says names a file: the costs are
-kept under a key made here (:func:`~simsync.tf_backend.program.costs.graph_key`: a hash of
+kept under a key made here (:func:`~simsync.tf_backend.program.cost_cache.graph_key`: a hash of
 the program's files as copied, the graph it reported and the machine), and where the program
 made an op is read off the files copied (:mod:`~simsync.tf_backend.program.made_in`).
 
 The costs come from the child's traced steps the first time, then from the cache
-(:mod:`simsync.tf_backend.program.costs`), or from ``costs=`` (a file measured on another
+(:mod:`simsync.tf_backend.program.cost_cache`), or from ``costs=`` (a file measured on another
 machine). The graph is :func:`~simsync.tf_backend.program.convert.convert`'s, its costs as
 traced: fitting them to the untraced step needs the simulator, above this package
 (:func:`simsync.simulation.importing.import_program`, the entry point).
@@ -64,7 +64,7 @@ from simsync.sandbox.wire import (
     unfit_name,
 )
 from simsync.tf_backend.profile.machine import cached_efficiency
-from simsync.tf_backend.program import costs as cost_cache
+from simsync.tf_backend.program import cost_cache
 from simsync.tf_backend.program.cluster import join, private_network, task_says, trainers
 from simsync.tf_backend.program.convert import convert
 from simsync.tf_backend.program.made_in import Source, made_in
@@ -324,7 +324,7 @@ def measure_program(
     task_flags: bool = True,
 ) -> tuple[str, GraphData, dict[str, Any]]:
     """Run the program at ``path`` again, in a process of its own, until its training loop
-    is known, and measure it (:func:`~simsync.tf_backend.program.profile.measure_loop`:
+    is known, and measure it (:func:`~simsync.tf_backend.program.step_costs.measure_loop`:
     ``untraced`` timed steps and ``traced`` traced ones per client): the graph's key (the
     same as the import's when the program built the same graph), the graph as plain data
     (:func:`~simsync.tf_backend.program.convert.convert`'s input) and what was measured. A
@@ -394,7 +394,7 @@ def _profiled(
 ) -> _Answer:
     """The child's answer with a graph, and a profile unless ``chosen`` costs come from a
     file or the cache (``folder``, unless ``refresh``) has this graph's. The child learns only
-    salted hashes of the cached keys (:func:`~simsync.tf_backend.program.costs.known_keys`);
+    salted hashes of the cached keys (:func:`~simsync.tf_backend.program.cost_cache.known_keys`);
     one that skipped its profile for a key the cache does not have (gone since, or it lied)
     is run again, told that no key is known."""
     salt = os.urandom(16)

@@ -1,10 +1,10 @@
 """What simsync made of a TensorFlow program: the import, its sync points, its step.
 
 The view of ``simsync simulate PROGRAM.py`` (and of a lesson's program step), read from the
-JSON summary of :func:`simsync.programs.program_summary`: how many TensorFlow ops the program
-built and how many a step runs, how towers were found, what was ignored and why, each sync
-point with the function and line of the program that made it, where the costs came from and
-what was changed, then the simulation's summary.
+JSON summary of :func:`simsync.simulation.user_program.program_summary`: how many TensorFlow
+ops the program built and how many a step runs, how towers were found, what was ignored and
+why, each sync point with the function and line of the program that made it, where the costs
+came from and what was changed, then the simulation's summary.
 """
 
 from __future__ import annotations

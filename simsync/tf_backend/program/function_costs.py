@@ -5,9 +5,9 @@ A ``tf.function`` called eagerly has no ``step_stats`` (``RunOptions(trace_level
 has no eager counterpart). Its kernels are timed by ``tf.profiler.experimental`` instead:
 
 1. a few untraced calls warm it up, then
-   :data:`~simsync.tf_backend.program.profile.TRACED_STEPS` calls are traced (2, below);
+   :data:`~simsync.tf_backend.program.step_costs.TRACED_STEPS` calls are traced (2, below);
    then a block of untraced calls is timed around the call (the step's wall time, as
-   :func:`~simsync.tf_backend.program.profile.profile_loop` times a ``sess.run``). The traced
+   :func:`~simsync.tf_backend.program.step_costs.profile_loop` times a ``sess.run``). The traced
    calls come first: TensorFlow's executor learns from each run which kernels are cheap
    (a running mean of their cycles, from a high first guess), runs those inline and traces
    them no more. Measured on ``tests/fixtures/programs/tf2_step.py``: traced after the
@@ -27,9 +27,9 @@ has no eager counterpart). Its kernels are timed by ``tf.profiler.experimental``
    cost, as ops folded into constants get none in a TF1 profile.
 
 Each op's cost is then kept as a TF1 profile keeps it
-(:class:`~simsync.tf_backend.program.profile.Found`: its own time and its latency from its
+(:class:`~simsync.tf_backend.program.step_costs.Found`: its own time and its latency from its
 last input's end), in the same form (:class:`~simsync.sandbox.wire.Profile`), cached the same
-way (:mod:`~simsync.tf_backend.program.costs`). What a call costs beyond its ops is measured
+way (:mod:`~simsync.tf_backend.program.cost_cache`). What a call costs beyond its ops is measured
 on a ``tf.function`` of one ``NoOp`` (:func:`function_call_split`).
 """
 
@@ -43,7 +43,7 @@ import time
 from typing import Any
 
 from simsync.tf_backend.program.functions import COLLECTIVES, NCCL, FunctionLoop
-from simsync.tf_backend.program.profile import (
+from simsync.tf_backend.program.step_costs import (
     TRACED_STEPS,
     UNTRACED_STEPS,
     WARMUP_STEPS,
@@ -101,7 +101,7 @@ def measure_function(
     tf: Any, loop: FunctionLoop, data: dict[str, Any], traced: int, untraced: int
 ) -> dict[str, Any]:
     """What a cross-check compares, measured in a run of its own
-    (:func:`~simsync.tf_backend.program.profile.measure_loop`'s form): the walls of
+    (:func:`~simsync.tf_backend.program.step_costs.measure_loop`'s form): the walls of
     ``untraced`` timed calls, then ``traced`` traced ones, each op's device, start and end."""
     devices = {op["name"]: op["device"] for op in data["ops"]}
     for _ in range(WARMUP_STEPS if traced else 0):
@@ -116,7 +116,7 @@ def measure_function(
 
 def timed_calls(loop: FunctionLoop, least: int) -> list[float]:
     """:data:`WARMUP_STEPS` calls of the step, then the timed block of its calls
-    (:func:`~simsync.tf_backend.program.profile.timed_block`)."""
+    (:func:`~simsync.tf_backend.program.step_costs.timed_block`)."""
     for _ in range(WARMUP_STEPS):
         loop.call()
     return timed_block(loop.call, least)
@@ -185,7 +185,7 @@ def xplane_steps(
 def function_call_split(tf: Any, calls: int = 100) -> dict[str, float]:
     """What one call of a ``tf.function`` costs beyond its ops on this machine, over
     ``calls`` calls of one that runs a ``NoOp``, after a few to warm it up, in the form of
-    :func:`~simsync.tf_backend.program.profile.session_run_split`: ``overhead`` its median
+    :func:`~simsync.tf_backend.program.step_costs.session_run_split`: ``overhead`` its median
     wall time, ``python`` the part outside TensorFlow's ``TFE_Py_Execute`` (which releases
     the GIL while the function runs), ``cpu`` the calling thread's CPU time (lower
     quartiles, as there)."""

@@ -1,8 +1,8 @@
 """The command line for a user's own TensorFlow program: ``simsync simulate|graph PROGRAM.py``.
 
 :mod:`simsync.cli.simulate` and :mod:`simsync.cli.graph` hand a file whose name ends in
-``.py``, ``.meta`` or ``.pbtxt`` here (:func:`simsync.programs.is_program`); everything else
-is a scenario. The what-if options
+``.py``, ``.meta`` or ``.pbtxt`` here (:func:`simsync.simulation.user_program.is_program`);
+everything else is a scenario. The what-if options
 (``--towers``, ``--speeds``, ``--link-bandwidth``, ``--latency``) and ``--refresh-costs`` are
 added to ``simulate`` by :func:`add_program_options`; for a scenario they are refused.
 """
@@ -274,7 +274,7 @@ def _running(args: argparse.Namespace) -> str:
 
 def simulate_program_command(args: argparse.Namespace, console: Any) -> int:
     """``simsync simulate PROGRAM.py``: import, change, simulate, report."""
-    from simsync.programs import WhatIf, program_summary, simulate_program
+    from simsync.simulation.user_program import WhatIf, program_summary, simulate_program
 
     changes = WhatIf(
         towers=args.towers,
@@ -318,7 +318,8 @@ def crosscheck_program_command(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
     from simsync.cli.shared import console
-    from simsync.programs import WhatIf, crosscheck_program
+    from simsync.crosscheck.user_program import crosscheck_program
+    from simsync.simulation.user_program import WhatIf
 
     changes = WhatIf(
         towers=args.towers,

@@ -15,7 +15,7 @@ latencies are scaled when the graph is imported until the simulated step is the 
 wall time (:mod:`simsync.simulation.fit`).
 
 The result is a plain dict (:func:`profile_loop`), the form the cache keeps
-(:mod:`simsync.tf_backend.program.costs`):
+(:mod:`simsync.tf_backend.program.cost_cache`):
 
 ``ops``
     ``{op name: {"device": "/gpu:0", "seconds": median latency, "busy": median}}`` for every

@@ -32,19 +32,30 @@ step time is predicted from one run and measured in others.
 
 from __future__ import annotations
 
+import os
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from simsync.crosscheck.compare import relative_error, structure
 from simsync.crosscheck.evidence import INCONCLUSIVE, arrivals, last_verdict, usually_last_of
+from simsync.errors import UsageError
 from simsync.ir import Graph
 from simsync.ir.resources import ACTIONS
 from simsync.simulation import Simulation
+from simsync.simulation.importing import import_program
+from simsync.simulation.user_program import (
+    PREDICTION_STEPS,
+    ProgramRun,
+    WhatIf,
+    simulate_program,
+)
 from simsync.trace import OpRecord, StepRecord, Trace
 
-__all__ = ["STEP_TOLERANCE", "program_report", "queue_held", "real_trace"]
+__all__ = ["STEP_TOLERANCE", "crosscheck_program", "program_report", "queue_held", "real_trace"]
 
+#: no what-if: the program as written
+AS_WRITTEN = WhatIf()
 #: the measured median step time the prediction must be within, relatively
 STEP_TOLERANCE = 0.10
 #: the numbers of one run's steps in a real trace: run ``r``'s from ``r * RUN_STEPS``
@@ -337,3 +348,96 @@ def _input_queues(
                 }
             )
     return found
+
+
+def crosscheck_program(
+    path: str | os.PathLike[str],
+    changes: WhatIf = AS_WRITTEN,
+    *,
+    runs: int = 3,
+    traced: int = 10,
+    untraced: int = 30,
+    args: Sequence[str] = (),
+    real_args: Sequence[str] | None = None,
+    costs: str | os.PathLike[str] | None = None,
+    refresh: bool = False,
+    on_progress: Callable[[str], None] | None = None,
+    tasks: Mapping[str, int] | None = None,
+    task_flags: bool = True,
+) -> tuple[ProgramRun, dict[str, Any]]:
+    """``simsync crosscheck PROGRAM.py``: predict from the imported graph (changed as
+    ``changes`` asks), then run the program ``runs`` more times, each a fresh process
+    (``real_args`` its command line there, ``args`` when None), and compare
+    (:func:`program_report`). The imported graph and its runs' graphs must be one
+    graph: a what-if is checked against the program built that way by ``real_args``. A
+    program written for a cluster runs as its cluster of ``tasks`` every time."""
+    from simsync.tf_backend.program.convert import convert
+    from simsync.tf_backend.program.load import measure_program
+
+    if runs < 1:
+        raise UsageError(f"crosscheck {path}: runs {runs}: at least one run is compared")
+    say = on_progress or (lambda message: None)
+    say("Importing the program (its costs: cached, or measured now)...")
+    imported = import_program(
+        path, args=args, costs=costs, refresh=refresh, tasks=tasks, task_flags=task_flags
+    )
+    run = simulate_program(path, changes, steps=PREDICTION_STEPS, imported=imported, gpus=False)
+    measured, keys = [], set()
+    first: tuple[Any, tuple[Graph, dict[str, Any]]] | None = None  # with real_args: converted
+    for number in range(runs):
+        say(f"Running the program on TensorFlow, run {number + 1} of {runs}...")
+        key, data, found = measure_program(
+            path, args=args if real_args is None else real_args, traced=traced,
+            untraced=untraced, tasks=tasks, task_flags=task_flags,
+        )  # fmt: skip
+        keys.add(key)
+        measured.append(found)
+        if real_args is not None and first is None:  # refused before the other runs
+            first = data, convert(data, None)
+            _built_as_asked(path, first[1][0], run.simulation.graph, real_args)
+    if real_args is None:
+        # the graph as imported, among the ops its profile saw run
+        checked, timed = imported.graph, set(imported.profile.get("ops", {}))
+        threads = {c["thread"]: c["name"] for c in imported.data["clients"]}
+        queues = imported.report.get("input_queues", {})
+    else:
+        # the graph the program built with real_args (the first run's: the runs' one graph,
+        # as same_graph says), among the ops its runs traced
+        assert first is not None  # runs >= 1, checked above
+        data, (checked, built) = first
+        queues = built.get("input_queues", {})
+        timed = {r[0] for one in measured for c in one["clients"].values()
+                 for step in c["steps"] for r in step}  # fmt: skip
+        threads = {c["thread"]: c["name"] for c in data["clients"]}
+    profiled = [
+        wall
+        for client in imported.profile.get("clients", {}).values()
+        for wall in client.get("process_walls", ())
+    ]
+    report = program_report(
+        checked, run.simulation, measured, threads, timed, profiled, queues=queues
+    )
+    report["source"] = str(path)
+    report["costs"] = imported.costs_from
+    report["what_if"] = run.changes
+    report["args"] = list(args)
+    report["real_args"] = list(args if real_args is None else real_args)
+    report["tasks"] = dict(tasks) if tasks is not None else None  # a cluster's, each run
+    report["same_graph"] = keys == {imported.key} if real_args is None else len(keys) == 1
+    return run, report
+
+
+def _built_as_asked(path: Any, built: Graph, asked: Graph, real_args: Sequence[str]) -> None:
+    """Refuse, in one line, a what-if's cross-check whose program, run with ``real_args``,
+    built other towers or threads than the what-if predicts for."""
+    for what, count in (
+        ("towers", lambda g: len(g.towers)),
+        ("threads", lambda g: sum(1 for c in g.clients if not c.daemon)),
+    ):
+        if count(built) != count(asked):
+            ran = " ".join(real_args) or "no arguments"
+            raise UsageError(
+                f"crosscheck {path}: the prediction has {count(asked)} {what}, but the "
+                f"program run with {ran} built {count(built)}: after --, give it what makes it "
+                f"build {count(asked)}"
+            )
