@@ -17,14 +17,10 @@ from pathlib import Path
 import pytest
 from helpers import one_clear_line
 
+from simsync.crosscheck.user_program import crosscheck_program
 from simsync.kinds import sync_points
 from simsync.simulation.importing import import_program
-from simsync.simulation.user_program import (
-    WhatIf,
-    crosscheck_program,
-    program_summary,
-    simulate_program,
-)
+from simsync.simulation.user_program import WhatIf, program_summary, simulate_program
 from simsync.tf_backend.program import ProgramError
 
 PROGRAMS = Path(__file__).parent / "fixtures" / "programs"
