@@ -708,6 +708,36 @@ def test_a_what_if_says_how_it_extended_its_speeds_and_when_it_changes_nothing()
     assert with_speeds(alone, [0.5])[1].endswith("so they change nothing")
 
 
+def test_speeds_reach_replicas_on_logical_cpus_of_their_own():
+    """A tf.distribute strategy's replicas on logical CPUs (no GPU here): each replica's
+    device is its own, so a what-if's speeds slow it (TF2 programs were told the speeds
+    "change nothing"); /cpu:0, where the TF1 towers here read the variables, is no tower's."""
+    from simsync.simulation import summary
+    from simsync.simulation.fit import simulate_graph
+    from simsync.tf_backend.program.whatif import tower_devices, with_speeds
+
+    data = _two_towers()
+    for op in data["ops"]:
+        if op["device"].startswith("/device:GPU:"):  # a TF2 step names its logical CPUs
+            op["device"] = "/cpu:" + op["device"][-1]
+    graph, _ = convert(data, None)
+    # replica 0's device runs the ops where the replicas meet, as under MirroredStrategy
+    assert tower_devices(graph) == {0: "/cpu:0", 1: "/cpu:1"}
+    for op in graph.ops():
+        if op.tower is not None:
+            graph.replace_op(dataclasses.replace(op, cost=Cost(1e-3)))
+    slow, line = with_speeds(graph, [1, 0.25])
+    assert line == "tower devices at speeds 1, 0.25"
+    assert slow.devices["/cpu:1"].speed == 0.25 and slow.devices["/cpu:0"].speed == 1
+    waited = summary(simulate_graph(slow, 10, name="two", source="two.py"))["waited_for"]
+    assert waited["concat"] == {"tower_0": 0, "tower_1": 10}
+    tf1 = _two_towers()
+    for op in tf1["ops"]:
+        if op["name"].endswith("/read"):  # each tower reads the variables on /cpu:0
+            op["device"] = "/device:CPU:0"
+    assert tower_devices(convert(tf1, None)[0]) == {0: "/gpu:0", 1: "/gpu:1"}
+
+
 def test_a_one_device_program_under_one_scope_folds_into_the_scopes_below_it():
     from simsync.viz.fold import folded_by_scope
 

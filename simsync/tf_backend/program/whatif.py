@@ -63,6 +63,7 @@ __all__ = [
     "bytes_out",
     "copied_from",
     "on_devices_of_their_own",
+    "tower_devices",
     "run_only",
     "scaled",
     "state_of",
@@ -374,10 +375,7 @@ def with_speeds(graph: Graph, speeds: list[float]) -> tuple[Graph, str]:
     if not speeds:
         return graph, ""
     towers = sorted(graph.towers)
-    placed: dict[int, str] = {}
-    for op in graph.ops():
-        if op.tower is not None and re.fullmatch(r"/gpu:\d+", op.device):
-            placed.setdefault(op.tower, op.device)
+    placed = tower_devices(graph)
     new = _copy(graph)
     given = {tower: speeds[i % len(speeds)] for i, tower in enumerate(towers)}
     for tower, speed in given.items():
@@ -386,12 +384,37 @@ def with_speeds(graph: Graph, speeds: list[float]) -> tuple[Graph, str]:
             new.devices[device] = dataclasses.replace(new.devices[device], speed=speed)
     shown = ", ".join(f"{s:g}" for s in speeds)
     if not placed:
-        return new, f"speeds {shown}: no tower runs on a GPU of its own, so they change nothing"
+        return new, f"speeds {shown}: no tower runs on a device of its own, so they change nothing"
     line = f"tower devices at speeds {shown}"
     if len(speeds) != len(towers):  # said, never silently repeated or cut
         each = ", ".join(f"tower_{t} {given[t]:g}" for t in towers)
         line += f" ({plural(len(speeds), 'speed')} for {plural(len(towers), 'tower')}: {each})"
     return new, line
+
+
+def tower_devices(graph: Graph) -> dict[int, str]:
+    """Each tower's device of its own: the first device, in the graph's order, that runs its
+    ops and no other tower's (a GPU of a TF1 tower loop, a replica's logical CPU under a
+    ``tf.distribute`` strategy, with the ops that meet there; not ``/cpu:0`` where every
+    tower reads the variables).
+
+    >>> from simsync.ir import Device, Op
+    >>> g = Graph()
+    >>> for i in range(2):
+    ...     _ = g.add_op(Op(f"tower_{i}/grad", "generic", f"/cpu:{i}", tower=i))
+    ...     _ = g.add_op(Op(f"tower_{i}/read", "generic", "/cpu:0", tower=i))
+    >>> tower_devices(g)
+    {1: '/cpu:1'}
+    """
+    towers_on: dict[str, set[int]] = {}
+    for op in graph.ops():
+        if op.tower is not None:
+            towers_on.setdefault(op.device, set()).add(op.tower)
+    own: dict[int, str] = {}
+    for device, towers in towers_on.items():
+        if len(towers) == 1:
+            own.setdefault(next(iter(towers)), device)
+    return own
 
 
 def on_devices_of_their_own(graph: Graph) -> tuple[Graph, str] | None:
