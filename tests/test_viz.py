@@ -574,7 +574,7 @@ def test_a_programs_table_of_waits_shows_3_sync_points_and_4_towers_unless_verbo
 
     short, every = shown(False), shown(True)
     assert all(p in short for p in points[:3]) and "concat_3" not in short
-    assert "… and 2 more sync points (--verbose shows every one)" in short
+    assert "… and 2 more sync points where the waits were no longer" in " ".join(short.split())
     assert short.count("tower_7") == 3 and short.count("tower_5") == 0  # the straggler kept
     assert all(p in every for p in points) and every.count("tower_5") == 5
     assert "more sync points" not in every
@@ -599,4 +599,29 @@ def test_the_last_in_line_note_is_said_once_under_the_table() -> None:
     console.print(SummaryView(summary, max_sync_points=2).sync_table())  # type: ignore[arg-type]
     text = console.export_text()
     assert text.count("◀ last in line: last clearly most often") == 1
-    assert "… and 1 more sync point (--verbose shows every one)" in text
+    assert "… and 1 more sync point where the waits were no longer" in " ".join(text.split())
+
+
+def test_a_cut_table_keeps_the_sync_points_where_the_towers_waited_longest() -> None:
+    """A strategy's step meets first at the reads of a variable its replicas update (a few
+    microseconds) and then at its all-reduce (where they wait): a table cut to two rows
+    showed the reads and hid the all-reduce."""
+    from rich.console import Console
+
+    from simsync.viz import SummaryView
+
+    waits = {"read_a": 1e-6, "read_b": 2e-6, "all_reduce": 1e-4, "assign": 3e-6}
+    summary = {
+        "scenario": "s", "towers": 2, "steps": 20,
+        "step_time": {"mean": 0.002, "p50": 0.002, "p95": 0.002},
+        "wait": {p: {"tower_0": w, "tower_1": 0.0} for p, w in waits.items()},
+        "waited_for": {p: {"tower_0": 0, "tower_1": 20} for p in waits},
+        "expected_last": {p: "tower_1" for p in waits},
+    }  # fmt: skip
+    console = Console(width=80, record=True, color_system=None)
+    console.print(SummaryView(summary, max_sync_points=2).sync_table())  # type: ignore[arg-type]
+    text = console.export_text()
+    assert "all_reduce" in text and "assign" in text  # the two longest waits
+    assert "read_a" not in text and "read_b" not in text
+    assert text.index("all_reduce") < text.index("assign")  # in the graph's order
+    assert "… and 2 more sync points where the waits were no longer" in " ".join(text.split())

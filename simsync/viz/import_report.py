@@ -15,16 +15,23 @@ from typing import Any
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
-from simsync.viz.report import SummaryView
+from simsync.viz.report import SummaryView, waited
 from simsync.words import ms, plural
 
 __all__ = ["ProgramView", "fit_line", "simulated_line", "values_lines"]
 
 
-def made_in_lines(made_in: Mapping[str, str | None], shown: int = 3) -> list[str]:
+def made_in_lines(
+    made_in: Mapping[str, str | None],
+    shown: int = 3,
+    waits: Mapping[str, Mapping[str, float]] | None = None,
+) -> list[str]:
     """The sync points grouped by where the program made them (function, file and line),
     a few names each: a gate such as ``control_dependencies(update_ops)`` makes one per op
-    under it, and one line per op would bury the point.
+    under it, and one line per op would bury the point. With ``waits`` (each sync point's
+    mean wait by tower, as a summary has them), the names where the towers waited longest
+    come first: a strategy's step makes its all-reduces and the reads of its updated
+    variables in one line of the program.
 
     >>> for line in made_in_lines({"concat_1": "average_gradients (t.py:9)",
     ...                            "concat": "average_gradients (t.py:9)", "apply": None}):
@@ -33,12 +40,17 @@ def made_in_lines(made_in: Mapping[str, str | None], shown: int = 3) -> list[str
     1 sync point made in the graph: apply
     >>> made_in_lines({f"c{i}": "f (t.py:1)" for i in range(5)}, shown=2)
     ['5 sync points made in f (t.py:1): c0, c1, and 3 more']
+    >>> made_in_lines({f"c{i}": "f (t.py:1)" for i in range(5)}, shown=2,
+    ...               waits={"c3": {"tower_0": 0.5, "tower_1": 0.0}})
+    ['5 sync points made in f (t.py:1): c3, c0, and 3 more']
     """
     groups: dict[str, list[str]] = {}
     for name, made in made_in.items():
         groups.setdefault(made or "the graph", []).append(name)
     lines = []
     for where, names in groups.items():
+        if waits:
+            names = sorted(names, key=lambda name: -waited(waits, name))
         more = f", and {len(names) - shown} more" if len(names) > shown else ""
         count = f"{len(names)} sync point{'s' if len(names) != 1 else ''}"
         lines.append(f"{count} made in {where}: {', '.join(names[:shown])}{more}")
@@ -327,7 +339,8 @@ class ProgramView:
         lines += [Text(f"  {line}") for line in _accumulators(imported)]
         count = int(imported.get("towers_in_program") or 0)
         lines += [Text(f"  {line}") for line in _update_ops(imported, count)]
-        lines += [Text(f"  {line}") for line in made_in_lines(result["sync_points_made_in"])]
+        made = made_in_lines(result["sync_points_made_in"], waits=result.get("wait"))
+        lines += [Text(f"  {line}") for line in made]
         lines.append(Text(f"  costs: {imported['costs']}"))
         fit = fit_line(imported.get("fit"))
         if fit:

@@ -23,7 +23,7 @@ from simsync.words import ms, plural
 if TYPE_CHECKING:
     from simsync.simulation.results import Summary
 
-__all__ = ["LedgerView", "SummaryView"]
+__all__ = ["LedgerView", "SummaryView", "waited"]
 
 
 #: The step-time statistics of a summary, in the order they are shown.
@@ -223,12 +223,19 @@ class SummaryView:
         table.add_column("note")
         waited_for = self.summary.get("waited_for") or {}
         expected = self.summary.get("expected_last")
-        points = list(self.summary["wait"].items())
+        every = self.summary["wait"]
+        points = list(every.items())
         notes = []
         if self.max_sync_points is not None and len(points) > self.max_sync_points:
             left = len(points) - self.max_sync_points
-            points = points[: self.max_sync_points]
-            notes.append(f"… and {plural(left, 'more sync point')} (--verbose shows every one)")
+            # those where the towers waited longest, in the graph's order
+            ranked = sorted(every, key=lambda point: -waited(every, point))
+            kept = set(ranked[: self.max_sync_points])
+            points = [(point, every[point]) for point in every if point in kept]
+            notes.append(
+                f"… and {plural(left, 'more sync point')} where the waits were no longer "
+                "(--verbose shows every one)"
+            )
         in_line = False
         for point, waits in points:
             reason = None if expected is None else expected.get(point, "")
@@ -275,6 +282,16 @@ class SummaryView:
                 yield tower, ms(waits[tower]), f"{count}/{runs}", "", ""
         if len(towers) > len(shown):
             yield "…", "", "", f"+{len(towers) - len(shown)} towers", "dim"
+
+
+def waited(waits: Mapping[str, Mapping[str, float]], point: str) -> float:
+    """How long the towers waited at sync point ``point`` in a mean step, all together
+    (``waits``: each sync point's mean wait by tower, a summary's ``wait``).
+
+    >>> waited({"concat": {"tower_0": 0.002, "tower_1": 0.0}}, "concat")
+    0.002
+    """
+    return sum((waits.get(point) or {}).values())
 
 
 #: a critical path of more ops than this is shown by scope, and at most this many of them
