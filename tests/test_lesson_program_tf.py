@@ -25,12 +25,17 @@ LESSON_1 = lessons_root() / "01-building-is-not-running"
 LESSON_7 = lessons_root() / "07-batch-norm-across-towers"
 
 
-def program_step(folder: Path, kind: str = "program") -> str:
+def program_step(folder: Path, kind: str = "program", file: str | None = None) -> str:
     """What the lesson's program step shows (``kind``: or its step of that kind about the
-    program), for the lesson in ``folder``: the lesson as it is, cut down to that one step
-    (the rest needs no TensorFlow and is tested elsewhere)."""
+    program; ``file``: the one of that program, where there are several), for the lesson in
+    ``folder``: the lesson as it is, cut down to that one step (the rest needs no TensorFlow
+    and is tested elsewhere)."""
     lesson = load_lesson(folder)
-    (step,) = [s for s in lesson.steps if s.kind == kind and s.needs_tensorflow]
+    (step,) = [
+        s
+        for s in lesson.steps
+        if s.kind == kind and s.needs_tensorflow and file in (None, s.get("file"))
+    ]
     scratch = Path(tempfile.mkdtemp(prefix="simsync-lesson-"))  # never beside the lesson
     try:
         only = scratch / folder.name
@@ -199,7 +204,7 @@ def test_lesson_2_shows_one_sync_point_per_variable_and_who_is_waited_for(tmp_pa
     half speed) every one of them waits for tower_2."""
     folder = tmp_path / LESSON_2.name
     shutil.copytree(LESSON_2, folder)
-    shown = program_step(folder)
+    shown = program_step(folder, file="average_gradients.py")
     concat = line_of(folder / "average_gradients.py", "grad = tf.concat(grads, 0)")
     assert f"4 sync points made in average_gradients (average_gradients.py:{concat})" in shown
     assert "simulated: 4 towers" in shown
@@ -209,6 +214,33 @@ def test_lesson_2_shows_one_sync_point_per_variable_and_who_is_waited_for(tmp_pa
     found = re.search(r"tower_2 came last at all 4 sync points, in (\d+)(?: to \d+)? of 40", shown)
     assert found and int(found[1]) > 20, shown
     assert "simsync simulate average_gradients.py --towers 8 --speeds 1,0.8,0.5,1" in shown
+
+
+def test_lesson_2_shows_the_tensorflow_2_form_meeting_at_its_all_reduces(tmp_path: Path) -> None:
+    """The same question in TensorFlow 2: MirroredStrategy's replicas meet at the all-reduce
+    each replica's optimizer makes inside strategy.run, and the half-speed replica is the one
+    waited for there; the step suggests no --towers, which such a program cannot take."""
+    folder = tmp_path / LESSON_2.name
+    shutil.copytree(LESSON_2, folder)
+    shown = program_step(folder, file="mirrored.py")
+    run = line_of(folder / "mirrored.py", "strategy.run(train_step")
+    made = re.search(rf"(\d+) sync points made in distributed_train_step \(mirrored.py:{run}\): "
+                     r"sgd_1/CollectiveReduceV2", " ".join(shown.split()))  # fmt: skip
+    assert made and int(made[1]) >= 4, shown  # one all-reduce per replica at least
+    assert "towers found by device /cpu:<i>" in shown or "/gpu:<i>" in shown
+    assert "what if: tower devices at speeds 1, 0.8, 0.5, 1" in shown
+    # at most of the sync points where the others waited (replica 0, which does the replicas'
+    # shared work, may come last where the updated variables are read)
+    last = r"tower_2 came last at (?:all |the )?(\d+) of (?:the )?(\d+) sync points[^,]*, in (\d+)"
+    found = re.search(last, " ".join(shown.split()))
+    # 4 replicas on this machine's 2 cores also take turns: last in more steps than chance
+    # (10 of 40), and on GPUs, where each has a device of its own, at most sync points
+    assert found and 2 * int(found[1]) > int(found[2]) and int(found[3]) > 15, shown
+    if "on GPUs each tower has a device of its own" in shown:
+        there = re.search(r"last at a sync point there: tower_2 (\d+) %", shown)
+        assert there and int(there[1]) > 50, shown
+    assert "simsync simulate mirrored.py --speeds 1,0.8,0.5,1" in shown
+    assert "--towers" not in shown
 
 
 def test_a_program_that_cannot_be_imported_skips_its_steps_and_question(copy: Path) -> None:

@@ -124,6 +124,7 @@ def test_a_program_step_runs_the_lesson_s_setup(lesson) -> None:
         if speeds is not None:
             assert tuple(speeds) == scenario.cluster.speeds, lesson.slug
         assert step.try_towers() != scenario.cluster.devices or step.get("towers"), lesson.slug
+        assert step.try_towers() > 0 or "--towers" not in step.try_options(), lesson.slug
 
 
 #: What a program step prints of the graph its program builds, as a question's answer would

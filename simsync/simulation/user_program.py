@@ -27,6 +27,7 @@ from simsync.tf_backend.program.load import PROGRAM_SUFFIXES
 from simsync.tf_backend.program.modes import MODE_CHANGES, ModeChange
 from simsync.tf_backend.program.whatif import (
     on_devices_of_their_own,
+    towers_meet,
     with_batch,
     with_link,
     with_speeds,
@@ -303,5 +304,7 @@ def program_summary(run: ProgramRun) -> dict[str, Any]:
         name: report["made_in"].get(name) for name in result["sync_points"]
     }
     result["what_if"] = run.changes
+    # whether --towers can change it (a strategy's replicas that meet inside themselves not)
+    result["towers_copyable"] = towers_meet(run.imported.graph) is None
     result["on_gpus"] = run.on_gpus
     return result

@@ -104,6 +104,10 @@ def _count(value: Any) -> bool:
     return type(value) is int and 1 <= value <= 1000
 
 
+def _count_or_none(value: Any) -> bool:
+    return type(value) is int and 0 <= value <= 1000
+
+
 def _positive_number(value: Any) -> bool:
     return type(value) in (int, float) and 0 < value < math.inf
 
@@ -139,7 +143,7 @@ KEY_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "steps": (_count, "an integer from 1 to 1000"),
     "rows": (_count, "an integer from 1 to 1000"),
     "towers": (_count, "an integer from 1 to 1000"),
-    "try_towers": (_count, "an integer from 1 to 1000"),
+    "try_towers": (_count_or_none, "an integer from 0 (suggest no --towers) to 1000"),
     "tolerance": (_positive_number, "a number > 0"),
     "speeds": (_speeds, "a list of numbers > 0 (each tower's device speed)"),
     "choices": (_texts, "a list of strings"),
@@ -176,12 +180,15 @@ class Step:
         """The towers a program step suggests trying its program with (``--towers``)."""
         return int(self.data.get("try_towers", TRY_TOWERS))
 
-    def try_options(self) -> list[str]:
-        """What a program step suggests simulating its program with: ``--towers``, and the
-        step's ``--speeds`` when it sets them (the learner's run then has its slow tower)."""
+    def try_options(self, towers: bool = True) -> list[str]:
+        """What a program step suggests simulating its program with: ``--towers`` (unless
+        the step's ``try_towers`` is 0, or ``towers`` is False: its program's towers cannot
+        be copied), and the step's ``--speeds`` when it sets them (the learner's run then has
+        its slow tower)."""
         speeds = self.data.get("speeds")
         shown = ["--speeds", ",".join(f"{v:g}" for v in speeds)] if speeds else []
-        return ["--towers", str(self.try_towers()), *shown]
+        more = towers and self.try_towers() > 0
+        return [*(["--towers", str(self.try_towers())] if more else []), *shown]
 
     def path(self, key: str, default: str | None = None) -> Path:
         """A file named by the step (or ``default``), in the lesson's folder."""

@@ -353,7 +353,8 @@ class LessonRunner:
         name = step.path("file").name
         self.console.print(ProgramView({**result, "source": name}, summary=False))
         self.console.print(Text("  " + simulated_line(result)))
-        self._try_it("Try it yourself", ["simulate", name, *step.try_options()])
+        copyable = bool(result.get("towers_copyable", True))
+        self._try_it("Try it yourself", ["simulate", name, *step.try_options(copyable)])
 
     def _verify(self, step: Step, report: Report | SimsyncError) -> None:
         from simsync.viz import CrossCheckView

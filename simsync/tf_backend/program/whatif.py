@@ -68,6 +68,7 @@ __all__ = [
     "state_of",
     "thread_copy",
     "tower_devices",
+    "towers_meet",
     "with_batch",
     "with_link",
     "with_run_work",
@@ -95,7 +96,7 @@ def with_towers(graph: Graph, towers: int) -> tuple[Graph, str]:
     if not have:
         return _with_threads(graph, towers)
     work = tower_work(graph)
-    _refuse_towers_that_meet(graph, work, towers)
+    _refuse_towers_that_meet(graph, towers)
     first = [op for op in graph.ops() if work.get(op.name) == 0]
     scope = _scope(first)
     own = _own_device(first)
@@ -167,20 +168,29 @@ def with_towers(graph: Graph, towers: int) -> tuple[Graph, str]:
     return new, _line(towers, len(have), scope) + _tokens_per_step(new, len(have), towers)
 
 
-def _refuse_towers_that_meet(graph: Graph, work: dict[str, int], towers: int) -> None:
-    """Refuses (``UsageError``) to copy towers that take each other's data themselves (a
-    ``tf.distribute`` strategy's all-reduce: one op in each replica, each taking every
-    replica's gradients): which of a copy's ops would take which towers' is not known."""
+def towers_meet(graph: Graph) -> str | None:
+    """Why ``--towers`` cannot copy the towers of ``graph``, or None when it can: towers that
+    take each other's data themselves (a ``tf.distribute`` strategy's all-reduce: one op in
+    each replica, each taking every replica's gradients), of which it is not known which of
+    a copy's ops would take which towers'."""
+    work = tower_work(graph)
     for tensor in graph.edges():
         src, dst = work.get(tensor.src), work.get(tensor.dst)
         if not tensor.control and src is not None and dst is not None and src != dst:
-            raise UsageError(
-                f"--towers {towers}: this program's towers meet inside themselves "
-                f"({tensor.dst} in tower {dst} takes {tensor.src} of tower {src}, as a "
-                "tf.distribute strategy's all-reduces and reductions do), which simsync "
-                "cannot copy for other numbers of towers yet: run the program with as many "
-                "replicas instead"
+            return (
+                f"this program's towers meet inside themselves ({tensor.dst} in tower {dst} "
+                f"takes {tensor.src} of tower {src}, as a tf.distribute strategy's all-reduces "
+                "and reductions do), which simsync cannot copy for other numbers of towers yet"
             )
+    return None
+
+
+def _refuse_towers_that_meet(graph: Graph, towers: int) -> None:
+    """Refuses (``UsageError``) to copy towers that meet inside themselves
+    (:func:`towers_meet`)."""
+    why = towers_meet(graph)
+    if why is not None:
+        raise UsageError(f"--towers {towers}: {why}: run the program with as many replicas instead")
 
 
 def _with_threads(graph: Graph, threads: int) -> tuple[Graph, str]:
