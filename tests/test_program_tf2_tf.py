@@ -202,6 +202,34 @@ def test_more_towers_than_a_strategys_replicas_are_refused_with_the_reason(mirro
         simulate_program("tf2_mirrored.py", WhatIf(towers=4), imported=mirrored)
 
 
+def test_synchronized_batch_norm_meets_at_its_statistics_and_the_optimizers_all_reduce():
+    """Keras' synchronized batch norm all-reduces each replica's statistics (forward) and
+    their gradients (backward) with instance keys counted as the step runs, alike when it
+    was traced: matched as one collective they made a cycle and the import failed ("the
+    graph has a cycle: .../batch_normalization_1/CollectiveReduceV2 -> ...")."""
+    twice = 'names["distributed_train_step"](*names["batch"]()); ' * 2
+    collectives = _collectives("tf2_sync_bn.py", twice.strip())
+    imported = import_program(PROGRAMS / "tf2_sync_bn.py", cache=False, processes=1)
+    graph, points = imported.graph, sync_points(imported.graph)
+    statistics = [n for n in collectives if "batch_normalization" in n]
+    assert len(statistics) >= 4 and len(collectives) > len(statistics)
+    # the statistics' sums meet as sync points (the count of examples, all-reduced too, is
+    # of constants: ready at once on every replica, so no replica waits for it)
+    met = [n for n in statistics if n in points]
+    assert len(met) >= 4, (met, statistics)
+    for name, device in collectives.items():
+        assert graph.op(name).device == f"/cpu:{device.rsplit(':', 1)[-1]}"
+        if name in statistics and name not in met:
+            continue
+        assert name in points, name  # every replica's collective waits for every replica
+        towers = {graph.op(t.src).tower for t in graph.inputs(name)} - {None}
+        assert towers == {0, 1}, (name, [t.src for t in graph.inputs(name)])
+    run = simulate_program("tf2_sync_bn.py", WhatIf(speeds=(1.0, 0.5)), imported=imported)
+    last = program_summary(run)["waited_for"]
+    # the half-speed replica is the one waited for at its statistics' all-reduce too
+    assert {name: last[name] for name in met if last[name].get("tower_1", 0) <= 90} == {}
+
+
 def test_keras_fit_under_a_mirrored_strategy_meets_at_its_all_reduce():
     fit = 'names["model"].fit(names["dataset"], epochs=1, steps_per_epoch=2, verbose=0)'
     collectives = _collectives("tf2_fit_mirrored.py", fit)

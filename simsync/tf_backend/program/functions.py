@@ -37,6 +37,7 @@ is refused in one line (:class:`~simsync.tf_backend.program.capture.Ended`).
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -389,15 +390,57 @@ def _collective_groups(step: ImportedStep, loop: FunctionLoop) -> list[list[str]
 
 def _join_collectives(ops: list[dict[str, Any]], groups: list[list[str]]) -> None:
     """Each op of a collective takes the data of every other op of it as well: it ends when
-    the last replica's has arrived, as the collective does."""
+    the last replica's has arrived, as the collective does.
+
+    Keys read when the step was traced can be alike for collectives that differ when it
+    runs (a synchronized batch norm's statistics and their gradients, each all-reduced with
+    an instance key counted at run time): where a group holds several ops of one device,
+    the replicas' collectives are matched in the order they were made, which their names
+    keep (the strategy makes each collective's ops one replica after another:
+    ``CollectiveReduceV2`` and ``_1``, then ``_2`` and ``_3``), the first of each device's
+    together, and so on."""
     by_name = {op["name"]: op for op in ops}
-    for names in groups:
-        members = [by_name[name] for name in names if name in by_name and by_name[name]["inputs"]]
-        for member in members:
-            member["inputs"] = [
-                *member["inputs"],
-                *(other["inputs"][0] for other in members if other is not member),
-            ]
+    for group in groups:
+        for names in _one_per_device(group, by_name):
+            _join(by_name, names)
+
+
+def _one_per_device(names: list[str], by_name: dict[str, dict[str, Any]]) -> list[list[str]]:
+    """``names`` split into collectives of one op per device, matched in the order their
+    names say they were made (none when the devices hold unlike numbers of them, or all
+    are on one device: a collective of one replica waits for nobody).
+
+    >>> ops = {n: {"device": d} for n, d in [("r", "/cpu:0"), ("r_1", "/cpu:1"),
+    ...                                      ("r_2", "/cpu:0"), ("r_3", "/cpu:1")]}
+    >>> _one_per_device(["r_3", "r_2", "r", "r_1"], ops)
+    [['r', 'r_1'], ['r_2', 'r_3']]
+    """
+    known = sorted((n for n in names if n in by_name), key=_numbered)
+    per_device: dict[str, list[str]] = {}
+    for name in known:
+        per_device.setdefault(str(by_name[name].get("device")), []).append(name)
+    counts = {len(members) for members in per_device.values()}
+    if len(counts) != 1 or len(per_device) < 2:
+        return []
+    (count,) = counts
+    return [[members[i] for members in per_device.values()] for i in range(count)]
+
+
+def _numbered(name: str) -> list[Any]:
+    """A name's sort key, its numbers in numeric order (``_10`` after ``_2``)."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def _join(by_name: dict[str, dict[str, Any]], names: list[str]) -> None:
+    """The ops ``names``, one collective: each takes every other's data as well."""
+    if len(names) < 2:
+        return
+    members = [by_name[name] for name in names if by_name[name]["inputs"]]
+    for member in members:
+        member["inputs"] = [
+            *member["inputs"],
+            *(other["inputs"][0] for other in members if other is not member),
+        ]
 
 
 def _shape(tensor: Any) -> list[int | None] | None:
