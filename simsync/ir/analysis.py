@@ -345,11 +345,28 @@ def own_tower(graph: Graph, name: str) -> int | None:
     >>> own_tower(tiny_example(), "tower_1/loss"), own_tower(tiny_example(), "average_gradients")
     (1, None)
     """
-    placed = graph.op(name).tower
-    if placed is not None:
-        return placed
-    towers = _towers(graph)[name]  # the memo itself: copying it for every op is quadratic
-    return next(iter(towers)) if len(towers) == 1 else None
+    return graph.memo("own_towers", partial(_own_towers, graph)).get(name)
+
+
+def _own_towers(graph: Graph) -> dict[str, int]:
+    """:func:`own_tower` of every op that has one, computed once per graph. An op placed in
+    a tower is its own work, unless it is itself where towers meet: its inputs are the
+    own work of several towers (each replica's all-reduce under a ``tf.distribute``
+    strategy, placed on its replica's device, ends when the last replica's data arrives,
+    so it carries every tower, and what waits for it waits for no one tower)."""
+    towers = _towers(graph)
+    own: dict[str, int] = {}
+    for name in topological_order(graph):
+        placed = graph.op(name).tower
+        if placed is None:
+            found = towers[name]
+            if len(found) == 1:
+                own[name] = next(iter(found))
+            continue
+        inputs = {own[p] for p in graph.nx.predecessors(name) if p in own}
+        if len(inputs - {placed}) == 0:
+            own[name] = placed
+    return own
 
 
 def critical_path(graph: Graph) -> tuple[list[str], float]:
