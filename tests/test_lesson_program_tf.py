@@ -23,6 +23,7 @@ pytestmark = pytest.mark.tf
 
 LESSON_1 = lessons_root() / "01-building-is-not-running"
 LESSON_7 = lessons_root() / "07-batch-norm-across-towers"
+PROGRAM_7 = "update_ops_program.py"  # its TF1 program (the TF2 one: synchronized_bn.py)
 
 
 def program_step(folder: Path, kind: str = "program", file: str | None = None) -> str:
@@ -90,7 +91,7 @@ def test_lesson_7_shows_the_gate_making_every_op_under_it_a_sync_point(tmp_path:
     and the averaging ops all wait for every tower's updates."""
     folder = tmp_path / LESSON_7.name
     shutil.copytree(LESSON_7, folder)
-    shown = program_step(folder)
+    shown = program_step(folder, file=PROGRAM_7)
     assert "towers found by name scope tower_<i>" in shown and "simulated: 2 towers" in shown
     apply = line_of(folder / "update_ops_program.py", "train_op = opt.apply_gradients(")
     assert f"sync points made in train (update_ops_program.py:{apply})" in shown
@@ -104,9 +105,9 @@ def test_lesson_7_shows_the_gate_making_every_op_under_it_a_sync_point(tmp_path:
         " ".join(shown.split())
     )
     edit(folder / "update_ops_program.py", "update_ops.extend(", "update_ops.extend([] if i else ")
-    assert "runs 2 of 4, tower_0's only" in " ".join(program_step(folder).split())
+    assert "runs 2 of 4, tower_0's only" in " ".join(program_step(folder, file=PROGRAM_7).split())
     edit(folder / "update_ops_program.py", "with tf.control_dependencies(update_ops):", "if 1:")
-    shown = program_step(folder)
+    shown = program_step(folder, file=PROGRAM_7)
     assert "made in train" not in shown and "made in average_gradients" in shown
     assert "4 ops, none run by the training loop" in " ".join(shown.split())
     drawn = program_step(folder, "graph")
@@ -241,6 +242,26 @@ def test_lesson_2_shows_the_tensorflow_2_form_meeting_at_its_all_reduces(tmp_pat
         assert there and int(there[1]) > 50, shown
     assert "simsync simulate mirrored.py --speeds 1,0.8,0.5,1" in shown
     assert "--towers" not in shown
+
+
+def test_lesson_7_shows_where_a_synchronized_batch_norm_waits_in_tensorflow_2(
+    tmp_path: Path,
+) -> None:
+    """Keras' BatchNormalization(synchronized=True) under MirroredStrategy: the 11 sync points
+    its step says are the replicas' all-reduces of the statistics, of their gradients and of
+    the optimizer's gradients, and the count of steps (the import failed on a cycle before)."""
+    folder = tmp_path / LESSON_7.name
+    shutil.copytree(LESSON_7, folder)
+    shown = " ".join(program_step(folder, file="synchronized_bn.py").split())
+    run = line_of(folder / "synchronized_bn.py", "strategy.run(train_step")
+    made = re.search(
+        rf"11 sync points made in distributed_train_step \(synchronized_bn.py:{run}\): "
+        r"([^:]+?), and 8 more",
+        shown,
+    )
+    assert made, shown
+    assert "CollectiveReduceV2" in made[1]  # the longest waits: all-reduces
+    assert "simulated: 2 towers" in shown and "--towers" not in shown
 
 
 def test_a_program_that_cannot_be_imported_skips_its_steps_and_question(copy: Path) -> None:
