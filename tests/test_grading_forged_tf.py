@@ -776,6 +776,115 @@ def test_state_inside_a_plain_function_call_is_refused(tmp_path, how):
     assert "calls a function (" in said and "state besides" in said, said
 
 
+#: the twenty-second attack's: functions TensorFlow runs that no op names, and data made of
+#: a handle itself; each scored 9/9 with a program that trained otherwise than measured. Each
+#: is a hook on the mean of every variable's gradients (``average_gradients``' line).
+MEAN = "        grad = tf.reduce_mean(tf.concat(axis=0, values=grads), 0)\n"
+HOOKED = "        grad = hook(tf.reduce_mean(tf.concat(axis=0, values=grads), 0), grads)\n"
+UNNAMED = {
+    # SymbolicGradient runs the gradient registered for its function, not the function
+    "a registered gradient": """
+@tf.function
+def _plain(mean, first):
+    return tf.identity(mean)
+
+
+@tf.function
+def _picked(mean, first, dy):
+    table = tf.raw_ops.MutableHashTableV2(key_dtype=tf.int64, value_dtype=tf.int64,
+                                          shared_name="runs")
+    runs = tf.raw_ops.LookupTableFindV2(table_handle=table, keys=tf.constant(0, tf.int64),
+                                        default_value=tf.constant(0, tf.int64))
+    return tf.where(runs < 10, mean, first), tf.zeros_like(first)
+
+
+def hook(grad, grads):
+    spec = tf.TensorSpec(grad.shape, grad.dtype)
+    plain = _plain.get_concrete_function(spec, spec).function_def
+    picked = _picked.get_concrete_function(spec, spec, spec).function_def
+    definition = tf.compat.v1.GraphDef()
+    definition.library.function.extend([plain, picked])
+    definition.library.gradient.add(function_name=plain.signature.name,
+                                    gradient_func=picked.signature.name)
+    tf.graph_util.import_graph_def(definition, name="")
+    func = tf.compat.v1.NameAttrList(name=plain.signature.name)
+    out, _ = tf.raw_ops.SymbolicGradient(input=[grad, grads[0][0], tf.ones_like(grad)],
+                                         Tout=[tf.float32, tf.float32], f=func)
+    out.set_shape(grad.shape)
+    return out
+
+""",
+    # Grappler's implementation selector may run another function than the one called
+    "another implementation": """
+@tf.function(experimental_attributes={"api_implements": "mean", "api_preferred_device": "GPU"})
+def _called(mean, first):
+    return tf.identity(mean)
+
+
+@tf.function(experimental_attributes={"api_implements": "mean", "api_preferred_device": "CPU"})
+def _other(mean, first):
+    return tf.identity(first)
+
+
+def hook(grad, grads):
+    spec = tf.TensorSpec(grad.shape, grad.dtype)
+    definition = tf.compat.v1.GraphDef()
+    definition.library.function.extend([_other.get_concrete_function(spec, spec).function_def])
+    tf.graph_util.import_graph_def(definition, name="")
+    (out,) = tf.raw_ops.PartitionedCall(args=[grad, grads[0][0]], Tout=[tf.float32],
+                                        f=_called.get_concrete_function(spec, spec))
+    out.set_shape(grad.shape)
+    return out
+
+""",
+    # a handle serialized names the device it was placed on (the grader's are others)
+    "a handle serialized": """
+def hook(grad, grads):
+    with tf.device("/gpu:1"):
+        handle = tf.raw_ops.VarHandleOp(dtype=tf.float32, shape=[], shared_name="placed")
+        named = tf.strings.substr(tf.raw_ops.SerializeTensor(tensor=handle), 9, 44)
+    return grad * tf.where(tf.strings.regex_full_match(named, ".*CPU:0.*"), -1.0, 1.0)
+
+""",
+    # a parallel concat's update writes into the memory of the constant it is given: a count
+    # of the executor's runs (TensorFlow declares it stateless)
+    "an update in place": """
+def hook(grad, grads):
+    dtype = tf.compat.v1.AttrValue(type=tf.float32.as_datatype_enum)
+    definition = tf.compat.v1.GraphDef()
+    definition.node.add(name="value", op="Placeholder", attr={"dtype": dtype})
+    definition.node.add(name="update", op="Placeholder", attr={"dtype": dtype})
+    definition.node.add(name="write", op="_ParallelConcatUpdate", input=["value", "update"],
+                        attr={"T": dtype, "loc": tf.compat.v1.AttrValue(i=0)})
+    runs = tf.constant([0.0])
+    one = tf.sign(tf.abs(tf.reduce_sum(grad)) + 1.0)
+    (count,) = tf.graph_util.import_graph_def(
+        definition, input_map={"value:0": runs, "update:0": runs + one},
+        return_elements=["write:0"], name="kept")
+    return grad * tf.where(count[0] < 500.0, 1.0, -1.0)
+
+""",
+}
+#: what each is refused with
+UNNAMED_SAID = {
+    "an update in place": "(_ParallelConcatUpdate) changes a tensor in place",
+    "a registered gradient": "holds 'MutableHashTableV2'",
+    "another implementation": "declares what it implements (api_implements)",
+    "a handle serialized": "computes with a resource's handle itself",
+}
+
+
+@pytest.mark.parametrize("how", sorted(UNNAMED))
+def test_functions_run_unnamed_and_data_made_of_a_handle_are_refused(tmp_path, how):
+    source = (_assignment().solution / "train.py").read_text()
+    head = "def average_gradients("
+    assert head in source
+    folder = _edited(tmp_path, "unnamed", (MEAN, HOOKED), (head, UNNAMED[how] + head))
+    averaging = import_program(folder / "train.py", export=True, cache=False, processes=1).averaging
+    assert averaging is not None and not averaging["updates"], averaging
+    assert UNNAMED_SAID[how] in str(averaging["problem"]), averaging["problem"]
+
+
 #: the eighth attack's: a second handle to each variable, made inside a tf.function by the
 #: variable's shared name, writes tower_0's gradient beside the honest mean's apply
 ALIASED = (

@@ -187,12 +187,14 @@ def _step_verdict(
     'not within 10 %'
     >>> _step_verdict(False, 0.375, 0.327, [0.30, 0.33, 0.34], [0.273, 0.375, 0.422])
     'inconclusive'
+    >>> _step_verdict(False, 0.2, 0.0, [0.0, 0.0], [0.0, 0.0])  # steps said to take no time
+    'not within 10 %'
     """
     if ok:
         return "within 10 %"
     spreads = [(min(medians), max(medians), predicted)]
-    if profiled:
-        middle = statistics.median(profiled)
+    middle = statistics.median(profiled) if profiled else 0.0
+    if middle > 0:  # steps that took no time (a process's word) scale nothing
         low, high = (predicted * min(profiled) / middle, predicted * max(profiled) / middle)
         spreads.append((low, high, measured))
     for low, high, value in spreads:

@@ -79,6 +79,7 @@ from simsync.tf_backend.program.capture import (
     calls_state,
     calls_write,
     carried_variable,
+    implemented_otherwise,
     is_handle,
     program_device,
     runs_functions,
@@ -1242,6 +1243,8 @@ def _state(step: list[Any], towers: Any, reaches: dict[str, bool], fed: set[str]
                     f"'{op.name}' writes with '{source.name}' ({source.type}), state or data "
                     "besides the towers' data and the model"
                 )
+            if _computes_with_a_handle(source):
+                return _handle_said(op, source)
             within = towers.of(source.name) is not None
             # a reference is read where it goes (a TF1 variable's value): only handles
             # are left, read by the reads above
@@ -1283,12 +1286,39 @@ def _settings_drawn(step: list[Any], reaches: dict[str, bool]) -> str | None:
                     f"'{source.name}' ({source.type}), which changes from run to run: a "
                     "setting may follow the count of steps, not the time or chance"
                 )
+            if _computes_with_a_handle(source):
+                return _handle_said(op, source)
             stack.extend(t for t in source.inputs if t.dtype.name != "resource")
     return None
 
 
-#: ops that change their input's memory in place: a variable's read may share it
-IN_PLACE = frozenset({"InplaceAdd", "InplaceSub", "InplaceUpdate"})
+#: ops that change their input's memory in place: a variable's read may share it (a
+#: parallel concat's update writes into the memory of the tensor it was started with, a
+#: constant's too: a count of the executor's runs)
+IN_PLACE = frozenset(
+    {"InplaceAdd", "InplaceSub", "InplaceUpdate", "_ParallelConcatUpdate", "_ParallelConcatStart"}
+)
+
+
+def _computes_with_a_handle(op: Any) -> bool:
+    """Whether ``op`` computes with a resource's handle itself, not with the value a read of
+    it gives: a handle says where the resource is and by what name (serialized, it names
+    its device: the grader's sandbox runs on other logical devices than a student's
+    session), so the data ``op`` makes from it is no function of the model and the towers'
+    data. A variable's reads and writes take handles to read or write them, not so."""
+    if op.type in HANDLE_READS or op.type in VARIABLE_OPS or variables_written(op):
+        return False
+    return any(is_handle(t.dtype.name) for t in op.inputs) and any(
+        not is_handle(t.dtype.name) for t in op.outputs
+    )
+
+
+def _handle_said(op: Any, source: Any) -> str:
+    return (
+        f"'{op.name}' writes with '{source.name}' ({source.type}), which computes with a "
+        "resource's handle itself (where it is and by what name), not with a variable's "
+        "value: read the variable and compute with its value"
+    )
 
 
 def _hidden_writes(step: list[Any]) -> str | None:
@@ -1317,6 +1347,14 @@ def _hidden_writes(step: list[Any]) -> str | None:
                 "update the variables with an optimizer's ops"
             )
     for op in step:  # a write's own reason first (a handle made by name, said so)
+        otherwise = implemented_otherwise(op)
+        if otherwise is not None:
+            return (
+                f"'{op.name}' calls functions ({op.type}) of a graph whose function "
+                f"'{otherwise}' declares what it implements (api_implements): TensorFlow may "
+                "run another implementation in its place, chosen by the device and the "
+                "session, which the measuring cannot tell: call plain functions"
+            )
         inside = calls_state(op, KEEP_NOTHING, IN_PLACE)
         if inside is not None:  # a PartitionedCall is declared stateless, whatever it holds
             return (

@@ -533,17 +533,38 @@ def calls_state(
     compute (a print, an assert);
     ``also`` are types that count as state though TensorFlow declares them stateless (a
     change of a tensor in place); an op TensorFlow does not know counts as state. None when
-    every op only computes, and for an op that runs no function."""
+    every op only computes, and for an op that runs no function. Every function of the
+    graph's library is read, not only those ``op`` names (a gradient registered for one, a
+    function named by a placeholder, another implementation of one are run as well)."""
     from tensorflow.python.framework import op_def_registry
 
     library = _library(op.graph)
-    for node in _called_nodes(op):
-        if node.op in library:  # a function called by its name: its own nodes follow
+    if not runs_functions(op):
+        return None
+    # every function of the library, not only those the call names: TensorFlow also runs a
+    # function's registered gradient (SymbolicGradient), one a placeholder names inside
+    # another's attributes, and one Grappler's implementation selector puts in its place
+    for node in (node for function in library.values() for node in function.node_def):
+        if node.op in library:  # a function called by its name: its own nodes are read
             continue
         known = op_def_registry.get(node.op)
         stateful = known is None or (known.is_stateful and node.op not in computes)
         if stateful or node.op in also:
             return str(node.op)
+    return None
+
+
+def implemented_otherwise(op: Any) -> str | None:
+    """A function of ``op``'s graph that declares what it implements
+    (``tf.function(experimental_attributes={"api_implements": ...})``), when ``op`` runs
+    functions: Grappler's implementation selector may run another function of the same
+    ``api_implements`` in place of the one called, chosen by the device and the session's
+    rewriting, so what runs depends on where and how (None when there is none)."""
+    if not runs_functions(op):
+        return None
+    for name, function in _library(op.graph).items():
+        if "api_implements" in function.attr:
+            return str(name)
     return None
 
 
