@@ -864,9 +864,18 @@ def hook(grad, grads):
     return grad * tf.where(count[0] < 500.0, 1.0, -1.0)
 
 """,
+    # Grappler, on in a student's plain session and off in the measuring, rewrites
+    # log(1 + s) into log1p(s): 0 and s for a tiny s, so the mean turns uphill there
+    "a rewrite by Grappler": """
+def hook(grad, grads):
+    s = 1e-10 * tf.exp(-tf.abs(tf.tanh(tf.reduce_sum(grad))))
+    return grad * tf.where(tf.math.log(1.0 + s) > 0.0, -1.0, 1.0)
+
+""",
 }
 #: what each is refused with
 UNNAMED_SAID = {
+    "a rewrite by Grappler": "compute otherwise when TensorFlow rewrites the graph",
     "an update in place": "(_ParallelConcatUpdate) changes a tensor in place",
     "a registered gradient": "holds 'MutableHashTableV2'",
     "another implementation": "declares what it implements (api_implements)",

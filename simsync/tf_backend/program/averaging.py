@@ -197,6 +197,9 @@ def _probe(loop: Loop, given: Loop | None) -> dict[str, Any]:
     def joined(name: str, part: slice) -> np.ndarray:
         return np.concatenate(values[name][part])
 
+    rewritten = _rewritten(loop, step, {**base, **fed(list(range(n)))})
+    if rewritten is not None:
+        return {**found, "updates": [], "problem": rewritten}
     measured = [{name: joined(name, part) for name in values} for part in parts]
     joint = _joint_weights([(m["own"], [m[f"every {j}"] for j in range(n)]) for m in measured])
     for (op, _), m in zip(updates, measured, strict=True):
@@ -221,6 +224,81 @@ def _probe(loop: Loop, given: Loop | None) -> dict[str, Any]:
         mine = (step, towers, updates, entries[0])
         found["given"] = _given_model(loop, given, mine, steps, alike, again, own)
     return found
+
+
+#: how far the updates' inputs computed with TensorFlow's graph rewriting may lie from those
+#: computed without, relatively (its fusions and reorderings round otherwise, by far less)
+REWRITTEN_TOLERANCE = 1e-3
+
+
+def _rewritten(loop: Loop, step: list[Any], feed: dict[Any, Any]) -> str | None:
+    """Why the step's updates compute otherwise in a session that rewrites the graph as a
+    student's plain ``tf.compat.v1.Session()`` does (Grappler: ``log(1 + x)`` becomes
+    ``log1p(x)``, ``exp(x) - 1`` becomes ``expm1(x)``, another implementation of a
+    function may be chosen), or None when they compute alike. Every measuring runs without
+    that rewriting; here every input of the step's writes (what they write and their
+    settings: a learning rate, a momentum) is computed in both kinds of session, from the
+    same batches (``feed``) and the same values of the variables (their reads fed), and
+    must agree within :data:`REWRITTEN_TOLERANCE`."""
+    import tensorflow as tf
+
+    fetched = [
+        tensor
+        for op in step
+        if variables_written(op)
+        for tensor in op.inputs
+        if not is_handle(tensor.dtype.name) and _number(tensor)
+    ]
+
+    reads = [
+        tensor
+        for op in step
+        if (op.type in HANDLE_READS and op.type not in _NO_VALUE)
+        or (op.type == "Identity" and op.inputs and op.inputs[0].dtype.name.endswith("_ref"))
+        for tensor in op.outputs
+        if not is_handle(tensor.dtype.name)
+    ]
+    observer = loop.observer
+    now = list(observer.real_run(loop.session, reads)) if reads else []
+    measured = _flat(
+        observer.real_run(loop.session, fetched, {**feed, **dict(zip(reads, now, strict=True))})
+    )
+    observer.rewriting = True
+    try:
+        twin = tf.compat.v1.Session(graph=loop.session.graph)
+    finally:
+        observer.rewriting = False
+    graph = loop.session.graph
+    with graph.as_default():  # what no read fed starts as its initializer makes it
+        made = tf.compat.v1.global_variables() + tf.compat.v1.local_variables()
+    try:
+        if made:
+            observer.real_run(twin, [variable.initializer for variable in made])
+        computed = _flat(
+            observer.real_run(twin, fetched, {**feed, **dict(zip(reads, now, strict=True))})
+        )
+    except Exception as error:  # whatever TensorFlow raises, said in a line
+        return (
+            f"the step's updates could not be computed with TensorFlow's own graph rewriting "
+            f"(as a student's session does): {type(error).__name__}"
+        )
+    finally:
+        twin.close()
+    for mine, theirs in zip(measured, computed, strict=True):
+        scale = max(1.0, float(np.max(np.abs(mine))) if np.size(mine) else 1.0)
+        near = REWRITTEN_TOLERANCE * scale
+        if not np.allclose(theirs, mine, rtol=REWRITTEN_TOLERANCE, atol=near, equal_nan=True):
+            return (
+                "the step's updates compute otherwise when TensorFlow rewrites the graph, as a "
+                "student's own session does (Grappler: log(1 + x) becomes log1p(x), exp(x) - 1 "
+                "becomes expm1(x)) than when it does not, as the measuring runs: compute the "
+                "updates with ops whose values do not depend on it"
+            )
+    return None
+
+
+#: reads of a variable that give no value of it
+_NO_VALUE = frozenset({"VarIsInitializedOp", "IsVariableInitialized", "DestroyResourceOp"})
 
 
 def _written_beside(

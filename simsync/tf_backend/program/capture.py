@@ -167,6 +167,9 @@ class Observer:
     trace_lock: threading.Lock = field(default_factory=threading.Lock)
     #: the loop was handed to ``on_loop``
     handed: bool = False
+    #: sessions made while set keep TensorFlow's own graph rewriting (Grappler), as a
+    #: student's plain session does: the measuring compares the step with and without it
+    rewriting: bool = False
     _waiting: dict[tuple[str, ...], bool] = field(default_factory=dict)
 
     def install(self) -> None:
@@ -307,14 +310,18 @@ class Observer:
         manager.__init__ = __init__
 
     def configure(self, config: Any) -> Any:
-        """The program's configuration with simsync's devices and no graph rewriting."""
+        """The program's configuration with simsync's devices and no graph rewriting (but
+        while :attr:`rewriting` is set: TensorFlow's default rewriting)."""
         tf = self.tf
         merged = tf.compat.v1.ConfigProto()
         if config is not None:
             merged.CopyFrom(config)
         merged.device_count["CPU"] = LOGICAL_DEVICES
         merged.allow_soft_placement = True
-        merged.graph_options.rewrite_options.disable_meta_optimizer = True
+        if self.rewriting:
+            merged.graph_options.ClearField("rewrite_options")
+        else:
+            merged.graph_options.rewrite_options.disable_meta_optimizer = True
         if self.timeout_ms:
             merged.operation_timeout_in_ms = self.timeout_ms
         return merged
