@@ -53,6 +53,8 @@ def record(path: Path, steps: int | None, seed: int | None) -> dict[str, object]
         return {"error": str(error)}
     trace = sim.trace
     facts = {k: v for k, v in summary(sim).items() if k not in UNSTABLE}
+    # the file as the checkout names it: two checkouts of one version compare alike
+    facts["source"] = str(Path(str(facts.get("source") or path)).resolve().relative_to(ROOT))
     out: dict[str, object] = {"summary": json.dumps(facts, sort_keys=True, default=str)}
     out |= {name: digest(getattr(trace, name)) for name in LISTS}
     out["params"] = digest({k: v.tolist() for k, v in sorted(trace.params.items())})
