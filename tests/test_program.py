@@ -840,3 +840,17 @@ def test_a_program_whose_file_name_holds_a_newline_is_one_line_before_it_runs(tm
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     one_clear_line(ran, "its file name holds a control character", "rename it")
+
+
+def test_a_run_said_to_trace_more_steps_than_a_run_holds_keeps_to_its_own_numbers():
+    """A (forged) report of 1,500 traced steps in a run gave its last 500 the next run's
+    numbers: the cross-check judged them as that run's."""
+    from simsync.crosscheck.user_program import RUN_STEPS, real_trace
+
+    graph, _ = convert(_two_towers(), None)
+    record = [("concat", "/cpu:0", 0.0, 1e-4, None)]
+    runs = [{"clients": {"MainThread": {"steps": [record] * n}}} for n in (1500, 2)]
+    trace = real_trace(graph, runs, {"MainThread": "main"})
+    numbers = sorted(step.step for step in trace.steps)
+    assert numbers[:RUN_STEPS] == list(range(RUN_STEPS))  # run 0, cut at its last number
+    assert numbers[RUN_STEPS:] == [RUN_STEPS, RUN_STEPS + 1]  # run 1's own two

@@ -66,15 +66,17 @@ def real_trace(
     graph: Graph, runs: Sequence[Mapping[str, Any]], threads: Mapping[str, str]
 ) -> Trace:
     """The traced steps of ``runs`` (each :func:`measure_loop`'s result) as one trace, the
-    steps of run ``r`` numbered from ``r * RUN_STEPS``; ``threads`` maps a thread to its client's
-    name. Ops not in ``graph`` (constants, the runtime's own) are left out."""
+    steps of run ``r`` numbered from ``r * RUN_STEPS`` (a run's steps past that many, which only
+    a forged report holds, are left out: they would be the next run's); ``threads`` maps a
+    thread to its client's name. Ops not in ``graph`` (constants, the runtime's own) are left
+    out."""
     trace = Trace(source="tensorflow")
     for number, run in enumerate(runs):
         for thread, measured in run["clients"].items():
             client = threads.get(thread)
             if client is None:
                 continue
-            for index, records in enumerate(measured["steps"]):
+            for index, records in enumerate(measured["steps"][:RUN_STEPS]):
                 step = number * RUN_STEPS + index
                 kept = [r for r in records if r[0] in graph.nx]
                 if not kept:
