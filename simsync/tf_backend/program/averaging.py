@@ -197,7 +197,7 @@ def _probe(loop: Loop, given: Loop | None) -> dict[str, Any]:
     def joined(name: str, part: slice) -> np.ndarray:
         return np.concatenate(values[name][part])
 
-    rewritten = _rewritten(loop, step, {**base, **fed(list(range(n)))})
+    rewritten = _rewritten(loop, fetched, {**base, **fed(list(range(n)))})
     if rewritten is not None:
         return {**found, "updates": [], "problem": rewritten}
     measured = [{name: joined(name, part) for name in values} for part in parts]
@@ -231,33 +231,18 @@ def _probe(loop: Loop, given: Loop | None) -> dict[str, Any]:
 REWRITTEN_TOLERANCE = 1e-3
 
 
-def _rewritten(loop: Loop, step: list[Any], feed: dict[Any, Any]) -> str | None:
+def _rewritten(loop: Loop, fetched: list[Any], feed: dict[Any, Any]) -> str | None:
     """Why the step's updates compute otherwise in a session that rewrites the graph as a
     student's plain ``tf.compat.v1.Session()`` does (Grappler: ``log(1 + x)`` becomes
     ``log1p(x)``, ``exp(x) - 1`` becomes ``expm1(x)``, another implementation of a
     function may be chosen), or None when they compute alike. Every measuring runs without
-    that rewriting; here every input of the step's writes (what they write and their
-    settings: a learning rate, a momentum) is computed in both kinds of session, from the
-    same batches (``feed``) and the same values of the variables (their reads fed), and
-    must agree within :data:`REWRITTEN_TOLERANCE`."""
+    that rewriting; here what the updates write (``fetched``, as the probes fetch it: no
+    write runs for it) is computed in both kinds of session, from the same batches
+    (``feed``) and the same values of the variables (the reads it needs, fed), and must
+    agree within :data:`REWRITTEN_TOLERANCE`."""
     import tensorflow as tf
 
-    fetched = [
-        tensor
-        for op in step
-        if variables_written(op)
-        for tensor in op.inputs
-        if not is_handle(tensor.dtype.name) and _number(tensor)
-    ]
-
-    reads = [
-        tensor
-        for op in step
-        if (op.type in HANDLE_READS and op.type not in _NO_VALUE)
-        or (op.type == "Identity" and op.inputs and op.inputs[0].dtype.name.endswith("_ref"))
-        for tensor in op.outputs
-        if not is_handle(tensor.dtype.name)
-    ]
+    reads = _value_reads(_ancestors(fetched))
     observer = loop.observer
     now = list(observer.real_run(loop.session, reads)) if reads else []
     measured = _flat(
@@ -295,6 +280,32 @@ def _rewritten(loop: Loop, step: list[Any], feed: dict[Any, Any]) -> str | None:
                 "updates with ops whose values do not depend on it"
             )
     return None
+
+
+def _ancestors(tensors: list[Any]) -> list[Any]:
+    """The ops ``tensors`` need, through their inputs and control inputs."""
+    found: dict[str, Any] = {}
+    stack = [tensor.op for tensor in tensors]
+    while stack:
+        op = stack.pop()
+        if op.name in found:
+            continue
+        found[op.name] = op
+        stack.extend(t.op for t in op.inputs)
+        stack.extend(op.control_inputs)
+    return list(found.values())
+
+
+def _value_reads(ops: list[Any]) -> list[Any]:
+    """The tensors of ``ops`` that are a variable's value read (to feed)."""
+    return [
+        tensor
+        for op in ops
+        if (op.type in HANDLE_READS and op.type not in _NO_VALUE)
+        or (op.type == "Identity" and op.inputs and op.inputs[0].dtype.name.endswith("_ref"))
+        for tensor in op.outputs
+        if not is_handle(tensor.dtype.name)
+    ]
 
 
 #: reads of a variable that give no value of it
