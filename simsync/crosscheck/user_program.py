@@ -45,6 +45,7 @@ from simsync.ir.resources import ACTIONS
 from simsync.simulation import Simulation
 from simsync.simulation.importing import import_program
 from simsync.simulation.user_program import (
+    AS_WRITTEN,
     PREDICTION_STEPS,
     ProgramRun,
     WhatIf,
@@ -54,8 +55,6 @@ from simsync.trace import OpRecord, StepRecord, Trace
 
 __all__ = ["STEP_TOLERANCE", "crosscheck_program", "program_report", "queue_held", "real_trace"]
 
-#: no what-if: the program as written
-AS_WRITTEN = WhatIf()
 #: the measured median step time the prediction must be within, relatively
 STEP_TOLERANCE = 0.10
 #: the numbers of one run's steps in a real trace: run ``r``'s from ``r * RUN_STEPS``

@@ -36,6 +36,7 @@ from simsync.tf_backend.program.whatif import (
 from simsync.trace import StepRecord
 
 __all__ = [
+    "AS_WRITTEN",
     "PREDICTION_STEPS",
     "WhatIf",
     "is_program",
@@ -63,6 +64,10 @@ class WhatIf:
     latency_us: float | None = None
     #: examples per step where the program's inputs bring its own batch in
     batch: int | None = None
+
+
+#: no what-if: the program as written
+AS_WRITTEN = WhatIf()
 
 
 @dataclass
@@ -137,7 +142,7 @@ def _mode_change(changes: WhatIf) -> ModeChange:
 
 def simulate_program(
     path: str | os.PathLike[str],
-    changes: WhatIf = WhatIf(),
+    changes: WhatIf = AS_WRITTEN,
     *,
     steps: int = 100,
     seed: int = 0,

@@ -242,26 +242,22 @@ def _rewritten(loop: Loop, fetched: list[Any], feed: dict[Any, Any]) -> str | No
     agree within :data:`REWRITTEN_TOLERANCE`."""
     import tensorflow as tf
 
-    reads = _value_reads(_ancestors(fetched))
-    observer = loop.observer
+    reads = _value_reads(upstream(tensor.op for tensor in fetched))
+    observer, graph = loop.observer, loop.session.graph
     now = list(observer.real_run(loop.session, reads)) if reads else []
-    measured = _flat(
-        observer.real_run(loop.session, fetched, {**feed, **dict(zip(reads, now, strict=True))})
-    )
+    fed = {**feed, **dict(zip(reads, now, strict=True))}
+    measured = _flat(observer.real_run(loop.session, fetched, fed))
     observer.rewriting = True
     try:
-        twin = tf.compat.v1.Session(graph=loop.session.graph)
+        twin = tf.compat.v1.Session(graph=graph)
     finally:
         observer.rewriting = False
-    graph = loop.session.graph
     with graph.as_default():  # what no read fed starts as its initializer makes it
         made = tf.compat.v1.global_variables() + tf.compat.v1.local_variables()
     try:
         if made:
             observer.real_run(twin, [variable.initializer for variable in made])
-        computed = _flat(
-            observer.real_run(twin, fetched, {**feed, **dict(zip(reads, now, strict=True))})
-        )
+        computed = _flat(observer.real_run(twin, fetched, fed))
     except Exception as error:  # whatever TensorFlow raises, said in a line
         return (
             f"the step's updates could not be computed with TensorFlow's own graph rewriting "
@@ -282,34 +278,14 @@ def _rewritten(loop: Loop, fetched: list[Any], feed: dict[Any, Any]) -> str | No
     return None
 
 
-def _ancestors(tensors: list[Any]) -> list[Any]:
-    """The ops ``tensors`` need, through their inputs and control inputs."""
-    found: dict[str, Any] = {}
-    stack = [tensor.op for tensor in tensors]
-    while stack:
-        op = stack.pop()
-        if op.name in found:
-            continue
-        found[op.name] = op
-        stack.extend(t.op for t in op.inputs)
-        stack.extend(op.control_inputs)
-    return list(found.values())
-
-
 def _value_reads(ops: list[Any]) -> list[Any]:
-    """The tensors of ``ops`` that are a variable's value read (to feed)."""
+    """The tensors of ``ops`` that are a variable's value read (:func:`_read`), to feed."""
     return [
         tensor
         for op in ops
-        if (op.type in HANDLE_READS and op.type not in _NO_VALUE)
-        or (op.type == "Identity" and op.inputs and op.inputs[0].dtype.name.endswith("_ref"))
         for tensor in op.outputs
-        if not is_handle(tensor.dtype.name)
+        if not is_handle(tensor.dtype.name) and _read(tensor) is not None
     ]
-
-
-#: reads of a variable that give no value of it
-_NO_VALUE = frozenset({"VarIsInitializedOp", "IsVariableInitialized", "DestroyResourceOp"})
 
 
 def _written_beside(

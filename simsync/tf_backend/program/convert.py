@@ -263,18 +263,14 @@ def _devices_and_pool(
     """Pass 2: the graph with its devices, and on logical devices the machine's cores as the
     engine's pool (TensorFlow's inter-op threads run their ops, each op for its own time)."""
     graph = Graph(name=data["program"])
-    if _pooled(data, timed):
+    # logical devices timed busy share this machine's cores
+    if data.get("logical_devices") and any("busy" in t for t in timed.values()):
         graph.host_cores[LOCALHOST] = max(1, int(data.get("cores") or 1))
         graph.core_efficiency[LOCALHOST] = efficiency
     for device in sorted({step.devices[name] for name in step.kept} | {"/cpu:0"}):
         cpu = "/gpu:" not in device  # a CPU, of this process or of a task of a cluster
         graph.add_device(Device(device, kind="cpu" if cpu else "gpu", concurrent=cpu))
     return graph
-
-
-def _pooled(data: Mapping[str, Any], timed: Mapping[str, Any]) -> bool:
-    """Whether the ops ran on logical devices sharing this machine's cores, timed busy."""
-    return bool(data.get("logical_devices")) and any("busy" in t for t in timed.values())
 
 
 def _add_ops(
@@ -290,7 +286,7 @@ def _add_ops(
     ops, devices, shared, tokens = step.ops, step.devices, step.shared, step.tokens
     assigned, kept, needed = step.assigned, step.kept, step.needed
     timed = (profile or {}).get("ops", {})
-    seconds = "busy" if _pooled(data, timed) else "seconds"
+    seconds = "busy" if graph.host_cores else "seconds"  # the pool of pass 2
     variables = _variables(graph, ops, needed, devices, data)
     unsimulated = set() if queue_runners else {n for n in needed if shared.get(n) in step.fed}
     queues = _queues(graph, ops, needed - unsimulated, devices, data, step.runners, shared, tokens)

@@ -37,7 +37,6 @@ is refused in one line (:class:`~simsync.tf_backend.program.capture.Ended`).
 from __future__ import annotations
 
 import os
-import re
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -45,6 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from simsync.ir import natural_key
 from simsync.tf_backend.program.capture import (
     FUNCTION_CALLS,
     WRITE_WORDS,
@@ -415,7 +415,7 @@ def _one_per_device(names: list[str], by_name: dict[str, dict[str, Any]]) -> lis
     >>> _one_per_device(["r_3", "r_2", "r", "r_1"], ops)
     [['r', 'r_1'], ['r_2', 'r_3']]
     """
-    known = sorted((n for n in names if n in by_name), key=_numbered)
+    known = sorted((n for n in names if n in by_name), key=natural_key)
     per_device: dict[str, list[str]] = {}
     for name in known:
         per_device.setdefault(str(by_name[name].get("device")), []).append(name)
@@ -424,11 +424,6 @@ def _one_per_device(names: list[str], by_name: dict[str, dict[str, Any]]) -> lis
         return []
     (count,) = counts
     return [[members[i] for members in per_device.values()] for i in range(count)]
-
-
-def _numbered(name: str) -> list[Any]:
-    """A name's sort key, its numbers in numeric order (``_10`` after ``_2``)."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
 def _join(by_name: dict[str, dict[str, Any]], names: list[str]) -> None:
