@@ -894,6 +894,23 @@ def test_functions_run_unnamed_and_data_made_of_a_handle_are_refused(tmp_path, h
     assert UNNAMED_SAID[how] in str(averaging["problem"]), averaging["problem"]
 
 
+#: the same rewriting in the learning rate, computed from the step count: exp(s) - 1 is 0
+#: for a tiny s, expm1(s) is not, so the rate turns negative in a student's own session (the
+#: rewrite needs the count's shape known: read from the variable, not fed)
+EXPM1_RATE = (
+    "tf.compat.v1.train.GradientDescentOptimizer(0.1)",
+    "tf.compat.v1.train.GradientDescentOptimizer(tf.where(tf.math.exp(1e-10 * tf.exp("
+    "-tf.abs(tf.tanh(tf.cast(global_step, tf.float32))))) - 1.0 > 0.0, -0.1, 0.1))",
+)
+
+
+def test_a_learning_rate_that_turns_when_tensorflow_rewrites_the_graph_is_refused(tmp_path):
+    folder = _edited(tmp_path, "expm1rate", EXPM1_RATE)
+    averaging = import_program(folder / "train.py", export=True, cache=False, processes=1).averaging
+    assert averaging is not None and not averaging["updates"], averaging
+    assert UNNAMED_SAID["a rewrite by Grappler"] in str(averaging["problem"]), averaging["problem"]
+
+
 #: the eighth attack's: a second handle to each variable, made inside a tf.function by the
 #: variable's shared name, writes tower_0's gradient beside the honest mean's apply
 ALIASED = (

@@ -63,6 +63,7 @@ judges the numbers, checked whole (:class:`~simsync.sandbox.wire.Averaging`).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import os
@@ -197,7 +198,9 @@ def _probe(loop: Loop, given: Loop | None) -> dict[str, Any]:
     def joined(name: str, part: slice) -> np.ndarray:
         return np.concatenate(values[name][part])
 
-    rewritten = _rewritten(loop, fetched, {**base, **fed(list(range(n)))})
+    written = {t.name: t for op in step if variables_written(op) for t in op.inputs}
+    every = [t for t in written.values() if t.dtype.is_floating]  # settings too
+    rewritten = _rewritten(loop, every, {**base, **fed(list(range(n)))})
     if rewritten is not None:
         return {**found, "updates": [], "problem": rewritten}
     measured = [{name: joined(name, part) for name in values} for part in parts]
@@ -236,28 +239,38 @@ def _rewritten(loop: Loop, fetched: list[Any], feed: dict[Any, Any]) -> str | No
     student's plain ``tf.compat.v1.Session()`` does (Grappler: ``log(1 + x)`` becomes
     ``log1p(x)``, ``exp(x) - 1`` becomes ``expm1(x)``, another implementation of a
     function may be chosen), or None when they compute alike. Every measuring runs without
-    that rewriting; here what the updates write (``fetched``, as the probes fetch it: no
-    write runs for it) is computed in both kinds of session, from the same batches
-    (``feed``) and the same values of the variables (the reads it needs, fed), and must
-    agree within :data:`REWRITTEN_TOLERANCE`."""
+    that rewriting; here every input of the updates (``fetched``: what they write and their
+    settings, a learning rate among them; what a setting computed after the updates runs
+    is undone) is computed in both kinds of session, from the same batches (``feed``) and
+    the same values of the variables, and must agree within :data:`REWRITTEN_TOLERANCE`.
+
+    The rewriting session computes in a copy of the graph (:func:`_twin`), as the student's
+    own run would: its variables set to the same values, not their reads fed, and each batch
+    fed through a placeholder of its tensor's own static shape. What TensorFlow rewrites
+    depends on the shapes it knows, and a fed tensor is one whose shape it does not."""
     import tensorflow as tf
 
-    reads = _value_reads(upstream(tensor.op for tensor in fetched))
     observer, graph = loop.observer, loop.session.graph
-    now = list(observer.real_run(loop.session, reads)) if reads else []
-    fed = {**feed, **dict(zip(reads, now, strict=True))}
-    measured = _flat(observer.real_run(loop.session, fetched, fed))
-    observer.rewriting = True
+    names = sorted({op.name for op in upstream(t.op for t in fetched) if op.type in VARIABLE_OPS})
+    values = _read_all(tf, loop, names)
+    measured = _flat(observer.real_run(loop.session, fetched, feed))
+    # a setting computed after the updates (Adam's powers of its decays) runs them: undone
+    _setter(tf, graph, _runner(loop), names)(values)
     try:
-        twin = tf.compat.v1.Session(graph=graph)
-    finally:
-        observer.rewriting = False
-    with graph.as_default():  # what no read fed starts as its initializer makes it
-        made = tf.compat.v1.global_variables() + tf.compat.v1.local_variables()
+        copy, fed = _twin(tf, graph, feed)
+        observer.rewriting = True
+        try:
+            twin = tf.compat.v1.Session(graph=copy)
+        finally:
+            observer.rewriting = False
+    except Exception as error:  # whatever TensorFlow raises, said in a line
+        return (
+            f"the step's updates could not be computed with TensorFlow's own graph rewriting "
+            f"(as a student's session does): {type(error).__name__}"
+        )
     try:
-        if made:
-            observer.real_run(twin, [variable.initializer for variable in made])
-        computed = _flat(observer.real_run(twin, fetched, fed))
+        _setter(tf, copy, functools.partial(observer.real_run, twin), names)(values)
+        computed = _flat(observer.real_run(twin, [t.name for t in fetched], fed))
     except Exception as error:  # whatever TensorFlow raises, said in a line
         return (
             f"the step's updates could not be computed with TensorFlow's own graph rewriting "
@@ -276,6 +289,23 @@ def _rewritten(loop: Loop, fetched: list[Any], feed: dict[Any, Any]) -> str | No
                 "updates with ops whose values do not depend on it"
             )
     return None
+
+
+def _twin(tf: Any, graph: Any, feed: dict[Any, Any]) -> tuple[Any, dict[str, Any]]:
+    """A copy of ``graph`` whose tensors ``feed`` feeds (a tensor or its name, each) are
+    placeholders of their own static shape, and what to feed them, by name."""
+    fed = {graph.as_graph_element(key).name: value for key, value in feed.items()}
+    copy, holders = tf.Graph(), {}
+    taken = {op.name for op in graph.get_operations()}
+    with copy.as_default():
+        for k, name in enumerate(fed):
+            tensor = graph.get_tensor_by_name(name)
+            label = f"simsync_fed_{k}"
+            while label in taken:
+                label += "_"
+            holders[name] = tf.compat.v1.placeholder(tensor.dtype, tensor.shape, name=label)
+        tf.graph_util.import_graph_def(graph.as_graph_def(), input_map=holders, name="")
+    return copy, {holders[name].name: value for name, value in fed.items()}
 
 
 def _value_reads(ops: list[Any]) -> list[Any]:
@@ -644,7 +674,7 @@ def _settings_turn(
             yield float(count)
         now = [np.asarray(v, dtype=np.float64) for v in _read_all(tf, loop, kept)]
         moves = [(n - f) / ITERATED for n, f in zip(now, first, strict=True)]
-        assign = _setter(tf, loop, kept)
+        assign = _setter(tf, loop.graph, _runner(loop), kept)
         rng = np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
         drawn = np.exp(rng.uniform(math.log(2000), math.log(SWEPT_MOST), SWEPT_DRAWN)).round()
         for count in (*SWEPT, *drawn.tolist()):
@@ -710,13 +740,15 @@ def _allowed(arg: str) -> str:
     return f"{high:g} or below" if low == -math.inf else f"between {low:g} and {high:g}"
 
 
-def _setter(tf: Any, loop: Loop, names: list[str]) -> Callable[[list[Any]], None]:
-    """A function that sets ``loop``'s variables ``names`` to values (in that order, each of
-    its variable's shape), with ops made once."""
+def _setter(
+    tf: Any, graph: Any, run: Callable[..., Any], names: list[str]
+) -> Callable[[list[Any]], None]:
+    """A function that sets ``graph``'s variables ``names`` to values (in that order, each
+    of its variable's shape) with ``run`` (a session's), with ops made once."""
     ops, fed = [], []
-    with loop.graph.as_default():
+    with graph.as_default():
         for name in names:
-            op = loop.graph.get_operation_by_name(name)
+            op = graph.get_operation_by_name(name)
             dtype = op.get_attr("dtype")
             value = tf.compat.v1.placeholder(dtype, tf.TensorShape(op.get_attr("shape")))
             if op.outputs[0].dtype.name == "resource":
@@ -727,9 +759,14 @@ def _setter(tf: Any, loop: Loop, names: list[str]) -> Callable[[list[Any]], None
 
     def assign(values: list[Any]) -> None:
         feed = {t: _cast(v, kind) for (t, kind), v in zip(fed, values, strict=True)}
-        loop.observer.real_run(loop.session, ops, feed_dict=feed)
+        run(ops, feed_dict=feed)
 
     return assign
+
+
+def _runner(loop: Loop) -> Callable[..., Any]:
+    """``loop``'s session's run (as :meth:`Observer.real_run` runs it)."""
+    return functools.partial(loop.observer.real_run, loop.session)
 
 
 def _fetches(loop: Loop) -> list[str]:
@@ -977,7 +1014,7 @@ def _assign(tf: Any, loop: Loop, values: dict[str, Any]) -> str | None:
                 f"its variable '{name}' is of shape {list(np.shape(value))}, the given "
                 f"model's {shape.as_list()}"
             )
-    _setter(tf, loop, list(values))(list(values.values()))
+    _setter(tf, loop.graph, _runner(loop), list(values))(list(values.values()))
     return None
 
 
