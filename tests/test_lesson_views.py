@@ -151,3 +151,32 @@ def test_lesson_6s_graph_fits_80_columns_with_two_workers_lanes() -> None:
                 not line.startswith("… folded")]  # fmt: skip
     assert "│ worker_0 " in out and "│ worker_1 " in out
     assert all(line.endswith(("┐", "┤", "│", "┘")) for line in lines if line.startswith(("┌", "│")))
+
+
+def test_a_race_on_tensorflow_fits_80_columns_with_its_rule_and_numbers() -> None:
+    """Lesson 5's race on TensorFlow: every run's time to the target, predicted and in each
+    round, the first of each marked; the verdict and its rule whole, at 80 columns."""
+    from simsync.crosscheck.race import race_verdict
+    from simsync.trace import Contest, Entrant
+    from simsync.viz import RaceTable
+
+    def race(times: dict[str, float]) -> Contest:
+        return Contest(1.6, [Entrant(n, None, [(t, 1.6)], t, 200, None) for n, t in times.items()])
+
+    guess = race({"sync": 2.298, "rounds": 2.244, "bounded": 2.497, "async": 1.874})
+    rounds = [
+        race({"sync": 2.9, "rounds": 3.3, "bounded": 3.2, "async": 2.1}),
+        race({"sync": 3.0, "rounds": 3.2, "bounded": 3.4, "async": 2.2}),
+    ]
+    verdict, rule = race_verdict("async", [{e.name: e.reached for e in r.entrants} for r in rounds])
+    assert verdict == "as predicted"
+    shown = render(RaceTable(guess, rounds, verdict, rule))
+    lines = shown.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    row = next(line for line in lines if line.strip().startswith("async"))
+    assert row.split() == ["async", "1,874", "◀", "2,100", "◀", "2,200", "◀"]
+    assert next(line for line in lines if "sync " in line).split() == [
+        "sync", "2,298", "2,900", "3,000"
+    ]  # fmt: skip
+    flat = " ".join(line.strip() for line in lines)
+    assert f"Who is first: as predicted ({rule})." in flat  # wrapped at spaces only

@@ -358,6 +358,7 @@ def test_every_kind_of_step_is_shown_one_way_and_says_when_it_needs_tensorflow()
     """One home for a step's kind: its keys and its TensorFlow in the content's registry, how
     it is shown in the runner's; each kind in both, and none in one only."""
     assert set(LessonRunner.SHOWN) == set(STEP_KINDS)
-    assert {k for k, kind in STEP_KINDS.items() if kind.tensorflow} == {"verify", "program"}
+    tensorflow = {k for k, kind in STEP_KINDS.items() if kind.tensorflow}
+    assert tensorflow == {"verify", "race_verify", "program"}
     for name, kind in STEP_KINDS.items():
         assert kind.skipped.startswith("(") and "TensorFlow" in kind.skipped, name

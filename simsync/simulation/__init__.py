@@ -9,7 +9,7 @@ TensorFlow's runs (:mod:`.calibrate`). The last three reach TensorFlow's executo
 imported by name, not from here.
 """
 
-from simsync.simulation.contest import Contest, Entrant, contest
+from simsync.simulation.contest import Contest, Entrant, contest, entrant_names, line_up
 from simsync.simulation.results import BatchNormSummary, CriticalPath, Summary
 from simsync.simulation.simulate import (
     Simulation,
@@ -28,7 +28,9 @@ __all__ = [
     "Simulation",
     "Summary",
     "contest",
+    "entrant_names",
     "expected_updates",
+    "line_up",
     "median_step_time",
     "simulate",
     "summary",

@@ -16,7 +16,7 @@ from simsync.scenario import Scenario
 from simsync.simulation.simulate import Simulation, simulate, training_clients
 from simsync.trace import Contest, Entrant, loss_curve, staleness_stats, time_to_loss
 
-__all__ = ["Contest", "Entrant", "contest"]
+__all__ = ["Contest", "Entrant", "contest", "entrant_names", "line_up"]
 
 
 def contest(
@@ -40,12 +40,21 @@ def contest(
             simulations.append(simulate_one(scenario))
         except SimsyncError as error:  # say which of the runs failed
             raise type(error)(f"{scenario.source}: {error}") from None
-    names = _names(scenarios)
+    return line_up(entrant_names(scenarios), simulations)
+
+
+def line_up(
+    names: Sequence[str], simulations: Sequence[Simulation], target: float | None = None
+) -> Contest:
+    """The runs ``simulations`` (each a trace of its graph, simulated or measured on
+    TensorFlow) under ``names``, raced to ``target`` (by default the worst of their final
+    losses)."""
     curves = []
     for sim in simulations:
         # as many batches as one synchronous step trains: one per training client
         curves.append(loss_curve(sim.trace, len(training_clients(sim.graph))))
-    target = max(curve[-1][1] for curve in curves)
+    if target is None:
+        target = max(curve[-1][1] for curve in curves)
     entrants = []
     for name, sim, curve in zip(names, simulations, curves, strict=True):
         ledger = staleness_stats(sim.trace)
@@ -63,12 +72,12 @@ def contest(
     return Contest(target, entrants)
 
 
-def _names(scenarios: Sequence[Scenario]) -> list[str]:
+def entrant_names(scenarios: Sequence[Scenario]) -> list[str]:
     """Scenario names, with the file added where two are the same, and a number where even
     that is the same.
 
     >>> from simsync.scenario import Scenario
-    >>> _names([Scenario("a", source="x.toml"), Scenario("a", source="y.toml"),
+    >>> entrant_names([Scenario("a", source="x.toml"), Scenario("a", source="y.toml"),
     ...         Scenario("a", source="y.toml"), Scenario("b")])
     ['a (x.toml)', 'a (y.toml)', 'a (y.toml) #2', 'b']
     """

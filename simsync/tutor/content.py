@@ -87,6 +87,12 @@ STEP_KINDS: dict[str, StepKind] = {
     ),
     "ledger": StepKind((), ("scenario", "rows", "text", "claims")),
     "race": StepKind(("race",), ("text", "claims")),
+    "race_verify": StepKind(
+        ("race",),
+        ("text", "claims"),
+        tensorflow=True,
+        skipped="(The race on TensorFlow is skipped in this run.)",
+    ),
 }
 QUESTION_TYPES = ("numeric", "choice", "op")
 #: The towers a program step and ``lessons copy`` suggest trying the lesson's program with,

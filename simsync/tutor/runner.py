@@ -322,6 +322,32 @@ class LessonRunner:
         except SimsyncError as error:
             return error
 
+    def _prepare_race_verify(self, step: Step) -> Any:
+        """The race of the step's scenarios on TensorFlow beside its prediction, or the
+        error that stopped it."""
+        from simsync.crosscheck.race import race_on_tensorflow
+        from simsync.scenario import load_scenario
+
+        try:
+            with self.console.status("Racing the runs on TensorFlow...") as status:
+
+                def progress(message: str) -> None:
+                    status.update(Text(f"Racing the runs on TensorFlow: {message}"))
+
+                scenarios = [load_scenario(p) for p in self.lesson.race_paths(step)]
+                return race_on_tensorflow(scenarios, on_progress=progress)
+        except SimsyncError as error:
+            return error
+
+    def _race_verify(self, step: Step, result: Any) -> None:
+        from simsync.viz import RaceTable
+
+        self._say(step, step.get("text"))
+        if isinstance(result, Exception):
+            self.console.print(Text(f"The race on TensorFlow could not run: {result}", "yellow"))
+            return
+        self.console.print(RaceTable(result.predicted, result.rounds, result.verdict, result.rule))
+
     def _prepare_program(self, step: Step) -> dict[str, Any] | SimsyncError:
         """What simsync makes of the lesson's program: run in the sandbox, its graph
         imported and simulated (``towers``: replicated to that many), or the error."""
@@ -465,6 +491,7 @@ class LessonRunner:
         "verify": (_prepare_verify, _verify),
         "ledger": (None, _ledger),
         "race": (_prepare_race, _race),
+        "race_verify": (_prepare_race_verify, _race_verify),
     }
 
 

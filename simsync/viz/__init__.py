@@ -7,7 +7,7 @@ never are, so the views read any :class:`~simsync.trace.Trace`, simulated or mea
 
 from simsync.viz.chrome import chrome_trace, overlaps, write_chrome_trace
 from simsync.viz.crosscheck import CrossCheckView, ProfileView
-from simsync.viz.curves import LossCurves, write_loss_png
+from simsync.viz.curves import LossCurves, RaceTable, write_loss_png
 from simsync.viz.dot import to_dot
 from simsync.viz.fold import folded_by_scope
 from simsync.viz.graph_text import GraphView
@@ -24,6 +24,7 @@ __all__ = [
     "LossCurves",
     "ProfileView",
     "ProgramView",
+    "RaceTable",
     "SummaryView",
     "Timeline",
     "chrome_trace",

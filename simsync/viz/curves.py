@@ -22,7 +22,7 @@ from simsync.files import atomic_writer
 from simsync.trace import Contest
 from simsync.viz.timeline import time_axis
 
-__all__ = ["LossCurves", "write_loss_png"]
+__all__ = ["LossCurves", "RaceTable", "write_loss_png"]
 
 _MARKS = ("A", "B", "C", "D", "E", "F")
 _COLORS = ("cyan", "magenta", "green", "yellow", "blue", "red")
@@ -125,6 +125,56 @@ class LossCurves:
                 f"{entrant.finished * 1e3:,.0f}",
             )
         return table
+
+
+class RaceTable:
+    """A race run on TensorFlow beside its prediction: one row per run, when it reached the
+    target loss as predicted for this machine and in each round measured (the first of each
+    marked), then the verdict and the rule that decided it.
+
+    >>> import io
+    >>> from simsync.trace import Contest, Entrant
+    >>> a = Entrant("sync", "sync", [(0.02, 1.0)], 0.02, 2, None)
+    >>> b = Entrant("async", "async", [(0.01, 1.0)], 0.01, 4, 1.0)
+    >>> out = io.StringIO()
+    >>> Console(file=out, width=80, color_system=None).print(RaceTable(Contest(1.0, [a, b]),
+    ...     [Contest(1.0, [a, b])], "as predicted", "predicted first: async"))
+    >>> print(out.getvalue().splitlines()[4].rstrip())
+     async             10 ◀           10 ◀
+    """
+
+    def __init__(
+        self, predicted: Contest, rounds: Sequence[Contest], verdict: str, rule: str
+    ) -> None:
+        self.predicted, self.rounds, self.verdict, self.rule = predicted, rounds, verdict, rule
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, title_justify="left")
+        table.add_column("run", no_wrap=True)
+        table.add_column("predicted (ms)", justify="right")
+        for number in range(1, len(self.rounds) + 1):
+            table.add_column(f"round {number} (ms)", justify="right")
+        races = [self.predicted, *self.rounds]
+        firsts = [race.clear_winner for race in races]
+        for index, entrant in enumerate(self.predicted.entrants):
+            cells = []
+            for race, first in zip(races, firsts, strict=True):
+                reached = race.entrants[index].reached
+                at = "never" if reached is None else f"{reached * 1e3:,.0f}"
+                won = index == first
+                cells.append(Text(at + (" ◀" if won else "  "), style="bold green" if won else ""))
+            table.add_row(entrant.name, *cells)
+        yield Text("When each run reached the target loss (◀ first)", style="bold")
+        yield table
+        targets = ", ".join(f"{race.target:.3f}" for race in self.rounds)
+        yield Text(
+            f"Target loss: {self.predicted.target:.3f} predicted, {targets} measured (the worst "
+            "final loss of the runs)."
+        )
+        style = {"as predicted": "bold green", "not as predicted": "bold red"}.get(
+            self.verdict, "bold yellow"
+        )
+        yield Text.assemble(("Who is first: ", "bold"), (self.verdict, style), f" ({self.rule}).")
 
 
 def _sampled(

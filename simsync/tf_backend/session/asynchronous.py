@@ -43,15 +43,18 @@ def run_async(
     warmup: int,
     timing_steps: int | None,
     on_progress: Callable[[str], None] | None = None,
+    trace_ops: bool = True,
 ) -> TensorFlowRun:
     """Run every worker's thread until the pool of runs is empty; return the whole ledger.
-    ``on_progress`` is told how many runs are done and about how long the rest will take."""
+    ``on_progress`` is told how many runs are done and about how long the rest will take.
+    Without ``trace_ops`` no run is traced op by op (each is still in the ledger)."""
     tf, scenario, lowered = setup.tf, setup.scenario, setup.lowered
     clients = setup.graph.clients
     steps = scenario.run.steps
     timing = steps if timing_steps is None else timing_steps
     bound = clients[0].staleness_bound
     pool = _Pool(len(clients), warmup, steps, timing, bound, on_progress)
+    pool.tracing = trace_ops
     record = _Record(setup, pool)
     workers = [_Worker(setup, index, pool, record) for index in range(len(clients))]
     with tf.compat.v1.Session(graph=lowered.graph, config=setup.config) as session:
@@ -105,6 +108,7 @@ class _Pool:
         self.error: BaseException | None = None
         self.changed = threading.Condition()
         self.tracer = threading.Lock()  # one traced run at a time
+        self.tracing = True  # False: no run is traced op by op
         self.progress = StepProgress(self.total, on_progress)
 
     def take(self, worker: int, step: int) -> str | None:
@@ -185,7 +189,9 @@ class _Worker:
             self.pool.fail(error)
 
     def run(self, session: Any, step: int, phase: str) -> None:
-        traced = phase == "traced" and self.pool.tracer.acquire(blocking=False)
+        traced = (
+            self.pool.tracing and phase == "traced" and self.pool.tracer.acquire(blocking=False)
+        )
         try:
             self._run(session, step, phase if traced or phase != "traced" else "untraced", traced)
         finally:

@@ -99,6 +99,7 @@ def run_on_tensorflow(
     variants: Sequence[Variant] = (),
     rounds: int = 0,
     on_progress: Callable[[str], None] | None = None,
+    trace_ops: bool = True,
 ) -> TensorFlowRun:
     """Run ``warmup``, then ``[run] steps`` traced, then ``timing_steps`` (default: as many)
     untraced steps of ``scenario``. The work ops are sized with ``seconds_per_row`` (a
@@ -107,12 +108,14 @@ def run_on_tensorflow(
     With several clients (asynchronous workers) the steps are per client, taken from a common
     pool by one thread per client (see :mod:`simsync.tf_backend.session.asynchronous`). ``graph``:
     run this graph instead of the one the scenario's pattern builds (a student's).
-    ``on_progress`` is told how many steps are done and about how long the rest will take."""
+    ``on_progress`` is told how many steps are done and about how long the rest will take.
+    Without ``trace_ops`` the ``[run] steps`` are not traced op by op (tracing costs time of
+    its own): the trace keeps each step's times and loss, and the ledger."""
     setup = prepare(scenario, seconds_per_row, graph)
     if racing_clients(setup.graph):
         from simsync.tf_backend.session.asynchronous import run_async
 
-        return run_async(setup, warmup, timing_steps, on_progress)
+        return run_async(setup, warmup, timing_steps, on_progress, trace_ops)
     tf, graph, plan, lowered = setup.tf, setup.graph, setup.plan, setup.lowered
     config, seconds_per_row = setup.config, setup.seconds_per_row
     client = _Client(tf, scenario, graph, lowered, seconds_per_row)
@@ -122,7 +125,8 @@ def run_on_tensorflow(
         timing = scenario.run.steps if timing_steps is None else timing_steps
         progress = StepProgress(traced_end + timing, on_progress)
         for step in range(traced_end + timing):
-            seconds = client.step(session, step, traced=warmup <= step < traced_end)
+            kept = warmup <= step < traced_end
+            seconds = client.step(session, step, traced=kept and trace_ops, kept=kept)
             if step >= traced_end:
                 client.timed.append((step, seconds))
             progress.step()
@@ -172,8 +176,9 @@ class _Client:
         written = {v for updates in lowered.moving.values() for v in updates}
         self.moving_variables = {v: lowered.variables[v] for v in sorted(written)}
 
-    def step(self, session: Any, step: int, traced: bool) -> float:
-        """One ``sess.run``; returns its wall time in seconds."""
+    def step(self, session: Any, step: int, traced: bool, kept: bool = False) -> float:
+        """One ``sess.run``; returns its wall time in seconds. A run ``traced`` is recorded
+        op by op; one only ``kept``, as a step of the trace (its times and loss)."""
         tf, lowered = self.tf, self.lowered
         fetches = {
             "train": lowered.fetches["main"],
@@ -192,6 +197,8 @@ class _Client:
         self.losses.append(loss)
         if traced:
             self._record(step, started, ended, loss, metadata, out)
+        elif kept:
+            self._step(step, started, ended, loss)
         return ended - started
 
     def interleave(
@@ -222,6 +229,16 @@ class _Client:
                 times[name].append(ended - started)
         return list(times.items())
 
+    def _step(self, step: int, started: float, ended: float, loss: float) -> float:
+        """The step's record in the trace (seconds from the first one's start); returns
+        that start's clock time."""
+        if self.base is None:
+            self.base = started
+        self.trace.steps.append(
+            StepRecord("main", step, started - self.base, ended - self.base, loss)
+        )
+        return self.base
+
     def _record(
         self,
         step: int,
@@ -231,14 +248,11 @@ class _Client:
         metadata: Any,
         out: dict[str, Any],
     ) -> None:
-        if self.base is None:
-            self.base = started
-        base = self.base
+        base = self._step(step, started, ended, loss)
         tower_losses = {f"tower_{t}/loss": float(v) for t, v in out["losses"].items()}
         records, transfers = traced_step(
             metadata.step_stats, self.graph, step, base, self.census, tower_losses
         )
         self.trace.ops.extend(records)
         self.trace.transfers.extend(transfers)
-        self.trace.steps.append(StepRecord("main", step, started - base, ended - base, loss))
         record_accesses(self.trace, out, "main", step, {r.op: r for r in records})

@@ -1,0 +1,199 @@
+"""A race of scenarios run on TensorFlow: who reaches the target loss first, predicted for this
+machine and measured, in interleaved rounds.
+
+Each round runs every scenario once on TensorFlow (its ``[run] steps`` after a warm-up, none
+traced op by op),
+the rounds in alternating order (first to last, then last to first), so that a slow spell of
+the machine falls on every run alike. A round's runs are lined up as the simulator's race
+lines them up (:func:`simsync.simulation.line_up`: their loss against wall-clock time), to one
+target for every round: the worst final loss of any run of any round. The prediction
+simulates each scenario with this machine's costs (its profile), as a cross-check's does.
+
+The verdict (:func:`race_verdict`): the same run first in every round, by a lead over the next
+run larger than any run's own time moved between rounds, is a finding, "as predicted" when it
+is the run predicted first and "not as predicted" when not; anything less is "inconclusive
+here": the machine's own drift between runs then decides more than the runs do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from simsync.crosscheck.compare import MACHINE, predicted_scenario, resolve_profile
+from simsync.patterns import build
+from simsync.scenario import Scenario
+from simsync.scenario.profile import Profile
+from simsync.simulation import Contest, Simulation, entrant_names, line_up, simulate
+from simsync.tf_backend import TensorFlowRun, run_on_tensorflow
+from simsync.trace import Trace
+
+__all__ = ["ROUNDS", "RaceCheck", "race_on_tensorflow", "race_verdict"]
+
+#: interleaved rounds of the race on TensorFlow
+ROUNDS = 2
+
+AS_PREDICTED, NOT_AS_PREDICTED, INCONCLUSIVE = (
+    "as predicted",
+    "not as predicted",
+    "inconclusive here",
+)
+
+
+@dataclass(frozen=True)
+class RaceCheck:
+    """The race predicted for this machine, each round's race on TensorFlow, and the verdict
+    with the rule that decided it (one line)."""
+
+    predicted: Contest
+    rounds: list[Contest]
+    verdict: str
+    rule: str
+
+    @property
+    def names(self) -> list[str]:
+        return [entrant.name for entrant in self.predicted.entrants]
+
+
+def race_on_tensorflow(
+    scenarios: Sequence[Scenario],
+    *,
+    profile: Profile | str | None = MACHINE,
+    rounds: int = ROUNDS,
+    warmup: int = 1,
+    on_progress: Callable[[str], None] | None = None,
+) -> RaceCheck:
+    """Race ``scenarios`` on TensorFlow for ``rounds`` interleaved rounds and in the
+    simulator with this machine's costs (``profile``: see
+    :func:`~simsync.crosscheck.crosscheck`), and say whether the predicted winner won."""
+    resolved = resolve_profile(profile, on_progress)
+    names = entrant_names(scenarios)
+    graphs = [build(scenario) for scenario in scenarios]
+    measured: list[dict[int, Simulation]] = [{} for _ in range(rounds)]
+    predicted: dict[int, Simulation] = {}
+    runs, done, order = rounds * len(scenarios), 0, list(range(len(scenarios)))
+    for round_ in range(rounds):
+        for index in order if round_ % 2 == 0 else order[::-1]:
+            scenario, graph = scenarios[index], graphs[index]
+            if on_progress is not None:
+                on_progress(f"round {round_ + 1} of {rounds}, {names[index]} ({done + 1}/{runs})")
+            real = run_on_tensorflow(
+                scenario, warmup=warmup, timing_steps=0, graph=graph, trace_ops=False
+            )
+            measured[round_][index] = Simulation(scenario, graph, _traced(real), 0.0)
+            if index not in predicted:  # this machine's costs, as the first run measured it
+                predicted[index] = simulate(predicted_scenario(scenario, resolved, real))
+            done += 1
+    # one target for every round: the worst final loss of any run of any round (a run's
+    # last losses move from round to round, as the workers' updates land in another order)
+    target = max(line_up(names, [ran[i] for i in order]).target for ran in measured)
+    lined_up = [line_up(names, [ran[i] for i in order], target) for ran in measured]
+    guess = line_up(names, [predicted[i] for i in order])
+    verdict, rule = race_verdict(_first(guess), [_reached(contest) for contest in lined_up])
+    return RaceCheck(guess, lined_up, verdict, rule)
+
+
+def _traced(real: TensorFlowRun) -> Trace:
+    """``real``'s trace without its warm-up runs (asynchronous workers keep them in their
+    trace; the simulator's race has none). Its runs were not traced op by op, which costs
+    time of its own that the prediction leaves out."""
+    kept = {run for run, phase in real.phases.items() if phase in ("traced", "untraced")}
+    if not real.phases:  # one client: its trace holds the traced steps only
+        return real.trace
+    return dataclasses.replace(
+        real.trace,
+        steps=[s for s in real.trace.steps if (s.client, s.step) in kept],
+        updates=[u for u in real.trace.updates if (u.client, u.step) in kept],
+    )
+
+
+def _first(contest: Contest) -> str | None:
+    """The name of the run that reached the target first, or None (a tie, or none did)."""
+    winner = contest.clear_winner
+    return None if winner is None else contest.entrants[winner].name
+
+
+def _reached(contest: Contest) -> dict[str, float | None]:
+    """When each run reached the target, by name."""
+    return {entrant.name: entrant.reached for entrant in contest.entrants}
+
+
+def race_verdict(predicted: str | None, rounds: list[dict[str, float | None]]) -> tuple[str, str]:
+    """The verdict on a race and its rule, from the predicted first run and when each run
+    reached the target in each round measured (None: never).
+
+    A round's first run is the one that got there first, alone. The **drift** is how far a
+    run's own time moved between rounds (the largest, as a share of its shortest); the first
+    run's **lead**, its least margin over the next run in any round. The same run first in
+    every round, by a lead larger than the drift, is a finding: "as predicted" when it is the
+    run predicted first, else "not as predicted". Anything less is "inconclusive here".
+
+    >>> race_verdict("async", [{"sync": 3.0, "async": 2.0}, {"sync": 3.1, "async": 2.1}])
+    ('as predicted', 'predicted first: async; first in both rounds: async, ahead by 48 % or \
+more, while a run moved up to 5 % between rounds')
+    >>> race_verdict("async", [{"sync": 2.0, "async": 3.0}, {"sync": 2.1, "async": 3.1}])[0]
+    'not as predicted'
+    >>> verdict, rule = race_verdict("async", [{"sync": 3.0, "async": 2.0},
+    ...                                        {"sync": 2.0, "async": 3.0}])
+    >>> verdict, "async in round 1, sync in round 2: the rounds disagree" in rule
+    ('inconclusive here', True)
+    >>> race_verdict("async", [{"sync": 3.0, "async": 2.0}, {"sync": 2.5, "async": 2.4}])[1]
+    'predicted first: async; first in both rounds: async, but ahead by only 4 % in a round, \
+while a run moved up to 20 % between rounds'
+    >>> race_verdict("async", [{"sync": 3.0, "async": 2.0}, {"sync": 2.0, "async": 2.0}])[1]
+    'predicted first: async; no run was first alone in round 2'
+    """
+    said = f"predicted first: {predicted or 'none alone'}"
+    firsts = []
+    for number, reached in enumerate(rounds, start=1):
+        times = sorted((t, name) for name, t in reached.items() if t is not None)
+        if not times or (len(times) > 1 and times[0][0] == times[1][0]):
+            return INCONCLUSIVE, f"{said}; no run was first alone in round {number}"
+        firsts.append(times[0][1])
+    if len(set(firsts)) > 1:
+        each = ", ".join(f"{first} in round {n}" for n, first in enumerate(firsts, start=1))
+        return (
+            INCONCLUSIVE,
+            f"{said}; first: {each}: the rounds disagree, so this machine drifts more than "
+            "the runs differ",
+        )
+    first = firsts[0]
+    lead = min(_lead(first, reached) for reached in rounds)
+    drift = max(_drift([reached.get(name) for reached in rounds]) for name in rounds[0])
+    every = "both rounds" if len(rounds) == 2 else f"all {len(rounds)} rounds"
+    moved = f"a run moved up to {drift:.0%} between rounds".replace("%", " %")
+    if lead <= drift:
+        shown = f"{lead:.0%}".replace("%", " %")
+        return (
+            INCONCLUSIVE,
+            f"{said}; first in {every}: {first}, but ahead by only {shown} in a round, "
+            f"while {moved}",
+        )
+    verdict = AS_PREDICTED if first == predicted else NOT_AS_PREDICTED
+    ahead = (
+        f"{lead:.0%}".replace("%", " %")
+        if math.isfinite(lead)
+        else "every other run never got there"
+    )
+    return verdict, f"{said}; first in {every}: {first}, ahead by {ahead} or more, while {moved}"
+
+
+def _lead(first: str, reached: dict[str, float | None]) -> float:
+    """How far ahead ``first`` got there of the next run, as a share of its own time
+    (infinite when no other run got there)."""
+    mine = reached[first] or 0.0
+    others = [t for name, t in reached.items() if name != first and t is not None]
+    if not others:
+        return math.inf
+    return (min(others) - mine) / mine if mine > 0 else math.inf
+
+
+def _drift(times: list[float | None]) -> float:
+    """How far a run's times moved between rounds, as a share of the shortest (0 for a run
+    that got there in at most one round)."""
+    known = [t for t in times if t is not None]
+    if len(known) < 2 or min(known) <= 0:
+        return 0.0
+    return (max(known) - min(known)) / min(known)
