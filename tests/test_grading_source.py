@@ -270,6 +270,19 @@ for how, binding in {
         "sets `self.export_meta_graph`",
     )
 
+# the twenty-third attack: a session's own options that rewrite the graph where the grader
+# does not (mixed precision in bfloat16 turned a mean's sign in the student's run only)
+for how, line in {
+    "mixed precision": "c = tf.compat.v1.ConfigProto()\n"
+    "c.graph_options.rewrite_options.auto_mixed_precision_onednn_bfloat16 = 1",
+    "graph options by keyword": "c = tf.compat.v1.ConfigProto(graph_options=None)",
+    "graph options by a dict's key": "c = tf.compat.v1.ConfigProto(**{'graph_options': {}})",
+    "XLA for the process": "tf.config.optimizer.set_jit(True)",
+    "Grappler for the process": "tf.config.optimizer.set_experimental_options({})",
+    "options from bytes": "c = tf.compat.v1.ConfigProto.FromString(b'')",
+}.items():
+    REFUSED[f"a session's rewriting set by {how}"] = (line, "rewrites or compiles the graph")
+
 
 @pytest.mark.parametrize("case", sorted(REFUSED))
 def test_a_program_that_could_change_its_process_is_refused_with_its_line(case: str) -> None:

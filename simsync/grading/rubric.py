@@ -230,10 +230,17 @@ def _setting_problem(turned: dict[str, Any]) -> str:
     your updates' setting ('momentum') is 1.5 once the count of steps is 501 (a schedule
     that turns training uphill, or makes it diverge): keep it between 0 and 1 at every count
     """
-    from simsync.tf_backend.program.averaging import RATES  # (no TensorFlow)
+    from simsync.tf_backend.program.averaging import RATES, REWRITTEN_ALIKE  # (no TensorFlow)
 
     setting = turned["setting"]
     what = "learning rate" if setting in RATES else "setting"
+    if turned["allowed"] == REWRITTEN_ALIKE:
+        return (
+            f"your updates' {what} ('{setting}') is {turned['value']} once the count of "
+            f"steps is {turned['at']:,.0f}: TensorFlow's graph rewriting, on in your own "
+            "session, changes it (log(1 + x) becomes log1p(x), exp(x) - 1 becomes expm1(x)); "
+            "compute it with ops whose values do not depend on it"
+        )
     return (
         f"your updates' {what} ('{setting}') is {turned['value']} once the count of steps is "
         f"{turned['at']:,.0f} (a schedule that turns training uphill, or makes it diverge): "

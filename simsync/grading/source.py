@@ -103,6 +103,25 @@ NOT_ATTRIBUTES = frozenset(
         *("bltns", "mock", "pdb", "bdb", "pkgutil", "posix"),
     }
 )
+#: names that set how TensorFlow rewrites or compiles a graph in the program's own session
+#: (Grappler's options, mixed precision, XLA), or that fill a session's options from bytes:
+#: those options live in the process that runs the program, whose word the grader does not
+#: take, and the grader measures the graph as TensorFlow's defaults run it. Refused as an
+#: attribute, a keyword or a string
+REWRITING = frozenset(
+    {
+        *("graph_options", "rewrite_options", "optimizer_options", "GraphOptions"),
+        *("RewriterConfig", "OptimizerOptions", "global_jit_level", "set_jit"),
+        *("set_experimental_options", "auto_mixed_precision", "auto_mixed_precision_mkl"),
+        *("auto_mixed_precision_onednn_bfloat16", "auto_mixed_precision_cpu"),
+        *("ParseFromString", "MergeFromString", "FromString"),
+    }
+)
+#: what is said of a name of :data:`REWRITING`
+REWRITING_SAID = (
+    "which sets how TensorFlow rewrites or compiles the graph in your own session: the "
+    "grader measures your graph as TensorFlow's defaults run it, so keep them"
+)
 #: module attributes that are not, by the end of their name (``sys.path``: imports)
 NOT_MODULE_ATTRIBUTES = ("sys.path",)
 #: dunder names a program may use, and read off anything (strings)
@@ -353,6 +372,10 @@ class _Rules:
             self._attribute(node)
         elif isinstance(node, ast.Call):
             self._call(node)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            said = [name for name in REWRITING if name in node.value]
+            if said:
+                raise Refused(node, f"names `{said[0]}`, {REWRITING_SAID}")
         elif isinstance(node, ast.ClassDef):
             self._class(node)
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -468,6 +491,8 @@ class _Rules:
             )
         if path and name in NOT_NAMES - {"compile"}:  # not tensor.eval(), re.compile()
             raise Refused(node, f"uses {_quoted(node)}, which reaches code or objects by name")
+        if name in REWRITING:
+            raise Refused(node, f"uses {_quoted(node)}, {REWRITING_SAID}")
         if (
             name in NOT_ATTRIBUTES
             or path in NOT_MODULE_ATTRIBUTES
@@ -479,6 +504,8 @@ class _Rules:
 
     def _call(self, node: ast.Call) -> None:
         for keyword in node.keywords:
+            if keyword.arg in REWRITING:
+                raise Refused(node, f"sets `{keyword.arg}`, {REWRITING_SAID}")
             if keyword.arg in NOT_KEYWORDS and not _constant(
                 keyword.value, NOT_KEYWORDS[keyword.arg]
             ):

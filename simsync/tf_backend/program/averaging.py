@@ -68,6 +68,7 @@ import hashlib
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -77,6 +78,7 @@ from simsync.tf_backend.program.capture import (
     VARIABLE_OPS,
     WRITE_WORDS,
     Loop,
+    Observer,
     calls_state,
     calls_write,
     carried_variable,
@@ -199,113 +201,176 @@ def _probe(loop: Loop, given: Loop | None) -> dict[str, Any]:
         return np.concatenate(values[name][part])
 
     written = {t.name: t for op in step if variables_written(op) for t in op.inputs}
-    every = [t for t in written.values() if t.dtype.is_floating]  # settings too
-    rewritten = _rewritten(loop, every, {**base, **fed(list(range(n)))})
-    if rewritten is not None:
-        return {**found, "updates": [], "problem": rewritten}
-    measured = [{name: joined(name, part) for name in values} for part in parts]
-    joint = _joint_weights([(m["own"], [m[f"every {j}"] for j in range(n)]) for m in measured])
-    for (op, _), m in zip(updates, measured, strict=True):
-        permuted = [m["rotated"], m["swapped"]]
-        every = [m[f"every {j}"] for j in range(n)]
-        found["updates"].append(_weights(op, m["own"], m["again"], permuted, every, joint))
-    alike = [[values[f"every {j}"] for j in range(n)]]  # every tower fed one tower's batch
-    for later in steps[1:]:  # of each later step
-        alike.append([_flat(run(fetched, fed([j] * n, later))) for j in range(n)])
-    sizes = np.asarray([[_size(flat) for flat in row] for row in alike])
-    found["data_weights"], found["data_noise"] = _data_weights(sizes)
-    own = {**base, **fed(list(range(n)))}  # every tower its own batch
-    beside = _written_beside(loop, step, updates, own)
-    if beside is not None:
-        return {**found, "updates": [], "problem": beside}
-    if given is not None:
+    # every input of the updates but a handle: their settings and indices too
+    inputs = [t for t in written.values() if _number(t) and not is_handle(t.dtype.name)]
+    try:
+        twin = _twin(loop, flat, base, [value for batch in batches for value in batch])
+    except Exception as error:  # whatever TensorFlow raises, said in a line
+        return {**found, "updates": [], "problem": f"{UNTWINNED}: {type(error).__name__}"}
+    try:
+        data = [
+            ({**base, **fed(list(range(n)), later)}, [value for batch in later for value in batch])
+            for later in steps
+        ]  # every tower its own batch, of each step taken
+        rewritten = _rewritten(loop, twin, inputs, data)
+        if rewritten is not None:
+            return {**found, "updates": [], "problem": rewritten}
+        measured = [{name: joined(name, part) for name in values} for part in parts]
+        joint = _joint_weights([(m["own"], [m[f"every {j}"] for j in range(n)]) for m in measured])
+        for (op, _), m in zip(updates, measured, strict=True):
+            permuted = [m["rotated"], m["swapped"]]
+            every = [m[f"every {j}"] for j in range(n)]
+            found["updates"].append(_weights(op, m["own"], m["again"], permuted, every, joint))
+        alike = [[values[f"every {j}"] for j in range(n)]]  # every tower fed one tower's batch
+        for later in steps[1:]:  # of each later step
+            alike.append([_flat(run(fetched, fed([j] * n, later))) for j in range(n)])
+        sizes = np.asarray([[_size(flat) for flat in row] for row in alike])
+        found["data_weights"], found["data_noise"] = _data_weights(sizes)
+        own = {**base, **fed(list(range(n)))}  # every tower its own batch
+        beside = _written_beside(loop, step, updates, own)
+        if beside is not None:
+            return {**found, "updates": [], "problem": beside}
+        if given is not None:
 
-        def again(batches: list[list[Any]]) -> list[list[list[np.ndarray]]]:
-            """Every tower fed each of ``batches`` in turn, at the variables' values now."""
-            return [[_flat(run(fetched, fed([j] * n, batches))) for j in range(n)]]
+            def again(batches: list[list[Any]]) -> list[list[list[np.ndarray]]]:
+                """Every tower fed each of ``batches`` in turn, at the variables' values now."""
+                return [[_flat(run(fetched, fed([j] * n, batches))) for j in range(n)]]
 
-        mine = (step, towers, updates, entries[0])
-        found["given"] = _given_model(loop, given, mine, steps, alike, again, own)
-    return found
+            mine = (step, towers, updates, entries[0])
+            found["given"] = _given_model(loop, given, mine, steps, alike, again, own, twin)
+        return found
+    finally:
+        twin.session.close()
 
 
-#: how far the updates' inputs computed with TensorFlow's graph rewriting may lie from those
-#: computed without, relatively (its fusions and reorderings round otherwise, by far less)
+#: how far a value computed with TensorFlow's graph rewriting may lie from the same value
+#: computed without, relatively to the largest of its tensor (its fusions and reorderings
+#: round otherwise, by far less)
 REWRITTEN_TOLERANCE = 1e-3
 
+#: what a setting may not do at any count: compute otherwise with graph rewriting
+REWRITTEN_ALIKE = "alike with and without TensorFlow's graph rewriting"
+#: why the step could not be computed as a student's own session computes it
+UNTWINNED = (
+    "the step's updates could not be computed with TensorFlow's own graph rewriting (as a "
+    "student's session does)"
+)
+#: what a step computes otherwise with TensorFlow's graph rewriting than without
+REWRITTEN = (
+    "the step's updates compute otherwise when TensorFlow rewrites the graph, as a "
+    "student's own session does (Grappler: log(1 + x) becomes log1p(x), exp(x) - 1 becomes "
+    "expm1(x)) than when it does not, as the measuring runs: compute the updates with ops "
+    "whose values do not depend on it"
+)
 
-def _rewritten(loop: Loop, fetched: list[Any], feed: dict[Any, Any]) -> str | None:
-    """Why the step's updates compute otherwise in a session that rewrites the graph as a
-    student's plain ``tf.compat.v1.Session()`` does (Grappler: ``log(1 + x)`` becomes
-    ``log1p(x)``, ``exp(x) - 1`` becomes ``expm1(x)``, another implementation of a
-    function may be chosen), or None when they compute alike. Every measuring runs without
-    that rewriting; here every input of the updates (``fetched``: what they write and their
-    settings, a learning rate among them; what a setting computed after the updates runs
-    is undone) is computed in both kinds of session, from the same batches (``feed``) and
-    the same values of the variables, and must agree within :data:`REWRITTEN_TOLERANCE`.
 
-    The rewriting session computes in a copy of the graph (:func:`_twin`), as the student's
-    own run would: its variables set to the same values, not their reads fed, and each batch
-    fed through a placeholder of its tensor's own static shape. What TensorFlow rewrites
-    depends on the shapes it knows, and a fed tensor is one whose shape it does not."""
+@dataclass
+class _Twin:
+    """The program's graph as a student's own session computes it: a copy of the graph in a
+    session with TensorFlow's default graph rewriting (Grappler), every tower's entry the
+    read of a variable of its own, set to each batch. (A session's own options, mixed
+    precision among them, live in the process that runs the program, whose word the grader
+    does not take: the source rules refuse setting them.) What TensorFlow rewrites depends
+    on the shapes it knows, and a fed tensor's it does not know, while a dequeue's or a
+    variable's it does; the program's own feeds (``base``) are fed as its loop feeds
+    them."""
+
+    tf: Any
+    observer: Observer
+    copy: Any
+    session: Any
+    entries: list[str]  # the entries' variables, in the order their batches are given
+    base: dict[str, Any]  # the program's own feeds, by tensor name
+    setters: dict[tuple[str, ...], Callable[[list[Any]], None]] = field(default_factory=dict)
+
+    def set(self, names: list[str], values: list[Any]) -> None:
+        """Set the copy's variables ``names`` (their ops' names) to ``values``."""
+        key = tuple(names)
+        if key not in self.setters:
+            run = functools.partial(self.observer.real_run, self.session)
+            self.setters[key] = _setter(self.tf, self.copy, run, names)
+        self.setters[key](values)
+
+    def compute(self, tensors: list[Any], batches: list[Any] | None = None) -> list[np.ndarray]:
+        """The values of ``tensors`` (the original graph's), every entry first set to its
+        batch of ``batches`` (flat, in the entries' order) when given."""
+        if batches is not None:
+            self.set(self.entries, batches)
+        ran = self.observer.real_run(self.session, [t.name for t in tensors], self.base)
+        return _flat(ran)
+
+
+def _twin(loop: Loop, entries: list[Any], base: dict[Any, Any], first: list[Any]) -> _Twin:
+    """:class:`_Twin` of ``loop``'s graph: ``entries``, every tower's in order, become reads
+    of variables set to ``first`` (flat, in that order); ``base`` is the program's own
+    feeds. Raises what TensorFlow raises."""
     import tensorflow as tf
 
-    observer, graph = loop.observer, loop.session.graph
-    names = sorted({op.name for op in upstream(t.op for t in fetched) if op.type in VARIABLE_OPS})
-    values = _read_all(tf, loop, names)
-    measured = _flat(observer.real_run(loop.session, fetched, feed))
-    # a setting computed after the updates (Adam's powers of its decays) runs them: undone
-    _setter(tf, graph, _runner(loop), names)(values)
-    try:
-        copy, fed = _twin(tf, graph, feed)
-        observer.rewriting = True
-        try:
-            twin = tf.compat.v1.Session(graph=copy)
-        finally:
-            observer.rewriting = False
-    except Exception as error:  # whatever TensorFlow raises, said in a line
-        return (
-            f"the step's updates could not be computed with TensorFlow's own graph rewriting "
-            f"(as a student's session does): {type(error).__name__}"
-        )
-    try:
-        _setter(tf, copy, functools.partial(observer.real_run, twin), names)(values)
-        computed = _flat(observer.real_run(twin, [t.name for t in fetched], fed))
-    except Exception as error:  # whatever TensorFlow raises, said in a line
-        return (
-            f"the step's updates could not be computed with TensorFlow's own graph rewriting "
-            f"(as a student's session does): {type(error).__name__}"
-        )
-    finally:
-        twin.close()
-    for mine, theirs in zip(measured, computed, strict=True):
-        scale = max(1.0, float(np.max(np.abs(mine))) if np.size(mine) else 1.0)
-        near = REWRITTEN_TOLERANCE * scale
-        if not np.allclose(theirs, mine, rtol=REWRITTEN_TOLERANCE, atol=near, equal_nan=True):
-            return (
-                "the step's updates compute otherwise when TensorFlow rewrites the graph, as a "
-                "student's own session does (Grappler: log(1 + x) becomes log1p(x), exp(x) - 1 "
-                "becomes expm1(x)) than when it does not, as the measuring runs: compute the "
-                "updates with ops whose values do not depend on it"
+    graph, observer = loop.session.graph, loop.observer
+    taken = {op.name for op in graph.get_operations()}
+    copy, reads, names = tf.Graph(), {}, []
+    with copy.as_default():
+        for k, tensor in enumerate(entries):
+            name = f"simsync_entry_{k}"
+            while name in taken:
+                name += "_"
+            handle = tf.raw_ops.VarHandleOp(
+                dtype=tensor.dtype, shape=tensor.shape, shared_name=name, name=name
             )
+            reads[tensor.name] = tf.raw_ops.ReadVariableOp(resource=handle, dtype=tensor.dtype)
+            names.append(handle.op.name)
+        tf.graph_util.import_graph_def(graph.as_graph_def(), input_map=reads, name="")
+    observer.rewriting = True
+    try:
+        session = tf.compat.v1.Session(graph=copy)
+    finally:
+        observer.rewriting = False
+    fed = {graph.as_graph_element(key).name: value for key, value in base.items()}
+    twin = _Twin(tf, observer, copy, session, names, fed)
+    twin.set(names, first)
+    return twin
+
+
+def _rewritten(
+    loop: Loop, twin: _Twin, fetched: list[Any], data: list[tuple[dict[Any, Any], list[Any]]]
+) -> str | None:
+    """Why the step's updates compute otherwise in a session that rewrites the graph as a
+    student's own session does (``twin``, :class:`_Twin`) than in the measuring's, or None
+    when they compute alike. Every input of the updates (``fetched``: what they write, their
+    settings, a learning rate among them, and their indices; no handle) is computed in both,
+    for each of ``data`` (the measuring's feed and the same batches, flat, for the twin),
+    from the same values of the variables; each must agree within
+    :data:`REWRITTEN_TOLERANCE`. A setting computed after the updates (Adam's powers of its
+    decays) runs them in the measuring session: undone after each."""
+    import tensorflow as tf
+
+    names = sorted({op.name for op in upstream(t.op for t in fetched) if op.type in VARIABLE_OPS})
+    undo = _setter(tf, loop.graph, _runner(loop), names)
+    for feed, batches in data:
+        values = _read_all(tf, loop, names)
+        try:
+            measured = _flat(loop.observer.real_run(loop.session, fetched, feed))
+        finally:
+            undo(values)
+        twin.set(names, values)
+        if any(
+            _differs(m, t) for m, t in zip(measured, twin.compute(fetched, batches), strict=True)
+        ):
+            return REWRITTEN
     return None
 
 
-def _twin(tf: Any, graph: Any, feed: dict[Any, Any]) -> tuple[Any, dict[str, Any]]:
-    """A copy of ``graph`` whose tensors ``feed`` feeds (a tensor or its name, each) are
-    placeholders of their own static shape, and what to feed them, by name."""
-    fed = {graph.as_graph_element(key).name: value for key, value in feed.items()}
-    copy, holders = tf.Graph(), {}
-    taken = {op.name for op in graph.get_operations()}
-    with copy.as_default():
-        for k, name in enumerate(fed):
-            tensor = graph.get_tensor_by_name(name)
-            label = f"simsync_fed_{k}"
-            while label in taken:
-                label += "_"
-            holders[name] = tf.compat.v1.placeholder(tensor.dtype, tensor.shape, name=label)
-        tf.graph_util.import_graph_def(graph.as_graph_def(), input_map=holders, name="")
-    return copy, {holders[name].name: value for name, value in fed.items()}
+def _differs(mine: np.ndarray, theirs: np.ndarray) -> bool:
+    """Whether ``theirs`` lies further from ``mine`` than :data:`REWRITTEN_TOLERANCE` of
+    ``mine``'s largest value (NaN where ``mine`` has NaN is alike).
+
+    >>> _differs(np.array([4.99e-4]), np.array([-4.99e-4])), _differs(np.array([1.0, 1e-9]),
+    ...                                                             np.array([1.0, -1e-9]))
+    (True, False)
+    """
+    scale = float(np.nanmax(np.abs(mine))) if np.size(mine) and not np.all(np.isnan(mine)) else 0.0
+    near = max(REWRITTEN_TOLERANCE * scale, 1e-12)
+    return not np.allclose(theirs, mine, rtol=REWRITTEN_TOLERANCE, atol=near, equal_nan=True)
 
 
 def _value_reads(ops: list[Any]) -> list[Any]:
@@ -373,6 +438,7 @@ def _given_model(
     alike: list[list[list[np.ndarray]]],
     again: Callable[[list[list[Any]]], list[list[list[np.ndarray]]]],
     own: dict[Any, Any],
+    twin: _Twin | None = None,
 ) -> dict[str, Any]:
     """How each update of ``loop`` compares with the given model's (``given``: the
     reference solution's loop), batch by batch (``mine``: the program's step, towers,
@@ -475,7 +541,7 @@ def _given_model(
         )
     g_own = {t: steps[0][i][k] for i, ts in enumerate(g_entries) for k, t in enumerate(ts)}
     feeds = (own, {**base, **g_own})
-    descended, turned = _descent(tf, (loop, step), (given, g_step), names, feeds)
+    descended, turned = _descent(tf, (loop, step), (given, g_step), names, feeds, twin)
     found_given = {"problem": None, "variables": found, "steps": descended}
     return {**found_given, "setting_turns": turned} if turned else found_given
 
@@ -494,6 +560,7 @@ def _descent(
     theirs: tuple[Loop, list[Any]],
     names: list[str],
     feeds: tuple[dict[Any, Any], ...],
+    twin: _Twin | None = None,
 ) -> tuple[list[dict[str, list[float]]], dict[str, Any] | None]:
     """How the program's whole step moves the variables the given model trains (``names``)
     against the given model's own step (``mine`` and ``theirs``: each loop and the ops its
@@ -549,7 +616,7 @@ def _descent(
                         ]
                     )
                 found.append(_compared(*changes))
-        return found, _settings_turn(tf, loop, step, names, others, mine_feed)
+        return found, _settings_turn(tf, loop, step, names, others, mine_feed, twin)
     finally:
         _assign(tf, loop, mine_kept)
         _assign(tf, given, their_kept)
@@ -625,7 +692,13 @@ ITERATED = 3000
 
 
 def _settings_turn(
-    tf: Any, loop: Loop, step: list[Any], names: list[str], others: list[str], feed: Any
+    tf: Any,
+    loop: Loop,
+    step: list[Any],
+    names: list[str],
+    others: list[str],
+    feed: Any,
+    twin: _Twin | None = None,
 ) -> dict[str, Any] | None:
     """The first setting of an update of the variables ``names`` (its learning rate, its
     momentum, ...: :data:`SETTINGS_ALLOWED`) out of what it may take, and at which count of
@@ -636,8 +709,11 @@ def _settings_turn(
     each count of :data:`SWEPT` and :data:`SWEPT_DRAWN` drawn ones, and past the steps
     taken, to where as many steps would take it at their pace (a counter of several values
     that count apart). A schedule that turns once training is past what the rounds of
-    :func:`_descent` measure (a count it reaches later) turns here. The variables are left
-    set: the caller puts them back."""
+    :func:`_descent` measure (a count it reaches later) turns here. With ``twin``, at each
+    count the settings are computed again as a student's own session computes them
+    (:class:`_Twin`, from the same values of the variables) and must agree: a setting that
+    TensorFlow's graph rewriting turns at some count is reported too. The variables are
+    left set: the caller puts them back."""
     wanted, settings = set(names), []
     for op in step:
         args = [arg.name for arg in op.op_def.input_arg]
@@ -654,12 +730,24 @@ def _settings_turn(
     read = {op.name for op in upstream(t.op for t in tensors) if op.type in VARIABLE_OPS}
     kept = [name for name in others if name in read]  # what the settings compute with
 
+    everything = sorted(
+        {op.name for op in upstream(t.op for t in tensors) if op.type in VARIABLE_OPS}
+    )
+
     def out(count: float) -> dict[str, Any] | None:
         computed = loop.observer.real_run(loop.session, tensors)
         for (arg, _), value in zip(settings, computed, strict=True):
             shown = _out_of_range(arg, value)
             if shown is not None:
                 return {"setting": arg, "at": count, "value": shown, "allowed": _allowed(arg)}
+        if twin is None:
+            return None
+        twin.set(everything, _read_all(tf, loop, everything))
+        rewritten = twin.compute(tensors)
+        for (arg, _), mine, theirs in zip(settings, _flat(computed), rewritten, strict=True):
+            if _differs(mine, theirs):
+                shown = f"{mine[0]:.3g} (rewritten: {theirs[0]:.3g})"
+                return {"setting": arg, "at": count, "value": shown, "allowed": REWRITTEN_ALIKE}
         return None
 
     def counts() -> Iterator[float]:
@@ -972,24 +1060,46 @@ def _described(entries: list[Any]) -> str:
     return ", ".join(f"{t.dtype.name}{t.shape.as_list()}" for t in entries)
 
 
-def _by_variable(graph: Any, updates: list[tuple[str, list[Any]]]) -> dict[str, list[int]]:
+#: writes that add their value to the variable: a descent's value is minus the rate times
+#: the gradient (an ``IndexedSlices`` gradient is applied by ``ResourceScatterAdd``), where
+#: an optimizer's apply takes the gradient itself
+ADDED = frozenset(
+    (
+        "AssignAdd",
+        "AssignAddVariableOp",
+        "ScatterAdd",
+        "ResourceScatterAdd",
+        "ScatterNdAdd",
+        "ResourceScatterNdAdd",
+    )
+)
+
+
+def _by_variable(
+    graph: Any, updates: list[tuple[str, list[Any]]]
+) -> dict[str, list[tuple[int, float]]]:
     """For each floating variable ``updates`` write, the indices of their inputs (in the
-    order they are fetched) that write it."""
-    found: dict[str, list[int]] = {}
+    order they are fetched) that write it, each with the sign that makes it point along the
+    gradient (-1 for a write that adds its value: :data:`ADDED`)."""
+    found: dict[str, list[tuple[int, float]]] = {}
     index = 0
     for name, tensors in updates:
         op = graph.get_operation_by_name(name)
         written = [v for v in variables_written(op) if _floating(op, v)]
+        sign = -1.0 if op.type in ADDED else 1.0
         for _ in tensors:
             for variable in written:
-                found.setdefault(variable, []).append(index)
+                found.setdefault(variable, []).append((index, sign))
             index += 1
     return found
 
 
-def _per_batch(runs: list[list[list[np.ndarray]]], indices: list[int]) -> np.ndarray:
-    """One row per batch (step by step, tower by tower): the values at ``indices``."""
-    return np.stack([np.concatenate([run[i] for i in indices]) for row in runs for run in row])
+def _per_batch(runs: list[list[list[np.ndarray]]], indices: list[tuple[int, float]]) -> np.ndarray:
+    """One row per batch (step by step, tower by tower): the values at ``indices``, each
+    times its sign."""
+    return np.stack(
+        [np.concatenate([sign * run[i] for i, sign in indices]) for row in runs for run in row]
+    )
 
 
 def _value_of(tf: Any, graph: Any, name: str) -> Any:

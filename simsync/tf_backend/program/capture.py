@@ -311,16 +311,15 @@ class Observer:
 
     def configure(self, config: Any) -> Any:
         """The program's configuration with simsync's devices and no graph rewriting (but
-        while :attr:`rewriting` is set: TensorFlow's default rewriting)."""
+        while :attr:`rewriting` is set: the rewriting the configuration asks for,
+        TensorFlow's default unless it says otherwise)."""
         tf = self.tf
         merged = tf.compat.v1.ConfigProto()
         if config is not None:
             merged.CopyFrom(config)
         merged.device_count["CPU"] = LOGICAL_DEVICES
         merged.allow_soft_placement = True
-        if self.rewriting:
-            merged.graph_options.ClearField("rewrite_options")
-        else:
+        if not self.rewriting:
             merged.graph_options.rewrite_options.disable_meta_optimizer = True
         if self.timeout_ms:
             merged.operation_timeout_in_ms = self.timeout_ms
@@ -540,18 +539,16 @@ def calls_state(
     compute (a print, an assert);
     ``also`` are types that count as state though TensorFlow declares them stateless (a
     change of a tensor in place); an op TensorFlow does not know counts as state. None when
-    every op only computes, and for an op that runs no function. Every function of the
-    graph's library is read, not only those ``op`` names (a gradient registered for one, a
-    function named by a placeholder, another implementation of one are run as well)."""
+    every op only computes, and for an op that runs no function. Not only the functions
+    ``op`` names are read, but every one it may run (:func:`_called_nodes`: a gradient
+    registered for one, a function named inside another's attributes); another
+    implementation of one is refused apart (:func:`implemented_otherwise`)."""
     from tensorflow.python.framework import op_def_registry
 
     library = _library(op.graph)
     if not runs_functions(op):
         return None
-    # every function of the library, not only those the call names: TensorFlow also runs a
-    # function's registered gradient (SymbolicGradient), one a placeholder names inside
-    # another's attributes, and one Grappler's implementation selector puts in its place
-    for node in (node for function in library.values() for node in function.node_def):
+    for node in _called_nodes(op):
         if node.op in library:  # a function called by its name: its own nodes are read
             continue
         known = op_def_registry.get(node.op)
@@ -584,40 +581,59 @@ def runs_functions(op: Any) -> bool:
 
 
 def _called_nodes(op: Any) -> Iterator[Any]:
-    """Every node of every function a call ``op`` runs, at any depth (each function once)."""
-    library = _library(op.graph)
+    """Every node of every function a call ``op`` may run, at any depth (each function
+    once): those it and theirs name (:func:`_called`), and the gradient the library
+    registers for each (``SymbolicGradient`` runs it in place of differentiating)."""
+    library, gradients = _library(op.graph), _gradients(op.graph)
     stack, seen = _called(op.node_def, library), set()
     while stack:
         name = stack.pop()
         if name in seen or name not in library:
             continue
         seen.add(name)
+        if name in gradients:
+            stack.append(gradients[name])
         for node in library[name].node_def:
             yield node
             stack.extend(_called(node, library))
 
 
 def _called(node_def: Any, library: dict[str, Any]) -> list[str]:
-    """The functions a node calls: by its attributes (a branch, a body, ``f``) or by its
-    type (a function of the library called by name)."""
+    """The functions a node calls: by its attributes (a branch, a body, ``f``, and any
+    function named inside those functions' own attributes, which a placeholder in the body
+    may resolve to) or by its type (a function of the library called by name)."""
     names = [node_def.op] if node_def.op in library else []
-    for value in node_def.attr.values():
+    values = list(node_def.attr.values())
+    while values:
+        value = values.pop()
         if value.HasField("func"):
             names.append(value.func.name)
+            values.extend(value.func.attr.values())
         elif value.HasField("list"):
-            names.extend(f.name for f in value.list.func)
+            for function in value.list.func:
+                names.append(function.name)
+                values.extend(function.attr.values())
     return names
 
 
-#: each graph's function library (name -> FunctionDef), read once
-_LIBRARIES: dict[int, tuple[Any, dict[str, Any]]] = {}
+def _gradients(graph: Any) -> dict[str, str]:
+    """The gradient function the graph's library registers for a function, by its name."""
+    _library(graph)
+    return _LIBRARIES[id(graph)][2]
+
+
+#: each graph's function library (name -> FunctionDef) and its registered gradients
+#: (function -> its gradient's function), read once
+_LIBRARIES: dict[int, tuple[Any, dict[str, Any], dict[str, str]]] = {}
 
 
 def _library(graph: Any) -> dict[str, Any]:
     held = _LIBRARIES.get(id(graph))
     if held is None or held[0] is not graph:
-        functions = graph.as_graph_def().library.function
-        held = (graph, {f.signature.name: f for f in functions})
+        library = graph.as_graph_def().library
+        functions = {f.signature.name: f for f in library.function}
+        gradients = {g.function_name: g.gradient_func for g in library.gradient}
+        held = (graph, functions, gradients)
         _LIBRARIES[id(graph)] = held
     return held[1]
 
