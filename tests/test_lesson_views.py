@@ -3,6 +3,7 @@ folded lane is named with how to see it, short ops stay visible, every column ha
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -180,3 +181,41 @@ def test_a_race_on_tensorflow_fits_80_columns_with_its_rule_and_numbers() -> Non
     ]  # fmt: skip
     flat = " ".join(line.strip() for line in lines)
     assert f"Who is first: as predicted ({rule})." in flat  # wrapped at spaces only
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        lesson.folder / step.get("file")
+        for lesson in load_lessons()
+        for step in lesson.steps
+        if step.kind == "code"
+    ],
+    ids=lambda p: p.name,
+)
+def test_a_code_step_fits_80_columns_and_cuts_no_name(path: Path) -> None:
+    """Every line of a lesson's code at 80 columns: numbered as in the file, and a line too
+    long for the box goes on under its number, cut between two names, never inside one."""
+    from simsync.viz import CodeView
+
+    source = path.read_text()
+    shown = render(CodeView(source, path.name)).splitlines()
+    assert max(len(line) for line in shown) <= 80
+    rows = [line[2:-2] for line in shown[1:-1]]  # inside the box's borders
+    width = len(str(len(source.splitlines())))
+    numbered: list[tuple[int, list[str]]] = []
+    for row in rows:
+        number, code = row[:width].strip(), row[width + 1 :].rstrip()
+        if number:
+            numbered.append((int(number), [code]))
+        else:  # the rest of the line above
+            numbered[-1][1].append(code.strip())
+    lines = source.splitlines()
+    assert [n for n, _ in numbered] == list(range(1, len(lines) + 1))
+    for (_, pieces), line in zip(numbered, lines, strict=True):
+        assert "".join(pieces).replace(" ", "") == line.replace(" ", ""), (pieces, line)
+        for before, after in itertools.pairwise(pieces):
+            at_a_space = f"{before[-12:]} {after[:12]}" in line
+            joined = before[-1:].isidentifier() and (after[:1].isalnum() or after[:1] == "_")
+            cut_inside = joined and not at_a_space
+            assert not cut_inside, (before, after)

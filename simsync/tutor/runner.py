@@ -17,8 +17,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.console import Console
 from rich.markdown import Markdown
-from rich.panel import Panel
-from rich.syntax import Syntax
 from rich.text import Text
 
 from simsync.errors import SimsyncError, printable
@@ -225,12 +223,13 @@ class LessonRunner:
         self._say(step, step.read())
 
     def _code(self, step: Step) -> None:
-        code = Syntax(step.read(), "python", line_numbers=True, word_wrap=True)
+        from simsync.viz import CodeView
+
         title = step.get("title", "")
         if len(title) + 6 > self.console.width:  # a panel's title is cut, never wrapped
             self.console.print(Text(title, style="bold"))
             title = ""
-        self.console.print(Panel(code, title=title, title_align="left"))
+        self.console.print(CodeView(step.read(), title))
         self._say(step, step.get("text"))
 
     def _prepare_graph(self, step: Step) -> Graph | SimsyncError:

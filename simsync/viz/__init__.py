@@ -6,6 +6,7 @@ never are, so the views read any :class:`~simsync.trace.Trace`, simulated or mea
 """
 
 from simsync.viz.chrome import chrome_trace, overlaps, write_chrome_trace
+from simsync.viz.code import CodeView
 from simsync.viz.crosscheck import CrossCheckView, ProfileView
 from simsync.viz.curves import LossCurves, RaceTable, write_loss_png
 from simsync.viz.dot import to_dot
@@ -18,6 +19,7 @@ from simsync.viz.timeline import Timeline, device_sort_key, kind_style, legend_o
 from simsync.viz.timeline_picture import write_timeline_picture
 
 __all__ = [
+    "CodeView",
     "CrossCheckView",
     "GraphView",
     "LedgerView",

@@ -47,7 +47,7 @@ import networkx as nx
 
 from simsync.ir import Cost, Graph, Op, Tensor, tower_scope, tower_work
 
-__all__ = ["folded_by_scope"]
+__all__ = ["folded_by_scope", "ops_in_box"]
 
 #: a trailing number TensorFlow adds to a name taken already (``concat_3``)
 _TAKEN = re.compile(r"_\d+$")
@@ -167,6 +167,21 @@ def _shared_depth(graph: Graph, common: dict[str, int]) -> int:
     while all(len(p) > depth and p[depth] == paths[0][depth] for p in paths):
         depth += 1
     return depth
+
+
+#: how a box of several ops says how many it holds, at the end of its name
+_HOLDS = re.compile(r" \((\d+) ops\)$")
+
+
+def ops_in_box(name: str) -> int:
+    """How many ops the box (an op of a folded graph) of this name holds: 1 for an op kept
+    as it is.
+
+    >>> ops_in_box("tower_1/hidden (2 ops)"), ops_in_box("concat")
+    (2, 1)
+    """
+    held = _HOLDS.search(name)
+    return int(held.group(1)) if held else 1
 
 
 def _name(keys: list[str], groups: dict[str, list[Op]]) -> str:

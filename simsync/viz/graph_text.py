@@ -21,6 +21,7 @@ from rich.text import Text
 
 from simsync.ir import Graph, Op, generations, lane_unit, op_speed, run_orders
 from simsync.kinds import input_towers, resource_users, sync_points
+from simsync.viz.fold import ops_in_box
 from simsync.viz.timeline import SYNC_MARK, kind_style, legend_order, wrap_items
 from simsync.words import plural
 
@@ -309,7 +310,7 @@ class GraphView:
         g = self.graph
         table = Table(
             title=escape(
-                f"Graph {g.name!r}: {len(g)} ops, {len(g.devices)} devices, "
+                f"Graph {g.name!r}: {_counted(g)}, {len(g.devices)} devices, "
                 f"{len(self.towers)} {self.unit}s"
             ),
             caption="rows: topological generations; a row's ops may run at once",
@@ -462,3 +463,15 @@ def _scopes(ops: Iterable[Op]) -> str:
         else:
             shown.append(key)
     return ", ".join(shown)
+
+
+def _counted(graph: Graph) -> str:
+    """How many ops the graph shows, and how many it holds where boxes fold several.
+
+    >>> from simsync.patterns import tiny_example
+    >>> _counted(tiny_example())
+    '10 ops'
+    """
+    held = sum(ops_in_box(name) for name in graph.nx.nodes)
+    shown = len(graph)
+    return f"{shown} ops" if held == shown else f"{shown} boxes of {held} ops"

@@ -354,12 +354,14 @@ def scope_lines(name: str, width: int = 30) -> str:
 
 
 def _any_tower(summary: Summary, ops: list[str]) -> str:
-    """Where the critical path runs through one tower of several whose work up to each sync
-    point on it is equal: any of them is as long, and which one is not who comes last.
+    """Where the critical path runs through one tower of several and another tower's work up
+    to each sync point on it is about as long (equal towers, or two towers at the same
+    speed): the path could run through that one as well, and which one is not who comes
+    last.
 
     >>> s = {"towers": 2, "expected_last": {"concat": ""}}
     >>> print(_any_tower(s, ["tower_0/read", "tower_0/grad", "concat", "apply"]))
-     (through tower_0 here; every tower's work is as long: any of them would do)
+     (through tower_0 here; another tower's work is about as long: it could run there too)
     >>> _any_tower({**s, "expected_last": {"concat": "tower_0"}}, ["tower_0/grad", "concat"])
     ''
     """
@@ -369,7 +371,10 @@ def _any_tower(summary: Summary, ops: list[str]) -> str:
         return ""
     if any(summary["expected_last"][point] for point in points):
         return ""
-    return f" (through {towers.pop()} here; every tower's work is as long: any of them would do)"
+    return (
+        f" (through {towers.pop()} here; another tower's work is about as long: it could run "
+        "there too)"
+    )
 
 
 def critical_path_note(
