@@ -271,6 +271,18 @@ def test_cli_learn_no_input_list_reset_check(tmp_path: Path) -> None:
     assert "0/1 done" in cli("lessons", "list", data=tmp_path).stdout
     Progress(tmp_path / "progress.json").reached("01-tiny", 7, done=True)
     assert "1/1 done" in cli("lessons", "list", data=tmp_path).stdout
+    kept = subprocess.run(  # asked, and Enter keeps the progress, as the prompt says
+        [sys.executable, "-m", "simsync", "lessons", "reset", "--all"],
+        input="\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "SIMSYNC_DATA_DIR": str(tmp_path), "SIMSYNC_LESSONS": str(FIXTURES)},
+        cwd=ROOT,
+    )
+    assert "Forget your progress in all lessons? [y/N]" in kept.stdout, kept.stdout
+    assert "Nothing changed." in kept.stdout
+    assert "1/1 done" in cli("lessons", "list", data=tmp_path).stdout
     reset = cli("lessons", "reset", "--all", "--yes", data=tmp_path)
     assert "0/1 done" in reset.stdout
     checked = cli("lessons", "check", data=tmp_path)

@@ -67,6 +67,7 @@ def line_up(
                 time_to_loss(curve, target),
                 ledger["updates_applied"],
                 ledger["mean"] if concurrent else None,
+                ledger["max"] if concurrent else None,
             )
         )
     return Contest(target, entrants)

@@ -23,6 +23,7 @@ class Entrant:
     reached: float | None  # when it first got to the target loss
     updates: int
     staleness: float | None  # mean, of the applied updates; None: one client updates
+    stalest: int | None = None  # the most stale applied update; None as above
 
     @property
     def final_loss(self) -> float:
@@ -49,6 +50,7 @@ class Entrant:
             "finished_seconds": self.finished,
             "updates": self.updates,
             "staleness_mean": self.staleness,
+            "staleness_max": self.stalest,
         }
 
 

@@ -226,9 +226,10 @@ def _warn(console: Console, progress: Progress) -> None:
 
 
 def _ask(console: Console, prompt: str, on_end: str) -> str:
-    """Ask; a closed input (no terminal, end of file) answers ``on_end``."""
+    """Ask ``prompt`` as it is written (``[y/N]`` is no markup); a closed input (no
+    terminal, end of file) answers ``on_end``."""
     try:
-        return console.input(prompt)
+        return console.input(Text(prompt))
     except EOFError:
         console.print()  # end the prompt's line
         return on_end

@@ -193,8 +193,9 @@ class CrossCheckView:
         """Structure, replay of the real ledger, staleness and throughput."""
         yield _heading(
             r,
-            f"{r['workers']} worker threads, {r['updates']} updates ({r['warmup']} warm-up and "
-            f"{r['steps']} traced-phase runs per worker, then as many timed), TensorFlow "
+            f"{r['workers']} worker threads, {r['updates']} updates taken from one pool "
+            f"({r['warmup']} warm-up and {r['steps']} traced-phase runs for each worker, then "
+            "as many timed: a faster worker takes more of them), TensorFlow "
             f"{r['tensorflow']} on {r['devices']}",
         )
         structure, values = r["structure"], r["values"]

@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from simsync.files import atomic_writer
-from simsync.trace import Contest
+from simsync.trace import Contest, Entrant
 from simsync.viz.timeline import time_axis
 
 __all__ = ["LossCurves", "RaceTable", "write_loss_png"]
@@ -102,7 +102,7 @@ class LossCurves:
         table.add_column("run", overflow="fold")
         for column, width in (
             ("updates", 7),
-            ("staleness", 9),
+            ("staleness mean/max", 9),
             ("final loss", 6),
             ("at target (ms)", 9),
             ("finished (ms)", 8),
@@ -119,7 +119,7 @@ class LossCurves:
                 mark,
                 Text(f"{entrant.name} ({entrant.mode})" if entrant.mode else entrant.name),
                 str(entrant.updates),
-                "–" if entrant.staleness is None else f"{entrant.staleness:.2f}",
+                _stale(entrant),
                 loss,
                 Text(at + (" ◀" if winner else "  "), style="bold green" if winner else ""),
                 f"{entrant.finished * 1e3:,.0f}",
@@ -175,6 +175,14 @@ class RaceTable:
             self.verdict, "bold yellow"
         )
         yield Text.assemble(("Who is first: ", "bold"), (self.verdict, style), f" ({self.rule}).")
+
+
+def _stale(entrant: Entrant) -> str:
+    """An entrant's mean staleness and its stalest update: ``1.94/9``; "–" for none."""
+    if entrant.staleness is None:
+        return "–"
+    most = "" if entrant.stalest is None else f"/{entrant.stalest}"
+    return f"{entrant.staleness:.2f}{most}"
 
 
 def _sampled(
