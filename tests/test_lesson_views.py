@@ -219,3 +219,21 @@ def test_a_code_step_fits_80_columns_and_cuts_no_name(path: Path) -> None:
             joined = before[-1:].isidentifier() and (after[:1].isalnum() or after[:1] == "_")
             cut_inside = joined and not at_a_space
             assert not cut_inside, (before, after)
+
+
+def test_the_lesson_menu_fits_a_screen_of_80_by_24_with_every_column() -> None:
+    """The menu of the 7 lessons, title to prompt, on one screen of 24 rows: what each
+    answers is cut to one line below 120 columns, and no column is squeezed to nothing."""
+    from simsync.tutor.progress import Progress
+    from simsync.tutor.views import LessonsView
+
+    lessons = load_lessons()
+    shown = render(LessonsView(lessons, Progress.scratch())).splitlines()
+    assert len(shown) + 1 <= 24  # and the prompt's line
+    assert max(len(line) for line in shown) <= 80
+    header = shown[2]
+    for column in ("#", "lesson", "status", "what it answers"):
+        assert column in header, header
+    assert all(f" {lesson.number} │" in "\n".join(shown) for lesson in lessons)
+    wide = render(LessonsView(lessons, Progress.scratch()), width=160)
+    assert lessons[0].summary.split()[-1] in wide  # whole in a wide terminal

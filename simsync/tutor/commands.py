@@ -46,8 +46,7 @@ def learn(number: int | None, *, answers_file: Path | None = None, no_input: boo
         raise UsageError("say which lesson to run: simsync learn N --no-input")
     answers = _read_answers(answers_file) if answers_file else None
     lesson = _pick(number, lessons, progress, console)
-    if lesson is None:
-        console.print(LessonsView(lessons, progress))
+    if lesson is None:  # quit at the menu, which is on the screen
         return 0
     progress.check_writable()
     if answers_file is not None and answers is not None:
@@ -185,7 +184,7 @@ def lessons(
         chosen = found if every else [_pick(number, found, progress, console)]
         what = "all lessons" if every else f"lesson {number}"
         if not yes and _ask(
-            console, f"Forget your progress in {what}? [y/N] ", "n"
+            console, Text(f"Forget your progress in {what}? [y/N] "), "n"
         ).strip().lower() not in ("y", "yes"):
             console.print("Nothing changed.")
             return 0
@@ -225,11 +224,11 @@ def _warn(console: Console, progress: Progress) -> None:
         console.print(Text(progress.warning, style="yellow"), soft_wrap=True)
 
 
-def _ask(console: Console, prompt: str, on_end: str) -> str:
-    """Ask ``prompt`` as it is written (``[y/N]`` is no markup); a closed input (no
-    terminal, end of file) answers ``on_end``."""
+def _ask(console: Console, prompt: str | Text, on_end: str) -> str:
+    """Ask (a string's markup is read: give a ``Text`` to show ``[y/N]``); a closed input
+    (no terminal, end of file) answers ``on_end``."""
     try:
-        return console.input(Text(prompt))
+        return console.input(prompt)
     except EOFError:
         console.print()  # end the prompt's line
         return on_end

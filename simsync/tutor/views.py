@@ -11,6 +11,18 @@ from simsync.tutor.progress import Progress
 
 __all__ = ["LessonsView", "current_lesson"]
 
+#: the terminal's width from which the menu shows what each lesson answers whole
+WIDE = 120
+#: the columns the menu's other cells and its borders take beside what a lesson answers
+BESIDE = 58
+
+
+def _cut(text: Text, room: int | None) -> Text:
+    """``text`` on one line of ``room`` columns at most (ending in …), or whole (None)."""
+    if room is not None:
+        text.truncate(max(room, 12), overflow="ellipsis")
+    return text
+
 
 def current_lesson(lessons: list[Lesson], progress: Progress) -> Lesson | None:
     """Where to continue: the first started and unfinished lesson, else the first unfinished."""
@@ -44,6 +56,9 @@ class LessonsView:
         table.add_column("lesson")
         table.add_column("status")
         table.add_column("what it answers")
+        # below 120 columns each lesson keeps to its line or two, so that the menu fits a
+        # screen of 24 rows: what it answers is cut to the room the other columns leave
+        room = options.max_width - BESIDE if options.max_width < WIDE else None
         current = current_lesson(self.lessons, self.progress)
         for lesson in self.lessons:
             marker = " ◀ continue here" if lesson is current else ""
@@ -51,6 +66,6 @@ class LessonsView:
                 str(lesson.number),
                 Text(lesson.title + marker),
                 self.status(lesson),
-                Text(lesson.summary, style="dim"),
+                _cut(Text(lesson.summary, style="dim"), room),
             )
         yield table

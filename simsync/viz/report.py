@@ -212,7 +212,9 @@ class SummaryView:
 
     def sync_table(self) -> Table:
         """Per sync point and tower: mean wait (ms) and how often it was last."""
-        table = Table(title="Sync points: who waited for whom", box=box.SQUARE)
+        table = Table(
+            title="Sync points: who waited for whom", box=box.SQUARE, caption_justify="left"
+        )
         table.add_column("sync point", no_wrap=True)
         towers = [t for waits in self.summary["wait"].values() for t in waits]
         # the tally's own names (tower_1, worker_1: the graph's, :func:`simsync.ir.lane_unit`)
