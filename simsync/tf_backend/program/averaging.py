@@ -248,6 +248,9 @@ def _probe(loop: Loop, given: Loop | None) -> dict[str, Any]:
 #: round otherwise, by far less)
 REWRITTEN_TOLERANCE = 1e-3
 
+#: of the steps :func:`_settings_turn` takes in a row, every how many the twin computes the
+#: settings again (each count it sets, it computes them at)
+TWIN_EVERY = 10
 #: what a setting may not do at any count: compute otherwise with graph rewriting
 REWRITTEN_ALIKE = "alike with and without TensorFlow's graph rewriting"
 #: why the step could not be computed as a student's own session computes it
@@ -710,9 +713,10 @@ def _settings_turn(
     taken, to where as many steps would take it at their pace (a counter of several values
     that count apart). A schedule that turns once training is past what the rounds of
     :func:`_descent` measure (a count it reaches later) turns here. With ``twin``, at each
-    count the settings are computed again as a student's own session computes them
-    (:class:`_Twin`, from the same values of the variables) and must agree: a setting that
-    TensorFlow's graph rewriting turns at some count is reported too. The variables are
+    count set (and after every :data:`TWIN_EVERY` steps taken) the settings are computed
+    again as a student's own session computes them (:class:`_Twin`, from the same values of
+    the variables) and must agree: a setting that TensorFlow's graph rewriting turns at some
+    count is reported too. The variables are
     left set: the caller puts them back."""
     wanted, settings = set(names), []
     for op in step:
@@ -734,15 +738,21 @@ def _settings_turn(
         {op.name for op in upstream(t.op for t in tensors) if op.type in VARIABLE_OPS}
     )
 
-    def out(count: float) -> dict[str, Any] | None:
+    def out(count: float, compared: list[Any] | None) -> dict[str, Any] | None:
+        """Why the settings at this count are not what they may be, or None. With
+        ``compared`` (the values of the counts ``kept``, or [] to read every variable the
+        settings compute with), the twin computes them too."""
         computed = loop.observer.real_run(loop.session, tensors)
         for (arg, _), value in zip(settings, computed, strict=True):
             shown = _out_of_range(arg, value)
             if shown is not None:
                 return {"setting": arg, "at": count, "value": shown, "allowed": _allowed(arg)}
-        if twin is None:
+        if twin is None or compared is None:
             return None
-        twin.set(everything, _read_all(tf, loop, everything))
+        if compared:
+            twin.set(kept, compared)
+        else:
+            twin.set(everything, _read_all(tf, loop, everything))
         rewritten = twin.compute(tensors)
         for (arg, _), mine, theirs in zip(settings, _flat(computed), rewritten, strict=True):
             if _differs(mine, theirs):
@@ -750,30 +760,35 @@ def _settings_turn(
                 return {"setting": arg, "at": count, "value": shown, "allowed": REWRITTEN_ALIKE}
         return None
 
-    def counts() -> Iterator[float]:
-        """Bring the variables ``kept`` to each count in turn, and say which."""
+    def counts() -> Iterator[tuple[float, list[Any] | None]]:
+        """Bring the variables ``kept`` to each count in turn, and say which, with what the
+        twin compares: the counts' values set, [] to read them, None for none."""
         _fresh(tf, loop, others)
-        yield 0.0
+        yield 0.0, []
         if not kept:  # settings of no count: the same at every count
             return
         first = [np.asarray(v, dtype=np.float64) for v in _read_all(tf, loop, kept)]
         for count in range(1, ITERATED + 1):  # as the step moves its counts
             loop.observer.real_run(loop.session, _fetches(loop), feed_dict=feed)
-            yield float(count)
+            yield float(count), [] if count % TWIN_EVERY == 0 else None
         now = [np.asarray(v, dtype=np.float64) for v in _read_all(tf, loop, kept)]
         moves = [(n - f) / ITERATED for n, f in zip(now, first, strict=True)]
         assign = _setter(tf, loop.graph, _runner(loop), kept)
         rng = np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
         drawn = np.exp(rng.uniform(math.log(2000), math.log(SWEPT_MOST), SWEPT_DRAWN)).round()
+        if twin is not None:  # the other variables as the steps left them, in both
+            twin.set(everything, _read_all(tf, loop, everything))
         for count in (*SWEPT, *drawn.tolist()):
-            assign([np.full(f.shape, count) for f in first])
-            yield float(count)
+            values = [np.full(f.shape, count) for f in first]
+            assign(values)
+            yield float(count), values
             if count > ITERATED:  # where as many steps would take them, at their pace
-                assign([f + count * m for f, m in zip(first, moves, strict=True)])
-                yield float(count)
+                values = [f + count * m for f, m in zip(first, moves, strict=True)]
+                assign(values)
+                yield float(count), values
 
-    for count in counts():
-        turned = out(count)
+    for count, compared in counts():
+        turned = out(count, compared)
         if turned is not None:
             return turned
     return None
