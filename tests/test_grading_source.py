@@ -282,6 +282,25 @@ for how, line in {
     "options from bytes": "c = tf.compat.v1.ConfigProto.FromString(b'')",
 }.items():
     REFUSED[f"a session's rewriting set by {how}"] = (line, "rewrites or compiles the graph")
+# the twenty-fourth attack: the names split so that no constant holds one, and XLA turned on
+# for the student's own process from its environment
+REFUSED["a session's rewriting named in pieces"] = (
+    "c = tf.compat.v1.ConfigProto(**{'graph_' + 'options': {'rewrite_' + 'options': {}}})",
+    "names `graph_options`",
+)
+for how, line in {
+    "an item": "import os\nos.environ['TF_XLA_FLAGS'] = '--tf_xla_auto_jit=2'",
+    "an item in pieces": "import os\nos.environ['TF_' + 'XLA_FLAGS'] = '1'",
+    "putenv": "import os\nos.putenv('TF_ENABLE_ONEDNN_OPTS', '1')",
+    "setdefault": "import os\nos.environ.setdefault('TF_ENABLE_ONEDNN_OPTS', '1')",
+    "update": "import os\nos.environ.update({'XLA_FLAGS': '1'})",
+    "update by keyword": "import os\nos.environ.update(TF_XLA_FLAGS='1')",
+}.items():
+    REFUSED[f"TensorFlow's environment set by {how}"] = (line, "changes how TensorFlow")
+REFUSED["an environment's variable of a computed name"] = (
+    "import os\nkey = 'TF'\nos.environ[key] = '1'",
+    "does not name by a constant",
+)
 
 
 @pytest.mark.parametrize("case", sorted(REFUSED))
@@ -452,6 +471,9 @@ if __name__ == "__main__":
 
 def test_the_programs_people_write_pass() -> None:
     assert check_source(HONEST) is None
+    quiet = "import os\nos.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'\n"
+    devices = "import os\nos.environ.setdefault('CUDA_VISIBLE_DEVICES', '0')\n"
+    assert check_source(quiet + devices + "import tensorflow as tf\n") is None
 
 
 @pytest.mark.parametrize(

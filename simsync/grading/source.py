@@ -117,6 +117,13 @@ REWRITING = frozenset(
         *("ParseFromString", "MergeFromString", "FromString"),
     }
 )
+#: the environment's variables a graded program may set: TensorFlow's (``TF_*``, ``XLA_*``)
+#: change how it rewrites and computes the graph in the student's own process (XLA's
+#: ``TF_XLA_FLAGS``, oneDNN's ``TF_ENABLE_ONEDNN_OPTS``), which the grader's does not see;
+#: its log level is only words
+ENVIRONMENT_ALLOWED = frozenset({"TF_CPP_MIN_LOG_LEVEL", "TF_CPP_MIN_VLOG_LEVEL"})
+#: calls that set the environment's variables
+ENVIRONMENT_WRITES = frozenset({"os.putenv", "os.environ.setdefault", "os.environ.update"})
 #: what is said of a name of :data:`REWRITING`
 REWRITING_SAID = (
     "which sets how TensorFlow rewrites or compiles the graph in your own session: the "
@@ -202,6 +209,43 @@ def check_program(path: Path, shown: str) -> str | None:
         return f"{shown}: more than {MOST_BYTES // 2**20} MiB of source, more than is graded"
     why = check_source(source)
     return None if why is None else f"{shown}: {why}"
+
+
+def _folded(node: ast.AST) -> str | None:
+    """The string ``node`` makes when it is made of constants alone (a constant, a sum of
+    them, an f-string of them); None otherwise.
+
+    >>> _folded(ast.parse("'graph_' + 'options'").body[0].value)
+    'graph_options'
+    >>> _folded(ast.parse("x + 'options'").body[0].value) is None
+    True
+    """
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _folded(node.left), _folded(node.right)
+        return None if left is None or right is None else left + right
+    if isinstance(node, ast.JoinedStr):
+        parts = [_folded(value) for value in node.values]
+        return None if any(p is None for p in parts) else "".join(p or "" for p in parts)
+    return None
+
+
+def _environment(node: ast.AST, key: ast.AST | None) -> None:
+    """Refuse setting the environment's variable ``key`` (a constant the program names) when
+    TensorFlow reads it (:data:`ENVIRONMENT_ALLOWED`), or when it is not named by a
+    constant."""
+    name = _folded(key) if key is not None else None
+    if name is None:
+        raise Refused(node, "sets a variable of the environment it does not name by a constant")
+    if name.startswith(("TF_", "XLA_")) and name not in ENVIRONMENT_ALLOWED:
+        raise Refused(
+            node,
+            f"sets `{name}`, a variable that changes how TensorFlow rewrites or computes the "
+            "graph in your own process: the grader measures your graph as TensorFlow's "
+            f"defaults run it (of TensorFlow's, only {', '.join(sorted(ENVIRONMENT_ALLOWED))} "
+            "may be set)",
+        )
 
 
 def check_source(source: str | bytes) -> str | None:
@@ -372,8 +416,9 @@ class _Rules:
             self._attribute(node)
         elif isinstance(node, ast.Call):
             self._call(node)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            said = [name for name in REWRITING if name in node.value]
+        elif isinstance(node, ast.Constant | ast.BinOp | ast.JoinedStr):
+            folded = _folded(node)
+            said = [name for name in REWRITING if folded is not None and name in folded]
             if said:
                 raise Refused(node, f"names `{said[0]}`, {REWRITING_SAID}")
         elif isinstance(node, ast.ClassDef):
@@ -503,6 +548,18 @@ class _Rules:
             )
 
     def _call(self, node: ast.Call) -> None:
+        if self._module_path(node.func) in ENVIRONMENT_WRITES or (
+            isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("setdefault", "update", "__setitem__")
+            and self._module_path(node.func.value) == "os.environ"
+        ):
+            for given in (*node.args[:1], *(k.value for k in node.keywords if k.arg is None)):
+                keys = given.keys if isinstance(given, ast.Dict) else [given]
+                for key in keys:
+                    _environment(node, key)
+            for keyword in node.keywords:
+                if keyword.arg is not None:
+                    _environment(node, ast.Constant(keyword.arg))
         for keyword in node.keywords:
             if keyword.arg in REWRITING:
                 raise Refused(node, f"sets `{keyword.arg}`, {REWRITING_SAID}")
@@ -567,6 +624,8 @@ class _Rules:
                 module = isinstance(root, ast.Name) and root.id in self.modules
                 if module and self._module_path(part.value) != "os.environ":
                     raise Refused(node, f"changes {_quoted(part)}, a part of a module")
+                if module:  # os.environ[KEY] = ...: TensorFlow's own variables are not
+                    _environment(node, part.slice)
 
     def _settable(self, node: ast.expr) -> bool:
         """Whether the program may set attributes of ``node``: its own object (``self``,
