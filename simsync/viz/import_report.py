@@ -175,9 +175,7 @@ def on_gpus_lines(result: Mapping[str, Any], shown: int = 3) -> list[str]:
     here = result["step_time"]["mean"]
     lines = [f"{gpus['line']}:", f"  a step {ms(gpus['step_time'])} ms there ({ms(here)} ms here)"]
     if named:  # a tower last a fifth of the time or more
-        tied = (
-            " (a tie counts for each tower in it)" if sum(gpus["last"].values()) > meetings else ""
-        )
+        tied = " (tied; each counts)" if sum(gpus["last"].values()) > meetings else ""
         lines.append(f"  last at a sync point there: {', '.join(named[:shown])}{tied}")
     return lines
 
