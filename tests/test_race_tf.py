@@ -23,7 +23,7 @@ def _race_paths():
 def test_lesson_5_races_a_set_up_two_cores_run_side_by_side():
     scenarios = [load_scenario(path) for path in _race_paths()]
     assert [s.name for s in scenarios] == ["sync", "rounds", "bounded", "async"]
-    assert {(s.towers, s.cluster.speeds) for s in scenarios} == {(2, (1.0, 0.5))}
+    assert {(s.towers, s.cluster.speeds) for s in scenarios} == {(2, (1.0, 0.25))}
     # the same 200 batches of the same model in every run
     assert {s.model.batch_size * s.run.steps * s.towers for s in scenarios} == {12800}
 
