@@ -309,17 +309,26 @@ class LessonRunner:
         ):
             self.console.print(Text("  " + line, style="dim"), soft_wrap=True)  # never cut
 
-    def _prepare_verify(self, step: Step) -> Report | SimsyncError:
-        """The cross-check's report, or the error that stopped it."""
+    def _on_tensorflow(self, what: str, work: Callable[[Callable[[str], None]], Any]) -> Any:
+        """``work(progress)`` behind a spinner that says ``what`` runs on TensorFlow and the
+        progress it reports (a real cluster says how it is starting); or the error that
+        stopped it."""
         try:
-            with self.console.status("Running the same graph on TensorFlow...") as status:
+            with self.console.status(f"{what} on TensorFlow...") as status:
 
-                def progress(message: str) -> None:  # a real cluster says how it is starting
-                    status.update(Text(f"Running the same graph on TensorFlow: {message}"))
+                def progress(message: str) -> None:
+                    status.update(Text(f"{what} on TensorFlow: {message}"))
 
-                return verify_report(self.lesson.scenario_path(step), progress)
+                return work(progress)
         except SimsyncError as error:
             return error
+
+    def _prepare_verify(self, step: Step) -> Report | SimsyncError:
+        """The cross-check's report, or the error that stopped it."""
+        return self._on_tensorflow(
+            "Running the same graph",
+            lambda progress: verify_report(self.lesson.scenario_path(step), progress),
+        )
 
     def _prepare_race_verify(self, step: Step) -> Any:
         """The race of the step's scenarios on TensorFlow beside its prediction, or the
@@ -327,16 +336,11 @@ class LessonRunner:
         from simsync.crosscheck.race import race_on_tensorflow
         from simsync.scenario import load_scenario
 
-        try:
-            with self.console.status("Racing the runs on TensorFlow...") as status:
+        def race(progress: Callable[[str], None]) -> Any:
+            scenarios = [load_scenario(p) for p in self.lesson.race_paths(step)]
+            return race_on_tensorflow(scenarios, on_progress=progress)
 
-                def progress(message: str) -> None:
-                    status.update(Text(f"Racing the runs on TensorFlow: {message}"))
-
-                scenarios = [load_scenario(p) for p in self.lesson.race_paths(step)]
-                return race_on_tensorflow(scenarios, on_progress=progress)
-        except SimsyncError as error:
-            return error
+        return self._on_tensorflow("Racing the runs", race)
 
     def _race_verify(self, step: Step, result: Any) -> None:
         from simsync.viz import RaceTable

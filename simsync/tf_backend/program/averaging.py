@@ -309,7 +309,7 @@ def _twin(loop: Loop, entries: list[Any], base: dict[Any, Any], first: list[Any]
     feeds. Raises what TensorFlow raises."""
     import tensorflow as tf
 
-    graph, observer = loop.session.graph, loop.observer
+    graph, observer = loop.graph, loop.observer
     taken = {op.name for op in graph.get_operations()}
     copy, reads, names = tf.Graph(), {}, []
     with copy.as_default():
@@ -347,7 +347,7 @@ def _rewritten(
     decays) runs them in the measuring session: undone after each."""
     import tensorflow as tf
 
-    names = sorted({op.name for op in upstream(t.op for t in fetched) if op.type in VARIABLE_OPS})
+    names = _variables_read(fetched)
     undo = _setter(tf, loop.graph, _runner(loop), names)
     for feed, batches in data:
         values = _read_all(tf, loop, names)
@@ -363,6 +363,11 @@ def _rewritten(
     return None
 
 
+def _variables_read(tensors: list[Any]) -> list[str]:
+    """The variables (their ops' names, sorted) that computing ``tensors`` reads."""
+    return sorted({op.name for op in upstream(t.op for t in tensors) if op.type in VARIABLE_OPS})
+
+
 def _differs(mine: np.ndarray, theirs: np.ndarray) -> bool:
     """Whether ``theirs`` lies further from ``mine`` than :data:`REWRITTEN_TOLERANCE` of
     ``mine``'s largest value (NaN where ``mine`` has NaN is alike).
@@ -374,16 +379,6 @@ def _differs(mine: np.ndarray, theirs: np.ndarray) -> bool:
     scale = float(np.nanmax(np.abs(mine))) if np.size(mine) and not np.all(np.isnan(mine)) else 0.0
     near = max(REWRITTEN_TOLERANCE * scale, 1e-12)
     return not np.allclose(theirs, mine, rtol=REWRITTEN_TOLERANCE, atol=near, equal_nan=True)
-
-
-def _value_reads(ops: list[Any]) -> list[Any]:
-    """The tensors of ``ops`` that are a variable's value read (:func:`_read`), to feed."""
-    return [
-        tensor
-        for op in ops
-        for tensor in op.outputs
-        if not is_handle(tensor.dtype.name) and _read(tensor) is not None
-    ]
 
 
 def _written_beside(
@@ -716,8 +711,7 @@ def _settings_turn(
     count set (and after every :data:`TWIN_EVERY` steps taken) the settings are computed
     again as a student's own session computes them (:class:`_Twin`, from the same values of
     the variables) and must agree: a setting that TensorFlow's graph rewriting turns at some
-    count is reported too. The variables are
-    left set: the caller puts them back."""
+    count is reported too. The variables are left set: the caller puts them back."""
     wanted, settings = set(names), []
     for op in step:
         args = [arg.name for arg in op.op_def.input_arg]
@@ -731,12 +725,8 @@ def _settings_turn(
     if not settings:
         return None
     tensors = [tensor for _, tensor in settings]
-    read = {op.name for op in upstream(t.op for t in tensors) if op.type in VARIABLE_OPS}
-    kept = [name for name in others if name in read]  # what the settings compute with
-
-    everything = sorted(
-        {op.name for op in upstream(t.op for t in tensors) if op.type in VARIABLE_OPS}
-    )
+    everything = _variables_read(tensors)  # what the settings compute with
+    kept = [name for name in others if name in everything]  # ... that the step counts
 
     def out(count: float, compared: list[Any] | None) -> dict[str, Any] | None:
         """Why the settings at this count are not what they may be, or None. With

@@ -618,8 +618,7 @@ def _called(node_def: Any, library: dict[str, Any]) -> list[str]:
 
 def _gradients(graph: Any) -> dict[str, str]:
     """The gradient function the graph's library registers for a function, by its name."""
-    _library(graph)
-    return _LIBRARIES[id(graph)][2]
+    return _read_library(graph)[2]
 
 
 #: each graph's function library (name -> FunctionDef) and its registered gradients
@@ -628,6 +627,12 @@ _LIBRARIES: dict[int, tuple[Any, dict[str, Any], dict[str, str]]] = {}
 
 
 def _library(graph: Any) -> dict[str, Any]:
+    """The graph's functions, by name."""
+    return _read_library(graph)[1]
+
+
+def _read_library(graph: Any) -> tuple[Any, dict[str, Any], dict[str, str]]:
+    """The graph, its functions and its registered gradients, read once (:data:`_LIBRARIES`)."""
     held = _LIBRARIES.get(id(graph))
     if held is None or held[0] is not graph:
         library = graph.as_graph_def().library
@@ -635,7 +640,7 @@ def _library(graph: Any) -> dict[str, Any]:
         gradients = {g.function_name: g.gradient_func for g in library.gradient}
         held = (graph, functions, gradients)
         _LIBRARIES[id(graph)] = held
-    return held[1]
+    return held
 
 
 def training_fetches(graph: Any, names: Iterable[str]) -> list[str]:
