@@ -232,14 +232,20 @@ def test_lesson_2_shows_the_tensorflow_2_form_meeting_at_its_all_reduces(tmp_pat
     assert "what if: tower devices at speeds 1, 0.8, 0.5, 1" in shown
     # at most of the sync points where the others waited (replica 0, which does the replicas'
     # shared work, may come last where the updated variables are read)
-    last = r"tower_2 came last at (?:all |the )?(\d+) of (?:the )?(\d+) sync points[^,]*, in (\d+)"
-    found = re.search(last, " ".join(shown.split()))
-    # 4 replicas on this machine's 2 cores also take turns: last in more steps than chance
-    # (10 of 40), and on GPUs, where each has a device of its own, at most sync points
-    assert found and 2 * int(found[1]) > int(found[2]) and int(found[3]) > 15, shown
+    flat = " ".join(shown.split())
+    last = r"(tower_\d+) came last at (?:all |the )?(\d+) of (?:the )?(\d+) sync points[^,]*"
+    found = re.search(last + r", in (\d+)", flat)
     if "on GPUs each tower has a device of its own" in shown:
-        there = re.search(r"last at a sync point there: tower_2 (\d+) %", shown)
-        assert there and int(there[1]) > 50, shown
+        # 4 replicas share this machine's 2 cores and take turns on them, which the lesson
+        # says: its claim is the GPU lines', where each replica has a device of its own;
+        # here, under load, no replica may be last at most sync points, but none but the
+        # slow one may be named
+        there = re.search(r"last at a sync point there: (tower_\d+) (\d+) %", flat)
+        assert there and there[1] == "tower_2" and int(there[2]) > 50, shown
+        assert not found or found[1] == "tower_2", shown
+    else:  # each replica a device of its own here: last at most sync points, in most steps
+        assert found and found[1] == "tower_2", shown
+        assert 2 * int(found[2]) > int(found[3]) and int(found[4]) > 20, shown
     assert "simsync simulate mirrored.py --speeds 1,0.8,0.5,1" in shown
     assert "--towers" not in shown
 
