@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -945,6 +947,52 @@ def test_what_tensorflows_graph_rewriting_turns_is_refused(tmp_path, given, how)
     assert averaging is not None
     judged = " ".join(_averages({"averaging": averaging}))
     assert "TensorFlow" in judged and "rewrit" in judged, judged
+
+
+#: a softmax of constants, as TensorFlow's plain kernel (oneDNN off: "off") or its default
+#: kernels ("default") compute it, printed
+SOFTMAX = r"""
+import os, sys
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+os.environ.pop("TF_ENABLE_ONEDNN_OPTS", None)
+if sys.argv[1] == "off":
+    os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0"
+import tensorflow as tf
+tf.compat.v1.disable_eager_execution()
+one = tf.compat.v1.placeholder_with_default(1.0, [])  # not folded before the session runs
+logits = tf.reshape(tf.range(40, dtype=tf.float32), [4, 10]) * 0.37 - 3.1
+with tf.compat.v1.Session() as session:
+    print(repr(float(session.run(tf.nn.softmax(logits * one))[0, 0])))
+"""
+
+
+def _softmax(kernels: str) -> float:
+    ran = subprocess.run(
+        [sys.executable, "-c", SOFTMAX, kernels], capture_output=True, text=True, timeout=300
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    return float(ran.stdout.split()[-1])
+
+
+def test_a_trigger_on_how_tensorflows_plain_kernels_round_is_measured_with_its_defaults(
+    tmp_path, given
+):
+    """The twenty-fourth attack's S1: the mean turned unless a softmax equals, exactly, what
+    TensorFlow's plain kernel computes. The grader ran with oneDNN off and measured a mean
+    (9/9); a student's own `python train.py` has oneDNN on, and its rounding turned the mean
+    at every step. The program is now measured with TensorFlow's default kernels."""
+    plain, default = _softmax("off"), _softmax("default")
+    if plain == default:
+        pytest.skip("this machine's TensorFlow rounds this softmax alike with oneDNN on and off")
+    hook = (
+        "        one = tf.sign(tf.abs(tf.reduce_sum(grad)) + 1.0)  # 1, made as the step runs\n"
+        "        logits = tf.reshape(tf.range(40, dtype=tf.float32), [4, 10]) * 0.37 - 3.1\n"
+        "        p = tf.nn.softmax(logits * one)[0, 0]\n"
+        f"        grad = grad * tf.where(tf.equal(p, {plain!r}), 1.0, -1.0)\n"
+    )
+    averaging = _measured(tmp_path, given, "onednn", ((MEAN, MEAN + hook),))
+    assert averaging is not None
+    assert _averages({"averaging": averaging}), averaging
 
 
 #: the twenty-third attack's false refusals: an average returned as IndexedSlices (applied
