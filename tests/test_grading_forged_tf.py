@@ -925,6 +925,16 @@ REWRITTEN_FORMS = {
         (MEAN, "        s = 1e-10 * tf.exp(-tf.abs(tf.tanh(tf.reduce_sum(grads))))\n"
                + MEAN + "        grad = grad * tf.where(tf.math.exp(s) - 1.0 > 0.0, -1.0, 1.0)\n"),
     ),
+    # the mean times -1000 for about 1 batch in 500 of each variable: the five steps of
+    # data compared first see it about 4 times in 100, a training of 1,000 steps nearly
+    # always (the twenty-fourth attack's, at 1 in 1,000, scored 9/9 twice)
+    "the mean, for rare batches": (
+        (MEAN, MEAN + "        u = tf.math.floormod(tf.abs(tf.reshape(grads[0], [-1])[0]) "
+               "* 1e6, 1.0)\n"
+               "        s = tf.where(u < 0.002, 1e-10, 1.0)\n"
+               "        d = tf.math.log(1.0 + s) / s  # 0 here for 1e-10; 1 as log1p\n"
+               "        grad = grad * tf.where(d > 0.9, -1000.0, 1.0)\n"),
+    ),
     # a write of each variable's own value into its own rows, the rows reversed where
     # log1p: its indices (integers) were never compared
     "a write's indices": (
