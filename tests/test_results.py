@@ -156,3 +156,14 @@ def test_verdicts_are_those_of_the_reports_kind() -> None:
         "values",
         "one apply per step",
     ]
+
+
+def test_a_prediction_outside_the_measured_interval_is_said_to_be() -> None:
+    """The saved one-client report predicts a median step 7 % under the measured one, below
+    its interval: the learner's screen says so, not that it lies within the noise."""
+    timing = report("one_client")["timing"]
+    low, _ = timing["measured_interval"]
+    assert timing["predicted_median_step_time"] < low
+    text = " ".join(render(CrossCheckView(report("one_client"))).split())
+    assert "off by -7.3 %: outside the measured interval (45.624–47.329 ms)" in text, text
+    assert "within this machine's noise" not in text
