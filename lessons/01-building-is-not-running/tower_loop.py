@@ -33,7 +33,7 @@ def train(num_gpus, max_steps):
         opt = tf.train.GradientDescentOptimizer(0.1)
         batch_queue = make_batch_queue()         # images and labels, prefetched on /cpu:0
 
-        # ---- BUILDING: this loop only adds ops to the graph --------------------------
+        # ---- BUILDING ----
         tower_grads = []
         with tf.variable_scope(tf.get_variable_scope()):
             for i in range(num_gpus):
@@ -42,13 +42,13 @@ def train(num_gpus, max_steps):
                         image_batch, label_batch = batch_queue.dequeue()
                         loss = tower_loss(scope, image_batch, label_batch)
                         tf.get_variable_scope().reuse_variables()
-                        grads = opt.compute_gradients(loss)    # backward ops, not values
+                        grads = opt.compute_gradients(loss)    # the backward pass
                         tower_grads.append(grads)
 
         grads = average_gradients(tower_grads)   # on /cpu:0; its inputs come from every tower
         train_op = opt.apply_gradients(grads, global_step=global_step)
 
-        # ---- RUNNING: nothing above has executed yet ----------------------------------
+        # ---- RUNNING ----
         sess = tf.Session(config=tf.ConfigProto(allow_soft_placement=True))
         sess.run(tf.global_variables_initializer())
         tf.train.start_queue_runners(sess=sess)
