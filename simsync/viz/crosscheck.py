@@ -98,6 +98,35 @@ def _median_said(timing: Mapping[str, Any]) -> str:
     return ""
 
 
+def _accepted_said(protocol: ProtocolComparison, replicas: int) -> str | None:
+    """Where a side's accumulators accepted more gradients than ``replicas`` for each of
+    its applies, how that can be: an apply averages every gradient accepted by then, and
+    those accepted after the last apply wait for a step the run ended before.
+
+    >>> side = {"global_step": 10, "applies": 10, "one_apply_per_step": True,
+    ...         "gradients": {"pushed": 40, "accepted": 31, "dropped": 9, "split": 0},
+    ...         "dropped_per_step": 0.9}
+    >>> print(_accepted_said({"predicted": side, "measured": side}, 3))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    accepted: more than 3 × 10 applies = 30, as an apply averages every gradient accepted
+    by then (at least 3), and one accepted after the last apply waits for a step the run
+    ended before
+    >>> exact = {**side, "gradients": {**side["gradients"], "accepted": 30}}
+    >>> _accepted_said({"predicted": exact, "measured": exact}, 3) is None
+    True
+    """
+    sides = (protocol["predicted"], protocol["measured"])
+    if not any(s["gradients"]["accepted"] > replicas * s["global_step"] for s in sides):
+        return None
+    steps = " or ".join(sorted({str(s["global_step"]) for s in sides}))
+    least = " or ".join(sorted({str(replicas * s["global_step"]) for s in sides}))
+    return (
+        f"accepted: more than {replicas} × {steps} applies = {least}, as an apply averages "
+        f"every gradient accepted by then (at least {replicas}), and one accepted after the "
+        "last apply waits for a step the run ended before"
+    )
+
+
 def _checks_table(structure: Structure, detail: str) -> Table:
     """The table of checks, its first row the structure's (``detail`` says what was checked)."""
     table = Table(title="Does TensorFlow do what the graph says?", title_justify="left")
@@ -173,7 +202,7 @@ class CrossCheckView:
             f"{measured['applies']} applies for global step {measured['global_step']}",
         )
         yield table
-        yield self._gradients(r["protocol"])
+        yield self._gradients(r["protocol"], r["replicas_to_aggregate"])
         timing = r["timing"]
         yield Text(
             f"Time between applies: predicted {ms(timing['predicted_step_time'])} ms, "
@@ -202,8 +231,13 @@ class CrossCheckView:
         yield from _problems(r["structure"]["violations"], None)
 
     @staticmethod
-    def _gradients(protocol: ProtocolComparison) -> Table:
-        table = Table(title="Gradients: predicted and measured", title_justify="left")
+    def _gradients(protocol: ProtocolComparison, replicas: int) -> Table:
+        table = Table(
+            title="Gradients: predicted and measured",
+            title_justify="left",
+            caption=_accepted_said(protocol, replicas),
+            caption_justify="left",
+        )
         for column in ("side", "pushed", "accepted", "dropped", "dropped per step"):
             table.add_column(column, justify="left" if column == "side" else "right")
         for side, row in (("predicted", protocol["predicted"]), ("measured", protocol["measured"])):
