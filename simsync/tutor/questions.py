@@ -118,5 +118,23 @@ def shown(step: Step, expected: Any) -> str:
     """
     if step.get("type") == "numeric":
         unit = step.get("unit", "")
-        return f"{expected:.3g} {unit}".strip()
+        return f"{expected:.3g} {_counted_unit(expected, unit)}".strip()
     return str(expected)
+
+
+def _counted_unit(count: Any, unit: str) -> str:
+    """``unit`` (written for many: ``ops``, ``updates per step``) for ``count``: its noun
+    in the singular for exactly one; a symbol (``ms``, ``updates/s``) as it is.
+
+    >>> [_counted_unit(1, u) for u in ("ops", "sync points", "updates per step", "ms")]
+    ['op', 'sync point', 'update per step', 'ms']
+    >>> _counted_unit(2, "ops"), _counted_unit(1.0, "updates/s")
+    ('ops', 'updates/s')
+    """
+    if count != 1 or "/" in unit or unit in ("ms", "s"):
+        return unit
+    words = unit.split(" ")
+    noun = words.index("per") - 1 if "per" in words else len(words) - 1
+    if noun >= 0 and words[noun].endswith("s"):
+        words[noun] = words[noun][:-1]
+    return " ".join(words)
