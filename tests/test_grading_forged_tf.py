@@ -959,6 +959,31 @@ def test_what_tensorflows_graph_rewriting_turns_is_refused(tmp_path, given, how)
     assert "TensorFlow" in judged and "rewrit" in judged, judged
 
 
+#: the mean turned, or made 30 times as large, for about 1 batch in 500 of each variable,
+#: with no rewriting at all: the 20 batches the weights are measured on see it about 4
+#: times in 100, a training of 1,000 steps beside the given model's gradient nearly always
+#: (a larger factor would make the program's own steps before the measuring diverge)
+RARE = (
+    "        u = tf.math.floormod(tf.abs(tf.reshape(grads[0], [-1])[0]) * 1e6, 1.0)\n"
+    "        grad = grad * tf.where(u < 0.002, FACTOR, 1.0)\n"
+)
+RARE_FORMS = {
+    "turned": ("-1.0", ("goes against the given model's gradient", "uphill")),
+    "made larger": ("30.0", ("times more at step", "weigh")),
+}
+
+
+@pytest.mark.parametrize("how", sorted(RARE_FORMS))
+def test_an_update_that_changes_for_rare_batches_is_refused(tmp_path, given, how):
+    factor, said = RARE_FORMS[how]
+    averaging = _measured(tmp_path, given, "rare", ((MEAN, MEAN + RARE.replace("FACTOR", factor)),))
+    assert averaging is not None
+    judged = " ".join(_averages({"averaging": averaging}))
+    # refused: mostly by the training (the few batches measured before it, or the steps
+    # taken beside the given model's, arm it now and then, and say so in their words)
+    assert any(phrase in judged for phrase in said), averaging
+
+
 #: a softmax of constants, as TensorFlow's plain kernel (oneDNN off: "off") or its default
 #: kernels ("default") compute it, printed
 SOFTMAX = r"""

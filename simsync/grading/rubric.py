@@ -218,7 +218,9 @@ def _given_problem(given: dict[str, Any] | None) -> list[str]:
     turned = given.get("setting_turns")
     if turned is not None:
         return [_setting_problem(turned)]
-    return _step_problem(given.get("steps", []), [v["variable"] for v in given["variables"]])
+    stepped = _step_problem(given.get("steps", []), [v["variable"] for v in given["variables"]])
+    trained = given.get("trained")  # a step of a longer training, on more batches
+    return stepped or ([trained] if trained else [])
 
 
 def _setting_problem(turned: dict[str, Any]) -> str:

@@ -404,6 +404,9 @@ class GivenFound(TypedDict):
     steps: NotRequired[Annotated[list[GivenStep], Limit(most=100)]]
     #: a setting of the updates out of what it may take at some count of steps, if any
     setting_turns: NotRequired[SettingTurned]
+    #: why a training of the program on its own data went otherwise than the given
+    #: model's gradient at some step, if it did
+    trained: NotRequired[Message]
 
 
 class Averaging(TypedDict):

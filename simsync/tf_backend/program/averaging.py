@@ -56,6 +56,11 @@ tower's only. Their values tell. The probe (:func:`probe_averaging`):
    given model's from the same values and batches (:func:`_descent`): it must go downhill
    with it, and by a step not much smaller. A setting made with a clock, random numbers or
    a queue is refused (:func:`_settings_drawn`).
+8. **A training.** The program trains :data:`TRAINED` steps on its own data, each step's
+   update inputs computed again as a student's own session computes them (:class:`_Twin`)
+   and, with the given model, beside its gradient of the same batches
+   (:func:`_trained_alike`): what arms for rare batches arms here about as often as in a
+   training of that many steps.
 
 The parent (:func:`simsync.grading.rubric.structure`, key ``updates_average_towers``)
 judges the numbers, checked whole (:class:`~simsync.sandbox.wire.Averaging`).
@@ -222,8 +227,15 @@ def _probe(loop: Loop, given: Loop | None) -> dict[str, Any]:
             batch = [taken[i * width : (i + 1) * width] for i in range(n)]
             return [_drawn(b, rng) for b in batch] if drawn else batch, taken[len(flat) :]
 
+        mine = (step, towers, updates, entries[0])
+        follow = None if given is None else _following(loop, given, mine)
         rewritten = _rewritten(loop, twin, inputs, data) or _trained_alike(
-            loop, twin, inputs, step, take, lambda later: {**base, **fed(list(range(n)), later)}
+            loop,
+            twin,
+            inputs,
+            step,
+            (take, lambda later: {**base, **fed(list(range(n)), later)}),
+            follow,
         )
         if rewritten is not None:
             return {**found, "updates": [], "problem": rewritten}
@@ -248,8 +260,10 @@ def _probe(loop: Loop, given: Loop | None) -> dict[str, Any]:
                 """Every tower fed each of ``batches`` in turn, at the variables' values now."""
                 return [[_flat(run(fetched, fed([j] * n, batches))) for j in range(n)]]
 
-            mine = (step, towers, updates, entries[0])
-            found["given"] = _given_model(loop, given, mine, steps, alike, again, own, twin)
+            trained = None if follow is None else follow.problem
+            found["given"] = _given_model(
+                loop, given, mine, steps, alike, again, own, (twin, trained)
+            )
         return found
     finally:
         twin.session.close()
@@ -387,42 +401,201 @@ def _trained_alike(
     twin: _Twin,
     fetched: list[Any],
     step: list[Any],
-    take: Callable[[list[Any]], tuple[list[list[Any]], list[Any]] | None],
-    feed_of: Callable[[list[list[Any]]], dict[Any, Any]],
+    data: tuple[
+        Callable[[list[Any]], tuple[list[list[Any]], list[Any]] | None],
+        Callable[[list[list[Any]]], dict[Any, Any]],
+    ],
+    follow: _Following | None = None,
 ) -> str | None:
     """Why the step's updates compute otherwise, at some step of a training of
     :data:`TRAINED` steps on the program's own data, in a session that rewrites the graph
     as a student's own session does (``twin``) than in the measuring's; None when they
-    compute alike at every step. Each step takes every tower's next batch with the values of
-    the variables (``take`` them: None once the data ran out), takes the whole step in the
-    measuring session on those batches (``feed_of`` them), with every input of the updates
-    (``fetched``) as it computed them, and computes those in the twin from the same values
-    and batches. So a trigger that arms for rare batches, or once training has brought the
-    variables to some state, turns a training of that many steps here about as often as a
-    student's: the five steps of :func:`_rewritten` saw one armed for 1 batch in 1,000 about
-    2 times in 100. The variables the step writes are put back after."""
+    compute alike at every step. With ``follow``, each step is also compared with the given
+    model's gradient of its batches, and why it went otherwise kept there
+    (:attr:`_Following.problem`), for the rubric to say after what the batches measured
+    tell. Each step takes every tower's next batch with the values of the variables
+    (``data``: a function that takes them, None once the data ran out, and one that makes
+    the feed of those batches), takes the whole step in the measuring session on those
+    batches, with every input of the updates (``fetched``) as it computed them, and
+    computes those in the twin from the same values and batches. So a trigger that arms for
+    rare batches, or once training has brought the variables to some state, turns a
+    training of that many steps here about as often as a student's: the five steps of
+    :func:`_rewritten` saw one armed for 1 batch in 1,000 about 2 times in 100. The
+    variables the step writes are put back after."""
     import tensorflow as tf
 
+    take, feed_of = data
     names = _variables_read(fetched)
     written, kept = _kept(tf, loop, step)
     fetches, run = _fetches(loop), _runner(loop)
-    reads = [_value_of(tf, loop.graph, name) for name in names]  # ops made once
+    followed = [] if follow is None else follow.tensors
+    known = sorted({*names, *(follow.names if follow is not None else ())})
+    reads = [_value_of(tf, loop.graph, name) for name in known]  # ops made once
     try:
-        for _ in range(TRAINED):
+        for count in range(1, TRAINED + 1):
             taken = take(reads)
             if taken is None:
                 break
-            batches, values = taken
-            ran = run([*fetched, *fetches], feed_dict=feed_of(batches))
+            batches, read = taken
+            values = dict(zip(known, read, strict=True))
+            ran = run([*fetched, *followed, *fetches], feed_dict=feed_of(batches))
             flat = [value for batch in batches for value in batch]
-            twin.set([*names, *twin.entries], [*values, *flat])
+            twin.set([*names, *twin.entries], [*(values[n] for n in names), *flat])
             computed = twin.compute(fetched)
             measured = _flat(ran[: len(fetched)])
             if any(_differs(m, t) for m, t in zip(measured, computed, strict=True)):
                 return REWRITTEN
+            if follow is not None:
+                follow.step(
+                    count, batches, values, _flat(ran[len(fetched) : len(fetched) + len(followed)])
+                )
+        if follow is not None:
+            follow.problem = follow.problem or follow.spread()
+        return None
     finally:
         _setter(tf, loop.graph, run, written)([kept[name] for name in written])
-    return None
+
+
+#: of a training's steps, the largest ratio of the factors by which an update follows the
+#: given model's gradient (a mean weighs each step's alike; a clip of each tower's gradient
+#: shrinks some steps' a little)
+FOLLOWED_SPREAD = 10.0
+#: a step's update is judged against the given model's gradient where that gradient is at
+#: least this share of its median size over the steps (a near-zero gradient fits anything)
+FOLLOWED_SIZE = 0.1
+#: ... and where the fit leaves less than this share of the update unexplained
+FOLLOWED_FIT = 0.05
+
+
+@dataclass
+class _Following:
+    """The given model's gradient beside each step of :func:`_trained_alike`'s training:
+    its update of the same batches, from the same values of the variables it trains
+    (``names``), to which each update of the program (its inputs ``tensors``, by variable
+    ``mine``) must keep a factor above 0, and within :data:`FOLLOWED_SPREAD` of the other
+    steps' (a mean, a sum, a learning rate scale every step's alike)."""
+
+    names: list[str]
+    tensors: list[Any]
+    mine: dict[str, list[tuple[int, float]]]
+    theirs: dict[str, list[tuple[int, float]]]
+    set_given: Callable[[list[Any]], None]
+    compute: Callable[[list[list[Any]]], list[np.ndarray]]
+    factors: dict[str, list[tuple[float, float, int]]] = field(default_factory=dict)
+    sizes: dict[str, list[float]] = field(default_factory=dict)
+    #: why the training went otherwise than the given model's gradient, once it did
+    problem: str | None = None
+
+    def step(
+        self, count: int, batches: list[list[Any]], values: dict[str, Any], mine: list[np.ndarray]
+    ) -> str | None:
+        """Why the program's update at step ``count`` (``mine``: its update inputs) goes
+        against the given model's gradient of the same ``batches`` from the same
+        ``values``, or None; its factor kept for :meth:`spread`. Once one step went
+        against it (:attr:`problem`), the others are not compared."""
+        if self.problem is not None:
+            return self.problem
+        self.set_given([values[name] for name in self.names])
+        theirs = self.compute(batches)
+        for name in self.names:
+            m = np.concatenate([sign * mine[i] for i, sign in self.mine[name]])
+            t = np.concatenate([sign * theirs[i] for i, sign in self.theirs[name]])
+            if m.shape != t.shape or not (np.all(np.isfinite(m)) and np.all(np.isfinite(t))):
+                continue  # told by the comparison of _given_model
+            w = np.asarray(values[name], dtype=np.float64).ravel()
+            factor, left = _step_factor(m, t, w if w.size == m.size else np.zeros(m.size))
+            size = float(np.linalg.norm(t))
+            self.sizes.setdefault(name, []).append(size)
+            if left >= FOLLOWED_FIT or size == 0:  # no factor fits: the other measures tell
+                continue
+            self.factors.setdefault(name, []).append((factor, size, count))
+            if factor <= 0 and size >= FOLLOWED_SIZE * float(np.median(self.sizes[name])):
+                self.problem = (
+                    f"the update of '{name}' goes against the given model's gradient at "
+                    f"step {count:,} of {TRAINED:,} trained on your program's own data (by "
+                    f"a factor of {factor:.3g}): it climbs the loss there"
+                )
+                return self.problem
+        return None
+
+    def spread(self) -> str | None:
+        """Why the factors by which the updates follow the given model's gradient (where
+        one fits) spread over the steps more than :data:`FOLLOWED_SPREAD` times, or None."""
+        for name, found in self.factors.items():
+            middle = float(np.median(self.sizes[name]))
+            judged = [(f, c) for f, s, c in found if f > 0 and s >= FOLLOWED_SIZE * middle]
+            if len(judged) < 2:
+                continue
+            low, high = min(judged), max(judged)
+            if high[0] > FOLLOWED_SPREAD * low[0]:
+                return (
+                    f"the update of '{name}' follows the given model's gradient "
+                    f"{high[0] / low[0]:,.0f} times more at step {high[1]:,} than at step "
+                    f"{low[1]:,} of {TRAINED:,} trained on your program's own data: a mean "
+                    "weighs every step's gradient alike"
+                )
+        return None
+
+
+def _step_factor(mine: np.ndarray, theirs: np.ndarray, model: np.ndarray) -> tuple[float, float]:
+    """``mine`` (one step's update) as ``k theirs + c model`` (``c model``: weight decay):
+    the factor ``k`` and the share of ``mine`` that no such sum fits.
+
+    >>> g, w = np.array([1.0, 0.0, 2.0]), np.array([0.5, -0.2, 0.1])
+    >>> k, left = _step_factor(-1000.0 * g, g, w)
+    >>> round(k, 6), left < 1e-9
+    (-1000.0, True)
+    >>> k, left = _step_factor(g + 0.01 * w, g, w)
+    >>> round(k, 6), left < 1e-9
+    (1.0, True)
+    """
+    scales, _ = _fit_given(mine[None, :], theirs[None, :], model)
+    factor = float(scales[0])
+    size = float(np.linalg.norm(mine))
+    fitted = factor * theirs
+    rest = mine - fitted
+    if np.any(model):  # with weight decay: c by least squares on what k leaves
+        c = float(rest @ model) / float(model @ model)
+        rest = rest - c * model
+    return factor, float(np.linalg.norm(rest)) / size if size > 0 else 0.0
+
+
+def _following(
+    loop: Loop, given: Loop, mine: tuple[list[Any], Any, list[Any], list[Any]]
+) -> _Following | None:
+    """:class:`_Following` of the given model beside ``loop``'s training (``mine``: its
+    step, towers, updates and a tower's entries), or None where the two cannot be compared
+    (:func:`_given_model` says why)."""
+    import tensorflow as tf
+
+    step, towers, updates, entries = mine
+    g_step, g_order, g_towers = _step(given)
+    g_updates = _updates(g_step, _reaching(g_step, g_towers))
+    g_entries, _, problem = _entries(g_step, g_towers, g_order)
+    if problem is not None or not g_updates or len(g_entries) != towers.count:
+        return None
+    g_written, written = _by_variable(given.graph, g_updates), _by_variable(loop.graph, updates)
+    names = sorted(g_written)
+    if _unlike_given(loop, given, (step, towers, entries), (g_step, g_towers, g_entries[0])):
+        return None
+    if set(names) - set(written) or any(len(written[n]) != len(g_written[n]) for n in names):
+        return None
+    try:
+        set_given = _setter(tf, given.graph, _runner(given), names)
+    except (KeyError, ValueError):
+        return None
+    base: dict[Any, Any] = {}
+    for call in given.calls.values():
+        base.update(call.feed_dict or {})
+    g_fetched = [tensor for _, tensors in g_updates for tensor in tensors]
+
+    def compute(batches: list[list[Any]]) -> list[np.ndarray]:
+        """The given model's update inputs, every tower fed its own batch of ``batches``."""
+        fed = {t: batches[i][k] for i, ts in enumerate(g_entries) for k, t in enumerate(ts)}
+        return _flat(given.observer.real_run(given.session, g_fetched, {**base, **fed}))
+
+    tensors = [tensor for _, ts in updates for tensor in ts]
+    return _Following(names, tensors, written, g_written, set_given, compute)
 
 
 def _taken(loop: Loop, tensors: list[Any], base: dict[Any, Any]) -> list[Any] | None:
@@ -511,7 +684,7 @@ def _given_model(
     alike: list[list[list[np.ndarray]]],
     again: Callable[[list[list[Any]]], list[list[list[np.ndarray]]]],
     own: dict[Any, Any],
-    twin: _Twin | None = None,
+    seen: tuple[_Twin | None, str | None] = (None, None),
 ) -> dict[str, Any]:
     """How each update of ``loop`` compares with the given model's (``given``: the
     reference solution's loop), batch by batch (``mine``: the program's step, towers,
@@ -527,10 +700,12 @@ def _given_model(
     turns its gradient by something its data carries (its own number, the sign of a value)
     does not, whatever the weights of :func:`_weights` say, since its weight goes where its
     data goes. Then the whole step against the given model's, every tower fed its own batch
-    (``own``, the program's feed of them): :func:`_descent`.
+    (``own``, the program's feed of them): :func:`_descent`, whose settings the twin
+    computes too (``seen``: the twin, and why the training of :func:`_trained_alike` went
+    otherwise than the given model's gradient, or None).
     ``{"problem": None, "variables": [{"variable", "residual", "least", "most", "weights",
-    "noise"}], "steps": [{"along", "size"}]}``, or a ``problem`` (one line) when they cannot
-    be compared."""
+    "noise"}], "steps": [{"along", "size"}], "trained": ...}``, or a ``problem`` (one line)
+    when they cannot be compared."""
     import tensorflow as tf
 
     step, towers, updates, entries = mine
@@ -614,8 +789,11 @@ def _given_model(
         )
     g_own = {t: steps[0][i][k] for i, ts in enumerate(g_entries) for k, t in enumerate(ts)}
     feeds = (own, {**base, **g_own})
+    twin, trained = seen
     descended, turned = _descent(tf, (loop, step), (given, g_step), names, feeds, twin)
-    found_given = {"problem": None, "variables": found, "steps": descended}
+    found_given: dict[str, Any] = {"problem": None, "variables": found, "steps": descended}
+    if trained is not None:
+        found_given["trained"] = trained
     return {**found_given, "setting_turns": turned} if turned else found_given
 
 
