@@ -10,7 +10,7 @@ tf.disable_eager_execution()                     # TensorFlow 1.x behaviour unde
 
 
 def tower_loss(scope, images, labels):
-    """Adds one tower's forward ops and loss to the graph; returns a tensor (nothing runs)."""
+    """One tower's forward pass and loss: returns its total loss."""
     logits = inference(images)                   # variables shared by every tower
     tf.losses.sparse_softmax_cross_entropy(labels, logits)
     losses = tf.get_collection(tf.GraphKeys.LOSSES, scope)
