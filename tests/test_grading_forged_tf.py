@@ -1209,14 +1209,16 @@ STEPPED = (
         ),
         ("stepped", STEPPED, "your towers compute with the variable 't', which the given"),
         ("turned", TURNED, "your towers' data is not made as the given code makes it"),
-        # the count is also a feature of the towers' data: as it grows, their weights may part
-        # by more than the bounds allow before the pipeline is compared; either refuses it
+        # the count is also a feature of the towers' data: as it grows, their weights may part,
+        # or vary from batch to batch, by more than the bounds allow before the pipeline is
+        # compared; any of these refuses it
         (
             "counted",
             BATCH_COUNTED,
             (
                 "your towers' data is not made as the given code makes it",
                 "each tower's data carries a weight of its own",
+                "changes from batch to batch by a factor of",
             ),
         ),
     ],

@@ -441,8 +441,10 @@ def _trained_alike(
             ran = run([*fetched, *followed, *fetches], feed_dict=feed_of(batches))
             flat = [value for batch in batches for value in batch]
             twin.set([*names, *twin.entries], [*(values[n] for n in names), *flat])
-            computed = twin.compute(fetched)
             measured = _flat(ran[: len(fetched)])
+            if not all(np.all(np.isfinite(m)) for m in measured):
+                break  # the training diverged: nothing further to compare
+            computed = twin.compute(fetched)
             if any(_differs(m, t) for m, t in zip(measured, computed, strict=True)):
                 return REWRITTEN
             if follow is not None:
