@@ -218,10 +218,14 @@ def _probe(loop: Loop, given: Loop | None) -> dict[str, Any]:
             for later in steps
         ]  # every tower its own batch, of each step taken
 
+        import tensorflow as tf
+
+        waited = tf.compat.v1.RunOptions(timeout_in_ms=TAKEN_MS)  # made once
+
         def take(reads: list[Any]) -> tuple[list[list[Any]], list[Any]] | None:
             """Every tower's next batch of the program's own data, and the values of
             ``reads``; None when the data ran out."""
-            taken = _taken(loop, [*flat, *reads], base)
+            taken = _taken(loop, [*flat, *reads], base, waited)
             if taken is None:
                 return None
             batch = [taken[i * width : (i + 1) * width] for i in range(n)]
@@ -490,13 +494,13 @@ class _Following:
 
     def step(
         self, count: int, batches: list[list[Any]], values: dict[str, Any], mine: list[np.ndarray]
-    ) -> str | None:
-        """Why the program's update at step ``count`` (``mine``: its update inputs) goes
-        against the given model's gradient of the same ``batches`` from the same
-        ``values``, or None; its factor kept for :meth:`spread`. Once one step went
-        against it (:attr:`problem`), the others are not compared."""
+    ) -> None:
+        """Compare the program's update at step ``count`` (``mine``: its update inputs) with
+        the given model's gradient of the same ``batches`` from the same ``values``: why it
+        goes against it kept in :attr:`problem`, its factor for :meth:`spread`. Once one
+        step went against it, the others are not compared."""
         if self.problem is not None:
-            return self.problem
+            return
         self.set_given([values[name] for name in self.names])
         theirs = self.compute(batches)
         for name in self.names:
@@ -517,8 +521,7 @@ class _Following:
                     f"step {count:,} of {TRAINED:,} trained on your program's own data (by "
                     f"a factor of {factor:.3g}): it climbs the loss there"
                 )
-                return self.problem
-        return None
+                return
 
     def spread(self) -> str | None:
         """Why the factors by which the updates follow the given model's gradient (where
@@ -562,6 +565,52 @@ def _step_factor(mine: np.ndarray, theirs: np.ndarray, model: np.ndarray) -> tup
     return factor, float(np.linalg.norm(rest)) / size if size > 0 else 0.0
 
 
+@dataclass
+class _Beside:
+    """The given model beside the program's: its step, towers' entries and own feeds
+    (``base``), the variables it trains (``names``) with the indices of the update inputs
+    that write each, its (``theirs``) and the program's (``mine``), and ``compute``: its
+    update inputs, each tower fed its own batch."""
+
+    step: list[Any]
+    entries: list[list[Any]]
+    base: dict[Any, Any]
+    names: list[str]
+    theirs: dict[str, list[tuple[int, float]]]
+    mine: dict[str, list[tuple[int, float]]]
+    compute: Callable[[list[list[Any]]], list[np.ndarray]]
+
+
+def _beside_given(
+    loop: Loop, given: Loop, mine: tuple[list[Any], Any, list[Any], list[Any]]
+) -> _Beside | str:
+    """:class:`_Beside` of the given model and ``loop``'s (``mine``: its step, towers,
+    updates and a tower's entries), or why the two cannot be compared (one line)."""
+    step, towers, updates, entries = mine
+    g_step, g_order, g_towers = _step(given)
+    g_updates = _updates(g_step, _reaching(g_step, g_towers))
+    g_entries, _, problem = _entries(g_step, g_towers, g_order)
+    if problem is not None or not g_updates:
+        return f"the given model cannot be measured: {problem}"
+    g_written, written = _by_variable(given.graph, g_updates), _by_variable(loop.graph, updates)
+    mine_found, theirs_found = (step, towers, entries), (g_step, g_towers, g_entries[0])
+    problem = _unlike_given(loop, given, mine_found, theirs_found) or _missing_update(
+        set(g_written) - set(written)
+    )
+    if problem is not None:
+        return problem
+    base: dict[Any, Any] = {}
+    for call in given.calls.values():
+        base.update(call.feed_dict or {})
+    fetched = [tensor for _, tensors in g_updates for tensor in tensors]
+
+    def compute(batches: list[list[Any]]) -> list[np.ndarray]:
+        fed = {t: batches[i][k] for i, ts in enumerate(g_entries) for k, t in enumerate(ts)}
+        return _flat(given.observer.real_run(given.session, fetched, {**base, **fed}))
+
+    return _Beside(g_step, g_entries, base, sorted(g_written), g_written, written, compute)
+
+
 def _following(
     loop: Loop, given: Loop, mine: tuple[list[Any], Any, list[Any], list[Any]]
 ) -> _Following | None:
@@ -570,43 +619,25 @@ def _following(
     (:func:`_given_model` says why)."""
     import tensorflow as tf
 
-    step, towers, updates, entries = mine
-    g_step, g_order, g_towers = _step(given)
-    g_updates = _updates(g_step, _reaching(g_step, g_towers))
-    g_entries, _, problem = _entries(g_step, g_towers, g_order)
-    if problem is not None or not g_updates or len(g_entries) != towers.count:
+    beside = _beside_given(loop, given, mine)
+    if isinstance(beside, str) or len(beside.entries) != mine[1].count:
         return None
-    g_written, written = _by_variable(given.graph, g_updates), _by_variable(loop.graph, updates)
-    names = sorted(g_written)
-    if _unlike_given(loop, given, (step, towers, entries), (g_step, g_towers, g_entries[0])):
-        return None
-    if set(names) - set(written) or any(len(written[n]) != len(g_written[n]) for n in names):
+    if any(len(beside.mine[n]) != len(beside.theirs[n]) for n in beside.names):
         return None
     try:
-        set_given = _setter(tf, given.graph, _runner(given), names)
+        set_given = _setter(tf, given.graph, _runner(given), beside.names)
     except (KeyError, ValueError):
         return None
-    base: dict[Any, Any] = {}
-    for call in given.calls.values():
-        base.update(call.feed_dict or {})
-    g_fetched = [tensor for _, tensors in g_updates for tensor in tensors]
-
-    def compute(batches: list[list[Any]]) -> list[np.ndarray]:
-        """The given model's update inputs, every tower fed its own batch of ``batches``."""
-        fed = {t: batches[i][k] for i, ts in enumerate(g_entries) for k, t in enumerate(ts)}
-        return _flat(given.observer.real_run(given.session, g_fetched, {**base, **fed}))
-
-    tensors = [tensor for _, ts in updates for tensor in ts]
-    return _Following(names, tensors, written, g_written, set_given, compute)
+    tensors = [tensor for _, ts in mine[2] for tensor in ts]
+    return _Following(beside.names, tensors, beside.mine, beside.theirs, set_given, beside.compute)
 
 
-def _taken(loop: Loop, tensors: list[Any], base: dict[Any, Any]) -> list[Any] | None:
+def _taken(loop: Loop, tensors: list[Any], base: dict[Any, Any], options: Any) -> list[Any] | None:
     """The values of ``tensors`` (every tower's batch, taken from the program's own data,
-    and reads of variables), or None when its data ran out or took longer than
-    :data:`TAKEN_MS` to come."""
+    and reads of variables), or None when its data ran out or took longer than the run's
+    ``options`` allow (:data:`TAKEN_MS`)."""
     import tensorflow as tf
 
-    options = tf.compat.v1.RunOptions(timeout_in_ms=TAKEN_MS)
     try:
         return list(loop.observer.real_run(loop.session, tensors, base, options=options))
     except tf.errors.OpError:
@@ -710,31 +741,20 @@ def _given_model(
     when they cannot be compared."""
     import tensorflow as tf
 
-    step, towers, updates, entries = mine
-    g_step, g_order, g_towers = _step(given)
-    g_updates = _updates(g_step, _reaching(g_step, g_towers))
-    g_entries, _, problem = _entries(g_step, g_towers, g_order)
-    if problem is not None or not g_updates:
-        return _uncompared(f"the given model cannot be measured: {problem}")
-    g_written, written = _by_variable(given.graph, g_updates), _by_variable(loop.graph, updates)
-    names = sorted(g_written)
-    mine_found, theirs_found = (step, towers, entries), (g_step, g_towers, g_entries[0])
-    problem = _unlike_given(loop, given, mine_found, theirs_found) or _missing_update(
-        set(g_written) - set(written)
-    )
+    step = mine[0]
+    beside = _beside_given(loop, given, mine)
+    if isinstance(beside, str):
+        return _uncompared(beside)
+    g_step, g_entries, base = beside.step, beside.entries, beside.base
+    g_written, written, names = beside.theirs, beside.mine, beside.names
     model: dict[str, Any] = {}
-    if problem is None:
-        problem = _set_given(tf, loop, given, names, model)
+    problem = _set_given(tf, loop, given, names, model)
     if problem is not None:
         return _uncompared(problem)
-    base: dict[Any, Any] = {}
-    for call in given.calls.values():
-        base.update(call.feed_dict or {})
-    fetched = [tensor for _, tensors in g_updates for tensor in tensors]
 
     def theirs(batch: list[Any]) -> list[np.ndarray]:
-        fed = {t: batch[k] for tensors in g_entries for k, t in enumerate(tensors)}
-        return _flat(given.observer.real_run(given.session, fetched, {**base, **fed}))
+        """The given model's update inputs, every tower fed ``batch``."""
+        return beside.compute([batch] * len(g_entries))
 
     their_runs = [[theirs(batch) for batch in step] for step in steps]
     # a second state of the model, drawn at random three times as large: an update that
