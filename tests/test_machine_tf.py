@@ -148,6 +148,9 @@ def test_a_machine_whose_load_changed_is_told_to_calibrate_again(tmp_path: Path)
 
 
 FOUR = ROOT / "examples" / "four_towers.toml"
+#: how far a prediction refitted in the session may miss a few measured steps on a busy
+#: machine, where the cached profile happens to miss by less
+REFIT_NOISE = 0.05
 
 
 def test_a_profile_made_under_another_load_is_measured_again_in_the_session(
@@ -177,7 +180,11 @@ def test_a_profile_made_under_another_load_is_measured_again_in_the_session(
     refit = report["refit"]
     assert refit["compute_scale"][0] == doctored["compute_scale"]
     assert refit["core_efficiency"][0] == doctored["core_efficiency"]
-    assert abs(report["timing"]["error_median"]) < abs(refit["cached_error_median"])
+    # closer than the profile as cached, which is 30 % off unless the machine's own load
+    # moved as much between the two runs (seen in CI: 0.2 % off, the refit 1 %): then
+    # within the noise of a few steps
+    cached = abs(refit["cached_error_median"])
+    assert abs(report["timing"]["error_median"]) < max(cached, REFIT_NOISE), (cached, report)
     console = Console(record=True, width=200)
     console.print(CrossCheckView({"check": "one_client", **report}))  # as --json leaves it out
     shown = " ".join(console.export_text().split())

@@ -435,6 +435,7 @@ def _trained_alike(
     followed = [] if follow is None else follow.tensors
     known = sorted({*names, *(follow.names if follow is not None else ())})
     reads = [_value_of(tf, loop.graph, name) for name in known]  # ops made once
+    made: dict[str, Any] = {}  # the ops of _alone
     try:
         for count in range(1, TRAINED + 1):
             taken = take(reads)
@@ -450,7 +451,12 @@ def _trained_alike(
                 break  # the training diverged: nothing further to compare
             computed = twin.compute(fetched)
             if any(_differs(m, t) for m, t in zip(measured, computed, strict=True)):
-                return REWRITTEN
+                # a read the step races with its own writes (a moving average beside the
+                # updates, with no order between them) sees either value, in any session:
+                # the updates' inputs computed alone, from the same values, tell rewriting
+                alone = _alone(loop, fetched, feed_of(batches), names, values, made)
+                if any(_differs(m, t) for m, t in zip(alone, computed, strict=True)):
+                    return REWRITTEN
             if follow is not None:
                 follow.step(
                     count, batches, values, _flat(ran[len(fetched) : len(fetched) + len(followed)])
@@ -460,6 +466,31 @@ def _trained_alike(
         return None
     finally:
         _setter(tf, loop.graph, run, written)([kept[name] for name in written])
+
+
+def _alone(
+    loop: Loop,
+    fetched: list[Any],
+    feed: dict[Any, Any],
+    names: list[str],
+    values: dict[str, Any],
+    made: dict[str, Any],
+) -> list[np.ndarray]:
+    """``fetched`` computed by themselves in ``loop``'s session, on ``feed``, from the
+    variables ``names`` at ``values`` (by name), as before the step that just ran; the
+    variables are put back to what that step left. ``made`` keeps the ops that read and
+    set ``names`` (made once)."""
+    import tensorflow as tf
+
+    if not made:
+        made["set"] = _setter(tf, loop.graph, _runner(loop), names)
+        made["reads"] = [_value_of(tf, loop.graph, name) for name in names]
+    after = list(loop.observer.real_run(loop.session, made["reads"]))
+    made["set"]([values[name] for name in names])
+    try:
+        return _flat(loop.observer.real_run(loop.session, fetched, feed))
+    finally:
+        made["set"](after)
 
 
 #: of a training's steps, the largest ratio of the factors by which an update follows the
