@@ -68,6 +68,7 @@ judges the numbers, checked whole (:class:`~simsync.sandbox.wire.Averaging`).
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import hashlib
 import math
@@ -436,6 +437,15 @@ def _trained_alike(
     known = sorted({*names, *(follow.names if follow is not None else ())})
     reads = [_value_of(tf, loop.graph, name) for name in known]  # ops made once
     made: dict[str, Any] = {}  # the ops of _alone
+
+    def twinned(values: dict[str, Any], flat: list[Any]) -> list[np.ndarray]:
+        twin.set([*names, *twin.entries], [*(values[n] for n in names), *flat])
+        return twin.compute(fetched)
+
+    # the twin and the given model compute from the values before the step, in sessions
+    # of their own, while the measuring session takes it: threads, as each run leaves
+    # Python while TensorFlow computes
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
     try:
         for count in range(1, TRAINED + 1):
             taken = take(reads)
@@ -443,13 +453,21 @@ def _trained_alike(
                 break
             batches, read = taken
             values = dict(zip(known, read, strict=True))
-            ran = run([*fetched, *followed, *fetches], feed_dict=feed_of(batches))
             flat = [value for batch in batches for value in batch]
-            twin.set([*names, *twin.entries], [*(values[n] for n in names), *flat])
+            beside = pool.submit(twinned, values, flat)
+            given = (
+                None
+                if follow is None or follow.problem is not None
+                else pool.submit(follow.given, batches, values)
+            )
+            try:
+                ran = run([*fetched, *followed, *fetches], feed_dict=feed_of(batches))
+            finally:  # no thread left running into the next step or the put back
+                computed = beside.result()
+                theirs = None if given is None else given.result()
             measured = _flat(ran[: len(fetched)])
             if not all(np.all(np.isfinite(m)) for m in measured):
                 break  # the training diverged: nothing further to compare
-            computed = twin.compute(fetched)
             if any(_differs(m, t) for m, t in zip(measured, computed, strict=True)):
                 # a read the step races with its own writes (a moving average beside the
                 # updates, with no order between them) sees either value, in any session:
@@ -457,14 +475,14 @@ def _trained_alike(
                 alone = _alone(loop, fetched, feed_of(batches), names, values, made)
                 if any(_differs(m, t) for m, t in zip(alone, computed, strict=True)):
                     return REWRITTEN
-            if follow is not None:
-                follow.step(
-                    count, batches, values, _flat(ran[len(fetched) : len(fetched) + len(followed)])
-                )
+            if follow is not None and theirs is not None:
+                mine = _flat(ran[len(fetched) : len(fetched) + len(followed)])
+                follow.step(count, values, mine, theirs)
         if follow is not None:
             follow.problem = follow.problem or follow.spread()
         return None
     finally:
+        pool.shutdown(wait=True)
         _setter(tf, loop.graph, run, written)([kept[name] for name in written])
 
 
@@ -523,17 +541,25 @@ class _Following:
     #: why the training went otherwise than the given model's gradient, once it did
     problem: str | None = None
 
+    def given(self, batches: list[list[Any]], values: dict[str, Any]) -> list[np.ndarray]:
+        """The given model's update inputs of ``batches`` from ``values``: its variables
+        set to them first."""
+        self.set_given([values[name] for name in self.names])
+        return self.compute(batches)
+
     def step(
-        self, count: int, batches: list[list[Any]], values: dict[str, Any], mine: list[np.ndarray]
+        self,
+        count: int,
+        values: dict[str, Any],
+        mine: list[np.ndarray],
+        theirs: list[np.ndarray],
     ) -> None:
         """Compare the program's update at step ``count`` (``mine``: its update inputs) with
-        the given model's gradient of the same ``batches`` from the same ``values``: why it
-        goes against it kept in :attr:`problem`, its factor for :meth:`spread`. Once one
-        step went against it, the others are not compared."""
+        the given model's gradient of the same batches from the same ``values`` (``theirs``,
+        :meth:`given`): why it goes against it kept in :attr:`problem`, its factor for
+        :meth:`spread`. Once one step went against it, the others are not compared."""
         if self.problem is not None:
             return
-        self.set_given([values[name] for name in self.names])
-        theirs = self.compute(batches)
         for name in self.names:
             m = np.concatenate([sign * mine[i] for i, sign in self.mine[name]])
             t = np.concatenate([sign * theirs[i] for i, sign in self.theirs[name]])
