@@ -167,3 +167,31 @@ def test_a_prediction_outside_the_measured_interval_is_said_to_be() -> None:
     text = " ".join(render(CrossCheckView(report("one_client"))).split())
     assert "off by -7.3 %: outside the measured interval (45.624–47.329 ms)" in text, text
     assert "within this machine's noise" not in text
+
+
+@pytest.mark.parametrize("width", range(20, 81, 3))
+def test_a_verdicts_rule_never_splits_a_percent_from_its_number(width: int) -> None:
+    """At any width a verify table's cell may have, a percent stays on its number's line
+    (a learner read "drift between runs (15" and "%) the interval" a line apart)."""
+    import re
+
+    from rich.text import Text
+
+    from simsync.viz.crosscheck import ratio_rule
+
+    rule = ratio_rule(
+        {
+            "interval": [3.49, 4.04],
+            "drift": 0.15,
+            "hypotheses": {"side by side": 4.24, "one after another": 4.58},
+            "verdict": "inconclusive",
+            "why": "several inside",
+        }  # type: ignore[typeddict-item]
+    )
+    console = Console(width=width, file=io.StringIO(), color_system=None)
+    with console.capture() as captured:
+        console.print(Text(rule))
+    lines = [line.strip() for line in captured.get().splitlines()]
+    assert len(lines) > 1 or width > len(rule)
+    assert not any(line.startswith("%") for line in lines), lines
+    assert re.search(r"\b15%", " ".join(lines)) and re.search(r"\b8%", " ".join(lines)), lines

@@ -651,13 +651,13 @@ def ratio_rule(ratio: Ratio) -> str:
     >>> base = {"interval": [3.49, 4.04], "drift": 0.15, "hypotheses": {"side by side": 4.24,
     ...         "one after another": 4.58}}
     >>> rule = ratio_rule({**base, "verdict": "inconclusive", "why": "several inside"})
-    >>> rule[:71]
-    "with this machine's drift between runs (15 %) the interval is 2.97–4.65"
-    >>> rule[73:]
-    'it holds side by side, one after another; they are 8 % apart, less than the drift: no verdict'
+    >>> rule[:70]
+    "with this machine's drift between runs (15%) the interval is 2.97–4.65"
+    >>> rule[72:]
+    'it holds side by side, one after another; they are 8% apart, less than the drift: no verdict'
     >>> ratio_rule({"interval": [1.8, 2.2], "hypotheses": {"waits": 2.0, "does not wait": 1.0},
-    ...             "verdict": "waits", "why": None})[73:]
-    'it holds waits alone, and does not wait lies 50 % from it: waits'
+    ...             "verdict": "waits", "why": None})[72:]
+    'it holds waits alone, and does not wait lies 50% from it: waits'
     """
     low, high = ratio["interval"]
     drift = ratio.get("drift", DRIFT)
@@ -695,11 +695,13 @@ def ratio_rule(ratio: Ratio) -> str:
 
 
 def _whole_percent(share: float) -> str:
-    """
+    """A share in whole percent, with no space: a narrow table cell breaks its lines at any
+    space (a no-break space too), and "15" at a line's end with "%" on the next misleads.
+
     >>> _whole_percent(0.083)
-    '8 %'
+    '8%'
     """
-    return f"{share * 100:.0f} %"
+    return f"{share * 100:.0f}%"
 
 
 def _stale(stale: StalenessEvidence) -> tuple[str, Text, str]:
