@@ -156,3 +156,20 @@ def test_lessons_copy_suggests_the_program_step_s_towers(tmp_path: Path) -> None
     assert copied.returncode == 0, copied.stderr
     program = tmp_path / "my-lesson2" / "average_gradients.py"
     assert f"simsync simulate {program} --towers 8 --speeds 1,0.8,0.5,1" in copied.stdout
+
+
+def test_lesson_2_asks_before_its_views_tell() -> None:
+    """Lesson 2 asks which op is the meeting point before its text and graph name it, and
+    who is waited for and how long before its graph (which never folds the slow tower's
+    lane) and timeline show them (a learner read each answer off an earlier step)."""
+    (lesson,) = [lesson for lesson in LESSONS if lesson.slug.startswith("02-")]
+    order = [
+        step.get("id") or step.get("file") or step.kind
+        for step in lesson.steps
+        if not step.about_program and step.kind != "program"
+    ]
+    first_graph, timeline = order.index("graph"), order.index("timeline")
+    who = order.index("who")  # the graph keeps the slow tower's lane: it would tell
+    assert order.index("sync-op") < order.index("dataflow.md") < first_graph, order
+    assert order.index("sync-count") < first_graph, order
+    assert max(who, order.index("how-long"), order.index("tower1-wait")) < first_graph < timeline

@@ -23,8 +23,8 @@ def average_gradients(tower_grads):
     for grad_and_vars in zip(*tower_grads):
         # grad_and_vars: ((grad_0_gpu0, var_0), (grad_0_gpu1, var_0), ..., (grad_0_gpuN, var_0))
         grads = [tf.expand_dims(g, 0) for g, _ in grad_and_vars]
-        grad = tf.concat(grads, 0)                   # a new op: input from EVERY tower
-        grad = tf.reduce_mean(grad, 0)               # a new op: input from the concat
+        grad = tf.concat(grads, 0)                   # builds an op: computes nothing yet
+        grad = tf.reduce_mean(grad, 0)               # builds an op: computes nothing yet
         var = grad_and_vars[0][1]                    # the variable is shared: take tower 0's
         average_grads.append((grad, var))
     return average_grads
