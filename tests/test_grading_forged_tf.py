@@ -249,7 +249,10 @@ def test_what_a_graded_loop_fetches_beyond_its_training_is_not_timed(tmp_path):
         "        sess = tf.compat.v1.Session(",
     )
     (program / "train.py").write_text(text)
-    imported = import_program(program / "train.py", export=True, cache=False, processes=1)
+    imported = import_program(
+        program / "train.py", export=True, cache=False, processes=1, averaging=False
+    )
+    assert imported.averaging is None  # not measured, as the grader's reference's
     assert "slow" not in imported.graph.nx
     assert len(imported.graph.towers) == 4
 
@@ -287,7 +290,9 @@ def _with_slow_training(tmp_path: Path, name: str, forge: str, slow_train: str) 
         + "        sess = tf.compat.v1.Session(",
     )
     (program / "train.py").write_text(text)
-    return import_program(program / "train.py", export=True, cache=False, processes=1)
+    return import_program(
+        program / "train.py", export=True, cache=False, processes=1, averaging=False
+    )
 
 
 def test_training_a_forged_export_leaves_out_of_its_fetches_is_timed_too(tmp_path):
@@ -367,15 +372,15 @@ _json.dumps = _dumps
 def test_a_graded_program_is_fed_only_its_placeholders_at_their_own_shapes(tmp_path):
     path = tmp_path / "train.py"
     path.write_text(FED.replace("SHAPE", "32").replace("FORGE", ""))
-    imported = import_program(path, export=True, cache=False, processes=1)
+    imported = import_program(path, export=True, cache=False, processes=1, averaging=False)
     assert "split" in imported.graph.nx  # fed zeros of x's own shape: everything ran
     path.write_text(FED.replace("SHAPE", "32").replace("FORGE", FORGE_FEEDS))
     with pytest.raises(ProgramError, match="feeds split:0, which is no placeholder"):
-        import_program(path, export=True, cache=False, processes=1)
+        import_program(path, export=True, cache=False, processes=1, averaging=False)
     # a placeholder of a dimension not fixed: its size would be the process's word
     path.write_text(FED.replace("SHAPE", "None").replace("FORGE", ""))
     with pytest.raises(ProgramError, match="need every dimension fixed"):
-        import_program(path, export=True, cache=False, processes=1)
+        import_program(path, export=True, cache=False, processes=1, averaging=False)
 
 
 #: the reference's mean, and what may stand for it in average_gradients
@@ -1156,7 +1161,7 @@ def test_the_honest_mean_weighs_every_towers_data_alike_with_reference_variables
 def given():
     """The reference solution's export: the model a submission's updates are compared with."""
     return import_program(
-        _assignment().solution / "train.py", export=True, cache=False, processes=1
+        _assignment().solution / "train.py", export=True, cache=False, processes=1, averaging=False
     ).export
 
 

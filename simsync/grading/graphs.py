@@ -210,18 +210,21 @@ class Sides:
         is known (threads allowed, as TensorFlow needs; the assignments hidden), its costs
         from a few traced steps of its own graph (never cached for anyone else): its
         imported graph, or why there is none. With ``given``, a submission's updates are
-        compared with the reference's, batch by batch (its export loaded beside the
-        submission's, in the process that runs neither's code)."""
+        measured and compared with the reference's, batch by batch (its export loaded beside
+        the submission's, in the process that runs neither's code); without, no check reads
+        them, and they are not measured (the reference's, never: its export is given)."""
         key = (side, file)
         if key not in self._imported:
             model = None
             if given and side == SUBMISSION:
                 reference = self._program(REFERENCE, file)
                 model = None if isinstance(reference, Built) else reference.export
-            self._imported[key] = self._import(side, file, model)
+            self._imported[key] = self._import(side, file, model, averaging=given)
         return self._imported[key]
 
-    def _import(self, side: str, file: str, given: Given | None) -> Imported | Built:
+    def _import(
+        self, side: str, file: str, given: Given | None, averaging: bool = True
+    ) -> Imported | Built:
         """:meth:`_program`'s import, once per side and file."""
         from simsync.simulation.importing import import_program
         from simsync.tf_backend.program.load import ChildFailed, ImportLimits, ProgramError
@@ -245,15 +248,16 @@ class Sides:
                 cache=False,  # measured afresh for each grading, both sides alike
                 name=file,
                 given=given,
+                averaging=averaging,  # measured only where a check reads it
             )
         except ChildFailed as error:  # the grader's own process: for the instructor
             raise ReferenceFailed(f"the grader's sandboxed process cannot start: {error}") from None
         except ProgramError as error:
             return self._failed(side, f"your program {error}")
-        averaging = imported.averaging
-        if given is not None and averaging is not None and averaging["problem"] is None:
+        measured = imported.averaging
+        if given is not None and measured is not None and measured["problem"] is None:
             missing = "its updates were not compared with the given model's"  # never left out
-            averaging.setdefault("given", {"problem": missing, "variables": []})
+            measured.setdefault("given", {"problem": missing, "variables": []})
         return imported
 
     def _failed(self, side: str, reason: str) -> Built:

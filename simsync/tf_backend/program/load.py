@@ -191,6 +191,8 @@ class _Runner:
     task_flags: bool = True
     #: an exported loop's model to compare with (:class:`Given`)
     given: Given | None = None
+    #: whether an exported loop's updates are measured (how they weigh the towers)
+    averaging: bool = True
 
 
 @dataclass
@@ -230,6 +232,7 @@ def capture_program(
     tasks: Mapping[str, int] | None = None,
     task_flags: bool = True,
     given: Given | None = None,
+    averaging: bool = True,
 ) -> Imported:
     """Run the program at ``path`` in the sandbox until its training loop is known, and
     return its graph with its costs as traced (see the module's docstring; fitted to its
@@ -246,7 +249,9 @@ def capture_program(
     of ``tasks`` (``{"ps": 1, "worker": 2}``, :mod:`~simsync.tf_backend.program.cluster`),
     each task told who it is by ``TF_CONFIG`` and, with ``task_flags``, the TF1 flags. An
     exported program's updates are compared with the ``given`` model's
-    (:class:`Given`: another's export, ``Imported.export``)."""
+    (:class:`Given`: another's export, ``Imported.export``); with ``averaging`` false, an
+    exported program's updates are not measured at all (``Imported.averaging`` is None: a
+    reference solution, whose export is only given to others)."""
     source = Path(path)
     shown = printable(name or str(source), one_line=True)
     folder = None if cache is False else (cache or cost_cache.costs_folder())
@@ -265,7 +270,7 @@ def capture_program(
     own = None
     with locked_folder("simsync-export-") as exported:
         if export:
-            runner = replace(_exported(runner, Path(exported)), given=given)
+            runner = replace(_exported(runner, Path(exported)), given=given, averaging=averaging)
             own = Given(runner.source.read_bytes(), list((runner.loop or {})["clients"]))
         answer = _profiled(runner, steps, folder, refresh or folder is None, chosen is not None)
         key = str(answer.key)
@@ -400,7 +405,7 @@ def _profiled(
     salt = os.urandom(16)
     keys = [] if refresh or folder is None else cost_cache.known_keys(salt, folder)
     request: dict[str, Any] = {"steps": steps, "known": {"salt": salt.hex(), "keys": keys}}
-    if runner.loop is not None:  # an exported loop (graded): how its updates weigh towers
+    if runner.loop is not None and runner.averaging:  # graded: how its updates weigh towers
         given = runner.given
         request["averaging"] = (
             {"given": {"meta": GIVEN_META, "clients": given.clients}} if given else True
