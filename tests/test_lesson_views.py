@@ -237,3 +237,30 @@ def test_the_lesson_menu_fits_a_screen_of_80_by_24_with_every_column() -> None:
     assert all(f" {lesson.number} │" in "\n".join(shown) for lesson in lessons)
     wide = render(LessonsView(lessons, Progress.scratch()), width=160)
     assert lessons[0].summary.split()[-1] in wide  # whole in a wide terminal
+
+
+TIMELINES = [(lesson, step) for lesson, step in STEPS if step.kind == "timeline"]
+
+
+@pytest.mark.parametrize(
+    ("lesson", "step"), TIMELINES, ids=[f"{lesson.slug}-{n}" for n, (lesson, _) in
+                                        enumerate(TIMELINES)],
+)  # fmt: skip
+def test_a_lessons_timeline_fits_one_page_of_80_by_24_with_its_axis(tmp_path, lesson, step):
+    """Lesson 3's 16 lanes put the axis and legend on the pager's next page, away from the
+    lanes: the lesson folds a timeline's lanes so the whole of it fits a page."""
+    from simsync.tutor.progress import Progress
+    from simsync.tutor.runner import LessonRunner, page_break
+
+    console = Console(width=80, height=24, color_system=None, record=True)
+    runner = LessonRunner(lesson, Progress(tmp_path / "progress.json"), console, no_input=True)
+    runner._timeline(step)
+    lines = console.export_text().splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("Timeline: "))
+    last = next(i for i, line in enumerate(lines) if line.startswith("Try it")) - 1
+    assert last - first + 1 <= 24 - 2, lines[first : last + 1]
+    assert any(line.startswith("ms ") for line in lines[first:last]), lines
+    cut = 0  # and the pager keeps it whole: no page ends inside it
+    while len(lines) - cut > 22:
+        cut += page_break(lines[cut:], 22)
+        assert not first < cut <= last, (cut, first, last)

@@ -70,24 +70,42 @@ class Outcome:
         )
 
 
-#: How a line inside a block begins (a table's row or border, a timeline's lane or axis):
-#: a page is not cut before one, where it can be cut elsewhere.
-_INSIDE_A_BLOCK = re.compile(r"^(\s*[│┃├┡└┗┘╰║╟]|/|step |sync |ms |\s*┬)")
+#: How a line inside a block begins (a table's row or border, a timeline's lane, axis,
+#: note of folded lanes or legend): a page is not cut before one, where it can be cut
+#: elsewhere.
+_INSIDE_A_BLOCK = re.compile(
+    r"^(\s*[│┃├┡└┗┘╰║╟]|/|step |sync |ms |\s*┬|… \d+ more device|points are shown"
+    r"|\S+ waits +[~·]|[A-Z·] [a-z_]+  \S|- waiting at |~ blocked on |lowercase: )"
+)
+
+
+#: the lines of a timeline besides its lanes at 80 columns: its title, step and sync rows,
+#: the note of folded lanes (2), the axis (2) and the legend (3)
+TIMELINE_LINES = 10
 
 
 def page_break(lines: list[str], height: int) -> int:
-    """How many of ``lines`` the next page shows: ``height``, or fewer (not below half of
-    it) so that the page ends where a block (a table, a timeline) has not begun or is over.
+    """How many of ``lines`` the next page shows: ``height``, or fewer so that the page ends
+    where a block (a table, a timeline) has not begun or is over: not below half of it,
+    unless the block that begins there fits the next page whole.
 
     >>> text = ["intro"] * 5 + ["Timeline", "step ├", "/cpu:0 r··", "/gpu:0 FF", "ms 0", "after"]
     >>> page_break(text, 8)  # the timeline goes whole to the next page
     5
+    >>> page_break(["intro", "Timeline", *["/gpu:0 FF"] * 7, "after"], 8)  # a short page
+    1
     >>> page_break(["line"] * 20, 8)
     8
     """
-    for cut in range(height, max(height // 2, 1) - 1, -1):
+    for cut in range(height, 0, -1):
         if cut < len(lines) and not _INSIDE_A_BLOCK.match(lines[cut]):
-            return cut
+            if cut >= height // 2:
+                return cut
+            # a short page only where the block that begins at the cut fits the next whole
+            end = cut + 1
+            while end < len(lines) and _INSIDE_A_BLOCK.match(lines[end]):
+                end += 1
+            return cut if end - cut <= height else height
     return height
 
 
@@ -265,8 +283,15 @@ class LessonRunner:
         sim = simulate(load_scenario(path))
         # the file by the name `simsync lessons copy` gives it, not deep inside the installation
         self.console.print(SummaryView({**summary(sim), "source": path.name}))
+        # its lanes fold so that the whole timeline, axis and legend, fits a page
+        lanes = max(self.console.size.height - 2 - TIMELINE_LINES, 4)
         self.console.print(
-            Timeline(sim.trace, steps=int(step.get("steps", 2)), sync_points=sim.sync_points)
+            Timeline(
+                sim.trace,
+                steps=int(step.get("steps", 2)),
+                sync_points=sim.sync_points,
+                max_devices=lanes,
+            )
         )
         self._try_it("Try it yourself", ["simulate", path.name])
 
