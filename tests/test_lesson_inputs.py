@@ -76,7 +76,19 @@ BROKEN = {
         "a choice question needs 'choices'",
     ),
     "nested": (lambda t: t + "x = " + "[" * 200_000, "lesson.toml: TOML nested too deeply"),
+    "findings unknown": (
+        lambda t: t + '\n[[steps]]\nkind = "verify"\nfindings = ["side by side", "speed"]\n',
+        "'findings' must be a list of the findings to show, of: 'side by side'",
+    ),
 }
+
+
+def test_the_findings_a_lesson_may_show_are_named_as_the_view_names_them() -> None:
+    from simsync.tutor.content import FINDINGS_ALLOWED, _findings
+    from simsync.viz.crosscheck import FINDINGS
+
+    assert FINDINGS_ALLOWED.endswith(", ".join(repr(f) for f in FINDINGS))
+    assert _findings(list(FINDINGS)) and _findings([]) and not _findings(["speed"])
 
 
 @pytest.mark.parametrize("case", BROKEN, ids=list(BROKEN))

@@ -195,3 +195,31 @@ def test_a_verdicts_rule_never_splits_a_percent_from_its_number(width: int) -> N
     assert len(lines) > 1 or width > len(rule)
     assert not any(line.startswith("%") for line in lines), lines
     assert re.search(r"\b15%", " ".join(lines)) and re.search(r"\b8%", " ".join(lines)), lines
+
+
+@pytest.mark.parametrize(
+    ("findings", "rows"),
+    [
+        (None, ["side by side?", "who arrived last", "one tower working", "no slow tower"]),
+        (["side by side", "no slow tower"], ["side by side?", "no slow tower"]),
+        ([], []),
+    ],
+)
+def test_a_lesson_shows_the_findings_it_asks_about(findings, rows) -> None:
+    """Lesson 7's verify showed who arrived last at apply_gradients, a question it never
+    asks: a lesson names the findings it shows; the checks' rows stay."""
+    out = io.StringIO()
+    Console(file=out, width=400, color_system=None).print(
+        CrossCheckView(report("one_client"), findings)
+    )
+    text = " ".join(out.getvalue().split())
+    every = {
+        "side by side?": "did the towers run side by side?",
+        "who arrived last": "who arrived last at average_gradients?",
+        "one tower working": "a step against one tower working alone",
+        "no slow tower": "a step against the same step with no slow tower",
+    }
+    for name, question in every.items():
+        assert (question in text) is (name in rows), (name, text)
+    assert ("What the real run shows" in text) is bool(rows)
+    assert "structure" in text and "values" in text

@@ -81,7 +81,7 @@ STEP_KINDS: dict[str, StepKind] = {
     ),
     "verify": StepKind(
         (),
-        ("scenario", "text", "claims"),
+        ("scenario", "text", "findings", "claims"),
         tensorflow=True,
         skipped="(The TensorFlow check is skipped in this run.)",
     ),
@@ -126,6 +126,20 @@ def _texts(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
+#: the findings a verify step may show (:data:`simsync.viz.crosscheck.FINDINGS`, whose
+#: import would bring every view to a lesson's loading)
+FINDINGS_ALLOWED = (
+    "a list of the findings to show, of: 'side by side', 'who arrived last', "
+    "'one tower working', 'no slow tower'"
+)
+
+
+def _findings(value: Any) -> bool:
+    from simsync.viz.crosscheck import FINDINGS
+
+    return _texts(value) and set(value) <= set(FINDINGS)
+
+
 #: What each key of a lesson or a step must hold: a check, and what it says is allowed.
 KEY_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
     **{
@@ -156,6 +170,7 @@ KEY_TYPES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "hints": (_texts, "a list of strings"),
     "race": (_texts, "a list of strings"),
     "claims": (_texts, "a list of expressions (strings) that must hold"),
+    "findings": (_findings, FINDINGS_ALLOWED),
 }
 
 

@@ -419,7 +419,7 @@ class LessonRunner:
                 Text(f"The TensorFlow check could not run: {report}", style="yellow")
             )
             return
-        self.console.print(CrossCheckView(report))
+        self.console.print(CrossCheckView(report, step.get("findings")))
 
     def _prepare_question(self, step: Step) -> SimsyncError | None:
         """A question about the graph a program builds: the program imported first, behind

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, assert_never
 
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -140,8 +140,9 @@ class CrossCheckView:
     """A rich renderable of a cross-check report (:mod:`simsync.crosscheck.report`): the
     tables of its kind of check, which the report's ``check`` declares."""
 
-    def __init__(self, report: Report) -> None:
+    def __init__(self, report: Report, findings: Collection[str] | None = None) -> None:
         self.report = report
+        self.findings = findings  # the findings shown (:data:`FINDINGS`); None: every one
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         r = self.report
@@ -172,7 +173,7 @@ class CrossCheckView:
         if refitted is not None:
             yield _refit(refitted)
         yield from _drift(r["evidence"]["machine"], refitted is not None)
-        yield EvidenceView(r)
+        yield EvidenceView(r, self.findings)
         yield from _problems(r["structure"]["violations"], r["unmapped_tensorflow_ops"])
 
     def _cluster(self, r: SyncReplicasReport) -> RenderResult:
@@ -296,7 +297,7 @@ class CrossCheckView:
                 "takes cores too, and the staleness follows the timing.",
                 style="yellow",
             )
-        yield EvidenceView(r)
+        yield EvidenceView(r, self.findings)
         yield from _problems(r["structure"]["violations"], r["unmapped_tensorflow_ops"])
 
     @staticmethod
@@ -486,10 +487,14 @@ class EvidenceView:
     what a variant changes (``one_client``); whether the updates were stale
     (``racing_clients``). Where the
     predictions came from is the report's ``costs`` and ``costs_kind``. Nothing is shown
-    when there is no finding (one tower)."""
+    when there is no finding (one tower). With ``findings`` (of :data:`FINDINGS`), the
+    towers' findings shown are those only (a lesson's own questions)."""
 
-    def __init__(self, report: SyncReport | AsyncReport) -> None:
+    def __init__(
+        self, report: SyncReport | AsyncReport, findings: Collection[str] | None = None
+    ) -> None:
         self.report = report
+        self.findings = findings
         costs, kind = report["costs"], report["costs_kind"]
         self.predicted = "for this machine" if kind == "machine" else f"from {_costs(costs)}"
 
@@ -508,10 +513,13 @@ class EvidenceView:
         if table.row_count:
             yield table
 
+    def _shown(self, finding: str) -> bool:
+        return self.findings is None or finding in self.findings
+
     def _towers(self, table: Table, r: SyncReport) -> None:
         evidence = r["evidence"]
         together = evidence["side_by_side"]
-        if together:
+        if together and self._shown(SIDE_BY_SIDE):
             table.add_row(
                 "did the towers run side by side?",
                 _verdict(together["verdict"], "side by side"),
@@ -520,12 +528,13 @@ class EvidenceView:
                 f"the shorter tower's compute (median {together['median_share'] * 100:.0f} %); "
                 "one after another, they would never overlap",
             )
-        for found in evidence["arrivals"]:
+        for found in evidence["arrivals"] if self._shown(LAST) else ():
             table.add_row(
                 f"who arrived last at {found['sync_point']}?", *_last(found)
             )  # fmt: skip
         for ratio in evidence["ratios"]:
-            table.add_row(*_ratio(ratio, self.predicted))
+            if self._shown(ratio["variant"]):
+                table.add_row(*_ratio(ratio, self.predicted))
 
 
 def _verdict(verdict: str, expected: str) -> Text:
@@ -610,6 +619,10 @@ VARIANTS = {
     ),
     "no slow tower": ("a step against the same step with no slow tower", "no slow tower"),
 }
+SIDE_BY_SIDE, LAST = "side by side", "who arrived last"
+#: the findings of towers of one client, by the names a lesson's verify step chooses them
+#: with: whether they ran side by side, who arrived last at each sync point, each variant
+FINDINGS = (SIDE_BY_SIDE, LAST, *VARIANTS)
 
 
 #: The measured costs of a cluster that are seconds (the rest of ``priced["costs"]`` is how
