@@ -96,17 +96,29 @@ def page_break(lines: list[str], height: int) -> int:
     1
     >>> page_break(["line"] * 20, 8)
     8
+    >>> page_break(["intro"] * 6 + ["Timing", "┏━━┓", "┃ a┃", "┗━━┛"], 7)  # its title too
+    6
     """
     for cut in range(height, 0, -1):
-        if cut < len(lines) and not _INSIDE_A_BLOCK.match(lines[cut]):
+        if cut < len(lines) and not _inside(lines, cut):
             if cut >= height // 2:
                 return cut
             # a short page only where the block that begins at the cut fits the next whole
             end = cut + 1
-            while end < len(lines) and _INSIDE_A_BLOCK.match(lines[end]):
+            while end < len(lines) and _inside(lines, end):
                 end += 1
             return cut if end - cut <= height else height
     return height
+
+
+def _inside(lines: list[str], index: int) -> bool:
+    """Whether a page may not begin at ``lines[index]``: a line inside a block, or a
+    table's top border under its title (the title's page would leave it alone)."""
+    line = lines[index]
+    if _INSIDE_A_BLOCK.match(line):
+        return True
+    title = index > 0 and lines[index - 1].strip() and not _INSIDE_A_BLOCK.match(lines[index - 1])
+    return bool(title) and line.lstrip()[:1] in ("┌", "┏", "╭")
 
 
 class LessonRunner:
