@@ -333,6 +333,52 @@ class _Twin:
         ran = self.observer.real_run(self.session, [t.name for t in tensors], self.base)
         return _flat(ran)
 
+    def compute_from(
+        self,
+        tensors: list[Any],
+        names: list[str],
+        values: list[Any],
+        batches: list[Any] | None = None,
+    ) -> list[np.ndarray]:
+        """:meth:`compute` once the copy's variables ``names`` are set to ``values``."""
+        self.set(names, values)
+        return self.compute(tensors, batches)
+
+
+@dataclass
+class _Alone:
+    """The update inputs (``fetched``) computed by themselves in the measuring session
+    (``loop``'s), from given values of the variables they read (``names``), which are put
+    back after: an input computed after the updates (the count of steps they gate) runs
+    them. Its ops are made once."""
+
+    loop: Loop
+    fetched: list[Any]
+    names: list[str]
+    put: Callable[[list[Any]], None]
+    reads: list[Any]
+
+    @classmethod
+    def of(cls, loop: Loop, fetched: list[Any]) -> _Alone:
+        import tensorflow as tf
+
+        names = _variables_read(fetched)
+        put = _setter(tf, loop.graph, _runner(loop), names)
+        return cls(loop, fetched, names, put, [_value_of(tf, loop.graph, n) for n in names])
+
+    def now(self) -> list[Any]:
+        """The values of the variables :attr:`names` now."""
+        return list(self.loop.observer.real_run(self.loop.session, self.reads))
+
+    def compute(self, feed: dict[Any, Any], values: list[Any]) -> list[np.ndarray]:
+        """:attr:`fetched` on ``feed``, the variables first set to ``values``."""
+        before = self.now()
+        self.put(values)
+        try:
+            return _flat(self.loop.observer.real_run(self.loop.session, self.fetched, feed))
+        finally:
+            self.put(before)
+
 
 def _twin(loop: Loop, entries: list[Any], base: dict[Any, Any], first: list[Any]) -> _Twin:
     """:class:`_Twin` of ``loop``'s graph: ``entries``, every tower's in order, become reads
@@ -375,24 +421,12 @@ def _rewritten(
     for each of ``data`` (the measuring's feed and the same batches, flat, for the twin),
     from the same values of the variables; each must agree within
     :data:`REWRITTEN_TOLERANCE`. A setting computed after the updates (Adam's powers of its
-    decays) runs them in the measuring session: undone after each."""
-    import tensorflow as tf
-
-    names = _variables_read(fetched)
-    undo = _setter(tf, loop.graph, _runner(loop), names)
+    decays) runs them in the measuring session: undone after each (:class:`_Alone`)."""
+    alone = _Alone.of(loop, fetched)
     for feed, batches in data:
-        values = _read_all(tf, loop, names)
-
-        def mine(values: list[Any] = values, feed: dict[Any, Any] = feed) -> list[np.ndarray]:
-            try:
-                return _flat(loop.observer.real_run(loop.session, fetched, feed))
-            finally:
-                undo(values)
-
-        def theirs(values: list[Any] = values, batches: list[Any] = batches) -> list[np.ndarray]:
-            twin.set(names, values)
-            return twin.compute(fetched, batches)
-
+        values = alone.now()
+        mine = functools.partial(alone.compute, feed, values)
+        theirs = functools.partial(twin.compute_from, fetched, alone.names, values, batches)
         if not _alike_once_raced(mine, theirs, mine(), theirs()):
             return REWRITTEN
     return None
@@ -467,17 +501,19 @@ def _trained_alike(
     import tensorflow as tf
 
     take, feed_of = data
-    names = _variables_read(fetched)
+    alone = _Alone.of(loop, fetched)
+    names = alone.names
     written, kept = _kept(tf, loop, step)
     fetches, run = _fetches(loop), _runner(loop)
     followed = [] if follow is None else follow.tensors
     known = sorted({*names, *(follow.names if follow is not None else ())})
     reads = [_value_of(tf, loop.graph, name) for name in known]  # ops made once
-    made: dict[str, Any] = {}  # the ops of _alone
 
     def twinned(values: dict[str, Any], flat: list[Any]) -> list[np.ndarray]:
-        twin.set([*names, *twin.entries], [*(values[n] for n in names), *flat])
-        return twin.compute(fetched)
+        """The twin's inputs of the updates from ``values`` and the batches ``flat``."""
+        return twin.compute_from(
+            fetched, [*names, *twin.entries], [*(values[n] for n in names), *flat]
+        )
 
     # the twin and the given model compute from the values before the step, in sessions
     # of their own, while the measuring session takes it: threads, as each run leaves
@@ -506,7 +542,7 @@ def _trained_alike(
             if not all(np.all(np.isfinite(m)) for m in measured):
                 break  # the training diverged: nothing further to compare
             if not _alike(measured, computed) and not _alike_once_raced(
-                functools.partial(_alone, loop, fetched, feed_of(batches), names, values, made),
+                functools.partial(alone.compute, feed_of(batches), [values[n] for n in names]),
                 functools.partial(twinned, values, flat),
                 measured,
                 computed,
@@ -521,31 +557,6 @@ def _trained_alike(
     finally:
         pool.shutdown(wait=True)
         _setter(tf, loop.graph, run, written)([kept[name] for name in written])
-
-
-def _alone(
-    loop: Loop,
-    fetched: list[Any],
-    feed: dict[Any, Any],
-    names: list[str],
-    values: dict[str, Any],
-    made: dict[str, Any],
-) -> list[np.ndarray]:
-    """``fetched`` computed by themselves in ``loop``'s session, on ``feed``, from the
-    variables ``names`` at ``values`` (by name), as before the step that just ran; the
-    variables are put back to what that step left. ``made`` keeps the ops that read and
-    set ``names`` (made once)."""
-    import tensorflow as tf
-
-    if not made:
-        made["set"] = _setter(tf, loop.graph, _runner(loop), names)
-        made["reads"] = [_value_of(tf, loop.graph, name) for name in names]
-    after = list(loop.observer.real_run(loop.session, made["reads"]))
-    made["set"]([values[name] for name in names])
-    try:
-        return _flat(loop.observer.real_run(loop.session, fetched, feed))
-    finally:
-        made["set"](after)
 
 
 #: of a training's steps, the largest ratio of the factors by which an update follows the
