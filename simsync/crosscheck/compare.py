@@ -52,6 +52,7 @@ from simsync.crosscheck.report import (
     Values,
     Violation,
 )
+from simsync.findings import NO_SLOW_TOWER
 from simsync.ir import Graph, run_order
 from simsync.patterns import tower_device
 from simsync.scenario import Scenario
@@ -205,7 +206,7 @@ def _variants(scenario: Scenario) -> list[tuple[Variant, Hypotheses]]:
         fastest = {tower_device(t): max(speeds) for t in range(scenario.towers)}
         found.append(
             (
-                Variant("no slow tower", fastest),
+                Variant(NO_SLOW_TOWER, fastest),
                 {"waits for the slowest": lambda s: s, "does not wait": _never_waits},
             )
         )

@@ -9,6 +9,7 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
+from simsync.findings import LAST, NO_SLOW_TOWER, ONE_TOWER_WORKING, SIDE_BY_SIDE
 from simsync.words import ms, plural
 
 if TYPE_CHECKING:  # the cross-check is not imported to draw what it found
@@ -142,7 +143,7 @@ class CrossCheckView:
 
     def __init__(self, report: Report, findings: Collection[str] | None = None) -> None:
         self.report = report
-        self.findings = findings  # the findings shown (:data:`FINDINGS`); None: every one
+        self.findings = findings  # the findings shown (simsync.findings); None: every one
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         r = self.report
@@ -487,7 +488,8 @@ class EvidenceView:
     what a variant changes (``one_client``); whether the updates were stale
     (``racing_clients``). Where the
     predictions came from is the report's ``costs`` and ``costs_kind``. Nothing is shown
-    when there is no finding (one tower). With ``findings`` (of :data:`FINDINGS`), the
+    when there is no finding (one tower). With ``findings`` (of
+    :data:`~simsync.findings.FINDINGS`), the
     towers' findings shown are those only (a lesson's own questions)."""
 
     def __init__(
@@ -613,16 +615,12 @@ def _predicted_last(found: Arrival) -> str:
 #: Each variant of the interleaved rounds in words: the question its comparison answers, and
 #: its steps (after "Steps with").
 VARIANTS = {
-    "one tower working": (
+    ONE_TOWER_WORKING: (
         "a step against one tower working alone",
         "only one tower working",
     ),
-    "no slow tower": ("a step against the same step with no slow tower", "no slow tower"),
+    NO_SLOW_TOWER: ("a step against the same step with no slow tower", "no slow tower"),
 }
-SIDE_BY_SIDE, LAST = "side by side", "who arrived last"
-#: the findings of towers of one client, by the names a lesson's verify step chooses them
-#: with: whether they ran side by side, who arrived last at each sync point, each variant
-FINDINGS = (SIDE_BY_SIDE, LAST, *VARIANTS)
 
 
 #: The measured costs of a cluster that are seconds (the rest of ``priced["costs"]`` is how

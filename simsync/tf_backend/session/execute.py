@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from simsync.findings import ONE_TOWER_WORKING
 from simsync.ir import Graph, racing_clients
 from simsync.patterns import tower_device
 from simsync.scenario import Scenario
@@ -71,7 +72,7 @@ class Variant:
     @classmethod
     def one_tower_working(cls, towers: int) -> Variant:
         """Every tower but the first with next to no work: the first one working alone."""
-        return cls("one tower working", {tower_device(t): MAX_SPEED for t in range(1, towers)})
+        return cls(ONE_TOWER_WORKING, {tower_device(t): MAX_SPEED for t in range(1, towers)})
 
 
 def tensorflow_executor(scenario: Scenario, *, warmup: int = 2) -> Executor:
