@@ -223,7 +223,7 @@ class Sides:
         return self._imported[key]
 
     def _import(
-        self, side: str, file: str, given: Given | None, averaging: bool = True
+        self, side: str, file: str, given: Given | None, *, averaging: bool
     ) -> Imported | Built:
         """:meth:`_program`'s import, once per side and file."""
         from simsync.simulation.importing import import_program
