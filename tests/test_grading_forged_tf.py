@@ -973,7 +973,7 @@ RARE = (
     "        grad = grad * tf.where(u < 0.002, FACTOR, 1.0)\n"
 )
 RARE_FORMS = {
-    "turned": ("-1.0", ("goes against the given model's gradient", "uphill")),
+    "turned": ("-1.0", ("goes against the given model's gradient", "uphill", "weighs the towers")),
     "made larger": ("30.0", ("times more at step", "weigh")),
 }
 
