@@ -84,8 +84,8 @@ BROKEN = {
 
 
 def test_the_findings_a_lesson_may_show_are_named_as_the_view_names_them() -> None:
-    from simsync.tutor.content import FINDINGS_ALLOWED, _findings
     from simsync.findings import FINDINGS
+    from simsync.tutor.content import FINDINGS_ALLOWED, _findings
 
     assert FINDINGS_ALLOWED.endswith(", ".join(repr(f) for f in FINDINGS))
     assert _findings(list(FINDINGS)) and _findings([]) and not _findings(["speed"])
