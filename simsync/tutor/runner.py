@@ -82,6 +82,12 @@ _INSIDE_A_BLOCK = re.compile(
 #: the lines of a timeline besides its lanes at 80 columns: its title, step and sync rows,
 #: the note of folded lanes (2), the axis (2) and the legend (3)
 TIMELINE_LINES = 10
+#: The traced steps of a verify step, at most. A tower is named last only when it came last
+#: in more steps than chance allows: 9 of 10 (8 of 10 is p = 0.055), but 15 of 20. Lesson
+#: 2's slow tower came last in 8 of 10 under load. Its check took as long with 20 (the
+#: interleaved rounds take most of the time: 5.2-11.7 s with 10 steps, 5.7-9.5 s with 20, 3
+#: runs each of ``crosscheck(slow_tower, warmup=1, fit_cores=True)`` at a load of 2.4-3.1).
+VERIFY_STEPS = 20
 
 
 def page_break(lines: list[str], height: int) -> int:
@@ -542,14 +548,15 @@ def copy_folder(lesson: Lesson) -> str:
 
 def verify_report(path: Any, on_progress: Callable[[str], None] | None = None) -> Report:
     """What a lesson's verify step shows: the cross-check of its scenario on TensorFlow, at
-    most 10 traced steps after one warm-up, predicted for this machine; towers of one client
-    as many as this machine's cores, where it has fewer and no GPU (a learner's laptop could
-    not tell towers side by side from towers taking turns otherwise)."""
+    most :data:`VERIFY_STEPS` traced steps after one warm-up, predicted for this machine;
+    towers of one client as many as this machine's cores, where it has fewer and no GPU (a
+    learner's laptop could not tell towers side by side from towers taking turns
+    otherwise)."""
     from simsync.crosscheck import crosscheck
     from simsync.scenario import load_scenario
 
     scenario = load_scenario(path)
-    scenario = scenario.with_run(steps=min(scenario.run.steps, 10))
+    scenario = scenario.with_run(steps=min(scenario.run.steps, VERIFY_STEPS))
     return crosscheck(scenario, warmup=1, on_progress=on_progress, fit_cores=True).report
 
 
