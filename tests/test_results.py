@@ -223,3 +223,21 @@ def test_a_lesson_shows_the_findings_it_asks_about(findings, rows) -> None:
         assert (question in text) is (name in rows), (name, text)
     assert ("What the real run shows" in text) is bool(rows)
     assert "structure" in text and "values" in text
+
+
+def test_the_stalest_worker_row_says_its_rule() -> None:
+    """A learner read "none stands out" beside per-worker means of 0.62 and 1.86: the row
+    says the rule (the stalest worker's mean against the workers' mean), so the rows above it
+    check it."""
+    from simsync.trace.staleness import STANDS_OUT, stalest_client
+
+    means = {"worker_0": 0.62, "worker_1": 1.2, "worker_2": 1.5, "worker_3": 1.86}
+    rows = {w: {"mean": m, "applied": 7, "dropped": 0, "max": 3} for w, m in means.items()}
+    assert STANDS_OUT * sum(means.values()) / 4 > 1.86 and stalest_client(rows) == ""
+    slow = {**rows, "worker_3": {**rows["worker_3"], "mean": 4.0}}
+    r = report("racing_clients")
+    staleness = {**r["staleness"], "by_worker": {"predicted": slow, "measured": rows}}
+    staleness["stalest"] = {"predicted": stalest_client(slow), "measured": stalest_client(rows)}
+    text = " ".join(render(CrossCheckView({**r, "staleness": staleness})).split())
+    assert "stalest worker (1.5x the mean) │ worker_3 │ none" in text, text
+    assert "stands out" not in text

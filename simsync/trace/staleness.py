@@ -15,6 +15,7 @@ from simsync.ir import Graph, natural_key
 from simsync.trace.events import Trace, Update
 
 __all__ = [
+    "STANDS_OUT",
     "ClientStaleness",
     "StalenessDistribution",
     "StalenessStats",
@@ -126,9 +127,15 @@ def staleness_by_client(trace: Trace, runs: Runs | None = None) -> dict[str, Cli
     return result
 
 
+#: how much staler than the mean of the clients' mean staleness the stalest client must be to
+#: stand out (:func:`stalest_client`)
+STANDS_OUT = 1.5
+
+
 def stalest_client(rows: Mapping[str, ClientStaleness]) -> str:
     """The client of :func:`staleness_by_client` whose applied updates were stalest on
-    average, if it stands out (half as stale again as the average client); else "".
+    average, if it stands out (:data:`STANDS_OUT` times the clients' mean, half as stale
+    again); else "".
 
     >>> stalest_client({"a": {"mean": 1.0}, "b": {"mean": 1.2}, "c": {"mean": 4.0}})
     'c'
@@ -139,7 +146,7 @@ def stalest_client(rows: Mapping[str, ClientStaleness]) -> str:
     if len(means) < 2:
         return ""
     stalest = max(means, key=lambda client: means[client])
-    return stalest if means[stalest] > 1.5 * sum(means.values()) / len(means) else ""
+    return stalest if means[stalest] > STANDS_OUT * sum(means.values()) / len(means) else ""
 
 
 def histogram_distance(a: dict[str, int], b: dict[str, int]) -> float:
