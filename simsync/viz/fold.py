@@ -82,7 +82,7 @@ def folded_by_scope(graph: Graph) -> Graph:
         folded.add_resource(queue)
     for box, keys in boxes.items():
         ops = [op for key in keys for op in groups[key]]
-        device = Counter(op.device for op in ops).most_common(1)[0][0]
+        device = _main_device(ops)
         towers = {work.get(op.name, op.tower) for op in ops}
         tower = towers.pop() if len(towers) == 1 else None
         total = sum(op.cost.expected for op in ops)
@@ -96,6 +96,24 @@ def folded_by_scope(graph: Graph) -> Graph:
     for src, dst in merged.edges():
         folded.add_tensor(Tensor(names[src], names[dst]))
     return folded
+
+
+def _main_device(ops: list[Op]) -> str:
+    """Where a box's work is: the device of its ops' largest expected cost, else of most of
+    them (a layer's two reads of variables kept on ``/cpu:0`` cost nothing beside its
+    ``MatMul`` and add on its tower's GPU: a box of the four is the GPU's).
+
+    >>> ops = [Op("r1", "generic", "/cpu:0", Cost(1e-6)), Op("r2", "generic", "/cpu:0", Cost(1e-6)),
+    ...        Op("m", "generic", "/gpu:1", Cost(1e-4)), Op("a", "generic", "/gpu:1", Cost(1e-5))]
+    >>> _main_device(ops), _main_device([Op(n, "generic", "/cpu:0") for n in "ab"])
+    ('/gpu:1', '/cpu:0')
+    """
+    cost: Counter[str] = Counter()
+    count: Counter[str] = Counter()
+    for op in ops:
+        cost[op.device] += op.cost.expected
+        count[op.device] += 1
+    return max(count, key=lambda device: (cost[device], count[device]))
 
 
 def _group(op: Op, tower: int | None, common: dict[str, int], shared: int = 0) -> str:
