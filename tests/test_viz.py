@@ -625,3 +625,31 @@ def test_a_cut_table_keeps_the_sync_points_where_the_towers_waited_longest() -> 
     assert "read_a" not in text and "read_b" not in text
     assert text.index("all_reduce") < text.index("assign")  # in the graph's order
     assert "… and 2 more sync points where the waits were no longer" in " ".join(text.split())
+
+
+def test_a_programs_report_keeps_the_cache_file_and_the_fit_for_verbose() -> None:
+    """A learner read a cache path split mid-hash and 'timed: ops as traced, and 0.578 ms of
+    TensorFlow's own work...' at 80 columns: both are details, shown with --verbose."""
+    from simsync.viz import ProgramView
+
+    result = {
+        "source": "train.py",
+        "imported": {
+            "tensorflow_ops": 308, "ops": 150, "tower_rule": "name scope tower_<i>",
+            "ignored": {}, "costs": "cached",
+            "costs_file": "/home/a/.cache/simsync/program-costs/6e11c59a82f5269bbd.json",
+            "fit": {"scale": 1.0, "per_run": 5.78e-4, "wall": 1.1e-3},
+        },
+        "sync_points_made_in": {}, "what_if": [],
+    }  # fmt: skip
+
+    def shown(verbose: bool) -> str:
+        out = io.StringIO()
+        view = ProgramView(result, summary=False, verbose=verbose)
+        Console(file=out, width=200, color_system=None).print(view)
+        return out.getvalue()
+
+    brief, verbose = shown(False), shown(True)
+    assert "costs: cached\n" in brief and "6e11c59a" not in brief and "timed:" not in brief
+    assert "costs: cached, kept in /home/a/.cache/simsync/program-costs/6e11c59a82f5" in verbose
+    assert "timed: ops as traced, and 0.578 ms of TensorFlow's own work" in verbose

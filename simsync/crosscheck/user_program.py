@@ -421,7 +421,8 @@ def crosscheck_program(
         checked, run.simulation, measured, threads, timed, profiled, queues=queues
     )
     report["source"] = str(path)
-    report["costs"] = imported.costs_from
+    kept = imported.costs_file
+    report["costs"] = imported.costs_from + ("" if kept is None else f" ({kept})")
     report["what_if"] = run.changes
     report["args"] = list(args)
     report["real_args"] = list(args if real_args is None else real_args)

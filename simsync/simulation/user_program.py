@@ -302,6 +302,7 @@ def program_summary(run: ProgramRun) -> dict[str, Any]:
         "batch": report.get("batch"),
         "collections": report["collections"],
         "costs": report["costs"],
+        "costs_file": report.get("costs_file"),  # the cache's file they are kept in, or None
         "fit": report.get("fit"),
     }
     result["values"] = _values(run)

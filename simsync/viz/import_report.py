@@ -348,8 +348,9 @@ class ProgramView:
     def __init__(
         self, result: Mapping[str, Any], summary: bool = True, verbose: bool = False
     ) -> None:
-        #: ``verbose``: every sync point and tower of the summary's table (else 3 sync points
-        #: and 4 towers, and the one last most often, so the report fits about two screens)
+        #: ``verbose``: every sync point and tower of the summary's table (else the sync point
+        #: waited at longest and 4 towers, and the one last most often, so the report fits
+        #: about two screens of 80x24), the cache's file and how the costs were fitted
         self.result, self.summary, self.verbose = result, summary, verbose
 
     def lines(self) -> list[Text]:
@@ -375,8 +376,9 @@ class ProgramView:
         lines += [Text(f"  {line}") for line in _update_ops(imported, count)]
         made = made_in_lines(result["sync_points_made_in"], waits=result.get("wait"))
         lines += [Text(f"  {line}") for line in made]
-        lines.append(Text(f"  costs: {imported['costs']}"))
-        fit = fit_line(imported.get("fit"))
+        kept = imported.get("costs_file") if self.verbose else None
+        lines.append(Text(f"  costs: {imported['costs']}" + (f", kept in {kept}" if kept else "")))
+        fit = fit_line(imported.get("fit")) if self.verbose else ""
         if fit:
             lines.append(Text(f"  {fit}"))
         lines += [Text(f"  what if: {line}") for line in result["what_if"]]
@@ -387,5 +389,5 @@ class ProgramView:
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield from self.lines()
         if self.summary:
-            most = (16, None) if self.verbose else (4, 3)  # towers, sync points
+            most = (16, None) if self.verbose else (4, 1)  # towers, sync points
             yield SummaryView(self.result, *most)  # type: ignore[arg-type]

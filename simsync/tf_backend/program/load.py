@@ -151,6 +151,8 @@ class Imported:
     efficiency: float | None = None
     #: the cost cache's folder its fit is kept in (None: not kept), and the machine it ran on
     kept_in: Path | None = None
+    #: the file its costs are kept in (None: in none)
+    costs_file: Path | None = None
     machine: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
@@ -276,7 +278,7 @@ def capture_program(
         key = str(answer.key)
         if "profile" in answer.said and processes > 1 and tasks is None:
             _more_walls(runner, answer.said["profile"], key, processes)
-    profile, costs_from = _profile(answer, folder, chosen, costs)
+    profile, costs_from, costs_file = _profile(answer, folder, chosen, costs)
     if chosen is not None:
         names = {op["name"] for op in answer.data["ops"]}
         timed = set(profile["ops"])
@@ -286,7 +288,9 @@ def capture_program(
                 "graph (most of its ops are not this program's)"
             )
     kept = folder if chosen is None else None  # a fit of costs from elsewhere is not kept
-    return replace(_imported(runner, answer, profile, costs_from, kept), export=own)
+    imported = _imported(runner, answer, profile, costs_from, kept)
+    imported.report["costs_file"] = None if costs_file is None else str(costs_file)
+    return replace(imported, export=own, costs_file=costs_file)
 
 
 def _imported(
@@ -697,23 +701,25 @@ def _checked(said: dict[str, Any], shown: str) -> ProgramSaid:
     return checked
 
 
-def _profile(answer: _Answer, folder: Path | None, chosen: Any, costs: Any) -> tuple[Profile, str]:
-    """The profile to use and where it came from: measured now (and cached), ``--costs``,
-    or the cache."""
+def _profile(
+    answer: _Answer, folder: Path | None, chosen: Any, costs: Any
+) -> tuple[Profile, str, Path | None]:
+    """The profile to use, where it came from (measured now, ``--costs``, or the cache), and
+    the file of the cache it is kept in (None: in none)."""
     said, key = answer.said, str(answer.key)
     if "profile" in said:
         profile = said["profile"]
         measured = f"measured now ({profile['steps']} traced steps)"
         if folder is None:
-            return profile, measured
-        saved = cost_cache.save_costs(key, said["machine"], profile, folder)
-        return profile, f"{measured}, kept in {saved}"
+            return profile, measured, None
+        return profile, measured, cost_cache.save_costs(key, said["machine"], profile, folder)
     if chosen is not None:
-        return chosen["profile"], f"{costs} (measured on {chosen['machine'].get('processor')})"
+        where = chosen["machine"].get("processor")
+        return chosen["profile"], f"{costs} (measured on {where})", None
     cached = None if folder is None else cost_cache.cached_costs(key, folder)
     if folder is None or cached is None:
         raise ProgramError("the cached costs of this graph vanished: run again")
-    return cached["profile"], f"cached ({cost_cache.costs_path(key, folder)})"
+    return cached["profile"], "cached", cost_cache.costs_path(key, folder)
 
 
 def _copy(source: Path, target: Path, shown: str) -> dict[str, bytes]:
