@@ -108,7 +108,7 @@ def _main_device(ops: list[Op]) -> str:
     >>> _main_device(ops), _main_device([Op(n, "generic", "/cpu:0") for n in "ab"])
     ('/gpu:1', '/cpu:0')
     """
-    cost: Counter[str] = Counter()
+    cost: dict[str, float] = defaultdict(float)
     count: Counter[str] = Counter()
     for op in ops:
         cost[op.device] += op.cost.expected
