@@ -228,6 +228,9 @@ def test_lesson_2_shows_the_tensorflow_2_form_meeting_at_its_all_reduces(tmp_pat
     made = re.search(rf"(\d+) sync points made in distributed_train_step \(mirrored.py:{run}\): "
                      r"sgd_1/CollectiveReduceV2", " ".join(shown.split()))  # fmt: skip
     assert made and int(made[1]) >= 4, shown  # one all-reduce per replica at least
+    # the lesson's text names them: 4 all-reduces, 3 writes of the count ("and 4 more")
+    said = re.search(rf"\(mirrored.py:{run}\): [^()]*, and 4 more", " ".join(shown.split()))
+    assert made[1] == "7" and said, shown
     assert "towers found by device /cpu:<i>" in shown or "/gpu:<i>" in shown
     assert "what if: tower devices at speeds 1, 0.8, 0.5, 1" in shown
     # at most of the sync points where the others waited (replica 0, which does the replicas'

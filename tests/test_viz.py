@@ -548,9 +548,10 @@ def test_one_tower_and_one_step_are_singular_and_no_tower_rule_is_said_plainly()
     assert "no towers (no tower scopes, at most one GPU)" in text and "found by none" not in text
 
 
-def test_a_programs_table_of_waits_shows_3_sync_points_and_4_towers_unless_verbose() -> None:
+def test_a_programs_table_of_waits_shows_1_sync_point_and_4_towers_unless_verbose() -> None:
     """simulate PROGRAM.py printed 150 lines for a 32-sync-point trainer (issue: output that
-    fits two screens, details behind --verbose); whoever came last is always shown."""
+    fits two screens, details behind --verbose), then 70 for lesson 2's program at 3 sync
+    points; whoever came last is always shown."""
     from rich.console import Console
 
     from simsync.viz import ProgramView
@@ -573,9 +574,9 @@ def test_a_programs_table_of_waits_shows_3_sync_points_and_4_towers_unless_verbo
         return console.export_text()
 
     short, every = shown(False), shown(True)
-    assert all(p in short for p in points[:3]) and "concat_3" not in short
-    assert "… and 2 more sync points where the waits were no longer" in " ".join(short.split())
-    assert short.count("tower_7") == 3 and short.count("tower_5") == 0  # the straggler kept
+    assert "concat_0" in short and not any(p in short for p in points[1:])
+    assert "… and 4 more sync points where the waits were no longer" in " ".join(short.split())
+    assert short.count("tower_7") == 1 and short.count("tower_5") == 0  # the straggler kept
     assert all(p in every for p in points) and every.count("tower_5") == 5
     assert "more sync points" not in every
 

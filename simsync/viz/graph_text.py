@@ -299,11 +299,8 @@ class GraphView:
             why = f"--towers {self.max_towers} shows at most {self.max_towers}"
         else:
             why = f"to fit {width} columns; a wider terminal shows more"
-        see = (
-            "`simsync graph FILE --format png -o graph.png` draws every lane"
-            if len(self.towers) <= PNG_LANES
-            else f"`simsync graph FILE --towers {len(self.towers)}` in a wider terminal shows more"
-        )
+        lanes = "every lane" if len(self.towers) <= PNG_LANES else f"{PNG_LANES} of them"
+        see = f"`simsync graph FILE --format png -o graph.png` draws {lanes}"
         return f"… folded: {names} ({why}; {see})"
 
     def _table(self, shown: list[int], hidden: list[int]) -> Table:
@@ -335,7 +332,8 @@ class GraphView:
             row: list[Text | str] = [str(number)]
             row += [self._cell(cells.get(t, [])) for t in shown]
             if hidden:
-                count = sum(len(cells.get(t, [])) for t in hidden_set)
+                # ops, not boxes: two folded towers' `hidden (5 ops)` are +10 ops
+                count = sum(ops_in_box(op.name) for t in hidden_set for op in cells.get(t, []))
                 row.append(f"+{count} ops" if count else "")
             if has_shared:
                 row.append(self._cell(cells.get(None, [])))
