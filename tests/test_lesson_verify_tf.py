@@ -81,7 +81,12 @@ def test_a_verify_step_runs_no_more_towers_than_the_machine_has_cores() -> None:
     assert report["check"] == "one_client"
     said = report.get("fewer_towers", "")
     assert said.startswith("This machine has 2 cores and no GPU: 4 towers would take turns")
-    assert "tower_0 and tower_2 (speeds 1 and 0.5), named tower_0 and tower_1 here" in said
+    assert said.endswith("the towers tower_0 and tower_2 (speeds 1 and 0.5).")
+    # who arrived last, in the lesson's names: the slow tower is tower_2 there too (a learner
+    # read "tower_1", the run's own name of it, and took it for the 0.8-speed tower)
+    (found,) = report["evidence"]["arrivals"]
+    assert set(found["last"]) == set(found["mean_wait"]) == {"tower_0", "tower_2"}
+    assert found["expected"] == "tower_2"
     assert report["structure"]["violations"] == [] and report["values"]["ok"]
     assert report["devices"].startswith("3 logical devices")  # two towers and the CPU
     whole = crosscheck(scenario, profile=two_cores, warmup=1).report  # as asked, by default

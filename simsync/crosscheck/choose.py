@@ -9,11 +9,12 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from simsync.crosscheck.asynchronous import crosscheck_async
 from simsync.crosscheck.compare import MACHINE, CrossCheck, crosscheck_one_client, resolve_profile
+from simsync.crosscheck.report import Arrival
 from simsync.crosscheck.sync_replicas import crosscheck_sync_replicas, needs_cluster
 from simsync.ir import racing_clients
 from simsync.patterns import build
@@ -66,7 +67,28 @@ def crosscheck(
     )
     if fewer is not None and checked.report["check"] == "one_client":
         checked.report["fewer_towers"] = fewer.said
+        for found in checked.report["evidence"]["arrivals"]:
+            _rename(found, fewer.names)
     return checked
+
+
+def _rename(found: Arrival, names: Mapping[str, str]) -> None:
+    """Who arrived last at a sync point, in the towers' names of the scenario asked for (a
+    learner who was told the slow tower is ``tower_2`` read "tower_1" last, the name of the
+    run of fewer towers).
+
+    >>> found = {"sync_point": "s", "steps": 2, "last": {"tower_0": 0, "tower_1": 2},
+    ...          "mean_wait": {"tower_0": 0.1, "tower_1": 0.0}, "expected": "tower_1",
+    ...          "predicted_last": "tower_1"}
+    >>> _rename(found, {"tower_0": "tower_0", "tower_1": "tower_2"})
+    >>> found["last"], found["expected"], found["predicted_last"]
+    ({'tower_0': 0, 'tower_2': 2}, 'tower_2', 'tower_2')
+    """
+    found["last"] = {names.get(t, t): n for t, n in found["last"].items()}
+    found["mean_wait"] = {names.get(t, t): w for t, w in found["mean_wait"].items()}
+    found["expected"] = names.get(found["expected"], found["expected"])
+    if "predicted_last" in found:
+        found["predicted_last"] = names.get(found["predicted_last"], found["predicted_last"])
 
 
 @dataclass(frozen=True)
@@ -75,6 +97,8 @@ class FewerTowers:
 
     scenario: Scenario
     said: str
+    #: each tower of the run by its name in the scenario asked for (``tower_1``: ``tower_2``)
+    names: dict[str, str]
 
 
 def fewer_towers(scenario: Scenario, profile: Profile | None) -> FewerTowers | None:
@@ -87,8 +111,10 @@ def fewer_towers(scenario: Scenario, profile: Profile | None) -> FewerTowers | N
     >>> fewer = fewer_towers(s, here)
     >>> fewer.scenario.cluster.speeds
     (1.0, 0.5)
-    >>> print(fewer.said[-82:])
-    the towers tower_0 and tower_2 (speeds 1 and 0.5), named tower_0 and tower_1 here.
+    >>> print(fewer.said[-50:])
+    the towers tower_0 and tower_2 (speeds 1 and 0.5).
+    >>> fewer.names
+    {'tower_0': 'tower_0', 'tower_1': 'tower_2'}
     >>> fewer_towers(s.with_run(steps=1), dataclasses.replace(here, host_cores=4)) is None
     True
     """
@@ -108,10 +134,11 @@ def fewer_towers(scenario: Scenario, profile: Profile | None) -> FewerTowers | N
     said = (
         f"This machine has {plural(cores, 'core')} and no GPU: {towers} towers would take turns "
         f"on them, as {towers} GPUs would not. This check runs {len(kept)} of them, the towers "
-        f"{_listed(names)} (speeds {shown})"
-        + (f", named {_listed(here)} here." if names != here else ".")
+        f"{_listed(names)} (speeds {shown})."
     )
-    return FewerTowers(dataclasses.replace(scenario, cluster=cluster), said)
+    return FewerTowers(
+        dataclasses.replace(scenario, cluster=cluster), said, dict(zip(here, names, strict=True))
+    )
 
 
 def _listed(names: list[str]) -> str:
