@@ -393,7 +393,7 @@ def critical_path_note(
     >>> critical_path_note(0.020, {"mean": 0.0201})
     ''
     >>> critical_path_note(0.020, {"mean": 0.013, "p50": 0.01, "p95": 0.02}, clients=4)[:80]
-    "The mean step (13.000 ms) is shorter than this path: it is 4 clients' steps, and"
+    'The mean step (13.000 ms) is shorter than this path: it is the mean of 4 workers'
     """
     step = (step_time or {}).get("mean")
     if not path or not step or abs(step - path) <= 0.01 * path:
@@ -407,13 +407,14 @@ def critical_path_note(
             f"slowest compute{vary} and for devices and links busy with other work, which this "
             "path, at mean costs and alone on the machine, leaves out."
         )
-    if clients > 1:
+    if clients > 1:  # several clients update the model: asynchronous workers
         return (
-            f"The mean step ({ms(step)} ms) is shorter than this path: it is {clients} clients' "
-            "steps, and this path is the longest of them: the others' steps are shorter."
+            f"The mean step ({ms(step)} ms) is shorter than this path: it is the mean of "
+            f"{clients} workers' updates, and this path is the longest of them: the others' "
+            "updates are shorter."
         )
     return f"The mean step ({ms(step)} ms) is shorter than this path: " + (
-        "its compute times were shorter than their mean." if varied else "clients overlapped."
+        "its compute times were shorter than their mean." if varied else "its runs overlapped."
     )
 
 

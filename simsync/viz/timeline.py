@@ -15,6 +15,7 @@ The looks of the kinds (:func:`kind_style`, from the registry of kinds) and the 
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -296,9 +297,9 @@ class Timeline:
             if shown
             else "no steps"
         )
-        clients = len({s.client for s in self.trace.steps})
-        if clients > 1:
-            which = f"{which.replace('step', 'run')} of each of {clients} clients"
+        clients = {s.client for s in self.trace.steps}
+        if len(clients) > 1:
+            which = f"{which.replace('step', 'run')} of each of {_loops(clients)}"
         return f"Timeline: {which}, {span * 1e3:.3g} ms ({self.trace.source})"
 
     def _paint(self, grid: _Grid) -> None:
@@ -386,3 +387,22 @@ def wrap_items(items: Sequence[tuple[str, str]], width: int) -> Iterator[Text]:
         line.append(label, style=style)
     if line.plain:
         yield line
+
+
+def _loops(clients: set[str]) -> str:
+    """The loops whose runs a timeline shows, named as the graph names them (``4 workers``;
+    a queue runner's thread aside), else ``N loops``.
+
+    >>> _loops({"worker_0", "worker_1", "queue_runner"}), _loops({"main", "other"})
+    ('2 workers and a queue runner', '2 loops')
+    """
+    units = {name.rpartition("_")[0] for name in clients if re.fullmatch(r"[a-z]+_\d+", name)}
+    named = sum(1 for name in clients if re.fullmatch(r"[a-z]+_\d+", name))
+    if len(units) != 1 or not named:
+        return plural(len(clients), "loop")
+    (unit,) = units
+    rest = len(clients) - named
+    runners = "queue_runner" in clients and rest == 1
+    return plural(named, unit) + (
+        " and a queue runner" if runners else f" and {plural(rest, 'loop')}" if rest else ""
+    )
