@@ -124,7 +124,7 @@ def test_graph_view_elides_towers_that_do_not_fit() -> None:
     assert all(len(line) <= WIDTH for line in text.splitlines())
     header = line_with(text, "gen")
     assert "tower_0" in header and "tower_1023" not in text
-    assert "… 1022 more" in text or "… 1023 more" in text
+    assert "… 1,022 more" in text or "… 1,023 more" in text
     assert "for tower_0..1023" in text
     assert "+1022 ops" in text or "+1023 ops" in text
 

@@ -320,7 +320,7 @@ class GraphView:
             table.add_column(f"{self.unit}_{tower}", no_wrap=True)
         if hidden:
             table.add_column(
-                f"… {len(hidden)} more {self.unit}s",
+                f"… {plural(len(hidden), 'more ' + self.unit, 'more ' + self.unit + 's')}",
                 style="dim",
                 min_width=_elision_width(len(self.towers)) - 3,
             )
