@@ -241,3 +241,16 @@ def test_the_stalest_worker_row_says_its_rule() -> None:
     text = " ".join(render(CrossCheckView({**r, "staleness": staleness})).split())
     assert "stalest worker (1.5x the mean) │ worker_3 │ none" in text, text
     assert "stands out" not in text
+
+
+@pytest.mark.parametrize(
+    ("findings", "noted"), [(None, True), (["no slow tower"], True), ([], False)]
+)
+def test_the_drift_note_comes_only_above_comparisons_it_is_about(findings, noted) -> None:
+    """Lesson 7 shows none of the comparisons, and said 'the comparisons below use what this
+    session measured again' above nothing: the note is about the comparisons, shown with them."""
+    r = report("one_client")
+    r["evidence"]["machine"]["drifted"] = True
+    text = " ".join(render(CrossCheckView(r, findings)).split())
+    assert ("the comparisons below" in text) is noted, text
+    assert "In the alternating rounds" in text or not noted

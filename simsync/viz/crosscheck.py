@@ -174,7 +174,13 @@ class CrossCheckView:
         refitted = r.get("refit")
         if refitted is not None:
             yield _refit(refitted)
-        yield from _drift(r["evidence"]["machine"], refitted is not None)
+        compared = [  # the comparisons shown below (a lesson may show none of them)
+            ratio
+            for ratio in r["evidence"]["ratios"]
+            if self.findings is None or ratio["variant"] in self.findings
+        ]
+        if compared:  # the note is about them: it says how they are judged
+            yield from _drift(r["evidence"]["machine"], refitted is not None)
         yield EvidenceView(r, self.findings)
         yield from _problems(r["structure"]["violations"], r["unmapped_tensorflow_ops"])
 

@@ -271,7 +271,7 @@ def _update_ops(imported: Mapping[str, Any], towers: int) -> list[str]:
     UPDATE_OPS: the training loop runs every tower's (4 of 4): they race on 2
     >>> slim = {"collected": 0, "run": 28, "towers": [1], "racing": []}
     >>> print(_update_ops({"update_ops": slim}, 2)[0][:93])
-    moving averages (in no UPDATE_OPS collection): the training loop runs 28, tower_1's only: the
+    moving averages (in no UPDATE_OPS collection): the training loop runs 28 updates, tower_1's o
     >>> slim["read_unordered"] = {"bn/moving_mean": "ema/update_bn/moving_mean/sub"}
     >>> print(_update_ops({"update_ops": slim}, 2)[1][:73])
     1 moving average is read in the same step in no order with its update (by
@@ -303,7 +303,7 @@ def _updates_line(found: Mapping[str, Any], towers: int) -> list[str]:
                 "moving averages never change"]  # fmt: skip
     label = "UPDATE_OPS" if collected else "moving averages (in no UPDATE_OPS collection)"
     counted = f"{run} of {collected}" if collected >= run else str(run)
-    line = f"{label}: the training loop runs {counted}"
+    line = f"{label}: the training loop runs {counted}" + ("" if collected else " updates")
     if towers > 1 and len(whose) == 1:
         return [f"{line}, tower_{whose[0]}'s only: the other towers' batch statistics never "
                 "reach the moving averages"]  # fmt: skip
