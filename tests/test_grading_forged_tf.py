@@ -989,6 +989,24 @@ def test_an_update_that_changes_for_rare_batches_is_refused(tmp_path, given, how
     assert any(phrase in judged for phrase in said), averaging
 
 
+#: a write of infinity into a variable of the program's own at every step: it stopped the
+#: grader's training at its first step (a diverged training, it took it for), so a trigger
+#: armed for rare batches went untried (the twenty-fifth attack: 9/9)
+INFINITY = APPLY + (
+    '        worst = tf.compat.v1.get_variable("worst", [], trainable=False,\n'
+    "            initializer=tf.compat.v1.zeros_initializer())\n"
+    '        train_op = tf.group(train_op, worst.assign(float("inf")))\n'
+)
+
+
+def test_a_write_of_infinity_beside_the_model_does_not_stop_the_training(tmp_path, given):
+    turned = MEAN + RARE.replace("FACTOR", "-1.0")
+    averaging = _measured(tmp_path, given, "infinity", ((MEAN, turned), (APPLY, INFINITY)))
+    assert averaging is not None
+    judged = " ".join(_averages({"averaging": averaging}))
+    assert any(phrase in judged for phrase in RARE_FORMS["turned"][1]), averaging
+
+
 #: a softmax of constants, as TensorFlow's plain kernel (oneDNN off: "off") or its default
 #: kernels ("default") compute it, printed
 SOFTMAX = r"""

@@ -209,6 +209,11 @@ def _probe(loop: Loop, given: Loop | None) -> dict[str, Any]:
     written = {t.name: t for op in step if variables_written(op) for t in op.inputs}
     # every input of the updates but a handle: their settings and indices too
     inputs = [t for t in written.values() if _number(t) and not is_handle(t.dtype.name)]
+    model = {
+        v for name, _ in updates for v in variables_written(loop.graph.get_operation_by_name(name))
+    }
+    # the inputs of the writes of the model: where they stop being finite, training diverged
+    diverging = {t.name for op in step if model & set(variables_written(op)) for t in op.inputs}
     try:
         twin = _twin(loop, flat, base, [value for batch in batches for value in batch])
     except Exception as error:  # whatever TensorFlow raises, said in a line
@@ -241,6 +246,7 @@ def _probe(loop: Loop, given: Loop | None) -> dict[str, Any]:
             step,
             (take, lambda later: {**base, **fed(list(range(n)), later)}),
             follow,
+            [t.name in diverging for t in inputs],
         )
         if rewritten is not None:
             return {**found, "updates": [], "problem": rewritten}
@@ -482,6 +488,7 @@ def _trained_alike(
         Callable[[list[list[Any]]], dict[Any, Any]],
     ],
     follow: _Following | None = None,
+    models: list[bool] | None = None,
 ) -> str | None:
     """Why the step's updates compute otherwise, at some step of a training of
     :data:`TRAINED` steps on the program's own data, in a session that rewrites the graph
@@ -497,7 +504,12 @@ def _trained_alike(
     rare batches, or once training has brought the variables to some state, turns a
     training of that many steps here about as often as a student's: the five steps of
     :func:`_rewritten` saw one armed for 1 batch in 1,000 about 2 times in 100. The
-    variables the step writes are put back after."""
+    training stops where an input of a write of the model (``models``: which of
+    ``fetched`` are; None: all) stops being finite: it diverged, and a diverged training
+    compared in inf and NaN would be told of graph rewriting. A write of anything else does
+    not stop it (the twenty-fifth attack wrote infinity into a variable of its own at every
+    step, which stopped the training at its first step and left a trigger armed for 1 batch
+    in 2,000 untried). The variables the step writes are put back after."""
     import tensorflow as tf
 
     take, feed_of = data
@@ -539,8 +551,12 @@ def _trained_alike(
                 computed = beside.result()
                 theirs = None if given is None else given.result()
             measured = _flat(ran[: len(fetched)])
-            if not all(np.all(np.isfinite(m)) for m in measured):
-                break  # the training diverged: nothing further to compare
+            if not all(
+                np.all(np.isfinite(m))
+                for m, of_model in zip(measured, models or [True] * len(measured), strict=True)
+                if of_model
+            ):
+                break  # the model diverged: nothing further to compare
             if not _alike(measured, computed) and not _alike_once_raced(
                 functools.partial(alone.compute, feed_of(batches), [values[n] for n in names]),
                 functools.partial(twinned, values, flat),
