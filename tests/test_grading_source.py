@@ -286,7 +286,30 @@ for how, line in {
 # for the student's own process from its environment
 REFUSED["a session's rewriting named in pieces"] = (
     "c = tf.compat.v1.ConfigProto(**{'graph_' + 'options': {'rewrite_' + 'options': {}}})",
-    "names `graph_options`",
+    "`graph_options`",
+)
+# the twenty-fifth attack: the environment reached by other names, a variable of oneDNN's
+# own, and a key computed by a method no constant folds
+for how, line in {
+    "putenv imported by name": "from os import putenv\nputenv('TF_XLA_FLAGS', '1')",
+    "environ under another name": "import os\nenv = os.environ\nenv['TF_X'] = '0'",
+    "environ imported by name": "from os import environ\nenviron['TF_X'] = '0'",
+    "environ passed on": "import os\nprint(os.environ)",
+    "unsetenv": "import os\nos.unsetenv('HOME')",
+    "environ popped": "import os\nos.environ.pop('HOME')",
+}.items():
+    REFUSED[f"the environment reached by {how}"] = (line, "otherwise than by its items")
+REFUSED["oneDNN's own variable set"] = (
+    "import os\nos.environ['ONEDNN_MAX_CPU_ISA'] = 'SSE41'",
+    "sets `ONEDNN_MAX_CPU_ISA`",
+)
+REFUSED["a session's rewriting by a key a method makes"] = (
+    "c = tf.compat.v1.ConfigProto(**{'graph-options'.replace('-', '_'): {}})",
+    "a key it computes",
+)
+REFUSED["keywords from a mapping built"] = (
+    "kw = {}\nc = tf.compat.v1.ConfigProto(**kw)",
+    "a mapping it builds",
 )
 for how, line in {
     "an item": "import os\nos.environ['TF_XLA_FLAGS'] = '--tf_xla_auto_jit=2'",
@@ -296,7 +319,7 @@ for how, line in {
     "update": "import os\nos.environ.update({'XLA_FLAGS': '1'})",
     "update by keyword": "import os\nos.environ.update(TF_XLA_FLAGS='1')",
 }.items():
-    REFUSED[f"TensorFlow's environment set by {how}"] = (line, "changes how TensorFlow")
+    REFUSED[f"TensorFlow's environment set by {how}"] = (line, "change how TensorFlow")
 REFUSED["an environment's variable of a computed name"] = (
     "import os\nkey = 'TF'\nos.environ[key] = '1'",
     "does not name by a constant",
@@ -473,7 +496,9 @@ def test_the_programs_people_write_pass() -> None:
     assert check_source(HONEST) is None
     quiet = "import os\nos.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'\n"
     devices = "import os\nos.environ.setdefault('CUDA_VISIBLE_DEVICES', '0')\n"
-    assert check_source(quiet + devices + "import tensorflow as tf\n") is None
+    reads = "home = os.environ.get('HOME')\nsays = 'HOME' in os.environ\n"
+    written = "c = tf.compat.v1.ConfigProto(**{'allow_soft_placement': True})\n"
+    assert check_source(quiet + devices + reads + "import tensorflow as tf\n" + written) is None
 
 
 @pytest.mark.parametrize(

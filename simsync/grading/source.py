@@ -117,13 +117,22 @@ REWRITING = frozenset(
         *("ParseFromString", "MergeFromString", "FromString"),
     }
 )
-#: the environment's variables a graded program may set: TensorFlow's (``TF_*``, ``XLA_*``)
-#: change how it rewrites and computes the graph in the student's own process (XLA's
-#: ``TF_XLA_FLAGS``, oneDNN's ``TF_ENABLE_ONEDNN_OPTS``), which the grader's does not see;
-#: its log level is only words
-ENVIRONMENT_ALLOWED = frozenset({"TF_CPP_MIN_LOG_LEVEL", "TF_CPP_MIN_VLOG_LEVEL"})
+#: the environment's variables a graded program may set. Others change how TensorFlow and
+#: the libraries under it rewrite and compute the graph in the student's own process (XLA's
+#: ``TF_XLA_FLAGS``, oneDNN's ``TF_ENABLE_ONEDNN_OPTS`` and ``ONEDNN_MAX_CPU_ISA``, which the
+#: twenty-fifth attack used to round a ``MatMul`` otherwise), which the grader's does not
+#: see: its log level is only words, and which GPUs it may use none of the grader's CPUs
+ENVIRONMENT_ALLOWED = frozenset(
+    {"TF_CPP_MIN_LOG_LEVEL", "TF_CPP_MIN_VLOG_LEVEL", "CUDA_VISIBLE_DEVICES"}
+)
 #: calls that set the environment's variables
 ENVIRONMENT_WRITES = frozenset({"os.putenv", "os.environ.setdefault", "os.environ.update"})
+#: what holds or sets the environment's variables: reached only as :data:`ENVIRONMENT_USES`
+#: say (the twenty-fifth attack set them through ``env = os.environ`` and ``from os import
+#: putenv``, which named no ``os.environ`` item)
+ENVIRONMENT = frozenset({"os.environ", "os.environb", "os.putenv", "os.unsetenv"})
+#: the methods of ``os.environ`` a program may call: reads, and the writes checked
+ENVIRONMENT_USES = frozenset({"get", "setdefault", "update", "keys", "items", "values", "copy"})
 #: what is said of a name of :data:`REWRITING`
 REWRITING_SAID = (
     "which sets how TensorFlow rewrites or compiles the graph in your own session: the "
@@ -231,6 +240,24 @@ def _folded(node: ast.AST) -> str | None:
     return None
 
 
+def _splat(node: ast.Call, given: ast.expr) -> None:
+    """Refuse a ``**`` argument whose keywords the source does not write out: a mapping it
+    builds, or a key it computes (the twenty-fifth attack passed ``ConfigProto`` a key of
+    ``"graph-options".replace("-", "_")``, which no constant holds); a key written out is
+    checked as a keyword is."""
+    if not isinstance(given, ast.Dict):
+        raise Refused(node, "passes `**` a mapping it builds: write the keywords out")
+    for key in given.keys:
+        name = _folded(key) if key is not None else None
+        if name is None:
+            raise Refused(node, "passes `**` a key it computes: write the keywords out")
+        if name in REWRITING:
+            raise Refused(node, f"sets `{name}`, {REWRITING_SAID}")
+        for value in given.values:  # a sub-message's keys are keywords too
+            if isinstance(value, ast.Dict):
+                _splat(node, value)
+
+
 def _environment(node: ast.AST, key: ast.AST | None) -> None:
     """Refuse setting the environment's variable ``key`` (a constant the program names) when
     TensorFlow reads it (:data:`ENVIRONMENT_ALLOWED`), or when it is not named by a
@@ -238,13 +265,13 @@ def _environment(node: ast.AST, key: ast.AST | None) -> None:
     name = _folded(key) if key is not None else None
     if name is None:
         raise Refused(node, "sets a variable of the environment it does not name by a constant")
-    if name.startswith(("TF_", "XLA_")) and name not in ENVIRONMENT_ALLOWED:
+    if name not in ENVIRONMENT_ALLOWED:
         raise Refused(
             node,
-            f"sets `{name}`, a variable that changes how TensorFlow rewrites or computes the "
-            "graph in your own process: the grader measures your graph as TensorFlow's "
-            f"defaults run it (of TensorFlow's, only {', '.join(sorted(ENVIRONMENT_ALLOWED))} "
-            "may be set)",
+            f"sets `{name}`, a variable of the environment, which could change how TensorFlow "
+            "rewrites or computes the graph in your own process: the grader measures your "
+            "graph as TensorFlow's defaults run it (a graded program may set only "
+            f"{', '.join(sorted(ENVIRONMENT_ALLOWED))})",
         )
 
 
@@ -453,6 +480,12 @@ class _Rules:
                 raise Refused(node, f"imports a name as `{alias.asname}`, Python's own")
             module = _imported(node, alias)
             top = module.partition(".")[0]
+            if module in ENVIRONMENT:  # from os import putenv
+                raise Refused(
+                    node,
+                    f"imports `{module}`, which reaches the environment otherwise than by its "
+                    "items (`import os`, then `os.environ['NAME'] = value`)",
+                )
             if module in YET_MODULES:
                 continue
             if top not in MODULES:
@@ -474,7 +507,34 @@ class _Rules:
                         f"or native code: {PUBLIC}",
                     )
 
+    def _environment_use(self, node: ast.Name | ast.Attribute) -> None:
+        """Refuse ``os.environ`` (and what else holds or sets the environment's variables:
+        :data:`ENVIRONMENT`) reached otherwise than by its items, its read and checked
+        methods (:data:`ENVIRONMENT_USES`) or a call of ``os.putenv``, each of which the
+        rules check: passed on or kept under another name, it could set any variable."""
+        full = self._full(node)
+        if full not in ENVIRONMENT:
+            return
+        parent = self.parents.get(id(node))
+        if full in ("os.environ", "os.environb"):
+            if isinstance(parent, ast.Subscript) and parent.value is node:
+                return  # os.environ[KEY], read or set (a set is checked: _target)
+            if isinstance(parent, ast.Compare) and node in parent.comparators:
+                return  # KEY in os.environ
+            if isinstance(parent, ast.Attribute) and parent.attr in ENVIRONMENT_USES:
+                called = self.parents.get(id(parent))
+                if isinstance(called, ast.Call) and called.func is parent:
+                    return  # os.environ.get(KEY), .setdefault(KEY, v): checked in _call
+        elif full == "os.putenv" and isinstance(parent, ast.Call) and parent.func is node:
+            return  # os.putenv(KEY, v): checked in _call
+        raise Refused(
+            node,
+            f"uses `{full}` otherwise than by its items (`os.environ['NAME'] = value`): kept "
+            "under another name or passed on, it could set any variable of the environment",
+        )
+
     def _name(self, node: ast.Name) -> None:
+        self._environment_use(node)
         if id(node) in self.written_out:  # checked with its call
             return
         if node.id in self.classes and isinstance(node.ctx, ast.Load):
@@ -497,6 +557,7 @@ class _Rules:
             raise Refused(node, "uses `getattr` but to call it with a name written out")
 
     def _attribute(self, node: ast.Attribute) -> None:
+        self._environment_use(node)
         name, base = node.attr, node.value
         if _call_of(base, "type", 1) and name != "__name__":  # type(x).f(anything)
             raise Refused(node, f"uses {_quoted(node)}, an attribute of an object's class")
@@ -548,10 +609,10 @@ class _Rules:
             )
 
     def _call(self, node: ast.Call) -> None:
-        if self._module_path(node.func) in ENVIRONMENT_WRITES or (
+        if self._full(node.func) in ENVIRONMENT_WRITES or (
             isinstance(node.func, ast.Attribute)
             and node.func.attr in ("setdefault", "update", "__setitem__")
-            and self._module_path(node.func.value) == "os.environ"
+            and self._full(node.func.value) == "os.environ"
         ):
             for given in (*node.args[:1], *(k.value for k in node.keywords if k.arg is None)):
                 keys = given.keys if isinstance(given, ast.Dict) else [given]
@@ -561,6 +622,8 @@ class _Rules:
                 if keyword.arg is not None:
                     _environment(node, ast.Constant(keyword.arg))
         for keyword in node.keywords:
+            if keyword.arg is None:
+                _splat(node, keyword.value)
             if keyword.arg in REWRITING:
                 raise Refused(node, f"sets `{keyword.arg}`, {REWRITING_SAID}")
             if keyword.arg in NOT_KEYWORDS and not _constant(
