@@ -254,3 +254,17 @@ def test_the_drift_note_comes_only_above_comparisons_it_is_about(findings, noted
     text = " ".join(render(CrossCheckView(r, findings)).split())
     assert ("the comparisons below" in text) is noted, text
     assert "In the alternating rounds" in text or not noted
+
+
+def test_at_80_columns_each_finding_is_a_paragraph() -> None:
+    """A learner paged one verdict's evidence over three screens of 80x24: the table's
+    evidence column was 25 characters wide. Below 100 columns each finding is its question
+    and answer on a line, then its evidence across the screen."""
+    out = io.StringIO()
+    Console(file=out, width=80, color_system=None).print(CrossCheckView(report("one_client")))
+    text = out.getvalue()
+    shown = text[text.index("What the real run shows") :].splitlines()
+    assert "a step against the same step with no slow tower → waits for the slowest" in shown
+    evidence = [line for line in shown[1:] if line.startswith("  ")]
+    assert evidence and not any("│" in line for line in shown)
+    assert max(len(line.rstrip()) for line in evidence) > 70  # the whole width, not a column

@@ -6,6 +6,7 @@ from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, assert_never
 
 from rich.console import Console, ConsoleOptions, RenderResult
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -490,6 +491,10 @@ def _costs(costs: str) -> str:
     return "the scenario's own costs" if costs == "scenario" else costs
 
 
+#: below this width, the findings of a real run are paragraphs, not a table's rows
+NARROW = 100
+
+
 class EvidenceView:
     """What the real run shows (:mod:`simsync.crosscheck.evidence`), one row per finding:
     its verdict, or "inconclusive here" with the reason, and the numbers behind it. The
@@ -510,42 +515,50 @@ class EvidenceView:
         self.predicted = "for this machine" if kind == "machine" else f"from {_costs(costs)}"
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        table = Table(title="What the real run shows", title_justify="left")
-        for column in ("question", "answer", "evidence"):
-            table.add_column(column)
+        rows: list[tuple[str, Text, str]] = []
         r = self.report
         if r["check"] == "one_client":
-            self._towers(table, r)
+            self._towers(rows, r)
         else:
             stale = r["evidence"]["staleness"]
             if stale:
-                table.add_row(*_stale(stale))
-                table.add_row(*_stale_predicted(stale, self.predicted))
-        if table.row_count:
-            yield table
+                rows += [_stale(stale), _stale_predicted(stale, self.predicted)]
+        if not rows:
+            return
+        if options.max_width < NARROW:  # each finding a paragraph: a column of 25 characters
+            # took one verdict's evidence over three pages of an 80x24 terminal
+            yield Text("What the real run shows", style="italic")
+            for question, answer, evidence in rows:
+                yield Text.assemble((question, "bold"), " → ", answer)
+                yield Padding(Text(evidence), (0, 0, 0, 2))
+            return
+        table = Table(title="What the real run shows", title_justify="left")
+        for column in ("question", "answer", "evidence"):
+            table.add_column(column)
+        for row in rows:
+            table.add_row(*row)
+        yield table
 
     def _shown(self, finding: str) -> bool:
         return self.findings is None or finding in self.findings
 
-    def _towers(self, table: Table, r: SyncReport) -> None:
+    def _towers(self, rows: list[tuple[str, Text, str]], r: SyncReport) -> None:
         evidence = r["evidence"]
         together = evidence["side_by_side"]
         if together and self._shown(SIDE_BY_SIDE):
-            table.add_row(
+            rows.append((
                 "did the towers run side by side?",
                 _verdict(together["verdict"], "side by side"),
                 f"in {together['overlapped_steps']} of {together['steps']} traced steps the "
                 "towers' forward and backward ops ran at the same time for at least half of "
                 f"the shorter tower's compute (median {together['median_share'] * 100:.0f} %); "
                 "one after another, they would never overlap",
-            )
+            ))  # fmt: skip
         for found in evidence["arrivals"] if self._shown(LAST) else ():
-            table.add_row(
-                f"who arrived last at {found['sync_point']}?", *_last(found)
-            )  # fmt: skip
+            rows.append((f"who arrived last at {found['sync_point']}?", *_last(found)))
         for ratio in evidence["ratios"]:
             if self._shown(ratio["variant"]):
-                table.add_row(*_ratio(ratio, self.predicted))
+                rows.append(_ratio(ratio, self.predicted))
 
 
 def _verdict(verdict: str, expected: str) -> Text:
