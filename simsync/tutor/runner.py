@@ -71,10 +71,10 @@ class Outcome:
 
 
 #: How a line inside a block begins (a table's row or border, a timeline's lane, axis,
-#: note of folded lanes or legend): a page is not cut before one, where it can be cut
-#: elsewhere.
+#: note of folded lanes or legend, a plot's row with its value on the axis: ``  3.043│``):
+#: a page is not cut before one, where it can be cut elsewhere.
 _INSIDE_A_BLOCK = re.compile(
-    r"^(\s*[│┃├┡└┗┘╰║╟]|/|step |sync |ms |\s*┬|… \d+ more device|points are shown"
+    r"^(\s*[│┃├┡└┗┘╰║╟]|\s*[\d.,]+[│└]|/|step |sync |ms |\s*┬|… \d+ more device|points are shown"
     r"|\S+ waits +[~·]|[A-Z·] [a-z_]+  \S|- waiting at |~ blocked on |lowercase: )"
 )
 
@@ -104,6 +104,9 @@ def page_break(lines: list[str], height: int) -> int:
     8
     >>> page_break(["intro"] * 6 + ["Timing", "┏━━┓", "┃ a┃", "┗━━┛"], 7)  # its title too
     6
+    >>> plot = ["Loss", "  3.043│C", "       │DC", "  1.315│ D", "       └┬──", "ms      0"]
+    >>> page_break(["intro"] * 4 + plot, 8)  # a plot's rows with its values on the axis
+    4
     """
     for cut in range(height, 0, -1):
         if cut < len(lines) and not _inside(lines, cut):
