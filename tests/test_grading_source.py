@@ -297,6 +297,14 @@ for how, line in {
     "environ passed on": "import os\nprint(os.environ)",
     "unsetenv": "import os\nos.unsetenv('HOME')",
     "environ popped": "import os\nos.environ.pop('HOME')",
+    "putenv kept": "import os\np = os.putenv\np('TF_X', '1')",
+    "putenv in a partial": "import os, functools\nfunctools.partial(os.putenv, 'TF_X')('1')",
+    "putenv by getattr": "import os\ngetattr(os, 'putenv')('TF_X', '1')",
+    "putenv mapped": "import os\nlist(map(os.putenv, ['TF_X'], ['1']))",
+    "environ to a mapping's method": "import os, collections.abc\n"
+    "collections.abc.MutableMapping.update(os.environ, {'TF_X': '1'})",
+    "environ as a default": "import os\nf = lambda e=os.environ: e.update(TF_X='1')",
+    "environ looped over": "import os\nfor e in [os.environ]:\n    e['TF_X'] = '1'",
 }.items():
     REFUSED[f"the environment reached by {how}"] = (line, "otherwise than by its items")
 REFUSED["oneDNN's own variable set"] = (
@@ -305,6 +313,10 @@ REFUSED["oneDNN's own variable set"] = (
 )
 REFUSED["a session's rewriting by a key a method makes"] = (
     "c = tf.compat.v1.ConfigProto(**{'graph-options'.replace('-', '_'): {}})",
+    "a key it computes",
+)
+REFUSED["a session's rewriting by a key a format makes"] = (
+    "c = tf.compat.v1.ConfigProto(**{'{}_options'.format('graph'): {}})",
     "a key it computes",
 )
 REFUSED["keywords from a mapping built"] = (
