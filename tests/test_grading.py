@@ -257,3 +257,20 @@ def test_a_towers_data_may_not_weigh_more_than_anothers(weights, noise, said) ->
                            "data_weights": weights, "data_noise": noise}}  # fmt: skip
     problems = _averages(found)
     assert (problems == []) if said is None else (said in problems[0]), problems
+
+
+def test_a_race_is_told_from_a_rewriting_by_the_measurings_own_runs() -> None:
+    """The 25th attack's read of a variable raced against the step's own write was refused as
+    graph rewriting: a rewriting computes otherwise every time, alike from run to run; a race
+    differs from one of the measuring's own runs to the next."""
+    import numpy as np
+
+    from simsync.tf_backend.program.averaging import RACING, REWRITTEN, _alike_once_raced
+
+    one, two, three = [np.array([1.0])], [np.array([2.0])], [np.array([3.0])]
+    tosses = iter([two, one, two, one])
+    racing = _alike_once_raced(lambda: next(tosses), lambda: three, one, three)
+    assert racing == RACING
+    assert _alike_once_raced(lambda: one, lambda: three, one, three) == REWRITTEN
+    late = iter([three])  # a pair alike at the second try: a race that tossed alike
+    assert _alike_once_raced(lambda: next(late), lambda: three, one, two) is None

@@ -302,6 +302,12 @@ REWRITTEN = (
     "expm1(x)) than when it does not, as the measuring runs: compute the updates with ops "
     "whose values do not depend on it"
 )
+#: what a step computes otherwise from one run to the next, from the same values and batches
+RACING = (
+    "the step's updates compute otherwise from one run to the next, from the same values and "
+    "batches: a read that the graph does not order against a write of the step sees the old "
+    "value or the new one, whichever runs first; order them (tf.control_dependencies)"
+)
 
 
 @dataclass
@@ -433,8 +439,9 @@ def _rewritten(
         values = alone.now()
         mine = functools.partial(alone.compute, feed, values)
         theirs = functools.partial(twin.compute_from, fetched, alone.names, values, batches)
-        if not _alike_once_raced(mine, theirs, mine(), theirs()):
-            return REWRITTEN
+        differs = _alike_once_raced(mine, theirs, mine(), theirs())
+        if differs is not None:
+            return differs
     return None
 
 
@@ -448,22 +455,25 @@ def _alike_once_raced(
     theirs: Callable[[], list[np.ndarray]],
     first: list[np.ndarray],
     their_first: list[np.ndarray],
-) -> bool:
-    """Whether the measuring session's values of the update inputs (``first``, and
+) -> str | None:
+    """None when the measuring session's values of the update inputs (``first``, and
     ``mine()`` again) and the twin's (``their_first``, ``theirs()``) agree in some pair, in
-    up to :data:`RACED_TRIES` more tries. An input computed after the updates (the count of
-    steps they gate) runs them, and a read the graph does not order against them (a moving
-    average of the variables) sees either value, in any session: a coin TensorFlow's
-    scheduler tosses anew at each run, where a rewriting that computes otherwise does so
-    every time."""
+    up to :data:`RACED_TRIES` more tries; else why not: :data:`RACING` when the measuring
+    session's own tries differ (a race, which no pair happened to toss alike), else
+    :data:`REWRITTEN`. An input computed after the updates (the count of steps they gate)
+    runs them, and a read the graph does not order against them (a moving average of the
+    variables) sees either value, in any session: a coin TensorFlow's scheduler tosses anew
+    at each run, where a rewriting that computes otherwise does so every time (the
+    twenty-fifth attack's race of a read against the step's own write was told of
+    rewriting)."""
     seen, theirs_seen = [first], [their_first]
     for tried in range(RACED_TRIES + 1):
         if any(_alike(m, t) for m in seen for t in theirs_seen):
-            return True
+            return None
         if tried < RACED_TRIES:
             seen.append(mine())
             theirs_seen.append(theirs())
-    return False
+    return RACING if any(not _alike(first, m) for m in seen[1:]) else REWRITTEN
 
 
 def _alike(mine: list[np.ndarray], theirs: list[np.ndarray]) -> bool:
@@ -557,13 +567,18 @@ def _trained_alike(
                 if of_model
             ):
                 break  # the model diverged: nothing further to compare
-            if not _alike(measured, computed) and not _alike_once_raced(
-                functools.partial(alone.compute, feed_of(batches), [values[n] for n in names]),
-                functools.partial(twinned, values, flat),
-                measured,
-                computed,
-            ):
-                return REWRITTEN
+            differs = (
+                None
+                if _alike(measured, computed)
+                else _alike_once_raced(
+                    functools.partial(alone.compute, feed_of(batches), [values[n] for n in names]),
+                    functools.partial(twinned, values, flat),
+                    measured,
+                    computed,
+                )
+            )
+            if differs is not None:
+                return differs
             if follow is not None and theirs is not None:
                 mine = _flat(ran[len(fetched) : len(fetched) + len(followed)])
                 follow.step(count, values, mine, theirs)
