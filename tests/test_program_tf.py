@@ -361,3 +361,15 @@ def test_an_export_a_program_says_unasked_is_not_read(tmp_path):
     with pytest.raises(ProgramError) as raised:
         import_program(program, cache=tmp_path / "cache")
     assert "\n" not in str(raised.value) and str(raised.value).startswith(str(program))
+
+
+def test_a_program_of_null_bytes_gets_one_line_with_no_line_number(tmp_path):
+    """The 25th attack's binary program read 'binary.py:None: SyntaxError'."""
+    program = tmp_path / "binary.py"
+    program.write_bytes(b"import tensorflow\x00\n")
+    ran = subprocess.run(
+        [sys.executable, "-m", "simsync", "simulate", str(program)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    one_clear_line(ran, "binary.py", "SyntaxError", "null bytes")
+    assert "None" not in ran.stderr

@@ -165,8 +165,8 @@ def main(request_path: str, folder: str, work: str) -> int:
         else:
             failed(no_loop())
     except SyntaxError as error:
-        where = f"{Path(error.filename or program).name}:{error.lineno}"
-        failed(f"{where}: SyntaxError: {error.msg}")
+        where = f"{Path(error.filename or program).name}:{error.lineno}: " if error.lineno else ""
+        failed(f"{where}SyntaxError: {error.msg}")  # no line: null bytes, said of the file
     except BaseException as error:
         failed(_described(error, program))
     os._exit(0)
