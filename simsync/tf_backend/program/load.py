@@ -524,7 +524,9 @@ def _run(runner: _Runner, request: dict[str, Any]) -> _Answer:
         if "graph" in said:
             answer.key = cost_cache.graph_key(copied.digest, said["graph"], said["machine"])
         return answer
-    why = outcome.too_long(limits) or outcome.error or "it stopped without saying why"
+    why = (
+        outcome.too_long(limits) or outcome.error or "it ended without an answer simsync could read"
+    )
     if not outcome.started and not why.startswith(("stopped", "not run")):
         last = printable((outcome.stderr.strip().splitlines() or [why])[-1], one_line=True)
         raise ChildFailed(f"{shown}: the process that runs it could not start: {last[:300]}")
