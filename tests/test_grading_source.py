@@ -305,6 +305,9 @@ for how, line in {
     "collections.abc.MutableMapping.update(os.environ, {'TF_X': '1'})",
     "environ as a default": "import os\nf = lambda e=os.environ: e.update(TF_X='1')",
     "environ looped over": "import os\nfor e in [os.environ]:\n    e['TF_X'] = '1'",
+    # the twenty-sixth attack: os through another module's attribute
+    "os through os.path": "import os\nf = [os.path.os.environ]",
+    "os through shutil": "import shutil\np = shutil.os.putenv",
 }.items():
     REFUSED[f"the environment reached by {how}"] = (line, "otherwise than by its items")
 REFUSED["oneDNN's own variable set"] = (
@@ -318,6 +321,14 @@ REFUSED["a session's rewriting by a key a method makes"] = (
 REFUSED["a session's rewriting by a key a format makes"] = (
     "c = tf.compat.v1.ConfigProto(**{'{}_options'.format('graph'): {}})",
     "a key it computes",
+)
+REFUSED["oneDNN's variable set through another module's os"] = (
+    "import shutil\nshutil.os.putenv('ONEDNN_MAX_CPU_ISA', 'SSE41')",
+    "sets `ONEDNN_MAX_CPU_ISA`",
+)
+REFUSED["mixed precision by the optimizer's wrapper"] = (
+    "opt = tf.compat.v1.mixed_precision.enable_mixed_precision_graph_rewrite(None)",
+    "rewrites or compiles the graph",
 )
 REFUSED["keywords from a mapping built"] = (
     "kw = {}\nc = tf.compat.v1.ConfigProto(**kw)",

@@ -115,6 +115,8 @@ REWRITING = frozenset(
         *("set_experimental_options", "auto_mixed_precision", "auto_mixed_precision_mkl"),
         *("auto_mixed_precision_onednn_bfloat16", "auto_mixed_precision_cpu"),
         *("ParseFromString", "MergeFromString", "FromString"),
+        # the optimizer's wrapper that turns on Grappler's mixed precision for the process
+        *("enable_mixed_precision_graph_rewrite", "disable_mixed_precision_graph_rewrite"),
     }
 )
 #: the environment's variables a graded program may set. Others change how TensorFlow and
@@ -125,8 +127,6 @@ REWRITING = frozenset(
 ENVIRONMENT_ALLOWED = frozenset(
     {"TF_CPP_MIN_LOG_LEVEL", "TF_CPP_MIN_VLOG_LEVEL", "CUDA_VISIBLE_DEVICES"}
 )
-#: calls that set the environment's variables
-ENVIRONMENT_WRITES = frozenset({"os.putenv", "os.environ.setdefault", "os.environ.update"})
 #: what holds or sets the environment's variables: reached only as :data:`ENVIRONMENT_USES`
 #: say (the twenty-fifth attack set them through ``env = os.environ`` and ``from os import
 #: putenv``, which named no ``os.environ`` item)
@@ -507,13 +507,23 @@ class _Rules:
                         f"or native code: {PUBLIC}",
                     )
 
+    def _environ(self, node: ast.expr) -> str | None:
+        """What of :data:`ENVIRONMENT` ``node`` names, by any module's path to it
+        (``os.path.os.environ`` and ``shutil.os.putenv`` are ``os.environ`` and
+        ``os.putenv``: the twenty-sixth attack reached them so), or None."""
+        full = self._full(node)
+        if full is None:
+            return None
+        name = "os." + full.rpartition(".")[2]
+        return name if name in ENVIRONMENT and (full == name or "." in full) else None
+
     def _environment_use(self, node: ast.Name | ast.Attribute) -> None:
         """Refuse ``os.environ`` (and what else holds or sets the environment's variables:
         :data:`ENVIRONMENT`) reached otherwise than by its items, its read and checked
         methods (:data:`ENVIRONMENT_USES`) or a call of ``os.putenv``, each of which the
         rules check: passed on or kept under another name, it could set any variable."""
-        full = self._full(node)
-        if full not in ENVIRONMENT:
+        full = self._environ(node)
+        if full is None:
             return
         parent = self.parents.get(id(node))
         if full in ("os.environ", "os.environb"):
@@ -609,10 +619,10 @@ class _Rules:
             )
 
     def _call(self, node: ast.Call) -> None:
-        if self._full(node.func) in ENVIRONMENT_WRITES or (
+        if self._environ(node.func) == "os.putenv" or (
             isinstance(node.func, ast.Attribute)
             and node.func.attr in ("setdefault", "update", "__setitem__")
-            and self._full(node.func.value) == "os.environ"
+            and self._environ(node.func.value) == "os.environ"
         ):
             for given in (*node.args[:1], *(k.value for k in node.keywords if k.arg is None)):
                 keys = given.keys if isinstance(given, ast.Dict) else [given]
