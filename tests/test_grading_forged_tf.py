@@ -989,19 +989,31 @@ def test_an_update_that_changes_for_rare_batches_is_refused(tmp_path, given, how
     assert any(phrase in judged for phrase in said), averaging
 
 
-#: a write of infinity into a variable of the program's own at every step: it stopped the
-#: grader's training at its first step (a diverged training, it took it for), so a trigger
-#: armed for rare batches went untried (the twenty-fifth attack: 9/9)
-INFINITY = APPLY + (
-    '        worst = tf.compat.v1.get_variable("worst", [], trainable=False,\n'
-    "            initializer=tf.compat.v1.zeros_initializer())\n"
-    '        train_op = tf.group(train_op, worst.assign(float("inf")))\n'
-)
+#: writes given infinity at every step, which stopped the grader's training at its first
+#: step (a diverged training, it took it for), so a trigger armed for rare batches went
+#: untried: into a variable of the program's own (the twenty-fifth attack, 9/9), and as the
+#: rate of a write of the model that writes no row (the twenty-sixth, 9/9)
+INFINITY = {
+    "into a variable of its own": APPLY + (
+        '        worst = tf.compat.v1.get_variable("worst", [], trainable=False,\n'
+        "            initializer=tf.compat.v1.zeros_initializer())\n"
+        '        train_op = tf.group(train_op, worst.assign(float("inf")))\n'
+    ),
+    "as the rate of an empty write of the model": APPLY + (
+        "        empty = tf.raw_ops.ResourceSparseApplyProximalGradientDescent(\n"
+        "            var=tower_grads[0][0][1].handle, alpha=tf.constant(float('inf')),\n"
+        "            l1=tf.constant(0.0), l2=tf.constant(0.0),\n"
+        "            grad=tf.zeros([0] + tower_grads[0][0][1].shape.as_list()[1:]),\n"
+        "            indices=tf.zeros([0], tf.int32))\n"
+        "        train_op = tf.group(train_op, empty)\n"
+    ),
+}  # fmt: skip
 
 
-def test_a_write_of_infinity_beside_the_model_does_not_stop_the_training(tmp_path, given):
+@pytest.mark.parametrize("how", sorted(INFINITY))
+def test_a_write_given_infinity_does_not_stop_the_training(tmp_path, given, how):
     turned = MEAN + RARE.replace("FACTOR", "-1.0")
-    averaging = _measured(tmp_path, given, "infinity", ((MEAN, turned), (APPLY, INFINITY)))
+    averaging = _measured(tmp_path, given, "infinity", ((MEAN, turned), (APPLY, INFINITY[how])))
     assert averaging is not None
     judged = " ".join(_averages({"averaging": averaging}))
     assert any(phrase in judged for phrase in RARE_FORMS["turned"][1]), averaging

@@ -209,11 +209,10 @@ def _probe(loop: Loop, given: Loop | None) -> dict[str, Any]:
     written = {t.name: t for op in step if variables_written(op) for t in op.inputs}
     # every input of the updates but a handle: their settings and indices too
     inputs = [t for t in written.values() if _number(t) and not is_handle(t.dtype.name)]
+    # the model: where its values stop being finite, training diverged
     model = {
         v for name, _ in updates for v in variables_written(loop.graph.get_operation_by_name(name))
     }
-    # the inputs of the writes of the model: where they stop being finite, training diverged
-    diverging = {t.name for op in step if model & set(variables_written(op)) for t in op.inputs}
     try:
         twin = _twin(loop, flat, base, [value for batch in batches for value in batch])
     except Exception as error:  # whatever TensorFlow raises, said in a line
@@ -246,7 +245,7 @@ def _probe(loop: Loop, given: Loop | None) -> dict[str, Any]:
             step,
             (take, lambda later: {**base, **fed(list(range(n)), later)}),
             follow,
-            [t.name in diverging for t in inputs],
+            sorted(model),
         )
         if rewritten is not None:
             return {**found, "updates": [], "problem": rewritten}
@@ -498,7 +497,7 @@ def _trained_alike(
         Callable[[list[list[Any]]], dict[Any, Any]],
     ],
     follow: _Following | None = None,
-    models: list[bool] | None = None,
+    model: list[str] | None = None,
 ) -> str | None:
     """Why the step's updates compute otherwise, at some step of a training of
     :data:`TRAINED` steps on the program's own data, in a session that rewrites the graph
@@ -514,12 +513,14 @@ def _trained_alike(
     rare batches, or once training has brought the variables to some state, turns a
     training of that many steps here about as often as a student's: the five steps of
     :func:`_rewritten` saw one armed for 1 batch in 1,000 about 2 times in 100. The
-    training stops where an input of a write of the model (``models``: which of
-    ``fetched`` are; None: all) stops being finite: it diverged, and a diverged training
-    compared in inf and NaN would be told of graph rewriting. A write of anything else does
-    not stop it (the twenty-fifth attack wrote infinity into a variable of its own at every
-    step, which stopped the training at its first step and left a trigger armed for 1 batch
-    in 2,000 untried). The variables the step writes are put back after."""
+    training stops where the values of the model (the variables its updates write,
+    ``model``) stop being finite: it diverged, and a diverged training compared in inf and
+    NaN would be told of graph rewriting. What a step's writes are given does not stop it:
+    the twenty-fifth attack wrote infinity into a variable of its own at every step, the
+    twenty-sixth gave a write of the model that writes no row a rate of infinity, and each
+    stopped a training that looked at the writes' inputs at its first step, leaving a
+    trigger armed for 1 batch in 2,000 untried. The variables the step writes are put back
+    after."""
     import tensorflow as tf
 
     take, feed_of = data
@@ -528,7 +529,7 @@ def _trained_alike(
     written, kept = _kept(tf, loop, step)
     fetches, run = _fetches(loop), _runner(loop)
     followed = [] if follow is None else follow.tensors
-    known = sorted({*names, *(follow.names if follow is not None else ())})
+    known = sorted({*names, *(follow.names if follow is not None else ()), *(model or ())})
     reads = [_value_of(tf, loop.graph, name) for name in known]  # ops made once
 
     def twinned(values: dict[str, Any], flat: list[Any]) -> list[np.ndarray]:
@@ -560,13 +561,9 @@ def _trained_alike(
             finally:  # no thread left running into the next step or the put back
                 computed = beside.result()
                 theirs = None if given is None else given.result()
-            measured = _flat(ran[: len(fetched)])
-            if not all(
-                np.all(np.isfinite(m))
-                for m, of_model in zip(measured, models or [True] * len(measured), strict=True)
-                if of_model
-            ):
+            if not all(np.all(np.isfinite(np.asarray(values[v]))) for v in model or ()):
                 break  # the model diverged: nothing further to compare
+            measured = _flat(ran[: len(fetched)])
             differs = (
                 None
                 if _alike(measured, computed)
@@ -792,7 +789,25 @@ def _differs(mine: np.ndarray, theirs: np.ndarray) -> bool:
     >>> _differs(np.array([4.99e-4]), np.array([-4.99e-4])), _differs(np.array([1.0, 1e-9]),
     ...                                                             np.array([1.0, -1e-9]))
     (True, False)
+
+    Values not finite in both, where a training diverges (infinity in one, NaN in the
+    other), are alike; one not finite where the other is, not; the rest are compared as
+    above (an infinity once made every value of its tensor alike):
+
+    >>> inf, nan = float("inf"), float("nan")
+    >>> _differs(np.array([inf, 1.0]), np.array([nan, 1.0])), _differs(np.array([inf, 1.0]),
+    ...                                                              np.array([inf, -1.0]))
+    (False, True)
+    >>> _differs(np.array([inf]), np.array([1.0]))
+    True
     """
+    mine, theirs = np.asarray(mine), np.asarray(theirs)
+    if mine.shape == theirs.shape and mine.dtype.kind in "fc" and theirs.dtype.kind in "fc":
+        odd, their_odd = ~np.isfinite(mine), ~np.isfinite(theirs)
+        if odd.any() or their_odd.any():
+            if not np.array_equal(odd, their_odd):
+                return True
+            mine, theirs = mine[~odd], theirs[~odd]
     scale = float(np.nanmax(np.abs(mine))) if np.size(mine) and not np.all(np.isnan(mine)) else 0.0
     near = max(REWRITTEN_TOLERANCE * scale, 1e-12)
     return not np.allclose(theirs, mine, rtol=REWRITTEN_TOLERANCE, atol=near, equal_nan=True)
