@@ -1721,3 +1721,28 @@ def test_a_graded_graph_that_reaches_outside_it_is_not_run(tmp_path, given, case
         import_program(folder / "train.py", export=True, cache=False, processes=1, given=given)
     line = str(raised.value)
     assert "\n" not in line and ("outside the graph" in line or "Python inside" in line), line
+
+
+#: a variable destroyed after every step, which the measuring then cannot read
+DESTROYED = (
+    "        opt = tf.compat.v1.train.GradientDescentOptimizer(0.1)\n",
+    "        junk = tf.compat.v1.get_variable('junk', [], trainable=False,\n"
+    "            initializer=tf.compat.v1.zeros_initializer())\n"
+    "        with tf.control_dependencies([junk.assign(0.0)]):\n"
+    "            rate = 0.1 + 0.0 * junk.read_value()\n"
+    "        opt = tf.compat.v1.train.GradientDescentOptimizer(rate)\n",
+)
+
+
+def test_a_measuring_that_fails_says_one_line_and_no_traceback(tmp_path, given):
+    """The 26th attack's program destroyed a variable after every step: the feedback held
+    TensorFlow's whole traceback, with the grader's own files."""
+    destroy = APPLY + (
+        "        with tf.control_dependencies([train_op]):\n"
+        "            train_op = tf.raw_ops.DestroyResourceOp(resource=junk.handle,\n"
+        "                ignore_lookup_error=True)\n"
+    )
+    averaging = _measured(tmp_path, given, "destroyed", (DESTROYED, (APPLY, destroy)))
+    assert averaging is not None and averaging["problem"], averaging
+    problem = averaging["problem"]
+    assert "\n" not in problem and "File " not in problem and "simsync" not in problem, problem

@@ -508,9 +508,9 @@ def _answer(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any, fo
             say(averaging=probe_averaging(loop, _given(tf, request["averaging"], loop.observer)))
         except Ended as ended:
             say(averaging={"towers": 0, "updates": [], "problem": str(ended)[:2000]})
-        except Exception as error:
-            problem = f"its towers' weights could not be measured: {type(error).__name__}"
-            say(averaging={"towers": 0, "updates": [], "problem": f"{problem}: {error}"[:2000]})
+        except Exception as error:  # one line: TensorFlow's own cause and op, no traceback
+            problem = f"its towers' weights could not be measured: {_cause(error)}"
+            say(averaging={"towers": 0, "updates": [], "problem": problem[:2000]})
 
 
 def _answer_function(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any) -> None:
