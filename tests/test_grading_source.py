@@ -296,7 +296,6 @@ for how, line in {
     "environ imported by name": "from os import environ\nenviron['TF_X'] = '0'",
     "environ passed on": "import os\nprint(os.environ)",
     "unsetenv": "import os\nos.unsetenv('HOME')",
-    "environ popped": "import os\nos.environ.pop('HOME')",
     "putenv kept": "import os\np = os.putenv\np('TF_X', '1')",
     "putenv in a partial": "import os, functools\nfunctools.partial(os.putenv, 'TF_X')('1')",
     "putenv by getattr": "import os\ngetattr(os, 'putenv')('TF_X', '1')",
@@ -329,6 +328,11 @@ REFUSED["oneDNN's variable set through another module's os"] = (
 REFUSED["mixed precision by the optimizer's wrapper"] = (
     "opt = tf.compat.v1.mixed_precision.enable_mixed_precision_graph_rewrite(None)",
     "rewrites or compiles the graph",
+)
+REFUSED["keywords passed on, bound again inside"] = (
+    "def f(**kw):\n    kw = {'graph-options'.replace('-', '_'): {}}\n"
+    "    return tf.compat.v1.ConfigProto(**kw)",
+    "a mapping it builds",
 )
 REFUSED["keywords from a mapping built"] = (
     "kw = {}\nc = tf.compat.v1.ConfigProto(**kw)",
@@ -520,6 +524,10 @@ def test_the_programs_people_write_pass() -> None:
     quiet = "import os\nos.environ['TF_CPP_MIN_LOG_LEVEL'] = '3'\n"
     devices = "import os\nos.environ.setdefault('CUDA_VISIBLE_DEVICES', '0')\n"
     reads = "home = os.environ.get('HOME')\nsays = 'HOME' in os.environ\n"
+    # unset (TensorFlow's defaults again), copied (the twenty-sixth attack's honest forms)
+    reads += "os.environ.pop('TF_CONFIG', None)\nenv = dict(os.environ, A='0')\n"
+    # keywords passed on by a helper, each of its calls checked
+    reads += "def var(name, **kwargs):\n    return tf.compat.v1.get_variable(name, **kwargs)\n"
     written = "c = tf.compat.v1.ConfigProto(**{'allow_soft_placement': True})\n"
     assert check_source(quiet + devices + reads + "import tensorflow as tf\n" + written) is None
 

@@ -131,8 +131,11 @@ ENVIRONMENT_ALLOWED = frozenset(
 #: say (the twenty-fifth attack set them through ``env = os.environ`` and ``from os import
 #: putenv``, which named no ``os.environ`` item)
 ENVIRONMENT = frozenset({"os.environ", "os.environb", "os.putenv", "os.unsetenv"})
-#: the methods of ``os.environ`` a program may call: reads, and the writes checked
-ENVIRONMENT_USES = frozenset({"get", "setdefault", "update", "keys", "items", "values", "copy"})
+#: the methods of ``os.environ`` a program may call: reads, the writes checked, and ``pop``
+#: (a variable unset leaves TensorFlow's defaults, which the grader measures with)
+ENVIRONMENT_USES = frozenset(
+    {"get", "setdefault", "update", "keys", "items", "values", "copy", "pop"}
+)
 #: what is said of a name of :data:`REWRITING`
 REWRITING_SAID = (
     "which sets how TensorFlow rewrites or compiles the graph in your own session: the "
@@ -507,6 +510,31 @@ class _Rules:
                         f"or native code: {PUBLIC}",
                     )
 
+    def _passed_on(self, node: ast.AST, given: ast.expr) -> bool:
+        """Whether ``given`` (a ``**`` argument of the call ``node``) is the ``**`` parameter
+        of the function the call is in, never bound otherwise: what its callers passed,
+        each call checked as this one is (``def var(name, **kwargs): get_variable(name,
+        **kwargs)``)."""
+        if not isinstance(given, ast.Name):
+            return False
+        owner = self.parents.get(id(node))
+        while owner is not None and not isinstance(
+            owner, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+        ):
+            owner = self.parents.get(id(owner))
+        if owner is None or owner.args.kwarg is None or owner.args.kwarg.arg != given.id:
+            return False
+        for inner in ast.walk(owner):  # bound again inside: kwargs = {...}, for kwargs in
+            if isinstance(inner, ast.arg):
+                continue
+            if isinstance(inner, ast.Assign):
+                names = {n for target in inner.targets for n in _names(target)}
+            else:
+                names = set(_bound(inner))
+            if given.id in names:
+                return False
+        return True
+
     def _environ(self, node: ast.expr) -> str | None:
         """What of :data:`ENVIRONMENT` ``node`` names, by any module's path to it
         (``os.path.os.environ`` and ``shutil.os.putenv`` are ``os.environ`` and
@@ -531,6 +559,14 @@ class _Rules:
                 return  # os.environ[KEY], read or set (a set is checked: _target)
             if isinstance(parent, ast.Compare) and node in parent.comparators:
                 return  # KEY in os.environ
+            if (
+                isinstance(parent, ast.Call)
+                and isinstance(parent.func, ast.Name)
+                and parent.func.id == "dict"
+                and "dict" not in self.rebound
+                and parent.args[:1] == [node]
+            ):
+                return  # dict(os.environ, ...): a copy
             if isinstance(parent, ast.Attribute) and parent.attr in ENVIRONMENT_USES:
                 called = self.parents.get(id(parent))
                 if isinstance(called, ast.Call) and called.func is parent:
@@ -632,7 +668,7 @@ class _Rules:
                 if keyword.arg is not None:
                     _environment(node, ast.Constant(keyword.arg))
         for keyword in node.keywords:
-            if keyword.arg is None:
+            if keyword.arg is None and not self._passed_on(node, keyword.value):
                 _splat(node, keyword.value)
             if keyword.arg in REWRITING:
                 raise Refused(node, f"sets `{keyword.arg}`, {REWRITING_SAID}")
