@@ -213,6 +213,8 @@ def _probe(loop: Loop, given: Loop | None) -> dict[str, Any]:
     model = {
         v for name, _ in updates for v in variables_written(loop.graph.get_operation_by_name(name))
     }
+    # the inputs of its writes: a race there is the student's training's, never retried
+    of_model = {t.name for op in step if model & set(variables_written(op)) for t in op.inputs}
     try:
         twin = _twin(loop, flat, base, [value for batch in batches for value in batch])
     except Exception as error:  # whatever TensorFlow raises, said in a line
@@ -246,6 +248,7 @@ def _probe(loop: Loop, given: Loop | None) -> dict[str, Any]:
             (take, lambda later: {**base, **fed(list(range(n)), later)}),
             follow,
             sorted(model),
+            [t.name in of_model for t in inputs],
         )
         if rewritten is not None:
             return {**found, "updates": [], "problem": rewritten}
@@ -480,6 +483,28 @@ def _alike(mine: list[np.ndarray], theirs: list[np.ndarray]) -> bool:
     return not any(_differs(m, t) for m, t in zip(mine, theirs, strict=True))
 
 
+def _model_differs(
+    measured: list[np.ndarray],
+    computed: list[np.ndarray],
+    of_model: list[bool],
+    alone: Callable[[], list[np.ndarray]],
+) -> str | None:
+    """Why the whole step's inputs of a write of the model (``of_model``: which of
+    ``measured`` are) differ from the twin's, or None when they do not: no retry explains
+    such a difference. A read the graph leaves unordered against the step's writes may race
+    in a moving average (retried: :func:`_alike_once_raced`), but where it feeds the model's
+    own update, the student's training takes the raced value now and then (the twenty-sixth
+    attack turned a tower's gradient where a bias, read again, had already been applied:
+    81 of 300 steps, and a retry of the inputs alone, which never race, passed it in 3 of 4
+    gradings). :data:`RACING` when the inputs computed alone (``alone()``) differ from the
+    whole step's too, else :data:`REWRITTEN`."""
+    if not any(
+        _differs(m, c) for m, c, model in zip(measured, computed, of_model, strict=True) if model
+    ):
+        return None
+    return REWRITTEN if _alike(alone(), measured) else RACING
+
+
 #: whole steps :func:`_trained_alike` trains, each on a batch of the program's own data: as
 #: many as the given training loop takes (1,000)
 TRAINED = 1000
@@ -498,6 +523,7 @@ def _trained_alike(
     ],
     follow: _Following | None = None,
     model: list[str] | None = None,
+    of_model: list[bool] | None = None,
 ) -> str | None:
     """Why the step's updates compute otherwise, at some step of a training of
     :data:`TRAINED` steps on the program's own data, in a session that rewrites the graph
@@ -515,7 +541,9 @@ def _trained_alike(
     :func:`_rewritten` saw one armed for 1 batch in 1,000 about 2 times in 100. The
     training stops where the values of the model (the variables its updates write,
     ``model``) stop being finite: it diverged, and a diverged training compared in inf and
-    NaN would be told of graph rewriting. What a step's writes are given does not stop it:
+    NaN would be told of graph rewriting. The inputs of the model's writes (``of_model``:
+    which of ``fetched`` are) are told from the twin's by :func:`_model_differs`, never by
+    a retry. What a step's writes are given does not stop it:
     the twenty-fifth attack wrote infinity into a variable of its own at every step, the
     twenty-sixth gave a write of the model that writes no row a rate of infinity, and each
     stopped a training that looked at the writes' inputs at its first step, leaving a
@@ -524,6 +552,7 @@ def _trained_alike(
     import tensorflow as tf
 
     take, feed_of = data
+    of_model = of_model or [False] * len(fetched)
     alone = _Alone.of(loop, fetched)
     names = alone.names
     written, kept = _kept(tf, loop, step)
@@ -564,14 +593,15 @@ def _trained_alike(
             if not all(np.all(np.isfinite(np.asarray(values[v]))) for v in model or ()):
                 break  # the model diverged: nothing further to compare
             measured = _flat(ran[: len(fetched)])
+            alone_now = functools.partial(
+                alone.compute, feed_of(batches), [values[n] for n in names]
+            )
             differs = (
                 None
                 if _alike(measured, computed)
-                else _alike_once_raced(
-                    functools.partial(alone.compute, feed_of(batches), [values[n] for n in names]),
-                    functools.partial(twinned, values, flat),
-                    measured,
-                    computed,
+                else _model_differs(measured, computed, of_model, alone_now)
+                or _alike_once_raced(
+                    alone_now, functools.partial(twinned, values, flat), measured, computed
                 )
             )
             if differs is not None:
