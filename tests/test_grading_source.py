@@ -528,6 +528,7 @@ def test_the_programs_people_write_pass() -> None:
     reads += "os.environ.pop('TF_CONFIG', None)\nenv = dict(os.environ, A='0')\n"
     # keywords passed on by a helper, each of its calls checked
     reads += "def var(name, **kwargs):\n    return tf.compat.v1.get_variable(name, **kwargs)\n"
+    reads += "info = {'step': 1}\nsaid = 'step {step}'.format(**info)\n"
     written = "c = tf.compat.v1.ConfigProto(**{'allow_soft_placement': True})\n"
     assert check_source(quiet + devices + reads + "import tensorflow as tf\n" + written) is None
 

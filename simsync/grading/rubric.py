@@ -141,6 +141,12 @@ def _averages(found: dict[str, Any]) -> list[str]:
     values (:mod:`~simsync.tf_backend.program.averaging`): each must be the mean, every
     tower weighing the same."""
     averaging = found.get("averaging")
+    if averaging is None and "pruned" in found:  # a program whose measuring never ended
+        return [
+            "how your updates weigh the towers was not measured: the grader's process for "
+            "your program ended before the measuring was done (its time is limited: is a "
+            "step of your program slow?)"
+        ]
     if averaging is None:
         return ["only a TensorFlow program (graph = 'train.py') has its averaging measured"]
     if averaging["problem"] is not None:

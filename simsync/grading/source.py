@@ -668,7 +668,13 @@ class _Rules:
                 if keyword.arg is not None:
                     _environment(node, ast.Constant(keyword.arg))
         for keyword in node.keywords:
-            if keyword.arg is None and not self._passed_on(node, keyword.value):
+            formatted = (  # "{step}: {loss}".format(**values): a string's own fields
+                isinstance(node.func, ast.Attribute)
+                and node.func.attr == "format"
+                and isinstance(node.func.value, ast.Constant)
+                and isinstance(node.func.value.value, str)
+            )
+            if keyword.arg is None and not formatted and not self._passed_on(node, keyword.value):
                 _splat(node, keyword.value)
             if keyword.arg in REWRITING:
                 raise Refused(node, f"sets `{keyword.arg}`, {REWRITING_SAID}")
