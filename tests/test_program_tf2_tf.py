@@ -270,6 +270,20 @@ def test_another_strategy_is_refused_in_one_line(tmp_path):
     one_clear_line(ran, "central.py", "CentralStorageStrategy", "not imported yet", "tf.function")
 
 
+def test_a_parameter_server_strategy_starts_its_cluster_and_is_refused_in_one_line():
+    """TensorFlow's parameter-server tutorial, in shape: an in-process cluster of 2 workers
+    and a parameter server on loopback (inside the sandbox), a ClusterCoordinator that
+    schedules the step. Not imported yet (issue 38): the coordinator calls the step's
+    concrete function in its workers' threads, asynchronously, and the client's run metadata
+    holds none of its graphs; it is refused in one line, naming the strategy, once its
+    servers have started (they listen on the sandbox's loopback only)."""
+    ran = subprocess.run(
+        [sys.executable, "-m", "simsync", "simulate", str(PROGRAMS / "tf2_parameter_server.py")],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    one_clear_line(ran, "tf2_parameter_server.py", "ParameterServerStrategy", "not imported yet")
+
+
 #: Keras fit() on arrays: one pass over them an epoch, a new iterator each epoch
 FIT_ARRAYS = """
 import numpy as np
