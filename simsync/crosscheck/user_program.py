@@ -421,7 +421,7 @@ def crosscheck_program(
         checked, run.simulation, measured, threads, timed, profiled, queues=queues
     )
     report["source"] = str(path)
-    kept = imported.costs_file
+    kept = imported.report.get("costs_file")  # the cost cache's file, or None
     report["costs"] = imported.costs_from + ("" if kept is None else f" ({kept})")
     report["what_if"] = run.changes
     report["args"] = list(args)

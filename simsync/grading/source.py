@@ -543,7 +543,7 @@ class _Rules:
         if full is None:
             return None
         name = "os." + full.rpartition(".")[2]
-        return name if name in ENVIRONMENT and (full == name or "." in full) else None
+        return name if name in ENVIRONMENT else None
 
     def _environment_use(self, node: ast.Name | ast.Attribute) -> None:
         """Refuse ``os.environ`` (and what else holds or sets the environment's variables:
@@ -667,13 +667,13 @@ class _Rules:
             for keyword in node.keywords:
                 if keyword.arg is not None:
                     _environment(node, ast.Constant(keyword.arg))
+        formatted = (  # "{step}: {loss}".format(**values): a string's own fields
+            isinstance(node.func, ast.Attribute)
+            and node.func.attr == "format"
+            and isinstance(node.func.value, ast.Constant)
+            and isinstance(node.func.value.value, str)
+        )
         for keyword in node.keywords:
-            formatted = (  # "{step}: {loss}".format(**values): a string's own fields
-                isinstance(node.func, ast.Attribute)
-                and node.func.attr == "format"
-                and isinstance(node.func.value, ast.Constant)
-                and isinstance(node.func.value.value, str)
-            )
             if keyword.arg is None and not formatted and not self._passed_on(node, keyword.value):
                 _splat(node, keyword.value)
             if keyword.arg in REWRITING:

@@ -396,13 +396,13 @@ def _loops(clients: set[str]) -> str:
     >>> _loops({"worker_0", "worker_1", "queue_runner"}), _loops({"main", "other"})
     ('2 workers and a queue runner', '2 loops')
     """
-    units = {name.rpartition("_")[0] for name in clients if re.fullmatch(r"[a-z]+_\d+", name)}
-    named = sum(1 for name in clients if re.fullmatch(r"[a-z]+_\d+", name))
-    if len(units) != 1 or not named:
+    named = [name for name in clients if re.fullmatch(r"[a-z]+_\d+", name)]
+    units = {name.rpartition("_")[0] for name in named}
+    if len(units) != 1:
         return plural(len(clients), "loop")
     (unit,) = units
-    rest = len(clients) - named
+    rest = len(clients) - len(named)
     runners = "queue_runner" in clients and rest == 1
-    return plural(named, unit) + (
+    return plural(len(named), unit) + (
         " and a queue runner" if runners else f" and {plural(rest, 'loop')}" if rest else ""
     )

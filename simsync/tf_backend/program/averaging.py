@@ -209,12 +209,9 @@ def _probe(loop: Loop, given: Loop | None) -> dict[str, Any]:
     written = {t.name: t for op in step if variables_written(op) for t in op.inputs}
     # every input of the updates but a handle: their settings and indices too
     inputs = [t for t in written.values() if _number(t) and not is_handle(t.dtype.name)]
-    # the model: where its values stop being finite, training diverged
-    model = {
-        v for name, _ in updates for v in variables_written(loop.graph.get_operation_by_name(name))
-    }
-    # the inputs of its writes: a race there is the student's training's, never retried
-    of_model = {t.name for op in step if model & set(variables_written(op)) for t in op.inputs}
+    # the model, and the inputs of its writes (a race there is the student's training's)
+    model = _model_of(loop, updates)
+    of_model = {t.name for op in step if set(model) & set(variables_written(op)) for t in op.inputs}
     try:
         twin = _twin(loop, flat, base, [value for batch in batches for value in batch])
     except Exception as error:  # whatever TensorFlow raises, said in a line
@@ -247,7 +244,7 @@ def _probe(loop: Loop, given: Loop | None) -> dict[str, Any]:
             step,
             (take, lambda later: {**base, **fed(list(range(n)), later)}),
             follow,
-            sorted(model),
+            model,
             [t.name in of_model for t in inputs],
         )
         if rewritten is not None:
@@ -475,7 +472,18 @@ def _alike_once_raced(
         if tried < RACED_TRIES:
             seen.append(mine())
             theirs_seen.append(theirs())
-    return RACING if any(not _alike(first, m) for m in seen[1:]) else REWRITTEN
+    return _told(seen, theirs_seen)
+
+
+def _told(mine: list[list[np.ndarray]], theirs: list[list[np.ndarray]]) -> str:
+    """Why two sessions' runs of the update inputs (each session's first run first) never
+    agreed: :data:`RACING` when either session's runs differ from its own first (a coin its
+    scheduler tosses anew each run), else :data:`REWRITTEN` (each computes alike every time,
+    and otherwise than the other)."""
+    for runs in (mine, theirs):
+        if any(not _alike(runs[0], run) for run in runs[1:]):
+            return RACING
+    return REWRITTEN
 
 
 def _alike(mine: list[np.ndarray], theirs: list[np.ndarray]) -> bool:
@@ -488,6 +496,7 @@ def _model_differs(
     computed: list[np.ndarray],
     of_model: list[bool],
     alone: Callable[[], list[np.ndarray]],
+    twin: Callable[[], list[np.ndarray]],
 ) -> str | None:
     """Why the whole step's inputs of a write of the model (``of_model``: which of
     ``measured`` are) differ from the twin's, or None when they do not: no retry explains
@@ -496,13 +505,16 @@ def _model_differs(
     own update, the student's training takes the raced value now and then (the twenty-sixth
     attack turned a tower's gradient where a bias, read again, had already been applied:
     81 of 300 steps, and a retry of the inputs alone, which never race, passed it in 3 of 4
-    gradings). :data:`RACING` when the inputs computed alone (``alone()``) differ from the
-    whole step's too, else :data:`REWRITTEN`."""
+    gradings). Which of :data:`RACING` and :data:`REWRITTEN`: :func:`_told`, of the
+    sessions run again :data:`RACED_TRIES` times each (the inputs alone, ``alone()``, in the
+    measuring's, where an input gated on the updates runs them and races as the step does;
+    ``twin()`` in the twin's)."""
     if not any(
         _differs(m, c) for m, c, model in zip(measured, computed, of_model, strict=True) if model
     ):
         return None
-    return REWRITTEN if _alike(alone(), measured) else RACING
+    again = range(RACED_TRIES)
+    return _told([measured, *(alone() for _ in again)], [computed, *(twin() for _ in again)])
 
 
 #: whole steps :func:`_trained_alike` trains, each on a batch of the program's own data: as
@@ -521,9 +533,9 @@ def _trained_alike(
         Callable[[list[Any]], tuple[list[list[Any]], list[Any]] | None],
         Callable[[list[list[Any]]], dict[Any, Any]],
     ],
-    follow: _Following | None = None,
-    model: list[str] | None = None,
-    of_model: list[bool] | None = None,
+    follow: _Following | None,
+    model: list[str],
+    of_model: list[bool],
 ) -> str | None:
     """Why the step's updates compute otherwise, at some step of a training of
     :data:`TRAINED` steps on the program's own data, in a session that rewrites the graph
@@ -543,22 +555,20 @@ def _trained_alike(
     ``model``) stop being finite: it diverged, and a diverged training compared in inf and
     NaN would be told of graph rewriting. The inputs of the model's writes (``of_model``:
     which of ``fetched`` are) are told from the twin's by :func:`_model_differs`, never by
-    a retry. What a step's writes are given does not stop it:
-    the twenty-fifth attack wrote infinity into a variable of its own at every step, the
-    twenty-sixth gave a write of the model that writes no row a rate of infinity, and each
-    stopped a training that looked at the writes' inputs at its first step, leaving a
-    trigger armed for 1 batch in 2,000 untried. The variables the step writes are put back
-    after."""
+    a retry. What a step's writes are given does not stop it: the twenty-fifth attack wrote
+    infinity into a variable of its own at every step, the twenty-sixth gave a write of the
+    model that writes no row a rate of infinity, and each stopped a training that looked at
+    the writes' inputs at its first step, leaving a trigger armed for 1 batch in 2,000
+    untried. The variables the step writes are put back after."""
     import tensorflow as tf
 
     take, feed_of = data
-    of_model = of_model or [False] * len(fetched)
     alone = _Alone.of(loop, fetched)
     names = alone.names
     written, kept = _kept(tf, loop, step)
     fetches, run = _fetches(loop), _runner(loop)
     followed = [] if follow is None else follow.tensors
-    known = sorted({*names, *(follow.names if follow is not None else ()), *(model or ())})
+    known = sorted({*names, *(follow.names if follow is not None else ()), *model})
     reads = [_value_of(tf, loop.graph, name) for name in known]  # ops made once
 
     def twinned(values: dict[str, Any], flat: list[Any]) -> list[np.ndarray]:
@@ -590,19 +600,18 @@ def _trained_alike(
             finally:  # no thread left running into the next step or the put back
                 computed = beside.result()
                 theirs = None if given is None else given.result()
-            if not all(np.all(np.isfinite(np.asarray(values[v]))) for v in model or ()):
+            if not all(np.all(np.isfinite(np.asarray(values[v]))) for v in model):
                 break  # the model diverged: nothing further to compare
             measured = _flat(ran[: len(fetched)])
             alone_now = functools.partial(
                 alone.compute, feed_of(batches), [values[n] for n in names]
             )
+            twin_now = functools.partial(twinned, values, flat)
             differs = (
                 None
                 if _alike(measured, computed)
-                else _model_differs(measured, computed, of_model, alone_now)
-                or _alike_once_raced(
-                    alone_now, functools.partial(twinned, values, flat), measured, computed
-                )
+                else _model_differs(measured, computed, of_model, alone_now, twin_now)
+                or _alike_once_raced(alone_now, twin_now, measured, computed)
             )
             if differs is not None:
                 return differs
@@ -843,6 +852,17 @@ def _differs(mine: np.ndarray, theirs: np.ndarray) -> bool:
     return not np.allclose(theirs, mine, rtol=REWRITTEN_TOLERANCE, atol=near, equal_nan=True)
 
 
+def _model_of(loop: Loop, updates: list[tuple[str, list[Any]]]) -> list[str]:
+    """The model: the variables ``updates`` (ops of ``loop``'s graph, by name) write."""
+    return sorted(
+        {
+            v
+            for name, _ in updates
+            for v in variables_written(loop.graph.get_operation_by_name(name))
+        }
+    )
+
+
 def _written_beside(
     loop: Loop, step: list[Any], updates: list[tuple[str, list[Any]]], feed: dict[Any, Any]
 ) -> str | None:
@@ -853,13 +873,7 @@ def _written_beside(
     import tensorflow as tf
 
     written, kept = _kept(tf, loop, step)
-    model = sorted(
-        {
-            v
-            for name, _ in updates
-            for v in variables_written(loop.graph.get_operation_by_name(name))
-        }
-    )
+    model = _model_of(loop, updates)
     reads = [_value_of(tf, loop.graph, name) for name in written]
     after = []
     for ran in (_fetches(loop), [name for name, _ in updates]):

@@ -151,8 +151,6 @@ class Imported:
     efficiency: float | None = None
     #: the cost cache's folder its fit is kept in (None: not kept), and the machine it ran on
     kept_in: Path | None = None
-    #: the file its costs are kept in (None: in none)
-    costs_file: Path | None = None
     machine: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
@@ -290,7 +288,7 @@ def capture_program(
     kept = folder if chosen is None else None  # a fit of costs from elsewhere is not kept
     imported = _imported(runner, answer, profile, costs_from, kept)
     imported.report["costs_file"] = None if costs_file is None else str(costs_file)
-    return replace(imported, export=own, costs_file=costs_file)
+    return replace(imported, export=own)
 
 
 def _imported(
