@@ -14,13 +14,14 @@ from simsync.crosscheck.evidence import (
     scheduled_last,
     side_by_side,
     staleness,
+    step_by_step,
     usually_last,
     verdicts,
     with_prediction,
 )
 from simsync.patterns import build
 from simsync.scenario import ClusterConfig, ComputeConfig, Scenario
-from simsync.trace import OpRecord, Trace, Update
+from simsync.trace import OpRecord, StepRecord, Trace, Update
 
 TWO = Scenario("two", cluster=ClusterConfig(2), compute=ComputeConfig(mean=0.01))
 #: the same two towers, tower 1 on a device half as fast: the graph expects it last
@@ -269,3 +270,84 @@ def test_the_drift_note_says_which_measurement_each_step_time_is() -> None:
     text = " ".join(console.export_text().split())
     assert text.startswith("In the alternating rounds, steps with only one tower working took")
     assert "the scenario's own steps 43.900 ms (the table's median is of the steps timed" in text
+
+
+def _drawn(durations: list[tuple[float, float]]) -> Trace:
+    """Each step: the two towers start together and compute for their step's durations (the
+    step's draws), then average_gradients."""
+    ops, steps = [], []
+    for step, (first, second) in enumerate(durations):
+        base = step * 1.0
+        for tower, took in ((0, first), (1, second)):
+            ops.append(_op(f"tower_{tower}/loss", step, base, base + took / 3))
+            ops.append(_op(f"tower_{tower}/gradients", step, base + took / 3, base + took))
+        end = base + max(first, second)
+        average = ("average_gradients", "aggregate", ("/cpu:0",), "main", step)
+        ops.append(OpRecord(*average, end, end, end + 0.001))
+        steps.append(StepRecord("main", step, base, end + 0.001, 0.0))
+    return Trace(ops=ops, steps=steps)
+
+
+#: 20 steps of random compute times: tower 0 draws the longest in the even steps, tower 1 in
+#: the odd ones, clearly (10 against 20 ms); the last step's draws are too close to call
+DRAWN = [(0.02, 0.01) if step % 2 == 0 else (0.01, 0.02) for step in range(20)] + [(0.0200, 0.0199)]
+
+
+def test_who_came_last_step_by_step_against_the_same_draws_simulated() -> None:
+    """Random compute times: the tower that came last changes from step to step, and the
+    simulation of the same draws says which one, each step. The real run's last tower is
+    compared with it in the steps where the simulation has one clearly last (a lead of
+    CLEAR_LEAD), against chance (one tower in two)."""
+    graph, simulated = build(TWO), _drawn(DRAWN)
+    same = step_by_step(graph, _drawn(DRAWN), simulated, "average_gradients")
+    assert same is not None
+    assert (same["steps"], same["matched"], same["chance"]) == (20, 20, 0.5)  # not the close one
+    assert same["verdict"] == "as predicted" and same["towers_last"] == 2
+    swapped = [(b, a) for a, b in DRAWN]  # the other tower last every step
+    wrong = step_by_step(graph, _drawn(swapped), simulated, "average_gradients")
+    assert wrong is not None and wrong["matched"] == 0 and wrong["verdict"] == "not as predicted"
+    # 13 of 20: beyond chance (p = 0.13 is not), and short of two thirds (14): no verdict
+    some = [DRAWN[s] if s < 13 else swapped[s] for s in range(20)]
+    open_ = step_by_step(graph, _drawn(some), simulated, "average_gradients")
+    assert open_ is not None and (open_["matched"], open_["needed"]) == (13, 14)
+    assert open_["verdict"] == INCONCLUSIVE
+    # 15 of 20: two thirds, and 1 in 48 by chance
+    most = [DRAWN[s] if s < 15 else swapped[s] for s in range(20)]
+    held = step_by_step(graph, _drawn(most), simulated, "average_gradients")
+    assert held is not None and held["verdict"] == "as predicted"
+
+
+def test_one_tower_last_every_step_has_no_step_by_step_finding() -> None:
+    """A slow tower last in every simulated step: who arrived last says it all."""
+    always = [(0.02, 0.01)] * 20
+    found = step_by_step(build(TWO), _drawn(DRAWN), _drawn(always), "average_gradients")
+    assert found is None
+
+
+def test_the_step_by_step_finding_is_a_verdict_and_is_shown() -> None:
+    from rich.console import Console
+
+    from simsync.viz.crosscheck import EvidenceView
+
+    graph = build(TWO)
+    (found,) = arrivals(graph, _drawn(DRAWN))
+    by_step = step_by_step(graph, _drawn(DRAWN), _drawn(DRAWN), "average_gradients")
+    report = {
+        "check": "one_client",
+        "costs": "scenario",
+        "costs_kind": "scenario",
+        "structure": {"ok": True},
+        "values": {"ok": True},
+        "evidence": {
+            "side_by_side": None,
+            "arrivals": [{**found, "step_by_step": by_step}],
+            "ratios": [],
+        },
+    }
+    assert verdicts(report)["last at average_gradients step by step"] == "as predicted"  # type: ignore[arg-type]
+    console = Console(record=True, width=80)
+    console.print(EvidenceView(report, ["who came last, step by step"]))  # type: ignore[arg-type]
+    text = " ".join(console.export_text().split())
+    assert "who came last at average_gradients, step by step? → as predicted" in text, text
+    assert "in 20 of 20 traced steps the tower that came last" in text
+    assert "who arrived last at" not in text  # the finding not asked for

@@ -179,6 +179,7 @@ def test_lesson_2_asks_before_its_views_tell() -> None:
 NAMED = {
     "side by side": "side by side",
     "who arrived last": "who arrived last",
+    "who came last, step by step": "who came last, step by step",
     "one tower working": "one tower working",
     "no slow tower": "no slow tower",
 }

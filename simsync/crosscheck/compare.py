@@ -33,12 +33,12 @@ from simsync.crosscheck.evidence import (
     interleaved_ratio,
     median_interval,
     side_by_side,
+    step_by_step,
     with_prediction,
 )
 from simsync.crosscheck.moving import moving_statistics
 from simsync.crosscheck.refit import probes, refit
 from simsync.crosscheck.report import (
-    Arrival,
     CostsKind,
     Evidence,
     MachineCheck,
@@ -258,13 +258,17 @@ def _evidence(
         ratios.append(interleaved_ratio(real.interleaved, variant.name, expected))
     if drift and refitted is None:  # predictions from an out-of-date profile: no yardstick
         ratios = [_out_of_date(ratio) for ratio in ratios]
-    simulated = {a["sync_point"]: a for a in _simulated_arrivals(base)}
+    longer = _simulated_lasts(base)
+    simulated = {a["sync_point"]: a for a in arrivals(longer.graph, longer.trace)}
+    found_arrivals = []
+    for found in arrivals(graph, real.trace):
+        point = found["sync_point"]
+        found = with_prediction(found, simulated.get(point))
+        by_step = step_by_step(graph, real.trace, longer.trace, point)
+        found_arrivals.append(found if by_step is None else {**found, "step_by_step": by_step})
     return {
         "side_by_side": side_by_side(graph, real.trace),
-        "arrivals": [
-            with_prediction(found, simulated.get(found["sync_point"]))
-            for found in arrivals(graph, real.trace)
-        ],
+        "arrivals": found_arrivals,
         "ratios": ratios,
         "machine": machine,
     }
@@ -275,12 +279,11 @@ def _evidence(
 LAST_STEPS = 400
 
 
-def _simulated_arrivals(scenario: Scenario) -> list[Arrival]:
-    """Who came last at each sync point over :data:`LAST_STEPS` simulated steps of
-    ``scenario`` (timing only)."""
-    longer = scenario.with_run(steps=max(LAST_STEPS, scenario.run.steps))
-    simulation = simulate(longer, numerics=False)
-    return arrivals(simulation.graph, simulation.trace)
+def _simulated_lasts(scenario: Scenario) -> Simulation:
+    """:data:`LAST_STEPS` simulated steps of ``scenario`` (timing only), for who came last
+    at each sync point: their tally, and step by step the steps the real run traced (the
+    same draws)."""
+    return simulate(scenario.with_run(steps=max(LAST_STEPS, scenario.run.steps)), numerics=False)
 
 
 def _out_of_date(ratio: Ratio) -> Ratio:

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from simsync.crosscheck.report import (
     Arrival,
@@ -50,12 +50,14 @@ from simsync.crosscheck.report import (
     Report,
     SideBySide,
     StalenessEvidence,
+    StepByStep,
 )
 from simsync.ir import Graph
 from simsync.kinds import input_towers, resource_feeds, sync_points
 from simsync.trace import (
     Trace,
     binomial_tail,
+    came_last,
     expected_last,
     named_straggler,
     straggler,
@@ -76,6 +78,7 @@ __all__ = [
     "scheduled_last",
     "side_by_side",
     "staleness",
+    "step_by_step",
     "usually_last",
     "verdicts",
 ]
@@ -183,24 +186,13 @@ def arrivals(graph: Graph, trace: Trace) -> list[Arrival]:
     ops in the trace (real or simulated alike); a step in which an input op is missing from the
     trace is left out, and a sync point the trace never holds (an op TensorFlow does not
     trace) is met in every step that holds all its inputs."""
-    ends = {(r.client, r.step, r.op): r.end for r in trace.ops}
-    traced = {r.op for r in trace.ops}
-    runs = list(dict.fromkeys((client, step) for client, step, _ in ends))
     found: list[Arrival] = []
     feeds = resource_feeds(graph)
     for point in sync_points(graph):
-        sources = list(input_towers(graph, point))
-        executions = []
-        # a sync point never traced (a collective: its kernel has no event of its own) met
-        # its towers in every step that traced all its inputs
-        ran = [(c, s) for c, s, op in ends if op == point] if point in traced else runs
-        for client, step in ran:
-            found_ends = {src: ends.get((client, step, src)) for src in sources}
-            known = {src: end for src, end in found_ends.items() if end is not None}
-            if len(known) < len(sources):
-                continue
-            arrived = tower_arrivals(graph, point, known)  # an end at 0.0 is an end too
-            executions.append((max(arrived.values(), default=0.0), arrived))
+        executions = [
+            (max(arrived.values(), default=0.0), arrived)
+            for _, arrived in _arrived(graph, trace, point)
+        ]
         waits = waits_at(point, executions)
         if waits.executions:
             found.append(
@@ -213,6 +205,84 @@ def arrivals(graph: Graph, trace: Trace) -> list[Arrival]:
                 }
             )
     return found
+
+
+def _arrived(
+    graph: Graph, trace: Trace, point: str
+) -> Iterator[tuple[tuple[str, int], dict[str, float]]]:
+    """Each run of a client (its name and step) that met sync point ``point``, and when each
+    tower's input arrived there (:func:`simsync.trace.tower_arrivals`)."""
+    ends = {(r.client, r.step, r.op): r.end for r in trace.ops}
+    sources = list(input_towers(graph, point))
+    # a sync point never traced (a collective: its kernel has no event of its own) met its
+    # towers in every step that traced all its inputs
+    if point in {op for _, _, op in ends}:
+        ran = [(c, s) for c, s, op in ends if op == point]
+    else:
+        ran = list(dict.fromkeys((client, step) for client, step, _ in ends))
+    for client, step in ran:
+        known = {src: ends[client, step, src] for src in sources if (client, step, src) in ends}
+        if len(known) == len(sources):
+            yield (client, step), tower_arrivals(graph, point, known)  # an end at 0.0 counts
+
+
+#: How far ahead of the next tower the simulation must have one tower at a sync point, as a
+#: share of that tower's time since its step began, for the step to say who the real run
+#: should have last there (closer, the machine's noise decides).
+CLEAR_LEAD = 0.15
+
+
+def clear_lasts(graph: Graph, trace: Trace, point: str) -> dict[tuple[str, int], str]:
+    """Per run of a client (name, step): the tower that came last at ``point`` ahead of the
+    next by more than :data:`CLEAR_LEAD`; runs without so clear a last are left out."""
+    starts = {(s.client, s.step): s.start for s in trace.steps}
+    found = {}
+    for run, arrived in _arrived(graph, trace, point):
+        ordered = sorted(arrived.items(), key=lambda item: item[1], reverse=True)
+        if len(ordered) < 2 or run not in starts:
+            continue
+        (tower, at), (_, next_at) = ordered[0], ordered[1]
+        if at - next_at > CLEAR_LEAD * (at - starts[run]):
+            found[run] = tower
+    return found
+
+
+def step_by_step(graph: Graph, real: Trace, simulated: Trace, point: str) -> StepByStep | None:
+    """Who came last at ``point`` in each traced step, against the simulation of the same
+    steps (the same draws of the compute times): in how many of the steps where the
+    simulation has one tower clearly last (:func:`clear_lasts`) the real run had the same
+    one. Only where the simulation's last tower changes from step to step (random compute
+    times): with one slow tower last every step, :func:`arrivals` says it all.
+
+    ``as predicted`` when the same tower came last in at least :data:`MOST_STEPS` of them,
+    more often than chance (one tower in as many as arrive) allows below
+    :data:`MAJORITY_ALPHA`; ``not as predicted`` when in no more of them than chance gives,
+    over at least 6 steps; else :data:`INCONCLUSIVE`."""
+    expected = clear_lasts(graph, simulated, point)
+    if len(set(expected.values())) < 2:
+        return None
+    runs = {run: arrived for run, arrived in _arrived(graph, real, point) if run in expected}
+    if not runs:
+        return None
+    lasts = {run: came_last(arrived) for run, arrived in runs.items()}
+    common = list(lasts)
+    chance = 1 / max(len(arrived) for arrived in runs.values())
+    matched = sum(1 for run in common if lasts[run] == [expected[run]])
+    steps, needed = len(common), math.ceil(MOST_STEPS * len(common))
+    if matched >= needed and binomial_tail(matched, steps, chance) < MAJORITY_ALPHA:
+        verdict = "as predicted"
+    elif steps >= 6 and matched <= chance * steps:
+        verdict = "not as predicted"
+    else:
+        verdict = INCONCLUSIVE
+    return {
+        "steps": steps,
+        "matched": matched,
+        "chance": chance,
+        "towers_last": len({expected[run] for run in common}),
+        "needed": needed,
+        "verdict": verdict,
+    }
 
 
 #: How unlikely (one-sided) a count must be for a tower last in at most half the steps, for
@@ -444,6 +514,8 @@ def verdicts(report: Report) -> dict[str, str]:
             found[f"last at {point}"] = usually_last(found_at) or INCONCLUSIVE
             if "as_predicted" in found_at:
                 found[f"last at {point} as predicted"] = found_at["as_predicted"]
+            if "step_by_step" in found_at:
+                found[f"last at {point} step by step"] = found_at["step_by_step"]["verdict"]
         for ratio in evidence["ratios"]:
             found[ratio["variant"]] = ratio["verdict"]
         moving = report["values"].get("moving_statistics")

@@ -45,6 +45,7 @@ __all__ = [
     "SideBySide",
     "StalenessComparison",
     "StalenessEvidence",
+    "StepByStep",
     "Structure",
     "StructureOfRuns",
     "SyncReplicasReport",
@@ -197,6 +198,26 @@ class Arrival(TypedDict):
     predicted_steps: NotRequired[int]
     predicted_last: NotRequired[str]
     as_predicted: NotRequired[str]
+    #: the tower last in each step against the simulation of the same draws
+    #: (:func:`~.evidence.step_by_step`), where its last tower changes from step to step
+    step_by_step: NotRequired[StepByStep]
+
+
+class StepByStep(TypedDict):
+    """Who came last at a sync point step by step, against the simulation of the same steps
+    (:func:`~.evidence.step_by_step`)."""
+
+    #: the traced steps in which the simulation has one tower clearly last
+    steps: int
+    #: of those, the steps in which the real run had the same tower last
+    matched: int
+    #: the share a guess would match: one tower in as many as arrive
+    chance: float
+    #: how many towers the simulation has last in those steps
+    towers_last: int
+    #: the matched steps a verdict of "as predicted" takes at least
+    needed: int
+    verdict: str
 
 
 class Ratio(TypedDict):

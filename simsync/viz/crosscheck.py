@@ -10,7 +10,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from simsync.findings import LAST, NO_SLOW_TOWER, ONE_TOWER_WORKING, SIDE_BY_SIDE
+from simsync.findings import LAST, LAST_EACH_STEP, NO_SLOW_TOWER, ONE_TOWER_WORKING, SIDE_BY_SIDE
 from simsync.trace.staleness import STANDS_OUT
 from simsync.words import ms, plural
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # the cross-check is not imported to draw what it found
         RefitReport,
         Report,
         StalenessEvidence,
+        StepByStep,
         Structure,
         SyncReplicasReport,
         SyncReport,
@@ -556,6 +557,10 @@ class EvidenceView:
             ))  # fmt: skip
         for found in evidence["arrivals"] if self._shown(LAST) else ():
             rows.append((f"who arrived last at {found['sync_point']}?", *_last(found)))
+        for found in evidence["arrivals"] if self._shown(LAST_EACH_STEP) else ():
+            by_step = found.get("step_by_step")
+            if by_step:
+                rows.append(_last_each_step(found["sync_point"], by_step))
         for ratio in evidence["ratios"]:
             if self._shown(ratio["variant"]):
                 rows.append(_ratio(ratio, self.predicted))
@@ -610,6 +615,38 @@ def _last(found: Arrival) -> tuple[Text, str]:
     else:
         verdict = Text("inconclusive here", style="bold yellow")
     return verdict, f"last in {steps} traced steps: {counts}; {why}{predicted}"
+
+
+def _last_each_step(point: str, by_step: StepByStep) -> tuple[str, Text, str]:
+    """Who came last at ``point`` in each traced step, against the simulation of the same
+    steps (:func:`simsync.crosscheck.evidence.step_by_step`), as a row.
+
+    >>> found = {"steps": 18, "matched": 17, "chance": 0.5, "towers_last": 2, "needed": 12,
+    ...          "verdict": "as predicted"}
+    >>> question, answer, evidence = _last_each_step("average_gradients", found)
+    >>> print(question, answer, sep="\n")
+    who came last at average_gradients, step by step?
+    as predicted
+    >>> print(evidence[:84])
+    in 17 of 18 traced steps the tower that came last was the one the simulation of the
+    """
+    steps, matched, verdict = by_step["steps"], by_step["matched"], by_step["verdict"]
+    evidence = (
+        f"in {matched} of {steps} traced steps the tower that came last was the one the "
+        "simulation of the same steps had last: the same random compute times, so the "
+        f"one that drew the longest; {by_step['towers_last']} different towers were last "
+        f"in them, and a guess would be right in {by_step['chance'] * 100:.0f} % of steps"
+    )
+    if verdict == "as predicted":
+        answer = Text("as predicted", style="bold green")
+        evidence += ": the step waited for whichever tower drew the longest time"
+    elif verdict == "not as predicted":
+        answer = Text("not as predicted", style="bold red")
+        evidence += ": no more often than a guess"
+    else:
+        answer = Text("inconclusive here", style="bold yellow")
+        evidence += f": it takes {by_step['needed']} of them, more than a guess gets by chance"
+    return f"who came last at {point}, step by step?", answer, evidence
 
 
 def _predicted_last(found: Arrival) -> str:
