@@ -22,6 +22,7 @@ REQUIRED_KEYS = {
     "steps",
     "step_time",
     "throughput",
+    "applied_throughput",
     "sync_points",
     "wait",
     "loss",

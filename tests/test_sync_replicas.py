@@ -101,6 +101,20 @@ def test_one_apply_per_step_and_n_minus_r_gradients_dropped(workers: int, requir
     assert gradients["dropped_per_step"] == pytest.approx(workers - required, abs=0.05)
 
 
+def test_samples_applied_per_second_leave_the_dropped_gradients_out() -> None:
+    """A learner read lesson 6's throughput, which counts the batch of the backup worker's
+    dropped gradient: it trains nothing. With R of N gradients per step, R batches a step are
+    applied (R x steps of them), N computed per step."""
+    result = summary(simulate(replicas(4, 400, replicas_to_aggregate=3), numerics=False))
+    computed, applied = result["throughput"], result["applied_throughput"]
+    assert computed is not None and applied is not None
+    assert applied / computed == pytest.approx(3 * 400 / result["gradients"]["pushed"])
+    assert applied / computed == pytest.approx(3 / 4, abs=0.02)
+    towers = Scenario("towers", cluster=ClusterConfig(2), compute=ComputeConfig(mean=0.01))
+    every = summary(simulate(towers.with_run(steps=20)))  # one step, every tower's batch
+    assert every["applied_throughput"] == every["throughput"] is not None
+
+
 def test_the_start_up_round_drops_each_workers_second_gradient() -> None:
     # TF's test2Workers: the initial tokens carry global step 0, so the second push of every
     # worker (local step 0, accumulator already at step 1) is dropped

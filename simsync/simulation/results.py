@@ -48,6 +48,8 @@ class Summary(TypedDict):
     seed: int
     step_time: StepTimeStats
     throughput: float | None  # examples per second; None without a training run
+    #: the same, of the runs whose gradients were applied (not dropped as stale)
+    applied_throughput: float | None
     updates_per_second: float
     staleness: StalenessDistribution  # of the ledger's applied updates
     updates_applied: int

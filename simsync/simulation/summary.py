@@ -17,6 +17,7 @@ from simsync.trace import (
     Trace,
     expected_last,
     gradient_stats,
+    push_outcomes,
     racing_updates,
     simulated_outcomes,
     staleness_by_client,
@@ -26,6 +27,7 @@ from simsync.trace import (
     throughput,
     updates_by_run,
 )
+from simsync.trace.staleness import Runs
 
 __all__ = ["summary"]
 
@@ -77,6 +79,9 @@ def _summary(sim: Simulation) -> Summary:
         "seed": scenario.run.seed,
         "step_time": stats,
         "throughput": _samples_per_second(sim, batches, training_runs),
+        "applied_throughput": _samples_per_second(
+            sim, batches, training_runs, _applied(training_runs, runs, push_outcomes(trace))
+        ),
         "updates_per_second": throughput(Trace(steps=steps)),
         "staleness": {
             "mean": ledger["mean"],
@@ -157,13 +162,29 @@ def _runs_of(sim: Simulation, clients: set[str]) -> list[StepRecord]:
     return [s for s in sim.trace.steps if s.client in clients]
 
 
+def _applied(
+    runs: list[StepRecord], ledger: Runs, pushed: dict[tuple[str, int], str]
+) -> list[StepRecord]:
+    """The ``runs`` whose gradients moved the model: not dropped from the ledger of updates
+    (too stale), nor refused by every accumulator they were pushed to."""
+    return [
+        run
+        for run in runs
+        if ledger.get(run[:2], (True, 0))[0] and pushed.get(run[:2]) != "dropped"
+    ]
+
+
 def _samples_per_second(
-    sim: Simulation, batches: dict[str, int], runs: list[StepRecord]
+    sim: Simulation,
+    batches: dict[str, int],
+    runs: list[StepRecord],
+    counted: list[StepRecord] | None = None,
 ) -> float | None:
-    """Examples trained per second: the training ``runs``' batches over their span."""
+    """Examples per second: the training ``runs``' batches (or those of the ``counted`` among
+    them: the runs whose gradients were applied) over the runs' span."""
     if not runs:
         return None
     span = max(end for _, _, _, end, _ in runs) - min(start for _, _, start, _, _ in runs)
-    made = Counter(s.client for s in runs)
+    made = Counter(s.client for s in (runs if counted is None else counted))
     samples = sum(batches[client] * count for client, count in made.items())
     return samples * sim.scenario.model.batch_size / span if span > 0 else None

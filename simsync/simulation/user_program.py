@@ -276,6 +276,7 @@ def program_summary(run: ProgramRun) -> dict[str, Any]:
     result["batch"] = None if batch is None else batch.size  # as simulated
     if result["throughput"] is None:  # its ops compute no loss simsync knows: by its batch
         result["throughput"] = examples_per_second(run.graph, run.simulation.trace.steps)
+        result["applied_throughput"] = result["throughput"]  # nothing it computes is dropped
     report = run.imported.report
     result["source"] = report["source"]
     result["ops"] = len(run.graph)

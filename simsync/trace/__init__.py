@@ -17,6 +17,7 @@ from simsync.trace.gradients import (
     GradientStats,
     WorkerGradients,
     gradient_stats,
+    push_outcomes,
     takes,
     takes_of_one_accumulator,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "loss_curve",
     "named_straggler",
     "own_work",
+    "push_outcomes",
     "racing_updates",
     "simulated_outcomes",
     "staleness_by_client",

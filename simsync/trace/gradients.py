@@ -26,6 +26,7 @@ __all__ = [
     "GradientStats",
     "WorkerGradients",
     "gradient_stats",
+    "push_outcomes",
     "takes",
     "takes_of_one_accumulator",
 ]
@@ -88,6 +89,16 @@ class GradientStats(GradientCounts):
     staleness: StalenessDistribution  # of the accepted gradients
 
 
+def push_outcomes(trace: Trace) -> dict[tuple[str, int], str]:
+    """Per run of a client (name, step) that pushed gradients to accumulators: ``accepted``,
+    ``dropped`` (every push refused as stale) or ``split``."""
+    runs: dict[tuple[str, int], list[bool]] = defaultdict(list)
+    for push in trace.resources:
+        if push.action == PUSH.name:
+            runs[push.client, push.step].append(push.accepted)
+    return {run: _outcome(flags) for run, flags in runs.items()}
+
+
 def gradient_stats(trace: Trace, counting: frozenset[str] = frozenset()) -> GradientStats | None:
     """``pushed``, ``accepted``, ``dropped`` and ``split`` gradients overall and ``by_worker``,
     ``per_step`` (dropped per take), and the ``staleness`` (mean, max, histogram) of the accepted
@@ -105,13 +116,9 @@ def gradient_stats(trace: Trace, counting: frozenset[str] = frozenset()) -> Grad
     >>> s["staleness"]["mean"]
     0.0
     """
-    pushes = [e for e in trace.resources if e.action == PUSH.name]
-    if not pushes:
+    outcome = push_outcomes(trace)
+    if not outcome:
         return None
-    runs: dict[tuple[str, int], list[bool]] = defaultdict(list)
-    for push in pushes:
-        runs[push.client, push.step].append(push.accepted)
-    outcome = {run: _outcome(flags) for run, flags in runs.items()}
     by_worker: dict[str, Counter[str]] = defaultdict(Counter)
     for (client, _), result in outcome.items():
         by_worker[client]["pushed"] += 1

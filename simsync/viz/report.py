@@ -137,8 +137,14 @@ class SummaryView:
         label = "update time" if asynchronous else "step time"
         for key in _STEP_TIMES:
             table.add_row(f"{label} {key} (ms)", ms(stats.get(key) if stats else None))
-        throughput = s.get("throughput")
-        table.add_row("throughput (samples/s)", "–" if throughput is None else f"{throughput:,.0f}")
+        throughput, applied = s.get("throughput"), s.get("applied_throughput")
+        if applied is not None and throughput is not None and applied < throughput:
+            # the batches of dropped gradients were computed, and trained nothing
+            table.add_row("samples computed per second", f"{throughput:,.0f}")
+            table.add_row("samples applied per second", f"{applied:,.0f}")
+        else:
+            shown = "–" if throughput is None else f"{throughput:,.0f}"
+            table.add_row("throughput (samples/s)", shown)
         if asynchronous:
             rate, staleness = s.get("updates_per_second"), s.get("staleness") or {}
             table.add_row("updates per second", "–" if rate is None else f"{rate:,.1f}")
