@@ -352,6 +352,26 @@ REFUSED["an environment's variable of a computed name"] = (
     "does not name by a constant",
 )
 
+# the twenty-seventh attack: a ** dict's keys were checked for the rewriting names only, and
+# np.load(..., **{"allow_pickle": True}) ran a pickle that set an attribute of an op the
+# session already held (9/9 for a gradient ascent)
+REFUSED["a pickle allowed by a ** dict's key"] = (
+    "a = np.load('a.npy', **{'allow_pickle': True})",
+    "sets `allow_pickle`, which runs code kept in data",
+)
+REFUSED["Keras' unsafe loading by a ** dict's key"] = (
+    "import keras\nm = keras.models.load_model('m.keras', **{'safe_mode': False})",
+    "sets `safe_mode`",
+)
+REFUSED["a namespace by a ** dict's key"] = (
+    "import argparse\np = argparse.ArgumentParser()\nn = p.parse_args(**{'namespace': p})",
+    "whose attributes are set by name",
+)
+REFUSED["TensorFlow's internals through the timeline module"] = (
+    "from tensorflow.python.client import timeline\ntimeline.logging.set_verbosity(0)",
+    "may use only Timeline",
+)
+
 
 @pytest.mark.parametrize("case", sorted(REFUSED))
 def test_a_program_that_could_change_its_process_is_refused_with_its_line(case: str) -> None:
@@ -530,6 +550,9 @@ def test_the_programs_people_write_pass() -> None:
     reads += "def var(name, **kwargs):\n    return tf.compat.v1.get_variable(name, **kwargs)\n"
     reads += "info = {'step': 1}\nsaid = 'step {step}'.format(**info)\n"
     written = "c = tf.compat.v1.ConfigProto(**{'allow_soft_placement': True})\n"
+    written += "d = np.load('d.npy', **{'allow_pickle': False})\n"
+    written += "from tensorflow.python.client import timeline\n"
+    written += "trace = timeline.Timeline(None).generate_chrome_trace_format()\n"
     assert check_source(quiet + devices + reads + "import tensorflow as tf\n" + written) is None
 
 

@@ -67,6 +67,9 @@ YET_MODULES = frozenset(
         *("six.moves.xrange", "six.moves.range", "six.moves.zip", "six.moves.map"),
     }
 )
+#: ... of which a program may use only these names: the rest of the module is what it
+#: imports, TensorFlow's internals (the twenty-seventh attack reached ``timeline.logging``)
+YET_NAMES = {"tensorflow.python.client.timeline": frozenset({"Timeline"})}
 
 #: Python's own names that change or reach code and objects by name
 NOT_NAMES = frozenset(
@@ -259,6 +262,17 @@ def _splat(node: ast.Call, given: ast.expr) -> None:
         for value in given.values:  # a sub-message's keys are keywords too
             if isinstance(value, ast.Dict):
                 _splat(node, value)
+
+
+def _splatted(given: ast.expr) -> list[tuple[str, ast.expr]]:
+    """The keywords a ``**`` dict written out passes (:func:`_splat` let it through: each
+    key folds to a constant), with their values."""
+    assert isinstance(given, ast.Dict)
+    return [
+        (_folded(key) or "", value)
+        for key, value in zip(given.keys, given.values, strict=True)
+        if key is not None
+    ]
 
 
 def _environment(node: ast.AST, key: ast.AST | None) -> None:
@@ -635,6 +649,14 @@ class _Rules:
                 f"public API (a name that starts with '_'): {PUBLIC}",
             )
         path = self._module_path(node) or ""
+        full = self._full(node) or ""
+        for module, names in YET_NAMES.items():
+            if full.startswith(module + ".") and full[len(module) + 1 :].split(".")[0] not in names:
+                raise Refused(
+                    node,
+                    f"uses {_quoted(node)}: of `{module}` a program may use only "
+                    f"{', '.join(sorted(names))}; the rest of it is TensorFlow's internals",
+                )
         if _internal(path):  # keras.src.utils.func_load, logging.config as an attribute
             raise Refused(
                 node,
@@ -673,17 +695,20 @@ class _Rules:
             and isinstance(node.func.value, ast.Constant)
             and isinstance(node.func.value.value, str)
         )
+        named = [(k.arg, k.value) for k in node.keywords if k.arg is not None]
         for keyword in node.keywords:
             if keyword.arg is None and not formatted and not self._passed_on(node, keyword.value):
                 _splat(node, keyword.value)
-            if keyword.arg in REWRITING:
-                raise Refused(node, f"sets `{keyword.arg}`, {REWRITING_SAID}")
-            if keyword.arg in NOT_KEYWORDS and not _constant(
-                keyword.value, NOT_KEYWORDS[keyword.arg]
-            ):
-                raise Refused(node, f"sets `{keyword.arg}`, which runs code kept in data")
-            if keyword.arg in NAMESPACES:
-                raise Refused(node, f"passes `{keyword.arg}`, whose attributes are set by name")
+                # its keys are keywords, checked as those written out (the twenty-seventh
+                # attack passed np.load **{"allow_pickle": True}, and a pickle ran)
+                named += _splatted(keyword.value)
+        for arg, value in named:
+            if arg in REWRITING:
+                raise Refused(node, f"sets `{arg}`, {REWRITING_SAID}")
+            if arg in NOT_KEYWORDS and not _constant(value, NOT_KEYWORDS[arg]):
+                raise Refused(node, f"sets `{arg}`, which runs code kept in data")
+            if arg in NAMESPACES:
+                raise Refused(node, f"passes `{arg}`, whose attributes are set by name")
         if _last(node.func) in ("parse_args", "parse_known_args") and len(node.args) > 1:
             raise Refused(node, "passes a namespace, whose attributes are set by name")
         if _call_of(node, "type", 1):  # type(x) == list, type(error).__name__
