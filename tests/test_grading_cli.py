@@ -68,6 +68,7 @@ def test_hidden_checks_run_with_hidden(tmp_path: Path) -> None:
     ("args", "message"),
     [
         (("grade", "nowhere", "--assignment", "1"), "nowhere: no such folder"),
+        (("grade", "README.md", "--assignment", "1"), "README.md: a file, not a folder"),
         (("grade", ".", "--assignment", "99"), "no assignment 99; assignments: 1, 2, 3"),
         (("assignments", "start", "1", "."), "exists and is not an empty folder"),
         (("assignments", "start", "0", "x"), "must be at least 1"),

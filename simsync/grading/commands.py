@@ -109,7 +109,8 @@ def grade_command(
     """Grade ``folder`` and print the report; with ``gradescope``, also write results.json
     there (``-``: to standard output, the report then to standard error)."""
     if not folder.is_dir():
-        raise UsageError(f"{folder}: no such folder (the submission to grade)")
+        what = "a file, not a folder" if folder.exists() else "no such folder"
+        raise UsageError(f"{folder}: {what} (the submission to grade: its folder)")
     to_stdout = gradescope is not None and str(gradescope) == "-"
     if gradescope is not None and not to_stdout:
         _check_target(gradescope, folder)
