@@ -80,6 +80,27 @@ def test_bad_input_is_one_line_and_status_2(args: tuple[str, ...], message: str)
     assert message in done.stderr and len(done.stderr.strip().splitlines()) <= 3
 
 
+def test_a_temporary_folder_inside_the_submission_is_one_line(tmp_path: Path) -> None:
+    """The twenty-seventh attack set TMPDIR inside the submission: the grader copied it into
+    itself, and the reference scored 0/9 with 'folders nested more than 8 deep'."""
+    folder = tmp_path / "hw"
+    assert run("assignments", "start", "1", str(folder), "--solution").returncode == 0
+    (folder / "tmp").mkdir()
+    env = {**os.environ, "TMPDIR": str(folder / "tmp")}
+    done = subprocess.run(
+        [sys.executable, "-m", "simsync", "grade", str(folder), "--assignment", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env=env,
+    )
+    assert done.returncode == 2, done.stdout
+    assert "holds the temporary folder" in done.stderr and "TMPDIR" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert sorted(p.name for p in (folder / "tmp").iterdir()) == []  # nothing copied there
+
+
 def test_check_proves_every_assignment_without_tensorflow() -> None:
     done = run("assignments", "check", "--no-tensorflow")
     assert done.returncode == 0, done.stdout + done.stderr

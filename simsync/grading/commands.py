@@ -111,6 +111,12 @@ def grade_command(
     if not folder.is_dir():
         what = "a file, not a folder" if folder.exists() else "no such folder"
         raise UsageError(f"{folder}: {what} (the submission to grade: its folder)")
+    temporary = Path(tempfile.gettempdir()).resolve()
+    if temporary == folder.resolve() or folder.resolve() in temporary.parents:
+        raise UsageError(
+            f"{folder}: holds the temporary folder {temporary} (TMPDIR), where the grader "
+            "copies the submission: it would copy itself; set TMPDIR to a folder outside it"
+        )
     to_stdout = gradescope is not None and str(gradescope) == "-"
     if gradescope is not None and not to_stdout:
         _check_target(gradescope, folder)
