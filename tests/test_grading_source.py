@@ -583,6 +583,9 @@ def test_a_file_that_is_not_python_or_too_large_gets_one_line(tmp_path: Path) ->
     assert "train.py: " in str(check_program(program, "train.py"))
     program.write_bytes(b"#" * (MOST_BYTES + 1))
     assert "more than 1 MiB" in str(check_program(program, "train.py"))
+    # the 27th attack: 1 MiB of `a < a < ...` took 14 s of the grader's own time
+    program.write_text("a = 1\nb = " + " < ".join(["a"] * 250_000) + "\n")
+    assert "more than 100,000 parts of Python" in str(check_program(program, "train.py"))
     assert "cannot be read" in str(check_program(tmp_path / "none.py", "none.py"))
 
 
