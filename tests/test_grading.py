@@ -283,3 +283,23 @@ def test_a_program_whose_measuring_never_ended_is_told_so() -> None:
 
     (said,) = _averages({"pruned": {}, "averaging": None})
     assert "was not measured" in said and "slow" in said and "only a" not in said
+
+
+def test_a_graph_measured_again_must_be_the_graph_the_other_checks_read() -> None:
+    """A failed check of the step is judged again on a second measuring, which counts only
+    when the program built the same graph again, costs aside: one that did less work the
+    second time (smaller tensors, another device) is not timed in the first one's place."""
+    import dataclasses
+
+    from simsync.grading.graphs import shape
+    from simsync.scenario import ClusterConfig, ComputeConfig, Scenario
+
+    scenario = Scenario("two", cluster=ClusterConfig(2), compute=ComputeConfig(mean=0.01))
+    graph = build(scenario)
+    slower = build(dataclasses.replace(scenario, compute=ComputeConfig(mean=0.02)))
+    assert shape(slower) == shape(graph)  # another measuring of one graph
+    model = dataclasses.replace(scenario.model, features=scenario.model.features // 2)
+    assert shape(build(dataclasses.replace(scenario, model=model))) != shape(graph)
+    data = graph_to_dict(graph)
+    data["ops"][0]["device"] = "/gpu:1" if data["ops"][0]["device"] != "/gpu:1" else "/gpu:0"
+    assert shape(graph_from_dict(data)) != shape(graph)

@@ -102,3 +102,29 @@ def test_every_variable_off_the_cpu_is_named_with_the_fix(tmp_path: Path) -> Non
     said = found["the variables live on the CPU"]
     assert "'hidden/weights' lives on /gpu:0, expected /cpu:0; so do hidden/biases," in said
     assert "softmax_linear/biases" in said and "make it under tf.device('/cpu:0')" in said
+
+
+def test_a_step_measured_again_is_of_the_graph_the_other_checks_read(tmp_path: Path) -> None:
+    """A check of the step that fails is judged again on each side's less slowed of two
+    measurings (the twenty-seventh attack's honest program measured 1.63 times the reference
+    with one other grading beside it): an honest program's second import builds the same
+    graph, costs aside (a graph built otherwise is never timed in the first one's place:
+    tests/test_grading.py), and both sides get their facts again."""
+    from simsync.grading.graphs import REFERENCE, SUBMISSION, Sides
+    from simsync.sandbox.bubblewrap import Limits, find_sandbox
+
+    (assignment,) = [a for a in load_assignments() if a.number == 4]
+    step = next(c for c in assignment.checks if c.kind == "simulation")
+    folders = {SUBMISSION: tmp_path / "hw", REFERENCE: tmp_path / "ref"}
+    for folder in folders.values():
+        folder.mkdir()
+        (folder / "train.py").write_bytes((assignment.solution / "train.py").read_bytes())
+    sides = Sides(assignment, folders, [step], find_sandbox(), Limits())
+    first = sides.get(SUBMISSION, "train.py")
+    assert first.facts is not None and sides.get(REFERENCE, "train.py").facts is not None
+    again = sides.measured_again("train.py")
+    assert again is not None
+    for built in again:
+        assert built.error is None and built.facts is not None, built.error
+        assert built.facts["step_time"]["mean"] > 0
+    assert sides.measured_again("towers.py:build") is None  # no program: nothing to measure

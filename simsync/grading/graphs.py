@@ -41,7 +41,7 @@ from simsync.files import read_input
 from simsync.grading.assignment import Assignment, Check
 from simsync.grading.child import simsync_folder
 from simsync.grading.source import check_program
-from simsync.ir import graph_to_dict
+from simsync.ir import Graph, graph_to_dict
 from simsync.kinds import sync_points
 from simsync.sandbox.bubblewrap import Limits, Outcome, Sandbox, run_child
 from simsync.sandbox.wire import GradingSaid, WireError, read_said
@@ -153,6 +153,27 @@ class Sides:
             self._built[key] = self._build(side, spec, self.needs.get(key, Needs()))
         return self._built[key]
 
+    def measured_again(self, spec: str) -> tuple[Built, Built] | None:
+        """Both sides' TensorFlow program ``spec`` measured once more, the submission's then
+        the reference's, their costs only (no averaging measured), and simulated: for a check
+        of the step that failed, whose measurings may have met other work on the machine
+        (the twenty-seventh attack's honest program measured 1.63 times the reference with
+        one other grading beside it). None for a graph that is no program."""
+        if not spec.endswith(".py"):
+            return None
+        return self._measure(SUBMISSION, spec), self._measure(REFERENCE, spec)
+
+    def _measure(self, side: str, spec: str) -> Built:
+        imported = self._import(side, spec, None, averaging=False)
+        if isinstance(imported, Built):
+            return imported
+        first = self._imported.get((side, spec))
+        if first is None or isinstance(first, Built) or shape(first.graph) != shape(imported.graph):
+            # another graph than the one the other checks read: its time says nothing of it
+            return Built(error="it built another graph when it ran again")
+        request = {**self._request(Needs(facts=True)), **_program_request(imported)}
+        return _built(self._run(side, request), spec)
+
     def answers(self) -> tuple[dict[str, Any] | None, str | None]:
         """The submission's ``answers.toml``, read in the sandbox: the table, or why not."""
         if self._answers is None:
@@ -161,8 +182,9 @@ class Sides:
             self._answers = (said.get("answers"), said.get("answers_error") or outcome.error)
         return self._answers
 
-    def _build(self, side: str, spec: str, needs: Needs) -> Built:
-        request: dict[str, Any] = {
+    def _request(self, needs: Needs) -> dict[str, Any]:
+        """The evaluate child's request for what ``needs`` says."""
+        return {
             "stage": "evaluate",
             "facts": needs.facts,
             "tensorflow_steps": needs.tensorflow_steps,
@@ -170,6 +192,9 @@ class Sides:
             "devices": needs.devices,
             "before": needs.before,
         }
+
+    def _build(self, side: str, spec: str, needs: Needs) -> Built:
+        request = self._request(needs)
         made_in, program = None, {}
         if spec.endswith(".toml"):
             request["training"] = spec
@@ -177,8 +202,7 @@ class Sides:
             imported = self._program(side, spec, needs.given)
             if isinstance(imported, Built):
                 return imported
-            request["graph"] = json.dumps({"graph": graph_to_dict(imported.graph)})
-            request["numerics"] = False  # its ops are simulated for timing only
+            request.update(_program_request(imported))
             points = sync_points(imported.graph)
             made_in = {point: imported.report["made_in"].get(point) for point in points}
             # measured by the process that loaded its graph (where its towers' weights)
@@ -327,6 +351,30 @@ def _pruned(imported: Imported) -> dict[str, Any]:
 class ReferenceFailed(SimsyncError):
     """The reference solution itself, or the grader's sandboxed process, failed: the
     instructor's to mend, one line."""
+
+
+def shape(graph: Graph) -> list[list[str]]:
+    """A graph, its costs aside: its ops, its tensors with their sizes, its loops and what
+    they fetch; each in an order of its own (two runs of a program may list alike what they
+    made in another order).
+
+    >>> from simsync.patterns import tiny_example
+    >>> shape(tiny_example()) == shape(tiny_example())
+    True
+    """
+    data = graph_to_dict(graph)
+    ops = [{k: v for k, v in op.items() if k != "cost"} for op in data["ops"]]
+    loops = [[c["name"], c["fetches"], c["daemon"], c["steps"]] for c in data["clients"]]
+    return [
+        sorted(json.dumps(part, sort_keys=True) for part in parts)
+        for parts in (ops, data["tensors"], loops)
+    ]
+
+
+def _program_request(imported: Imported) -> dict[str, Any]:
+    """What the evaluate child is given of an imported program: its graph, simulated for
+    timing only (its ops compute no numbers simsync knows)."""
+    return {"graph": json.dumps({"graph": graph_to_dict(imported.graph)}), "numerics": False}
 
 
 def _built(outcome: Outcome, spec: str) -> Built:

@@ -3,6 +3,7 @@ speaks to the student and says what was expected and what was found."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -455,6 +456,29 @@ def simulation(check: Check, facts: Facts, reference: Facts | None) -> Verdict:
     if "at_least" in limits and not float(value) >= limits["at_least"] * (1 - tolerance):
         return False, said
     return True, said
+
+
+def least_slowed(check: Check, measured: list[Facts]) -> Facts:
+    """Of several measurings of one graph, the one that other work on the machine slowed
+    least, by ``check``'s expression: the lowest where the check bounds it from above (a
+    step's time), the highest where from below (examples a second).
+
+    >>> check = Check("step", "1", "simulation", 1.0, False, "train.py", {"expression": "t",
+    ...               "at_most": "reference"})
+    >>> least_slowed(check, [{"t": 2.0}, {"t": 1.5}])
+    {'t': 1.5}
+    """
+    expression = check.keys["expression"]
+    values = []
+    for found in measured:
+        with contextlib.suppress(ExpressionError):
+            value = _evaluate(expression, found)
+            if isinstance(value, int | float) and math.isfinite(value):
+                values.append((float(value), found))
+    if not values:
+        return measured[0]
+    pick = max if "at_least" in check.keys and "at_most" not in check.keys else min
+    return pick(values, key=lambda pair: pair[0])[1]
 
 
 def _bounds(keys: dict[str, Any], limits: Mapping[str, float], tolerance: float) -> str:
