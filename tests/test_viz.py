@@ -548,6 +548,34 @@ def test_one_tower_and_one_step_are_singular_and_no_tower_rule_is_said_plainly()
     assert "no towers (no tower scopes, at most one GPU)" in text and "found by none" not in text
 
 
+def test_a_programs_lines_wrapped_at_80_columns_keep_their_indent() -> None:
+    """A learner read 'towers found by name scope' above 'tower_<i>' at the left margin, as
+    if it were the next item: a wrapped line keeps its indent, and no line ends in spaces."""
+    from rich.console import Console
+
+    from simsync.viz.import_report import ProgramView
+
+    result = {
+        "source": "tower_loop.py",
+        "imported": {
+            "tensorflow_ops": 308,
+            "ops": 150,
+            "tower_rule": "name scope tower_<i>",
+            "ignored": {"constants": 68, "FIFO queues filled by queue runners": 1},
+            "costs": "measured now",
+        },
+        "sync_points_made_in": {},
+        "what_if": [],
+    }
+    console = Console(width=80, record=True, color_system=None)
+    console.print(ProgramView(result, summary=False))
+    lines = console.export_text().splitlines()
+    assert len(lines) > 3  # the long lines wrapped
+    assert lines[0] == "tower_loop.py: imported"
+    assert all(line.startswith("  ") and line[2] != " " for line in lines[1:]), lines
+    assert all(line == line.rstrip() for line in lines), lines
+
+
 def test_a_programs_table_of_waits_shows_1_sync_point_and_4_towers_unless_verbose() -> None:
     """simulate PROGRAM.py printed 150 lines for a 32-sync-point trainer (issue: output that
     fits two screens, details behind --verbose), then 70 for lesson 2's program at 3 sync

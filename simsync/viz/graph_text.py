@@ -362,6 +362,8 @@ def _wrapped(text: str, cap: int | None) -> list[str]:
 
     >>> _wrapped("sparse_softmax_cross_entropy_loss (13 ops)", 20)
     ['sparse_softmax_', 'cross_entropy_loss', '(13 ops)']
+    >>> _wrapped("softmax_linear (4 ops)", 21)
+    ['softmax_linear', '(4 ops)']
     >>> _wrapped("/job:worker/task:0", 14)
     ['/job:worker/', 'task:0']
     >>> _wrapped("gradients", None)
@@ -370,7 +372,8 @@ def _wrapped(text: str, cap: int | None) -> list[str]:
     if cap is None or len(text) <= cap:
         return [text]
     lines, line = [], ""
-    for piece in re.findall(r"[^_ /]*[_ /]|[^_ /]+$", text):
+    # a box's count of ops is one piece: "softmax_linear (4" above "ops)" read as two things
+    for piece in re.findall(r"\(\d+ ops?\)|[^_ /]*[_ /]|[^_ /]+$", text):
         while len(piece) > cap:  # a word longer than a line: cut it
             room = cap - len(line)
             lines.append(line + piece[:room])

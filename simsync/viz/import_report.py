@@ -387,7 +387,14 @@ class ProgramView:
         return lines
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield from self.lines()
+        for line in self.lines():  # a line wrapped keeps its indent
+            indent = len(line.plain) - len(line.plain.lstrip(" "))
+            if not indent:
+                yield line
+                continue
+            for part in line[indent:].wrap(console, max(options.max_width - indent, 20)):
+                part.rstrip()
+                yield Text(" " * indent) + part
         if self.summary:
             most = (16, None) if self.verbose else (4, 1)  # towers, sync points
             yield SummaryView(self.result, *most)  # type: ignore[arg-type]
