@@ -44,9 +44,9 @@ def report(check: str) -> dict[str, Any]:
     return {"check": check, **json.loads((REPORTS / f"{check}.json").read_text())}
 
 
-def render(renderable: Any) -> str:
+def render(renderable: Any, width: int = 120) -> str:
     out = io.StringIO()
-    Console(file=out, width=120, color_system=None).print(renderable)
+    Console(file=out, width=width, color_system=None).print(renderable)
     return out.getvalue()
 
 
@@ -268,3 +268,14 @@ def test_at_80_columns_each_finding_is_a_paragraph() -> None:
     evidence = [line for line in shown[1:] if line.startswith("  ")]
     assert evidence and not any("│" in line for line in shown)
     assert max(len(line.rstrip()) for line in evidence) > 70  # the whole width, not a column
+
+
+def test_the_timing_title_stays_on_one_line_at_80_columns() -> None:
+    """A learner's pager split 'Timing, predicted from this machine's profile (measured
+    2026-12-01' from '01:34)': the title was wrapped at the table's width."""
+    r = report("one_client")
+    r["costs"] = "this machine's profile (measured 2026-12-01 01:34)"
+    r["costs_kind"] = "machine"
+    lines = render(CrossCheckView(r, []), width=80).splitlines()
+    (title,) = [line for line in lines if line.startswith("Timing")]
+    assert title.rstrip().endswith("(measured 2026-12-01 01:34)"), title

@@ -383,9 +383,13 @@ class CrossCheckView:
     @staticmethod
     def _timing(r: SyncReport) -> Table:
         timing = r["timing"]
+        title = f"Timing, predicted from {_costs(r['costs'])}"
         table = Table(
-            title=f"Timing, predicted from {_costs(r['costs'])}",
+            title=title,
             title_justify="left",
+            # as wide as its title: a title wrapped at the table's width split the date it
+            # ends with across a page's end at 80 columns
+            min_width=len(title),
             caption="error: (predicted - measured) / measured. Under the measured median: "
             "its 95 % interval. Op times come from the traced steps, whose tracing costs time",
             caption_justify="left",
