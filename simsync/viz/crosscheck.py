@@ -628,10 +628,9 @@ def _last_each_step(point: str, by_step: StepByStep) -> tuple[str, Text, str]:
     >>> found = {"steps": 18, "matched": 17, "chance": 0.5, "towers_last": 2, "needed": 12,
     ...          "verdict": "as predicted"}
     >>> question, answer, evidence = _last_each_step("average_gradients", found)
-    >>> print(question, answer, sep="\n")
-    who came last at average_gradients, step by step?
-    as predicted
-    >>> print(evidence[:84])
+    >>> print(question, answer, sep=" → ")
+    who came last at average_gradients, step by step? → as predicted
+    >>> print(evidence[:83])
     in 17 of 18 traced steps the tower that came last was the one the simulation of the
     """
     steps, matched, verdict = by_step["steps"], by_step["matched"], by_step["verdict"]
@@ -727,11 +726,13 @@ def ratio_rule(ratio: Ratio) -> str:
     >>> rule = ratio_rule({**base, "verdict": "inconclusive", "why": "several inside"})
     >>> rule[:70]
     "with this machine's drift between runs (15%) the interval is 2.97–4.65"
-    >>> rule[72:]
-    'it holds side by side, one after another; they are 8% apart, less than the drift: no verdict'
+    >>> rule[72:129]
+    "both 'side by side' and 'one after another' lie in it, 8%"
+    >>> rule[129:]
+    ' apart: less than the drift, no verdict'
     >>> ratio_rule({"interval": [1.8, 2.2], "hypotheses": {"waits": 2.0, "does not wait": 1.0},
     ...             "verdict": "waits", "why": None})[72:]
-    'it holds waits alone, and does not wait lies 50% from it: waits'
+    "only 'waits' lies in it, and 'does not wait' is 50% from it: the answer is 'waits'"
     """
     low, high = ratio["interval"]
     drift = ratio.get("drift", DRIFT)
@@ -743,29 +744,41 @@ def ratio_rule(ratio: Ratio) -> str:
         f"{wide_low:.2f}–{wide_high:.2f}: "
     )
     if not inside:
-        return rule + "it holds no prediction: no verdict"
+        return rule + "no prediction lies in it: no verdict"
     if len(inside) == 1:
         kept = hypotheses[inside[0]]
         others = {n: abs(v - kept) / kept for n, v in hypotheses.items() if n != inside[0]}
         nearest = min(others, key=others.__getitem__) if others else None
         if nearest is None:
-            return rule + f"it holds {inside[0]} alone: {ratio['verdict']}"
+            return rule + f"only '{inside[0]}' lies in it: the answer is '{ratio['verdict']}'"
         away = _whole_percent(others[nearest])
         if others[nearest] > drift:
-            said = f"it holds {inside[0]} alone, and {nearest} lies {away} from it"
-            return rule + f"{said}: {ratio['verdict']}"
+            said = f"only '{inside[0]}' lies in it, and '{nearest}' is {away} from it"
+            return rule + f"{said}: the answer is '{ratio['verdict']}'"
         return rule + (
-            f"it holds {inside[0]} alone, but {nearest} lies {away} from it, less than the "
-            "drift: no verdict"
+            f"only '{inside[0]}' lies in it, but '{nearest}' is {away} from it: less than the "
+            "drift, no verdict"
         )
     values = [hypotheses[n] for n in inside]
     apart = (max(values) - min(values)) / min(values)
     if apart <= drift:
         return rule + (
-            f"it holds {', '.join(inside)}; they are {_whole_percent(apart)} apart, less than the "
-            "drift: no verdict"
+            f"{_both(inside)} lie in it, {_whole_percent(apart)} apart: less than the drift, "
+            "no verdict"
         )
-    return rule + f"it holds {', '.join(inside)}: no verdict"
+    return rule + f"{_both(inside)} lie in it: no verdict"
+
+
+def _both(names: list[str]) -> str:
+    """Predictions named in a sentence.
+
+    >>> _both(["a", "b"]), _both(["a", "b", "c"])
+    ("both 'a' and 'b'", "'a', 'b' and 'c'")
+    """
+    quoted = [f"'{name}'" for name in names]
+    if len(quoted) == 2:
+        return f"both {quoted[0]} and {quoted[1]}"
+    return ", ".join(quoted[:-1]) + " and " + quoted[-1]
 
 
 def _whole_percent(share: float) -> str:
