@@ -339,7 +339,7 @@ class ProgramView:
     >>> print("\\n".join(line.rstrip() for line in out.getvalue().splitlines()))
     train.py: imported
       308 TensorFlow ops; a step runs 150 of them; towers found by name scope
-    tower_<i>
+      tower_<i>
       ignored: constants: 68
       1 sync point made in average_gradients: concat
       costs: measured now
