@@ -154,6 +154,29 @@ def test_lesson_6s_graph_fits_80_columns_with_two_workers_lanes() -> None:
     assert all(line.endswith(("┐", "┤", "│", "┘")) for line in lines if line.startswith(("┌", "│")))
 
 
+def test_a_race_is_judged_by_its_leads_not_by_a_losing_runs_drift() -> None:
+    """Learner trial 56 on a quiet 2-core machine: async predicted first and first in both
+    rounds, 27 % and 20 % ahead of the next run of its round, and 'inconclusive here' because
+    the run of rounds, never near first, moved 65 % between the rounds. The runs of a round
+    share the machine's moment: the leads are the evidence, their own movement the noise."""
+    from simsync.crosscheck.race import race_verdict
+
+    rounds = [
+        {"sync": 3.882, "rounds": 5.501, "bounded": 4.586, "async": 3.065},
+        {"sync": 3.392, "rounds": 3.336, "bounded": 4.337, "async": 2.788},
+    ]
+    verdict, rule = race_verdict("async", rounds)
+    assert verdict == "as predicted", rule
+    assert "ahead of the next by 20 % or more" in rule and "its lead moved 7 %" in rule
+    # the same leads, one of them within the machine's drift: no verdict
+    close = [rounds[0], {**rounds[1], "rounds": 3.1}]
+    assert race_verdict("async", close)[0] == "inconclusive here"
+    # leads that move between rounds more than the least of them: no verdict either
+    wild = [{"sync": 6.0, "async": 2.0}, {"sync": 2.5, "async": 2.0}]
+    assert race_verdict("async", wild)[0] == "inconclusive here"
+    assert race_verdict("sync", rounds)[0] == "not as predicted"
+
+
 def test_a_race_on_tensorflow_fits_80_columns_with_its_rule_and_numbers() -> None:
     """Lesson 5's race on TensorFlow: every run's time to the target, predicted and in each
     round, the first of each marked; the verdict and its rule whole, at 80 columns."""
