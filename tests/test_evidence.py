@@ -350,4 +350,6 @@ def test_the_step_by_step_finding_is_a_verdict_and_is_shown() -> None:
     text = " ".join(console.export_text().split())
     assert "who came last at average_gradients, step by step? → as predicted" in text, text
     assert "in 20 of 20 traced steps the tower that came last" in text
+    # the step whose draws were too close to call (21 traced) is said to be left out
+    assert "(one of the 21 traced steps is left out" in text, text
     assert "who arrived last at" not in text  # the finding not asked for

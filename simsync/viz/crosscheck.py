@@ -564,7 +564,7 @@ class EvidenceView:
         for found in evidence["arrivals"] if self._shown(LAST_EACH_STEP) else ():
             by_step = found.get("step_by_step")
             if by_step:
-                rows.append(_last_each_step(found["sync_point"], by_step))
+                rows.append(_last_each_step(found["sync_point"], by_step, found["steps"]))
         for ratio in evidence["ratios"]:
             if self._shown(ratio["variant"]):
                 rows.append(_ratio(ratio, self.predicted))
@@ -621,7 +621,7 @@ def _last(found: Arrival) -> tuple[Text, str]:
     return verdict, f"last in {steps} traced steps: {counts}; {why}{predicted}"
 
 
-def _last_each_step(point: str, by_step: StepByStep) -> tuple[str, Text, str]:
+def _last_each_step(point: str, by_step: StepByStep, traced: int = 0) -> tuple[str, Text, str]:
     """Who came last at ``point`` in each traced step, against the simulation of the same
     steps (:func:`simsync.crosscheck.evidence.step_by_step`), as a row.
 
@@ -640,6 +640,13 @@ def _last_each_step(point: str, by_step: StepByStep) -> tuple[str, Text, str]:
         f"one that drew the longest; {by_step['towers_last']} different towers were last "
         f"in them, and a guess would be right in {by_step['chance'] * 100:.0f} % of steps"
     )
+    if traced > steps:  # learner trial 56 read "17 of 17" under "20 traced steps"
+        left = traced - steps
+        evidence += (
+            f" ({'one' if left == 1 else left} of the {traced} traced steps "
+            f"{'is' if left == 1 else 'are'} left out: there the simulation's towers arrived "
+            "too close together to say which is last)"
+        )
     if verdict == "as predicted":
         answer = Text("as predicted", style="bold green")
         evidence += ": the step waited for whichever tower drew the longest time"

@@ -364,6 +364,8 @@ def _wrapped(text: str, cap: int | None) -> list[str]:
     ['sparse_softmax_', 'cross_entropy_loss', '(13 ops)']
     >>> _wrapped("softmax_linear (4 ops)", 21)
     ['softmax_linear', '(4 ops)']
+    >>> _wrapped("gradients [tower_0] (40 ops)", 18)
+    ['gradients', '[tower_0] (40 ops)']
     >>> _wrapped("/job:worker/task:0", 14)
     ['/job:worker/', 'task:0']
     >>> _wrapped("gradients", None)
@@ -372,8 +374,9 @@ def _wrapped(text: str, cap: int | None) -> list[str]:
     if cap is None or len(text) <= cap:
         return [text]
     lines, line = [], ""
-    # a box's count of ops is one piece: "softmax_linear (4" above "ops)" read as two things
-    for piece in re.findall(r"\(\d+ ops?\)|[^_ /]*[_ /]|[^_ /]+$", text):
+    # a box's count of ops, and the tower in brackets, are one piece each: "softmax_linear (4"
+    # above "ops)", and "gradients [tower_" above "0]", read as two things
+    for piece in re.findall(r"\(\d+ ops?\)|\[[^\]]*\] ?|[^_ /\[]*[_ /]|[^_ /\[]+|\[", text):
         while len(piece) > cap:  # a word longer than a line: cut it
             room = cap - len(line)
             lines.append(line + piece[:room])
