@@ -13,8 +13,9 @@ __all__ = ["LessonsView", "current_lesson"]
 
 #: the terminal's width from which the menu shows what each lesson answers whole
 WIDE = 120
-#: the columns the menu's other cells and its borders take beside what a lesson answers
-BESIDE = 58
+#: the columns the menu's number, status and borders take beside a lesson's title and what
+#: it answers, below :data:`WIDE`
+BESIDE = 26
 
 
 def _cut(text: Text, room: int | None) -> Text:
@@ -55,17 +56,21 @@ class LessonsView:
         table.add_column("#", justify="right")
         table.add_column("lesson")
         table.add_column("status")
-        table.add_column("what it answers")
-        # below 120 columns each lesson keeps to its line or two, so that the menu fits a
-        # screen of 24 rows: what it answers is cut to the room the other columns leave
-        room = options.max_width - BESIDE if options.max_width < WIDE else None
+        narrow = options.max_width < WIDE
+        if not narrow:
+            table.add_column("what it answers")
+        # below 120 columns what a lesson answers goes under its title, on one line cut to
+        # the room the number and the status leave, so that the menu fits a screen of 24
+        # rows (a column of its own beside them was cut to 20 characters at 80)
+        room = options.max_width - BESIDE if narrow else None
         current = current_lesson(self.lessons, self.progress)
         for lesson in self.lessons:
             marker = " ◀ continue here" if lesson is current else ""
-            table.add_row(
-                str(lesson.number),
-                Text(lesson.title + marker),
-                self.status(lesson),
-                _cut(Text(lesson.summary, style="dim"), room),
-            )
+            title = Text(lesson.title + marker)
+            answers = _cut(Text(lesson.summary, style="dim"), room)
+            if narrow:
+                table.add_row(str(lesson.number), Text("\n").join([title, answers]),
+                              self.status(lesson))  # fmt: skip
+            else:
+                table.add_row(str(lesson.number), title, self.status(lesson), answers)
         yield table

@@ -391,7 +391,8 @@ class CrossCheckView:
             # ends with across a page's end at 80 columns
             min_width=len(title),
             caption="error: (predicted - measured) / measured. Under the measured median: "
-            "its 95 % interval. Op times come from the traced steps, whose tracing costs time",
+            "its 95 % interval. Op times come from the traced steps, which tracing slows: "
+            "a tower's ops there can add up to more than an untraced step",
             caption_justify="left",
         )
         for column in ("what", "predicted (ms)", "measured (ms)", "error"):
