@@ -75,7 +75,9 @@ class Outcome:
 #: a page is not cut before one, where it can be cut elsewhere.
 _INSIDE_A_BLOCK = re.compile(
     r"^(\s*[│┃├┡└┗┘╰║╟]|\s*[\d.,]+[│└]|/|step |sync |ms |\s*┬|… \d+ more device|points are shown"
-    r"|\S+ waits +[~·]|[A-Z·] [a-z_]+  \S|- waiting at |~ blocked on |lowercase: )"
+    r"|\S+ waits +[~·]|[A-Z·] [a-z_]+  \S|- waiting at |~ blocked on |lowercase: "
+    # the table of a plot's curves, under it: its header, rule and rows (`` C   bounded``)
+    r"| curve +run|─+\s*$| [A-Z] {3,}\S)"
 )
 
 
@@ -107,6 +109,9 @@ def page_break(lines: list[str], height: int) -> int:
     >>> plot = ["Loss", "  3.043│C", "       │DC", "  1.315│ D", "       └┬──", "ms      0"]
     >>> page_break(["intro"] * 4 + plot, 8)  # a plot's rows with its values on the axis
     4
+    >>> curves = ["  staleness", " curve   run", "─────", " A       sync", " B       rounds"]
+    >>> page_break(["intro"] * 3 + plot + curves, 12)  # the table of curves whole on the next
+    9
     """
     for cut in range(height, 0, -1):
         if cut < len(lines) and not _inside(lines, cut):
