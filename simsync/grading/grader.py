@@ -216,7 +216,10 @@ def _measured_again(
     side's least slowed of two measurings (other work on the machine only slows a measuring
     down): both programs measured once more, one after the other (:meth:`Sides.measured_again`).
     None when that cannot be (a graph that is no program, a measuring that failed)."""
-    again = sides.measured_again(check.graph)
+    try:
+        again = sides.measured_again(check.graph)
+    except ReferenceFailed:  # measured once already: the first measurings stand
+        return None
     if again is None or again[0].facts is None or again[1].facts is None:
         return None
     mine = rubric.least_slowed(check, [facts, again[0].facts])
