@@ -188,10 +188,11 @@ def arrivals(graph: Graph, trace: Trace) -> list[Arrival]:
     trace) is met in every step that holds all its inputs."""
     found: list[Arrival] = []
     feeds = resource_feeds(graph)
+    ends = _ends(trace)  # once: a program's trace holds every op of every run
     for point in sync_points(graph):
         executions = [
             (max(arrived.values(), default=0.0), arrived)
-            for _, arrived in _arrived(graph, trace, point)
+            for _, arrived in _arrived(graph, ends, point)
         ]
         waits = waits_at(point, executions)
         if waits.executions:
@@ -207,12 +208,17 @@ def arrivals(graph: Graph, trace: Trace) -> list[Arrival]:
     return found
 
 
+def _ends(trace: Trace) -> dict[tuple[str, int, str], float]:
+    """When each op of each run of a client ended."""
+    return {(r.client, r.step, r.op): r.end for r in trace.ops}
+
+
 def _arrived(
-    graph: Graph, trace: Trace, point: str
+    graph: Graph, ends: dict[tuple[str, int, str], float], point: str
 ) -> Iterator[tuple[tuple[str, int], dict[str, float]]]:
     """Each run of a client (its name and step) that met sync point ``point``, and when each
-    tower's input arrived there (:func:`simsync.trace.tower_arrivals`)."""
-    ends = {(r.client, r.step, r.op): r.end for r in trace.ops}
+    tower's input arrived there (:func:`simsync.trace.tower_arrivals`), from when each op of
+    each run ended (:func:`_ends`)."""
     sources = list(input_towers(graph, point))
     # a sync point never traced (a collective: its kernel has no event of its own) met its
     # towers in every step that traced all its inputs
@@ -237,7 +243,7 @@ def clear_lasts(graph: Graph, trace: Trace, point: str) -> dict[tuple[str, int],
     next by more than :data:`CLEAR_LEAD`; runs without so clear a last are left out."""
     starts = {(s.client, s.step): s.start for s in trace.steps}
     found = {}
-    for run, arrived in _arrived(graph, trace, point):
+    for run, arrived in _arrived(graph, _ends(trace), point):
         ordered = sorted(arrived.items(), key=lambda item: item[1], reverse=True)
         if len(ordered) < 2 or run not in starts:
             continue
@@ -261,7 +267,7 @@ def step_by_step(graph: Graph, real: Trace, simulated: Trace, point: str) -> Ste
     expected = clear_lasts(graph, simulated, point)
     if len(set(expected.values())) < 2:
         return None
-    runs = {run: arrived for run, arrived in _arrived(graph, real, point) if run in expected}
+    runs = {run: arrived for run, arrived in _arrived(graph, _ends(real), point) if run in expected}
     if not runs:
         return None
     lasts = {run: came_last(arrived) for run, arrived in runs.items()}
