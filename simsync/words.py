@@ -1,9 +1,9 @@
-"""Words in messages: the one place for counting nouns ("1 lesson", "2 lessons") and for
-their article ("a queue", "an element")."""
+"""Words in messages: the one place for counting nouns ("1 lesson", "2 lessons"), for
+their article ("a queue", "an element") and for listing names ("a, b and c")."""
 
 from __future__ import annotations
 
-__all__ = ["article", "ms", "plural"]
+__all__ = ["article", "listed", "ms", "plural"]
 
 
 def plural(count: float, noun: str, many: str | None = None) -> str:
@@ -30,6 +30,15 @@ def article(noun: str) -> str:
     ('a queue', 'an element')
     """
     return f"an {noun}" if noun[:1] in "aeiou" else f"a {noun}"
+
+
+def listed(names: list[str]) -> str:
+    """``names`` in a sentence.
+
+    >>> listed(["tower_0"]), listed(["tower_0", "tower_2"]), listed(["a", "b", "c"])
+    ('tower_0', 'tower_0 and tower_2', 'a, b and c')
+    """
+    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
 
 
 def ms(seconds: float | None) -> str:

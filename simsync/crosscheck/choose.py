@@ -20,7 +20,7 @@ from simsync.ir import racing_clients
 from simsync.patterns import build
 from simsync.scenario import Scenario
 from simsync.scenario.profile import Profile
-from simsync.words import plural
+from simsync.words import listed, plural
 
 __all__ = ["crosscheck"]
 
@@ -134,12 +134,8 @@ def fewer_towers(scenario: Scenario, profile: Profile | None) -> FewerTowers | N
     said = (
         f"This machine has {plural(cores, 'core')} and no GPU: {towers} towers would take turns "
         f"on them, as {towers} GPUs would not. This check runs {len(kept)} of them, the towers "
-        f"{_listed(names)} (speeds {shown})."
+        f"{listed(names)} (speeds {shown})."
     )
     return FewerTowers(
         dataclasses.replace(scenario, cluster=cluster), said, dict(zip(here, names, strict=True))
     )
-
-
-def _listed(names: list[str]) -> str:
-    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]

@@ -222,9 +222,8 @@ def _arrived(
     sources = list(input_towers(graph, point))
     # a sync point never traced (a collective: its kernel has no event of its own) met its
     # towers in every step that traced all its inputs
-    if point in {op for _, _, op in ends}:
-        ran = [(c, s) for c, s, op in ends if op == point]
-    else:
+    ran = [(client, step) for client, step, op in ends if op == point]
+    if not ran:
         ran = list(dict.fromkeys((client, step) for client, step, _ in ends))
     for client, step in ran:
         known = {src: ends[client, step, src] for src in sources if (client, step, src) in ends}
@@ -270,11 +269,9 @@ def step_by_step(graph: Graph, real: Trace, simulated: Trace, point: str) -> Ste
     runs = {run: arrived for run, arrived in _arrived(graph, _ends(real), point) if run in expected}
     if not runs:
         return None
-    lasts = {run: came_last(arrived) for run, arrived in runs.items()}
-    common = list(lasts)
     chance = 1 / max(len(arrived) for arrived in runs.values())
-    matched = sum(1 for run in common if lasts[run] == [expected[run]])
-    steps, needed = len(common), math.ceil(MOST_STEPS * len(common))
+    matched = sum(1 for run, arrived in runs.items() if came_last(arrived) == [expected[run]])
+    steps, needed = len(runs), math.ceil(MOST_STEPS * len(runs))
     if matched >= needed and binomial_tail(matched, steps, chance) < MAJORITY_ALPHA:
         verdict = "as predicted"
     elif steps >= 6 and matched <= chance * steps:
@@ -285,7 +282,7 @@ def step_by_step(graph: Graph, real: Trace, simulated: Trace, point: str) -> Ste
         "steps": steps,
         "matched": matched,
         "chance": chance,
-        "towers_last": len({expected[run] for run in common}),
+        "towers_last": len({expected[run] for run in runs}),
         "needed": needed,
         "verdict": verdict,
     }

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from simsync.findings import LAST, LAST_EACH_STEP, NO_SLOW_TOWER, ONE_TOWER_WORKING, SIDE_BY_SIDE
 from simsync.trace.staleness import STANDS_OUT
-from simsync.words import ms, plural
+from simsync.words import listed, ms, plural
 
 if TYPE_CHECKING:  # the cross-check is not imported to draw what it found
     from simsync.crosscheck.report import (
@@ -771,22 +771,16 @@ def ratio_rule(ratio: Ratio) -> str:
     apart = (max(values) - min(values)) / min(values)
     if apart <= drift:
         return rule + (
-            f"{_both(inside)} lie in it, {_whole_percent(apart)} apart: less than the drift, "
-            "no verdict"
+            f"{_quoted_both(inside)} lie in it, {_whole_percent(apart)} apart: less than the "
+            "drift, no verdict"
         )
-    return rule + f"{_both(inside)} lie in it: no verdict"
+    return rule + f"{_quoted_both(inside)} lie in it: no verdict"
 
 
-def _both(names: list[str]) -> str:
-    """Predictions named in a sentence.
-
-    >>> _both(["a", "b"]), _both(["a", "b", "c"])
-    ("both 'a' and 'b'", "'a', 'b' and 'c'")
-    """
-    quoted = [f"'{name}'" for name in names]
-    if len(quoted) == 2:
-        return f"both {quoted[0]} and {quoted[1]}"
-    return ", ".join(quoted[:-1]) + " and " + quoted[-1]
+def _quoted_both(names: list[str]) -> str:
+    """Predictions named in a sentence: ``both 'a' and 'b'``, or ``'a', 'b' and 'c'``."""
+    quoted = listed([f"'{name}'" for name in names])
+    return f"both {quoted}" if len(names) == 2 else quoted
 
 
 def _whole_percent(share: float) -> str:
