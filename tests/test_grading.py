@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simsync.errors import GraphError
+from simsync.errors import GraphError, UsageError
 from simsync.grading import AssignmentError, grade, load_assignments
 from simsync.grading.assignment import load_assignment
 from simsync.ir import graph_from_dict, graph_to_dict
@@ -62,6 +62,16 @@ def test_hidden_checks_only_with_hidden() -> None:
     everything = grade(assignment, assignment.solution, hidden=True, tensorflow=False)
     assert not any(r.check.hidden for r in visible.results)
     assert len(everything.results) > len(visible.results)
+
+
+def test_only_the_named_checks_run_and_an_unknown_name_is_refused() -> None:
+    assignment = ASSIGNMENTS[0]
+    first, *rest = [c.name for c in assignment.checks]
+    one = grade(assignment, assignment.solution, hidden=True, tensorflow=False, only=[first])
+    assert [r.check.name for r in one.results] == [first]
+    assert one.not_run["not asked for"] == len(rest) - one.not_run.get("TensorFlow", 0)
+    with pytest.raises(UsageError, match="has no check named 'nothing'; its checks: "):
+        grade(assignment, assignment.solution, only=["nothing"])
 
 
 def test_a_partial_submission_gets_the_points_of_its_task(tmp_path: Path) -> None:

@@ -64,6 +64,16 @@ def test_hidden_checks_run_with_hidden(tmp_path: Path) -> None:
     assert "one apply per step" in done.stdout and "Score: 9/9" in done.stdout
 
 
+def test_a_task_is_graded_alone(tmp_path: Path) -> None:
+    folder = tmp_path / "hw"
+    run("assignments", "start", "3", str(folder), "--solution")
+    done = run("grade", str(folder), "--assignment", "3", "--task", "3.1", "--hidden")
+    assert done.returncode == 0, done.stderr
+    tasks = [line.split()[2:4] for line in done.stdout.splitlines() if line.startswith("  ✓")]
+    assert tasks == [["Task", "3.1"]] * 3, done.stdout
+    assert "Score: 6/6 (not run: 1 check you did not ask for)" in done.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -72,6 +82,7 @@ def test_hidden_checks_run_with_hidden(tmp_path: Path) -> None:
         (("grade", ".", "--assignment", "99"), "no assignment 99; assignments: 1, 2, 3"),
         (("assignments", "start", "1", "."), "exists and is not an empty folder"),
         (("assignments", "start", "0", "x"), "must be at least 1"),
+        (("grade", ".", "--assignment", "3", "--task", "3.3"), "its tasks: 3.1 and 3.2"),
     ],
 )
 def test_bad_input_is_one_line_and_status_2(args: tuple[str, ...], message: str) -> None:

@@ -119,6 +119,11 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 #: what scores the averaging: read off the graph the second process loaded
 AVERAGED = "one sync point per variable, each averaging every tower's gradient"
+#: the check of the step's time: this machine's timing of the graph (its noise no forgery's)
+STEP = next(c.name for c in _assignment().checks if c.kind == "simulation")
+#: every check but the step's: a grading that needs neither the reference nor a timing
+UNTIMED = [c.name for c in _assignment().checks if c.name != STEP]
+ADVICE = next(c.name for c in _assignment().checks if c.points == 0)
 
 
 def _advice(result):
@@ -131,14 +136,13 @@ def test_a_forged_report_scores_no_more_than_the_honest_program(tmp_path, behind
     """Its averaging in a helper: the structure scores it (it averages every tower), and
     where it made the sync points is advice of no points, which a forgery cannot raise."""
     assignment = _assignment()
-    honest = grade(assignment, _program(tmp_path, "honest"), hidden=True)
+    honest = grade(assignment, _program(tmp_path, "honest"), hidden=True, only=UNTIMED)
     assert _scores(honest)[AVERAGED] == 3, [(r.check.name, r.output) for r in honest.results]
     assert not _advice(honest).passed
-    forged = grade(assignment, _program(tmp_path, "forged", FORGE_MADE_IN), hidden=True)
+    forged = _program(tmp_path, "forged", FORGE_MADE_IN)
+    forged = grade(assignment, forged, hidden=True, only=UNTIMED)
     found = {r.check.name: r.output for r in forged.results}
-    # the step check is this machine's timing of the same graph: its noise is no forgery's
-    step = next(c.name for c in assignment.checks if c.kind == "simulation")
-    assert {**_scores(forged), step: 0} == {**_scores(honest), step: 0}, found
+    assert _scores(forged) == _scores(honest), found
     assert not _advice(forged).passed
     assert "not in average_gradients" in _advice(forged).output
 
@@ -159,13 +163,12 @@ def test_what_its_graph_writes_into_the_answer_of_the_process_that_times_it_is_d
         "            )",
     )
     (program / "train.py").write_text(text)
-    result = grade(assignment, program, hidden=True)
+    result = grade(assignment, program, hidden=True, only=[STEP])
     found = {r.check.name: r.output for r in result.results}
     # a tf.print to a file reaches outside the graph: the process that measures it runs
     # none of the graph, told which op
-    step = next(c.name for c in assignment.checks if c.kind == "simulation")
-    assert "PrintV2 op" in found[step] and "outside the graph" in found[step], found
-    assert _scores(result)[step] == 0, found
+    assert "PrintV2 op" in found[STEP] and "outside the graph" in found[STEP], found
+    assert _scores(result)[STEP] == 0, found
 
 
 def test_a_submission_writes_no_cost_the_next_one_or_the_reference_reads(
@@ -196,9 +199,8 @@ def train():"""
     grade(assignment, forged, hidden=True)
     assert _files(cache) == before  # nothing written in the cache
     assert not Path("/tmp/forged").exists() and not Path("/tmp/forged.json").exists()
-    again = grade(assignment, _program(tmp_path, "again"), hidden=True)
-    step = next(c.name for c in assignment.checks if c.kind == "simulation")  # this machine's
-    assert {**_scores(again), step: 0} == {**_scores(first), step: 0}
+    again = grade(assignment, _program(tmp_path, "again"), hidden=True, only=UNTIMED)
+    assert _scores(again) == {name: n for name, n in _scores(first).items() if name != STEP}
 
 
 @pytest.mark.parametrize("decoy", ["a method", "a file never imported"])
@@ -228,7 +230,7 @@ def test_a_claim_of_a_line_that_made_no_sync_point_is_refused(
     forge = FORGE_MADE_IN.replace('["train.py", LINE]', f"[{file!r}, {line + shift}]")
     head = text.index("NUM_GPUS = 4")
     train.write_text(text[:head] + forge + text[head:])
-    advice = _advice(grade(_assignment(), program, hidden=True))
+    advice = _advice(grade(_assignment(), program, hidden=True, only=[ADVICE]))
     assert not advice.passed, advice.output
     assert "not in average_gradients" in advice.output
 
@@ -407,7 +409,8 @@ def _averaged_by(tmp_path: Path, name: str, line: str) -> Path:
 
 @pytest.mark.parametrize("name", sorted(ONE_TOWER))
 def test_an_average_that_uses_one_towers_gradient_scores_nothing_for_it(tmp_path, name):
-    result = grade(_assignment(), _averaged_by(tmp_path, name, ONE_TOWER[name]), hidden=True)
+    folder = _averaged_by(tmp_path, name, ONE_TOWER[name])
+    result = grade(_assignment(), folder, hidden=True, only=[AVERAGED])
     (averaged,) = [r for r in result.results if r.check.name == AVERAGED]
     assert averaged.score == 0
     assert "weighs the towers' gradients 1.00, 0.00, 0.00, 0.00" in averaged.output

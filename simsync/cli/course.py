@@ -55,6 +55,13 @@ def add(commands: Any) -> None:
     g.add_argument("--assignment", type=at_least(1), required=True, metavar="N")
     g.add_argument("--hidden", action="store_true", help="run the hidden checks too")
     g.add_argument(
+        "--task",
+        action="append",
+        metavar="ID",
+        help="grade only task ID's checks, e.g. 4.2 (`simsync assignments list` names the "
+        "tasks); give it again for more tasks",
+    )
+    g.add_argument(
         "--gradescope",
         type=Path,
         metavar="OUT",
@@ -91,4 +98,5 @@ def _grade(args: argparse.Namespace) -> int:
         tensorflow=not args.no_tensorflow,
         gradescope=args.gradescope,
         unsafe=args.unsafe_no_sandbox,
+        tasks=args.task,
     )

@@ -24,7 +24,7 @@ from simsync.grading.assignment import Assignment, find_assignment, load_assignm
 from simsync.grading.grader import LEFT_OUT, Grade, grade
 from simsync.sandbox.bubblewrap import Sandbox, find_sandbox
 from simsync.terminal import usable_width
-from simsync.words import plural
+from simsync.words import listed, plural
 
 __all__ = [
     "assignments_check",
@@ -105,9 +105,11 @@ def grade_command(
     tensorflow: bool = True,
     gradescope: Path | None = None,
     unsafe: bool = False,
+    tasks: list[str] | None = None,
 ) -> int:
     """Grade ``folder`` and print the report; with ``gradescope``, also write results.json
-    there (``-``: to standard output, the report then to standard error)."""
+    there (``-``: to standard output, the report then to standard error); with ``tasks``,
+    only those tasks' checks."""
     if not folder.is_dir():
         what = "a file, not a folder" if folder.exists() else "no such folder"
         raise UsageError(f"{folder}: {what} (the submission to grade: its folder)")
@@ -121,9 +123,12 @@ def grade_command(
     if gradescope is not None and not to_stdout:
         _check_target(gradescope, folder)
     assignment = find_assignment(number)
+    only = _checks_of(assignment, tasks) if tasks else None
     sandbox = find_sandbox(unsafe)
     with _terminate_as_interrupt():
-        result = grade(assignment, folder, hidden=hidden, tensorflow=tensorflow, sandbox=sandbox)
+        result = grade(
+            assignment, folder, hidden=hidden, tensorflow=tensorflow, sandbox=sandbox, only=only
+        )
     print(report(result, hidden=hidden), file=sys.stderr if to_stdout else sys.stdout)
     if gradescope is not None:
         text = json.dumps(result.gradescope(), indent=2) + "\n"
@@ -134,6 +139,36 @@ def grade_command(
                 out.write(text)
             print(f"wrote {gradescope}")
     return 0
+
+
+def _checks_of(assignment: Assignment, tasks: list[str]) -> list[str]:
+    """The names of the checks of ``tasks``, each one of the assignment's tasks."""
+    for task in tasks:
+        if task not in assignment.tasks:
+            raise UsageError(
+                f"--task {task}: assignment {assignment.number} has no such task; "
+                f"its tasks: {listed(sorted(assignment.tasks))}"
+            )
+    return [c.name for c in assignment.checks if c.task in tasks]
+
+
+def _not_run(counts: dict[str, int]) -> str:
+    """Which checks a grading did not run, and why.
+
+    >>> _not_run({"hidden": 1, "not asked for": 2}), _not_run({"TensorFlow": 1})
+    ('1 hidden check, 2 checks you did not ask for', '1 check that runs TensorFlow')
+    """
+    parts = []
+    for why, n in counts.items():
+        if why == "hidden":
+            parts.append(plural(n, "hidden check"))
+        elif why == "TensorFlow":
+            parts.append(
+                plural(n, "check") + (" that runs" if n == 1 else " that run") + " TensorFlow"
+            )
+        else:
+            parts.append(plural(n, "check") + " you did not ask for")
+    return ", ".join(parts)
 
 
 def _check_target(target: Path, submission: Path) -> None:
@@ -187,8 +222,7 @@ def report(result: Grade, *, hidden: bool) -> str:
             )
         )
         lines.append(wrapped(f"      {r.output}", "      "))
-    skipped = len(a.checks) - len(result.results)
-    note = f" (not run: {skipped} hidden or TensorFlow checks)" if skipped else ""
+    note = f" (not run: {_not_run(result.not_run)})" if result.not_run else ""
     lines.append(f"Score: {result.score:g}/{result.max_score:g}{note}")
     if result.left_out:
         lines.append(wrapped(f"{LEFT_OUT}: {', '.join(result.left_out)}", "  "))

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simsync.errors import SimsyncError, printable
+from simsync import words
+from simsync.errors import SimsyncError, UsageError, printable
 from simsync.grading import rubric
 from simsync.grading.assignment import Assignment, Check
 from simsync.grading.graphs import (
@@ -58,6 +60,8 @@ class Grade:
     protections: dict[str, str] = field(default_factory=dict)
     #: what of the submission was not copied, with why (links, FIFOs, devices)
     left_out: list[str] = field(default_factory=list)
+    #: the checks not run, counted by why: "hidden", "TensorFlow", "not asked for"
+    not_run: dict[str, int] = field(default_factory=dict)
 
     @property
     def score(self) -> float:
@@ -103,10 +107,13 @@ def grade(
     tensorflow: bool = True,
     limits: Limits | None = None,
     sandbox: Sandbox | None = None,
+    only: Collection[str] | None = None,
 ) -> Grade:
     """Run the assignment's checks on ``submission`` (visible ones unless ``hidden``; those
     that run TensorFlow, :attr:`~simsync.grading.assignment.Check.runs_tensorflow`, unless
-    ``tensorflow`` is false). The submission is copied first (regular
+    ``tensorflow`` is false; of those, only the checks named in ``only`` when it is given:
+    a name the assignment has no check of is a :class:`~simsync.errors.UsageError`). The
+    submission is copied first (regular
     files only, :mod:`~simsync.grading.submission`); everything that reads the copy runs in
     ``sandbox`` (default: bubblewrap, or :class:`~simsync.sandbox.bubblewrap.SandboxUnavailable`
     when it cannot start here). The reference solution is built the same way, for checks that
@@ -115,11 +122,23 @@ def grade(
     started = time.perf_counter()
     sandbox = sandbox or find_sandbox()
     limits = limits or Limits()
-    checks = [
-        c
-        for c in assignment.checks
-        if (hidden or not c.hidden) and (tensorflow or not c.runs_tensorflow)
-    ]
+    named = _named(assignment, only) if only is not None else None
+    not_run: dict[str, int] = {}
+    checks = []
+    for check in assignment.checks:
+        why = (
+            "hidden"
+            if check.hidden and not hidden
+            else "TensorFlow"
+            if check.runs_tensorflow and not tensorflow
+            else "not asked for"
+            if named is not None and check.name not in named
+            else None
+        )
+        if why is None:
+            checks.append(check)
+        else:
+            not_run[why] = not_run.get(why, 0) + 1
     remove_stale_folders()
     with locked_folder(f"simsync-grade-{os.getpid()}-") as scratch:
         folders = {SUBMISSION: Path(scratch, SUBMISSION), REFERENCE: Path(scratch, REFERENCE)}
@@ -137,7 +156,19 @@ def grade(
     protections = sandbox.protections(limits)
     if any(c.runs_tensorflow and c.kind != "tensorflow" for c in checks):
         protections["a TensorFlow program"] = _program_limits(sandbox)
-    return Grade(assignment, results, seconds, protections, left_out)
+    return Grade(assignment, results, seconds, protections, left_out, not_run)
+
+
+def _named(assignment: Assignment, names: Collection[str]) -> set[str]:
+    """``names``, each the name of one of the assignment's checks."""
+    known = {c.name for c in assignment.checks}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise UsageError(
+            f"assignment {assignment.number} has no check named {shown(unknown[0])!r}; "
+            f"its checks: {words.listed([repr(name) for name in sorted(known)])}"
+        )
+    return set(names)
 
 
 def _program_limits(sandbox: Sandbox) -> str:
