@@ -19,7 +19,7 @@ from simsync.grading.source import check_program
 from simsync.simulation.importing import import_program
 from simsync.tf_backend.program.load import ProgramError
 
-pytestmark = pytest.mark.tf
+pytestmark = [pytest.mark.tf, pytest.mark.parallel]
 
 #: averaging in a helper, not in average_gradients: the sync points are made in _mean
 HELPER = '''def _mean(grads):
