@@ -444,7 +444,8 @@ def _problems(violations: list[Violation], unmapped: Mapping[str, int] | None) -
 
 def _refit(refit: RefitReport) -> Text:
     """What this session measured again, against the profile, and what the profile as
-    cached would have predicted."""
+    cached would have predicted (in a learner's words: the profile is "the numbers stored
+    when it was last calibrated")."""
     session, scale, efficiency = (
         refit["session_run"],
         refit["compute_scale"],
@@ -452,13 +453,13 @@ def _refit(refit: RefitReport) -> Text:
     )
     error = refit["cached_error_median"]
     return Text(
-        "Measured again in this session, between its timed steps, since this machine's load "
-        "changes (the cached profile's values in brackets): each sess.run's own time "
-        f"{ms(session[1])} ms ({ms(session[0])}), real seconds per second of compute "
+        "Other work on this machine changes how fast it runs, so its speed was measured "
+        "again between the timed steps, and the predictions above use what was measured "
+        "(in brackets, the numbers stored when it was last calibrated): each sess.run's own "
+        f"time {ms(session[1])} ms ({ms(session[0])}), real seconds per second of compute "
         f"{scale[1]:.2f} ({scale[0]:.2f}), speed of busy cores sharing the machine "
-        f"{efficiency[1]:.2f} ({efficiency[0]:.2f}). The predictions above use today's values; "
-        f"with the cached profile the median step would be "
-        f"{ms(refit['cached_predicted_median_step_time'])} ms"
+        f"{efficiency[1]:.2f} ({efficiency[0]:.2f}). With the stored numbers the median step "
+        f"would have been predicted {ms(refit['cached_predicted_median_step_time'])} ms"
         + (f", off by {_percent(error)} from the measured median." if error is not None else "."),
         style="dim",
     )
