@@ -77,8 +77,12 @@ _INSIDE_A_BLOCK = re.compile(
     r"^(\s*[│┃├┡└┗┘╰║╟]|\s*[\d.,]+[│└]|/|step |sync |ms |\s*┬|… \d+ more device|points are shown"
     r"|\S+ waits +[~·]|[A-Z·] [a-z_]+  \S|- waiting at |~ blocked on |lowercase: "
     # the table of a plot's curves, under it: its header, rule and rows (`` C   bounded``)
-    r"| curve +run|─+\s*$| [A-Z] {3,}\S)"
+    r"| curve +run|─+\s*$| [A-Z] {3,}\S"
+    # a table's note of what its marks mean (``◀ last in line: …``), under the table
+    r"|\s*◀ )"
 )
+#: The first line of a table's note of a mark (``◀ last in line: …``).
+_CAPTION = re.compile(r"^\s*◀ ")
 
 
 #: the lines of a timeline besides its lanes at 80 columns: its title, step and sync rows,
@@ -112,6 +116,9 @@ def page_break(lines: list[str], height: int) -> int:
     >>> curves = ["  staleness", " curve   run", "─────", " A       sync", " B       rounds"]
     >>> page_break(["intro"] * 3 + plot + curves, 12)  # the table of curves whole on the next
     9
+    >>> table = ["Waits", "┏━━┓", "┃ a┃", "┗━━┛", "◀ last in line: last clearly most", "  often"]
+    >>> page_break(["intro"] * 4 + table + ["after"], 9)  # the table's note stays under it
+    4
     """
     for cut in range(height, 0, -1):
         if cut < len(lines) and not _inside(lines, cut):
@@ -131,6 +138,8 @@ def _inside(lines: list[str], index: int) -> bool:
     line = lines[index]
     if _INSIDE_A_BLOCK.match(line):
         return True
+    if index > 0 and _CAPTION.match(lines[index - 1]) and line[:1] == " " and line.strip():
+        return True  # the rest of a table's note, centred under it as its first line is
     title = index > 0 and lines[index - 1].strip() and not _INSIDE_A_BLOCK.match(lines[index - 1])
     return bool(title) and line.lstrip()[:1] in ("┌", "┏", "╭")
 
