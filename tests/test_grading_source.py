@@ -372,6 +372,39 @@ REFUSED["TensorFlow's internals through the timeline module"] = (
     "may use only Timeline",
 )
 
+# the twenty-eighth attack: a loader given its arguments out of sight of the rules ran a
+# pickle (np.load(*[f, None, True]) scored a gradient ascent 9/9), or Keras' bytecode
+VALUE_USE = "otherwise than by calling it"
+for how, line in {
+    "a * list": ("np.load(*['a.npy', None, True])", "more than its file by place"),
+    "a * of a variable": ("args = ('a.npy', None, True)\nnp.load(*args)", "by place"),
+    "an alias": ("ld = np.load\nld('a.npy', None, True)", VALUE_USE),
+    "a partial": ("import functools\nfunctools.partial(np.load, 'a.npy', None, True)()", VALUE_USE),
+    "map": ("list(map(np.load, ['a.npy'], [None], [True]))", VALUE_USE),
+    "a thread's target": (
+        "import threading\nthreading.Thread(target=np.load, kwargs={'allow_pickle': True})",
+        VALUE_USE,
+    ),
+    "a list's item": ("[np.load][0]('a.npy', None, True)", VALUE_USE),
+    "getattr": ("getattr(np, 'load')('a.npy', None, True)", VALUE_USE),
+    "a name imported": ("from numpy import load\nf = load", VALUE_USE),
+    "read_array by place": ("np.lib.format.read_array(open('a', 'rb'), True)", "by place"),
+    "NpzFile by place": ("np.lib.npyio.NpzFile(open('a', 'rb'), False, True)", "by place"),
+    "a helper's **kwargs": (
+        "def h(**kw):\n    return np.load('a.npy', **kw)",
+        "keywords it does not write out",
+    ),
+    "Keras' from_config by place": (
+        "import keras\nkeras.layers.Lambda.from_config({}, None, False)",
+        "by place",
+    ),
+    "Keras' deserializer by place": (
+        "import keras\nkeras.saving.deserialize_keras_object({}, None, False)",
+        "by place",
+    ),
+}.items():
+    REFUSED[f"a loader of code kept in data by {how}"] = line
+
 
 @pytest.mark.parametrize("case", sorted(REFUSED))
 def test_a_program_that_could_change_its_process_is_refused_with_its_line(case: str) -> None:

@@ -197,8 +197,16 @@ TUPLE_NAMES = frozenset({"_replace", "_asdict", "_fields", "_make"})
 CLASS_TAKERS = frozenset({"isinstance", "issubclass", "super"})
 #: keyword arguments that load code from data, unless given their safe value
 NOT_KEYWORDS = {"allow_pickle": False, "safe_mode": True}
-#: functions that load data which could hold code, unless told not to by those keywords
-LOADERS = frozenset({"load_model", "read_array", "model_from_json"})
+#: functions that load data which could hold code, unless told not to by those keywords:
+#: called by their names only, never passed as values (the twenty-eighth attack ran a
+#: pickle through ``functools.partial(np.load, ...)``, ``Thread(target=np.load, ...)`` and
+#: ``np.load(*[f, None, True])``), and given only their file by place
+LOADERS = frozenset(
+    {"load_model", "read_array", "model_from_json", "from_config", "deserialize",
+     "deserialize_keras_object", "NpzFile"}
+)  # fmt: skip
+#: ... by their full names, where their own name says nothing (``np.load``)
+LOADER_PATHS = frozenset({"numpy.load"})
 #: keyword arguments that set attributes by name on an object passed
 NAMESPACES = frozenset({"namespace"})
 #: the most bytes of source read
@@ -466,8 +474,10 @@ class _Rules:
         if isinstance(node, ast.Import | ast.ImportFrom):
             self._import(node)
         elif isinstance(node, ast.Name):
+            self._loader_use(node)
             self._name(node)
         elif isinstance(node, ast.Attribute):
+            self._loader_use(node)
             self._attribute(node)
         elif isinstance(node, ast.Call):
             self._call(node)
@@ -724,8 +734,18 @@ class _Rules:
             raise Refused(node, "passes a namespace, whose attributes are set by name")
         if _call_of(node, "type", 1):  # type(x) == list, type(error).__name__
             self.written_out.add(id(node.func))
-        loads = _last(node.func) in LOADERS or self._module_path(node.func) == "numpy.load"
-        if loads and len(node.args) > 1:  # np.load(f, None, True); not variable.load(v, sess)
+        loads = self._loader(node.func) is not None  # np.load, not variable.load(v, sess)
+        if loads and any(
+            k.arg is None and not isinstance(k.value, ast.Dict) for k in node.keywords
+        ):
+            # a function's own **kwargs passed on: its callers may be out of sight (the
+            # twenty-eighth attack's Thread(target=helper, kwargs={"allow_pickle": True}))
+            raise Refused(
+                node,
+                f"passes `{_last(node.func)}` keywords it does not write out: name each "
+                f"({', '.join(sorted(NOT_KEYWORDS))} run code kept in data)",
+            )
+        if loads and (len(node.args) > 1 or any(isinstance(a, ast.Starred) for a in node.args)):
             raise Refused(
                 node,
                 f"passes `{_last(node.func)}` more than its file by place: name the others "
@@ -736,8 +756,30 @@ class _Rules:
             if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
                 raise Refused(node, "calls `getattr` with a name it computes: write the name out")
             attribute = ast.Attribute(node.args[0], name.value, ast.Load())
-            self._attribute(ast.copy_location(attribute, node))
+            self._loader_use(ast.copy_location(attribute, node))  # a value, never a call
+            self._attribute(attribute)
             self.written_out.add(id(node.func))
+
+    def _loader(self, node: ast.expr) -> str | None:
+        """The name of the loader ``node`` names (:data:`LOADERS`), or None."""
+        last = _last(node) if isinstance(node, ast.Name | ast.Attribute) else None
+        if last in LOADERS or LOADER_PATHS & {self._module_path(node), self._full(node)}:
+            return last
+        return None
+
+    def _loader_use(self, node: ast.Name | ast.Attribute) -> None:
+        """A loader is only called, by its name: passed as a value, its arguments are out
+        of sight (``partial(np.load, f, None, True)``, ``Thread(target=np.load, ...)``)."""
+        name = self._loader(node)
+        if name is None:
+            return
+        parent = self.parents.get(id(node))
+        if not (isinstance(parent, ast.Call) and parent.func is node):
+            raise Refused(
+                node,
+                f"uses `{name}` otherwise than by calling it: it loads data that could hold "
+                "code, so call it by its name, its file by place and the rest by keyword",
+            )
 
     def _class(self, node: ast.ClassDef) -> None:
         if node.keywords:
