@@ -72,6 +72,8 @@ def test_only_the_named_checks_run_and_an_unknown_name_is_refused() -> None:
     assert one.not_run["not asked for"] == len(rest) - one.not_run.get("TensorFlow", 0)
     with pytest.raises(UsageError, match="has no check named 'nothing'; its checks: "):
         grade(assignment, assignment.solution, only=["nothing"])
+    with pytest.raises(UsageError, match="a list of check names, not the string"):
+        grade(assignment, assignment.solution, only=first)
 
 
 def test_a_partial_submission_gets_the_points_of_its_task(tmp_path: Path) -> None:

@@ -67,11 +67,22 @@ def test_hidden_checks_run_with_hidden(tmp_path: Path) -> None:
 def test_a_task_is_graded_alone(tmp_path: Path) -> None:
     folder = tmp_path / "hw"
     run("assignments", "start", "3", str(folder), "--solution")
-    done = run("grade", str(folder), "--assignment", "3", "--task", "3.1", "--hidden")
+    out = tmp_path / "results.json"
+    done = run(
+        "grade", str(folder), "--assignment", "3", "--task", "3.1", "--hidden", "--gradescope",
+        str(out),
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     tasks = [line.split()[2:4] for line in done.stdout.splitlines() if line.startswith("  ✓")]
     assert tasks == [["Task", "3.1"]] * 3, done.stdout
     assert "Score: 6/6 (not run: 1 check you did not ask for)" in done.stdout
+    # results.json says so too (the twenty-eighth attack found it silent)
+    results = json.loads(out.read_text())
+    assert results["output"].startswith("Backup workers: 6/6 (not run: 1 check you did not ask")
+    assert len(results["tests"]) == 3
+    # a check of a task not asked for is counted as such, hidden or not
+    done = run("grade", str(folder), "--assignment", "3", "--task", "3.2")
+    assert "(not run: 3 checks you did not ask for)" in done.stdout, done.stdout
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from typing import Any
 from simsync.errors import UsageError
 from simsync.files import atomic_writer
 from simsync.grading.assignment import Assignment, find_assignment, load_assignments
-from simsync.grading.grader import LEFT_OUT, Grade, grade
+from simsync.grading.grader import LEFT_OUT, Grade, grade, not_run_said
 from simsync.sandbox.bubblewrap import Sandbox, find_sandbox
 from simsync.terminal import usable_width
 from simsync.words import listed, plural
@@ -152,25 +152,6 @@ def _checks_of(assignment: Assignment, tasks: list[str]) -> list[str]:
     return [c.name for c in assignment.checks if c.task in tasks]
 
 
-def _not_run(counts: dict[str, int]) -> str:
-    """Which checks a grading did not run, and why.
-
-    >>> _not_run({"hidden": 1, "not asked for": 2}), _not_run({"TensorFlow": 1})
-    ('1 hidden check, 2 checks you did not ask for', '1 check that runs TensorFlow')
-    """
-    parts = []
-    for why, n in counts.items():
-        if why == "hidden":
-            parts.append(plural(n, "hidden check"))
-        elif why == "TensorFlow":
-            parts.append(
-                plural(n, "check") + (" that runs" if n == 1 else " that run") + " TensorFlow"
-            )
-        else:
-            parts.append(plural(n, "check") + " you did not ask for")
-    return ", ".join(parts)
-
-
 def _check_target(target: Path, submission: Path) -> None:
     """results.json is never written into the submission (an input) nor over a folder."""
     if not target.absolute().parent.is_dir():
@@ -222,7 +203,7 @@ def report(result: Grade, *, hidden: bool) -> str:
             )
         )
         lines.append(wrapped(f"      {r.output}", "      "))
-    note = f" (not run: {_not_run(result.not_run)})" if result.not_run else ""
+    note = f" (not run: {not_run_said(result.not_run)})" if result.not_run else ""
     lines.append(f"Score: {result.score:g}/{result.max_score:g}{note}")
     if result.left_out:
         lines.append(wrapped(f"{LEFT_OUT}: {', '.join(result.left_out)}", "  "))

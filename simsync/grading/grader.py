@@ -30,7 +30,7 @@ from simsync.sandbox.bubblewrap import (
     remove_stale_folders,
 )
 
-__all__ = ["LEFT_OUT", "Grade", "Result", "grade", "shown"]
+__all__ = ["LEFT_OUT", "Grade", "Result", "grade", "not_run_said", "shown"]
 
 #: how a report introduces the files of a submission that were not graded
 LEFT_OUT = "Not graded (only regular files are copied)"
@@ -80,6 +80,7 @@ class Grade:
             "score": self.score,
             "execution_time": round(self.seconds, 3),
             "output": f"{self.assignment.title}: {self.score:g}/{self.max_score:g}"
+            + (f" (not run: {not_run_said(self.not_run)})" if self.not_run else "")
             + (f"\n{LEFT_OUT}: {', '.join(self.left_out)}" if self.left_out else "")
             + (f"\nSandbox: {sandbox}" if sandbox else ""),
             "visibility": "visible",
@@ -126,13 +127,13 @@ def grade(
     not_run: dict[str, int] = {}
     checks = []
     for check in assignment.checks:
-        why = (
-            "hidden"
+        why = (  # the reason the user chose first
+            "not asked for"
+            if named is not None and check.name not in named
+            else "hidden"
             if check.hidden and not hidden
             else "TensorFlow"
             if check.runs_tensorflow and not tensorflow
-            else "not asked for"
-            if named is not None and check.name not in named
             else None
         )
         if why is None:
@@ -161,6 +162,8 @@ def grade(
 
 def _named(assignment: Assignment, names: Collection[str]) -> set[str]:
     """``names``, each the name of one of the assignment's checks."""
+    if isinstance(names, str):  # one name, not its letters
+        raise UsageError(f"only= takes a list of check names, not the string {shown(names)!r}")
     known = {c.name for c in assignment.checks}
     unknown = [name for name in names if name not in known]
     if unknown:
@@ -169,6 +172,25 @@ def _named(assignment: Assignment, names: Collection[str]) -> set[str]:
             f"its checks: {words.listed([repr(name) for name in sorted(known)])}"
         )
     return set(names)
+
+
+def not_run_said(counts: dict[str, int]) -> str:
+    """Which checks a grading did not run, and why.
+
+    >>> not_run_said({"hidden": 1, "not asked for": 2}), not_run_said({"TensorFlow": 1})
+    ('1 hidden check, 2 checks you did not ask for', '1 check that runs TensorFlow')
+    """
+    parts = []
+    for why, n in counts.items():
+        if why == "hidden":
+            parts.append(words.plural(n, "hidden check"))
+        elif why == "TensorFlow":
+            parts.append(
+                words.plural(n, "check") + (" that runs" if n == 1 else " that run") + " TensorFlow"
+            )
+        else:
+            parts.append(words.plural(n, "check") + " you did not ask for")
+    return ", ".join(parts)
 
 
 def _program_limits(sandbox: Sandbox) -> str:
