@@ -128,7 +128,7 @@ ADVICE = next(c.name for c in _assignment().checks if c.points == 0)
 
 def _advice(result):
     """The result of the check of no points: where the sync points were made."""
-    (advice,) = [r for r in result.results if r.check.points == 0]
+    (advice,) = [r for r in result.results if r.check.name == ADVICE]
     return advice
 
 
@@ -139,8 +139,8 @@ def test_a_forged_report_scores_no_more_than_the_honest_program(tmp_path, behind
     honest = grade(assignment, _program(tmp_path, "honest"), hidden=True, only=UNTIMED)
     assert _scores(honest)[AVERAGED] == 3, [(r.check.name, r.output) for r in honest.results]
     assert not _advice(honest).passed
-    forged = _program(tmp_path, "forged", FORGE_MADE_IN)
-    forged = grade(assignment, forged, hidden=True, only=UNTIMED)
+    program = _program(tmp_path, "forged", FORGE_MADE_IN)
+    forged = grade(assignment, program, hidden=True, only=UNTIMED)
     found = {r.check.name: r.output for r in forged.results}
     assert _scores(forged) == _scores(honest), found
     assert not _advice(forged).passed

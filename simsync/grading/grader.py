@@ -60,7 +60,7 @@ class Grade:
     protections: dict[str, str] = field(default_factory=dict)
     #: what of the submission was not copied, with why (links, FIFOs, devices)
     left_out: list[str] = field(default_factory=list)
-    #: the checks not run, counted by why: "hidden", "TensorFlow", "not asked for"
+    #: the checks not run, counted by why (the keys of :data:`NOT_RUN`)
     not_run: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -127,15 +127,7 @@ def grade(
     not_run: dict[str, int] = {}
     checks = []
     for check in assignment.checks:
-        why = (  # the reason the user chose first
-            "not asked for"
-            if named is not None and check.name not in named
-            else "hidden"
-            if check.hidden and not hidden
-            else "TensorFlow"
-            if check.runs_tensorflow and not tensorflow
-            else None
-        )
+        why = _why_not_run(check, named, hidden=hidden, tensorflow=tensorflow)
         if why is None:
             checks.append(check)
         else:
@@ -174,23 +166,35 @@ def _named(assignment: Assignment, names: Collection[str]) -> set[str]:
     return set(names)
 
 
+#: why a grading did not run a check: how its report says so, of one check and of more
+NOT_RUN = {
+    "not asked for": ("check you did not ask for", "checks you did not ask for"),
+    "hidden": ("hidden check", "hidden checks"),
+    "TensorFlow": ("check that runs TensorFlow", "checks that run TensorFlow"),
+}
+
+
+def _why_not_run(
+    check: Check, named: set[str] | None, *, hidden: bool, tensorflow: bool
+) -> str | None:
+    """The reason (of :data:`NOT_RUN`) ``check`` is not run, the one the user chose first;
+    None when it runs."""
+    if named is not None and check.name not in named:
+        return "not asked for"
+    if check.hidden and not hidden:
+        return "hidden"
+    if check.runs_tensorflow and not tensorflow:
+        return "TensorFlow"
+    return None
+
+
 def not_run_said(counts: dict[str, int]) -> str:
     """Which checks a grading did not run, and why.
 
     >>> not_run_said({"hidden": 1, "not asked for": 2}), not_run_said({"TensorFlow": 1})
     ('1 hidden check, 2 checks you did not ask for', '1 check that runs TensorFlow')
     """
-    parts = []
-    for why, n in counts.items():
-        if why == "hidden":
-            parts.append(words.plural(n, "hidden check"))
-        elif why == "TensorFlow":
-            parts.append(
-                words.plural(n, "check") + (" that runs" if n == 1 else " that run") + " TensorFlow"
-            )
-        else:
-            parts.append(words.plural(n, "check") + " you did not ask for")
-    return ", ".join(parts)
+    return ", ".join(words.plural(n, *NOT_RUN[why]) for why, n in counts.items())
 
 
 def _program_limits(sandbox: Sandbox) -> str:

@@ -734,23 +734,19 @@ class _Rules:
             raise Refused(node, "passes a namespace, whose attributes are set by name")
         if _call_of(node, "type", 1):  # type(x) == list, type(error).__name__
             self.written_out.add(id(node.func))
-        loads = self._loader(node.func) is not None  # np.load, not variable.load(v, sess)
-        if loads and any(
-            k.arg is None and not isinstance(k.value, ast.Dict) for k in node.keywords
-        ):
-            # a function's own **kwargs passed on: its callers may be out of sight (the
-            # twenty-eighth attack's Thread(target=helper, kwargs={"allow_pickle": True}))
-            raise Refused(
-                node,
-                f"passes `{_last(node.func)}` keywords it does not write out: name each "
-                f"({', '.join(sorted(NOT_KEYWORDS))} run code kept in data)",
-            )
-        if loads and (len(node.args) > 1 or any(isinstance(a, ast.Starred) for a in node.args)):
-            raise Refused(
-                node,
-                f"passes `{_last(node.func)}` more than its file by place: name the others "
-                f"({', '.join(sorted(NOT_KEYWORDS))} run code kept in data)",
-            )
+        loader = self._loader(node.func)  # np.load, not variable.load(v, sess)
+        if loader is not None:
+            unsafe = f"({', '.join(sorted(NOT_KEYWORDS))} run code kept in data)"
+            if any(k.arg is None and not isinstance(k.value, ast.Dict) for k in node.keywords):
+                # a function's own **kwargs passed on: its callers may be out of sight (the
+                # twenty-eighth attack's Thread(target=helper, kwargs={"allow_pickle": True}))
+                raise Refused(
+                    node, f"passes `{loader}` keywords it does not write out: name each {unsafe}"
+                )
+            if len(node.args) > 1 or any(isinstance(a, ast.Starred) for a in node.args):
+                raise Refused(
+                    node, f"passes `{loader}` more than its file by place: name the others {unsafe}"
+                )
         if isinstance(node.func, ast.Name) and node.func.id == "getattr":
             name = node.args[1] if len(node.args) > 1 else None
             if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
