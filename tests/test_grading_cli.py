@@ -141,6 +141,43 @@ def test_results_are_never_written_into_the_submission(tmp_path: Path) -> None:
     assert not (folder / "results.json").exists()
 
 
+def test_results_are_never_written_over_the_assignment_and_their_name_is_shown_safely(
+    tmp_path: Path,
+) -> None:
+    """The twenty-ninth attack's M2 wrote results.json over the reference solution and
+    assignment.toml of a course folder; its M1 printed a control character of the file's
+    name to the terminal."""
+    import shutil
+
+    from simsync.grading import load_assignments
+
+    source = load_assignments()[0].folder
+    course = tmp_path / "course"
+    shutil.copytree(source, course / source.name)
+    folder = tmp_path / "hw"
+    assert run("assignments", "start", "1", str(folder)).returncode == 0
+    env = {**os.environ, "SIMSYNC_ASSIGNMENTS": str(course)}
+    kept = {p: p.read_bytes() for p in (course / source.name).rglob("*") if p.is_file()}
+    grading = [sys.executable, "-m", "simsync", "grade", str(folder), "--assignment", "1"]
+    for target in (
+        course / source.name / "solution" / "towers.py",
+        course / source.name / "x.json",
+    ):
+        done = subprocess.run(
+            [*grading, "--no-tensorflow", "--gradescope", str(target)],
+            capture_output=True, text=True, env=env, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 2 and "inside assignment 1's own folder" in done.stderr
+    assert {p: p.read_bytes() for p in (course / source.name).rglob("*") if p.is_file()} == kept
+    named = tmp_path / "a\x1b[2Jb.json"
+    done = subprocess.run(
+        [*grading, "--no-tensorflow", "--gradescope", str(named)],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0 and named.exists(), done.stderr
+    assert "\x1b" not in done.stdout and "a\\x1b[2Jb.json" in done.stdout
+
+
 def test_results_json_to_standard_output(tmp_path: Path) -> None:
     folder = tmp_path / "hw"
     run("assignments", "start", "3", str(folder))

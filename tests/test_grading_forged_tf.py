@@ -72,7 +72,8 @@ _FORGED = '{"profile": {"ops": {}, "tensors": {}, "clients": {}, "steps": 5}}'
 
 
 def _writes():
-    return [tf.print(_FORGED, output_stream=f"file:///proc/self/fd/{fd}") for fd in (1, 2, 3)]
+    # the sandbox has no /proc/self/fd: a file named by its path is what a graph can reach
+    return [tf.print(_FORGED, output_stream="file://answer.json")]
 """
 
 
@@ -151,7 +152,8 @@ def test_what_its_graph_writes_into_the_answer_of_the_process_that_times_it_is_d
     tmp_path,
 ):
     """The graph's own ops would run in the second process (no code of the student's does):
-    a graph whose ops write to its descriptors (``tf.print`` to a file) is not run there."""
+    a graph whose ops write a file (``tf.print`` to a file, the way one once reached that
+    process's descriptors through ``/proc/self/fd``) is not run there."""
     assignment = _assignment()
     program = _program(tmp_path, "writes", FORGE_ANSWER)
     text = (program / "train.py").read_text()
@@ -1687,12 +1689,12 @@ REACHING = {
         ),
         "op 'ReadFile'",
     ),
-    "the grader's sandbox told by its seccomp": (
+    "the grader's sandbox told by its command line": (
         (
             (
                 "        opt = tf.compat.v1.train.GradientDescentOptimizer(0.1)\n",
                 "        graded = tf.strings.regex_full_match(\n"
-                '            tf.io.read_file("/proc/self/status"), "(?s).*Seccomp:\\\\s+2.*")\n'
+                '            tf.io.read_file("/proc/self/cmdline"), "(?s).*simsync.*")\n'
                 "        opt = tf.compat.v1.train.GradientDescentOptimizer(\n"
                 "            tf.where(graded, 0.1, -0.1))\n",
             ),
@@ -1783,3 +1785,34 @@ def test_a_race_that_feeds_the_models_update_is_refused_as_a_race(tmp_path, give
     assert averaging is not None
     judged = " ".join(_averages({"averaging": averaging}))
     assert "from one run to the next" in judged, averaging
+
+
+#: the loop trains on tower_0's gradients alone (baseline), and beside it (decoy) a correct
+#: average built that the loop never runs: the thirty-first attack's M3
+DECOY_LOOP = (
+    "            _, loss_value = sess.run([train_op, loss])",
+    "            _, loss_value = sess.run([only_tower0, loss])",
+)
+AVERAGE_LINE = (
+    '        train_op = opt.apply_gradients(grads, global_step=global_step, name="apply_gradients")'
+)
+ONE_TOWER_UPDATE = '        only_tower0 = opt.apply_gradients(tower_grads[0], name="apply_tower0")'
+
+
+def test_an_update_built_but_never_run_is_no_part_of_the_graded_step(tmp_path):
+    """A correct average the loop never runs, beside the update of one tower's gradients it
+    runs, is no part of the step graded (it once was: its updates and the global step they
+    count were taken in as training the export might have left out, and the same wrong
+    program scored 6/9 for 2/9). The graded step is the same as without the decoy."""
+    decoy = _edited(
+        tmp_path, "decoy", (AVERAGE_LINE, f"{AVERAGE_LINE}\n{ONE_TOWER_UPDATE}"), DECOY_LOOP
+    )
+    plain = _edited(tmp_path, "plain", (AVERAGE_LINE, ONE_TOWER_UPDATE), DECOY_LOOP)
+    graphs = [
+        import_program(folder / "train.py", export=True, cache=False, processes=1).graph
+        for folder in (decoy, plain)
+    ]
+    assert "apply_gradients" not in graphs[0].nx
+    assert not any(name.startswith("apply_gradients/") for name in graphs[0].nx)
+    assert sorted(graphs[0].nx) == sorted(graphs[1].nx)
+    assert len(graphs[0].towers) == len(graphs[1].towers) < 4

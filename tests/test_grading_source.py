@@ -405,6 +405,273 @@ for how, line in {
 }.items():
     REFUSED[f"a loader of code kept in data by {how}"] = line
 
+# the twenty-ninth attack: np.load under numpy.matlib's name ran a pickle, and an object made
+# with an __array_interface__ had numpy read and write memory at any address (a function's
+# code swapped for another's: a gradient ascent graded 9/9)
+MACHINERY = "a part of Python's machinery"
+for how, line in {
+    "numpy.matlib imported": ("import numpy.matlib\nnumpy.matlib.load('a', None, True)", "matlib"),
+    "numpy.matlib reached": ("np.matlib.load('a.npy', None, True)", "matlib"),
+    "a keyword": (
+        "import argparse\nview = argparse.Namespace(__array_interface__={'data': (8, False)})",
+        MACHINERY,
+    ),
+    "a ** dict's key": (
+        "import argparse\nargparse.Namespace(**{'__array_struct__': 1})",
+        MACHINERY,
+    ),
+    "a string": ("interface = {'__array_interface__': {}}", MACHINERY),
+    "a string in pieces": ("name = '__array' + '_interface__'", MACHINERY),
+}.items():
+    REFUSED[f"numpy's memory by {how}"] = line
+TAKEN_APART = "in a class pattern"
+REFUSED["a loader bound by a class pattern"] = (
+    "match np:\n    case object(load=ld):\n        ld('a.npy', None, True)",
+    TAKEN_APART,
+)
+REFUSED["the environment bound by a class pattern"] = (
+    "import os\nmatch os:\n    case object(environ=env):\n        env['TF_XLA_FLAGS'] = '1'",
+    TAKEN_APART,
+)
+REFUSED["a class pattern's positional attributes"] = (
+    "match np:\n    case np.ndarray(shape):\n        pass",
+    TAKEN_APART,
+)
+# ... and names made at run time, which become attributes: one could be __array_interface__
+COMPUTED = "a name it computes, or one of Python's machinery"
+for how, line in {
+    "an option's dest": (
+        "import argparse\nargparse.ArgumentParser().add_argument('--x', dest=n)",
+        COMPUTED,
+    ),
+    "an option's name": (
+        "import argparse\nargparse.ArgumentParser().add_argument('--__x__')",
+        COMPUTED,
+    ),
+    "an option's prefix": (
+        "import argparse\nargparse.ArgumentParser(prefix_chars='+')",
+        "prefix_chars",
+    ),
+    "an absl flag's name": (
+        "from absl import flags\nflags.DEFINE_string(n, 'a', 'help')",
+        COMPUTED,
+    ),
+    "an absl flag made whole": (
+        "from absl import flags\nflags.DEFINE(p, n, 1, 'help')",
+        "out of sight",
+    ),
+    "an enum made by a call": ("import enum\nE = enum.Enum('E', {n: 1})", "an enum of names"),
+    "a log record's dict": ("import logging\nlogging.makeLogRecord({n: 1})", "machinery"),
+    "a dataclass made by a call": (
+        "import dataclasses\ndataclasses.make_dataclass('A', [n])",
+        "machinery",
+    ),
+    "a metaclass called": ("abc.ABCMeta('A', (), {n: 1})", "machinery"),
+    "Keras' config of attributes": ("import keras\nc = keras.utils.Config()", "machinery"),
+    "a function's class another module holds": (
+        "import dataclasses\ndataclasses.FunctionType",
+        "machinery",
+    ),
+    "a method's class another module holds": (
+        "import contextlib\ncontextlib.MethodType",
+        "machinery",
+    ),
+    "a string multiplied": ("name = '_' * 2 + 'array_interface' + '_' * 2", MACHINERY),
+}.items():
+    REFUSED[f"an attribute named at run time by {how}"] = line
+for how, line in {
+    "an argument": "import os\ndef helper(os):\n    return os",
+    "an assignment": "import os\nif False:\n    os = None",
+    "a loop": "for np in []:\n    pass",
+}.items():
+    REFUSED[f"a module's name bound again by {how}"] = (line, "the name of a module it imports")
+
+# the thirtieth attack: the same makers under other names, or given a name by another way
+NAMED = "U = '_'\nNAME = U + U + 'array_interface' + U + U\n"
+for how, line in {
+    "a log record's maker": (
+        "import logging\nlogging.getLogger('w').makeRecord("
+        "'w', 20, 'f', 1, 'm', None, None, extra={NAME: 1})",
+        COMPUTED,
+    ),
+    "a log call's extra": (
+        "import logging\nlogging.getLogger('w').warning('m', extra={NAME: 1})",
+        COMPUTED,
+    ),
+    "a log call's extra built": (
+        "import logging\nlogging.getLogger('w').warning('m', extra=dict(a=1))",
+        "builds",
+    ),
+    "a log adapter": (
+        "import logging\nlogging.LoggerAdapter(logging.getLogger('w'), {NAME: 1})",
+        "machinery",
+    ),
+    "an enum class aliased": ("import enum\nE = enum.Enum\nE('C', {NAME: 1})", "class's base"),
+    "an enum class in a list": ("import enum\n[enum.Enum][0]('C', {NAME: 1})", "class's base"),
+    "an enum class of its own, empty": (
+        "import enum\nclass E(enum.Enum):\n    pass\nE('C', {NAME: 1})",
+        "an enum of names",
+    ),
+    "an option's maker aliased": (
+        "import argparse\nadd = argparse.ArgumentParser().add_argument\nadd('--x', dest=NAME)",
+        "otherwise than by calling",
+    ),
+    "a subparser's dest": (
+        "import argparse\nargparse.ArgumentParser().add_subparsers(dest=NAME)",
+        COMPUTED,
+    ),
+    "the flags aliased, an item set": (
+        "from absl import flags\nF = flags.FLAGS\nF[NAME] = F['lr']",
+        "otherwise than by their attributes",
+    ),
+    "the flags passed on": (
+        "from absl import flags\ndef reg(fv, n):\n    return fv\nreg(flags.FLAGS, NAME)",
+        "otherwise than by their attributes",
+    ),
+    "a flag's maker aliased": (
+        "from absl import flags\nD = flags.DEFINE_string\nD(NAME, 'a', 'h')",
+        "otherwise than by calling",
+    ),
+    "flags of its own": ("from absl import flags\nfv = flags.FlagValues()", "machinery"),
+}.items():
+    REFUSED[f"an attribute named at run time by {how}"] = (NAMED + line[0], line[1])
+# the thirty-first attack: operator's getter under pathlib's name, and a format built at
+# run time whose fields walked a closure to the key that seals the answers
+REFUSED.update(
+    {
+        "operator's attrgetter under another module's name": (
+            "import pathlib\nget = pathlib.attrgetter('x')",
+            "`pathlib.attrgetter`",
+        ),
+        "operator's attrgetter imported from another module": (
+            "from pathlib import attrgetter",
+            "`pathlib.attrgetter`",
+        ),
+        "a format built at run time": (
+            "U = '_' * 2\npath = '.' + U + 'closure' + U\nsaid = ('{0' + path + '}').format(f)",
+            "does not write out",
+        ),
+        "a format passed in": ("def show(fmt, x):\n    return fmt.format(x)", "does not write out"),
+        "a format's field that reads an attribute": (
+            "said = '{0.__class__}'.format(tf)",
+            "reads an attribute",
+        ),
+        "a format named, whose field reads an attribute": (
+            "F = '{x.graph}'\nsaid = F.format_map({'x': tf})",
+            "reads an attribute",
+        ),
+        # the thirty-second attack: a format's method taken as a value, the debugger
+        "a format's method as a value": ("fill = '{0.x}'.format\nfill(tf)", "otherwise than"),
+        "a format's method as a key": ("max([tf], key='{0.x}'.format)", "otherwise than"),
+        "str's own format, mapped": ("list(map(str.format, ['{0.x}'], [tf]))", "`str.format`"),
+        "a format added to in pieces": ("m = '{0'\nm += '.x}'\nsaid = m.format(tf)", "reads"),
+        "a format chosen": ("said = ('{0.x}' if tf else '{}').format(tf)", "reads"),
+        "a format's name bound to a class too": (
+            "text = '{}'\nclass text:\n    pass\nsaid = text.format(tf)",
+            "does not write out",
+        ),
+        "the debugger's hook": ("import sys\nsys.breakpointhook()", "`sys.breakpointhook`"),
+        "absl's debugger flag": (
+            "from absl import flags\nflags.FLAGS.run_with_pdb = True",
+            "run_with_pdb",
+        ),
+        "logging's brace style by place": (
+            "import logging\nlogging.Formatter(fmt, None, '{')",
+            "does not write out",
+        ),
+        "logging's brace style in a ** dict": (
+            "import logging\nlogging.basicConfig(**{'format': fmt, 'style': '{'})",
+            "does not write out",
+        ),
+        "logging's style by a name": (
+            "import logging\nbrace = '{'\nlogging.Formatter(fmt, style=brace)",
+            "does not write out",
+        ),
+        "logging's arguments starred": (
+            "import logging\nlogging.Formatter(*[fmt, None, '{'])",
+            "out of sight",
+        ),
+        "absl's debugger flag in an argv": (
+            "from absl import app\napp.run(main, argv=['p', '--run_with_pdb'])",
+            "debugger flag",
+        ),
+        "a string annotation evaluated": (
+            "import functools\n@functools.singledispatch\ndef show(x):\n    pass",
+            "`functools.singledispatch`",
+        ),
+        "a parser's namespace by place, intermixed": (
+            "import argparse, json\nargparse.ArgumentParser().parse_intermixed_args([], json)",
+            "namespace",
+        ),
+        "a parser's namespace starred": (
+            "import argparse, json\nargparse.ArgumentParser().parse_args(*[[], json])",
+            "namespace",
+        ),
+        "dataclass called on another module's class": (
+            "import dataclasses, json\ndataclasses.dataclass(json.JSONEncoder)",
+            "decorate a class of its own",
+        ),
+        "total_ordering on another module's class": (
+            "import functools, numbers\nfunctools.total_ordering(numbers.Real)",
+            "`functools.total_ordering`",
+        ),
+        "type of a class, handed out": ("meta = type(int)", "`type(x)`"),
+        "an object's class handed out": (
+            "class P:\n    def apply(self, m):\n        self.x = 1\nkind = type(P())",
+            "`type(x)`",
+        ),
+        "absl's flags under app's name": (
+            "from absl import app\nvalues = app.FLAGS\nvalues['x'] = 1",
+            "flags",
+        ),
+        "absl's Flag made by hand": (
+            "from absl import flags\nf = flags.Flag(None, None, n, 'x', 'h')",
+            "`flags.Flag`",
+        ),
+        "a process pool": (
+            "from concurrent.futures import ProcessPoolExecutor",
+            "ProcessPoolExecutor",
+        ),
+        "a module marked by no_type_check": (
+            "import typing, json\ntyping.no_type_check(json)",
+            "no_type_check",
+        ),
+        "the display hook": ("import sys, json\nsys.displayhook(json)", "`sys.displayhook`"),
+        "isinstance bound again to hand a class out": (
+            "class P:\n    def f(self):\n        return 1\n"
+            "def isinstance(v, k):\n    return k\nisinstance(None, P).f()",
+            "class `P`",
+        ),
+        "a class's slots that are Python's machinery": (
+            "class C:\n    __slots__ = ('__dict__',)",
+            "`__slots__`",
+        ),
+        "a format in a field's own format": (
+            "said = '{0:{1.x}}'.format(1, tf)",
+            "reads an attribute",
+        ),
+        "logging's brace style, an attribute in a field": (
+            "import logging\nlogging.basicConfig(format='{args.x}', style='{')",
+            "reads an attribute",
+        ),
+        "logging's brace style, its format made": (
+            "import logging\nf = input()\nlogging.Formatter(f, style='{')",
+            "does not write out",
+        ),
+    }
+)
+REFUSED["native code as a file system"] = (
+    "tf.compat.v1.load_file_system_library('fs.so')",
+    "native code",
+)
+
+
+def test_the_environment_is_not_set_past_its_rules_by_a_module_name_bound_again() -> None:
+    """The twenty-ninth attack's F6: with ``os`` bound again in a helper, ``os.environ`` was
+    no longer the environment to the rules, and ``TF_XLA_FLAGS`` was set."""
+    source = "import os\ndef helper(os):\n    return os\nos.environ.update(TF_XLA_FLAGS='1')\n"
+    assert check_source(source) is not None
+
 
 @pytest.mark.parametrize("case", sorted(REFUSED))
 def test_a_program_that_could_change_its_process_is_refused_with_its_line(case: str) -> None:
@@ -587,6 +854,40 @@ def test_the_programs_people_write_pass() -> None:
     written += "from tensorflow.python.client import timeline\n"
     written += "trace = timeline.Timeline(None).generate_chrome_trace_format()\n"
     assert check_source(quiet + devices + reads + "import tensorflow as tf\n" + written) is None
+    # an enum of its own, a log record's extra keys written out, flags by their attributes
+    kept = "import enum, logging\nclass Mode(enum.Enum):\n    SYNC = 1\nmode = Mode(1)\n"
+    kept += "logging.getLogger('train').info('step', extra={'step': 1})\n"
+    kept += "FLAGS = tf.compat.v1.flags.FLAGS\ntf.compat.v1.flags.DEFINE_integer('gpus', 2, 'n')\n"
+    kept += "FLAGS.gpus = 4\ntowers = FLAGS.gpus\nFLAGS(['train.py'])\n"
+    assert check_source("import tensorflow as tf\n" + kept) is None
+    # formats written out, or bound to a name alone; a module's own format (TensorFlow's)
+    formats = "F = 'step {step}: loss {loss:.3f}'\nsaid = F.format(step=1, loss=2.0)\n"
+    formats += "said = '{} {:>{width}}'.format(1, 2, width=8) + '{0[1]}'.format([1, 2])\n"
+    formats += "import logging\nlogging.basicConfig(format='{asctime} {message}', style='{')\n"
+    formats += "text = tf.strings.format('loss {}', [tf.constant(1.0)])\n"
+    # the thirty-second attack's honest formats: annotated, repeated, chosen, added to
+    formats += "FMT: str = '{} {:.3f}'\nsaid = FMT.format(1, 2.0)\ncols = [1, 2]\n"
+    formats += "said = ('{:>10}' * len(cols)).format(*cols)\nprecise = True\n"
+    formats += "said = ('{:.6f}' if precise else '{:.2f}').format(1.0)\n"
+    formats += "msg = 'step {step}'\nmsg += ' loss {loss:.3f}'\nsaid = msg.format(step=1, loss=2)\n"
+    formats += "stamp = logging.Formatter(None, '%H:%M', style='{')\n"
+    formats += "plain = logging.Formatter('%(message)s', '%H:%M')\n"
+    formats += "logging.basicConfig(level=logging.INFO, format='%(asctime)s %(message)s')\n"
+    formats += "x = 1\nprint(type(x), f'{type(x)}', type(x) == int, type(x).__name__)\n"
+    assert check_source("import tensorflow as tf\n" + formats) is None
+    # the thirty-first attack's honest forms: a dataclass decorated by its short name, its
+    # own classes as type hints, an exception class caught and raised, an enum's members
+    own = "from dataclasses import dataclass\nfrom functools import cached_property\n"
+    own += "@dataclass\nclass Config:\n    lr: float = 0.1\n"
+    own += "    @cached_property\n    def steps(self) -> int:\n        self.seen = True\n"
+    own += "        return 10\n"
+    own += "def train(cfg: Config) -> 'Config | None':\n    return cfg\n"
+    own += "class Stop(Exception):\n    pass\ntry:\n    train(Config())\nexcept Stop:\n"
+    own += "    raise Stop\nimport enum\nclass Mode(enum.Enum):\n    SYNC = 1\n"
+    own += "names = [m.name for m in Mode] + [Mode['SYNC'].name] + [str(len(Mode))]\n"
+    own += "@dataclass\nclass Run:\n    steps: int = 1\n    def __post_init__(self):\n"
+    own += "        self.half = self.steps // 2\nclass Point:\n    __slots__ = ('x', 'y')\n"
+    assert check_source(own) is None
 
 
 @pytest.mark.parametrize(
@@ -596,8 +897,15 @@ def test_the_programs_people_write_pass() -> None:
         *sorted(
             p
             for p in (ROOT / "tests" / "fixtures" / "programs").glob("*.py")
-            # not Python; its own module; free ports found with `socket` (no graded program)
-            if p.name not in ("bad_syntax.py", "towers_argv.py", "tf2_parameter_server.py")
+            # not Python; its own module; free ports found, or its interfaces listed, with
+            # `socket` (no graded program)
+            if p.name
+            not in (
+                "bad_syntax.py",
+                "towers_argv.py",
+                "tf2_parameter_server.py",
+                "between_graph.py",
+            )
         ),
     ],
     ids=lambda p: p.name,
@@ -625,3 +933,40 @@ def test_a_file_that_is_not_python_or_too_large_gets_one_line(tmp_path: Path) ->
 def test_deep_nesting_is_no_crash() -> None:
     nested = "x = " + "[" * 100 + "]" * 100
     assert check_source(textwrap.dedent(nested)) is None or "nested" in str(check_source(nested))
+
+
+def test_no_standard_module_a_program_may_import_holds_a_getter_by_name_unrefused() -> None:
+    """Python's functions that reach an attribute, a name's object or code by a name given
+    as data, under whichever name a standard module a program may import holds them (the
+    thirty-first attack's ``pathlib.attrgetter``, which is ``operator.attrgetter``): each
+    such name is refused wherever it is an attribute."""
+    import builtins
+    import functools
+    import importlib
+    import operator
+    import pkgutil
+    import sys
+
+    from simsync.grading.source import MODULES, NOT_ATTRIBUTES, NOT_MODULES
+
+    reaching = [operator.attrgetter, operator.methodcaller, functools.update_wrapper]
+    reaching += [getattr(builtins, n) for n in ("getattr", "setattr", "delattr", "exec", "eval")]
+    reaching += [builtins.compile, builtins.globals, builtins.vars, builtins.__import__]
+    reaching += [importlib.import_module]
+    names = [m for m in MODULES if m in sys.stdlib_module_names]
+    for name in list(names):
+        module = importlib.import_module(name)
+        for info in pkgutil.walk_packages(getattr(module, "__path__", []), f"{name}."):
+            if not info.name.startswith(NOT_MODULES) and ".test" not in info.name:
+                names.append(info.name)
+    unrefused = []
+    for name in names:
+        try:
+            module = importlib.import_module(name)
+        except Exception:  # a module this machine cannot load (a missing library)
+            continue
+        for attribute in dir(module):
+            value = getattr(module, attribute, None)
+            if any(value is found for found in reaching) and attribute not in NOT_ATTRIBUTES:
+                unrefused.append(f"{name}.{attribute}")
+    assert not unrefused

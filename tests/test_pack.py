@@ -162,3 +162,18 @@ def test_the_sandbox_of_the_autograder_shows_no_solution(autograder: Path) -> No
         timeout=120,
     )
     assert done.stdout.strip() == "True True [True, False, False]", done.stdout + done.stderr
+
+
+def test_an_autograder_is_never_written_inside_what_it_packs(tmp_path: Path) -> None:
+    """The thirty-first attack's C47d: packed into an assignment's own folder, each pack held
+    the one before (769, 1537, 2306 KiB). Refused in one line, nothing written; beside the
+    assignments, it is written."""
+    from simsync.errors import UsageError
+    from simsync.grading.pack import pack
+
+    (assignment,) = [a for a in load_assignments() if a.number == 1]
+    inside = assignment.folder / "auto.zip"
+    with pytest.raises(UsageError, match="inside the assignments' folder"):
+        pack(1, inside)
+    assert not inside.exists()
+    assert pack(1, tmp_path / "auto.zip") == 0 and zipfile.is_zipfile(tmp_path / "auto.zip")

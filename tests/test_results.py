@@ -279,3 +279,22 @@ def test_the_timing_title_stays_on_one_line_at_80_columns() -> None:
     lines = render(CrossCheckView(r, []), width=80).splitlines()
     (title,) = [line for line in lines if line.startswith("Timing")]
     assert title.rstrip().endswith("(measured 2026-12-01 01:34)"), title
+
+
+def test_a_session_run_fitted_at_its_least_says_why() -> None:
+    """Learner trial 59's C4: lesson 7's re-measured sess.run read '0.000 ms', the bisection
+    at its lower end because the steps with no work ran faster than the stored costs of their
+    ops alone: the note says so, with the time those steps took."""
+    refit = {
+        "session_run": [0.000858, 0.0],
+        "compute_scale": [1.0, 1.1],
+        "core_efficiency": [0.55, 0.6],
+        "cached_predicted_median_step_time": 0.02,
+        "cached_error_median": 0.1,
+    }
+    floored = {**report("one_client"), "refit": {**refit, "session_run_floor": 0.0004}}
+    text = " ".join(render(CrossCheckView(floored), width=200).split())
+    assert "each sess.run's own time 0.000 ms (0.858) (the least it can be: steps" in text
+    assert "with no work took 0.400 ms in this session" in text
+    plain = " ".join(render(CrossCheckView({**report("one_client"), "refit": refit})).split())
+    assert "0.000 ms (0.858)" in plain and "the least it can be" not in plain

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from simsync.grading import grade, load_assignments
@@ -360,10 +361,35 @@ def test_kernel_settings_and_uncounted_memory_are_out_of_reach(tmp_path: Path) -
         "    refused.append(error.errno)\n"
         "raise RuntimeError(refused)"
     )
-    assert "RuntimeError: [30]" in outputs(graded(submit(tmp_path / "a", body)))  # EROFS
+    # no /proc/sys at all (ENOENT); read-only before (EROFS)
+    assert "RuntimeError: [2]" in outputs(graded(submit(tmp_path / "a", body)))
     from simsync.sandbox.seccomp import REFUSED
 
     assert {"memfd_secret", "shmget", "shmat", "msgget", "semget"} <= set(REFUSED)
+
+
+def test_no_process_s_memory_is_readable_in_the_sandbox(tmp_path: Path) -> None:
+    """The thirtieth attack read its own process's memory through /proc/self/mem (the key that
+    seals the grader's answers among it): the sandbox's /proc holds the machine's files and
+    no process's directory, so neither the process's nor a thread's memory is there."""
+    body = """import os, threading
+found = sorted(os.listdir("/proc"))
+tid = threading.get_native_id()
+for path in ("/proc/self/mem", f"/proc/{os.getpid()}/mem", f"/proc/thread-self/mem",
+             f"/proc/self/task/{tid}/mem", f"/proc/{tid}/mem", "/proc/self/maps"):
+    try:
+        open(path, "rb").close()
+        raise RuntimeError("opened " + path)
+    except FileNotFoundError:
+        pass
+with open("/proc/cpuinfo") as cpus:
+    assert "processor" in cpus.read()
+raise RuntimeError(repr(found))"""
+    said = outputs(graded(submit(tmp_path, body)))
+    assert "opened" not in said
+    listed = said.split("RuntimeError: ", 1)[1]
+    assert "'cpuinfo'" in listed and "'self'" in listed
+    assert not any(name.isdigit() for name in re.findall(r"'([^']*)'", listed)), listed
 
 
 def test_the_installations_record_of_the_solutions_is_not_in_the_sandbox(tmp_path: Path) -> None:

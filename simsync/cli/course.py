@@ -65,7 +65,8 @@ def add(commands: Any) -> None:
         "--gradescope",
         type=Path,
         metavar="OUT",
-        help="also write Gradescope's results.json to OUT, outside the submission "
+        help="also write Gradescope's results.json to OUT, outside the submission, the "
+        "assignment and simsync's own folders "
         "(-: to standard output, the report then to standard error)",
     )
     g.set_defaults(run=_grade)

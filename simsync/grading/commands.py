@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from simsync.errors import UsageError
+from simsync.errors import UsageError, printable
 from simsync.files import atomic_writer
 from simsync.grading.assignment import Assignment, find_assignment, load_assignments
 from simsync.grading.grader import LEFT_OUT, Grade, grade, not_run_said
@@ -120,9 +120,9 @@ def grade_command(
             "copies the submission: it would copy itself; set TMPDIR to a folder outside it"
         )
     to_stdout = gradescope is not None and str(gradescope) == "-"
-    if gradescope is not None and not to_stdout:
-        _check_target(gradescope, folder)
     assignment = find_assignment(number)
+    if gradescope is not None and not to_stdout:
+        _check_target(gradescope, folder, assignment)
     only = _checks_of(assignment, tasks) if tasks else None
     sandbox = find_sandbox(unsafe)
     with _terminate_as_interrupt():
@@ -137,7 +137,7 @@ def grade_command(
         else:
             with atomic_writer(gradescope) as out:
                 out.write(text)
-            print(f"wrote {gradescope}")
+            print(f"wrote {printable(str(gradescope), one_line=True)}")
     return 0
 
 
@@ -152,8 +152,9 @@ def _checks_of(assignment: Assignment, tasks: list[str]) -> list[str]:
     return [c.name for c in assignment.checks if c.task in tasks]
 
 
-def _check_target(target: Path, submission: Path) -> None:
-    """results.json is never written into the submission (an input) nor over a folder."""
+def _check_target(target: Path, submission: Path, assignment: Assignment) -> None:
+    """results.json is never written into the grading's inputs (the submission, the
+    assignment's folder, simsync's own) nor over a folder."""
     if not target.absolute().parent.is_dir():
         raise UsageError(f"cannot write {target}: no folder {target.parent}")
     if target.is_dir():
@@ -164,12 +165,17 @@ def _check_target(target: Path, submission: Path) -> None:
             "name a file of its own for results.json"
         )
     inside = target.absolute().parent.resolve()
-    graded = submission.resolve()
-    if inside == graded or graded in inside.parents:
-        raise UsageError(
-            f"cannot write {target}: it is inside the submission being graded "
-            f"({submission}); write results outside it"
-        )
+    inputs = {
+        "the submission being graded": submission,
+        f"assignment {assignment.number}'s own folder": assignment.folder,
+        "simsync's own folder": Path(__file__).parent.parent,
+    }
+    for what, folder in inputs.items():
+        held = folder.resolve()
+        if inside == held or held in inside.parents:
+            raise UsageError(
+                f"cannot write {target}: it is inside {what} ({folder}); write results outside it"
+            )
 
 
 @contextlib.contextmanager

@@ -25,7 +25,7 @@ import zipfile
 from importlib.metadata import version
 from pathlib import Path
 
-from simsync.errors import UsageError
+from simsync.errors import UsageError, printable
 from simsync.files import atomic_writer
 from simsync.grading.assignment import find_assignment
 
@@ -86,6 +86,17 @@ def pack(number: int, output: Path) -> int:
         raise UsageError(f"cannot write {output}: no folder {output.parent}")
     if output.suffix != ".zip":
         raise UsageError(f"{output}: the autograder must be a .zip")
+    inside = output.absolute().parent.resolve()
+    for what, folder in (
+        ("the assignments' folder, which it packs", assignment.folder.parent),
+        ("simsync's own folder", Path(__file__).parent.parent),
+    ):
+        held = folder.resolve()
+        if inside == held or held in inside.parents:
+            raise UsageError(
+                f"cannot write {output}: it is inside {what} ({folder}): the next pack would "
+                "hold this one; write it outside"
+            )
     name, wheel = _wheel(project_root())
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
@@ -99,7 +110,8 @@ def pack(number: int, output: Path) -> int:
     with atomic_writer(output, binary=True) as out:
         out.write(buffer.getvalue())
     size = output.stat().st_size
-    print(f"wrote {output} ({size / 1024:.0f} KiB): assignment {number}, {assignment.title}")
+    shown = printable(str(output), one_line=True)
+    print(f"wrote {shown} ({size / 1024:.0f} KiB): assignment {number}, {assignment.title}")
     return 0
 
 

@@ -9,7 +9,9 @@ program's source first, in its own process, and grades only a program that keeps
 - imports of the modules a training program needs (:data:`MODULES`), none of its own files
   and none of TensorFlow's internals (``tensorflow.python``);
 - no name or attribute of Python's machinery: nothing that starts with ``_`` but its own
-  (``self._x``, its own functions), no ``__dunder__`` but :data:`DUNDERS`, no frames,
+  (``self._x``, its own functions), no ``__dunder__`` but :data:`DUNDERS` (nor as a
+  keyword or a string: :data:`STRINGS`), no name computed at run time that becomes an
+  attribute (:data:`NAMERS`, :data:`ENUMS`, the flags), no frames,
   tracebacks or code objects (``tb_frame``, ``f_globals``), no
   ``exec``, ``eval``, ``compile``, ``setattr``, ``globals``, ``vars`` or ``getattr`` of a
   name it computes;
@@ -58,6 +60,9 @@ NOT_MODULES = (
     # test helpers that patch objects by name (mock) or run code from strings, native code
     *("numpy.testing", "absl.testing", "tensorflow.lite", "tensorflow.compat.v1.lite"),
     "concurrent.futures.process",
+    # every name of numpy again, under another path (the twenty-ninth attack's
+    # numpy.matlib.load, which is np.load)
+    "numpy.matlib",
 )
 #: TensorFlow's public modules (the rest of it is internals: ``tensorflow.python``)
 TENSORFLOW = ("tensorflow.compat", "tensorflow.keras", "tensorflow.core.protobuf")
@@ -91,6 +96,17 @@ NOT_ATTRIBUTES = frozenset(
         # the import system, tracing, and modules that reach them (as another's attribute)
         *("modules", "meta_path", "path_hooks", "path_importer_cache", "import_module"),
         *("settrace", "setprofile", "addaudithook", "settrace_all_threads", "reload"),
+        # the debugger, which runs commands from a file or the standard input (the
+        # thirty-second attack: sys.breakpointhook(), absl's --run_with_pdb)
+        *("breakpointhook", "run_with_pdb", "pdb_post_mortem", "StrFormatStyle"),
+        # code from a string annotation (singledispatch evaluates it), another module's
+        # class or attributes rewritten, a process pool (new processes), absl's Flag by a
+        # computed name, the interpreter's display hook (the thirty-second attack)
+        *("singledispatch", "singledispatchmethod", "total_ordering", "no_type_check"),
+        *("ProcessPoolExecutor", "Flag", "displayhook", "excepthook"),
+        # operator's getters by a name given as data, which other modules hold too (the
+        # thirty-first attack's pathlib.attrgetter read a function's __globals__)
+        *("attrgetter", "methodcaller"),
         *("sys", "builtins", "importlib", "inspect", "gc", "types", "weakref", "operator"),
         *("pickle", "cPickle", "marshal", "copyreg", "copy_reg", "ctypes", "runpy", "code"),
         *("linecache", "traceback", "subprocess", "socket", "timeit", "get_field"),
@@ -98,6 +114,7 @@ NOT_ATTRIBUTES = frozenset(
         *("update_wrapper", "wraps", "python_function", "fget", "fset", "fdel", "func"),
         # native code, and memory by hand
         *("load_op_library", "load_library", "register_filesystem_plugin", "ctypeslib"),
+        *("load_file_system_library", "FileSystemSetConfiguration"),
         *("as_strided", "f2py", "python", "enable_unsafe_deserialization"),
         # code from bytes (Keras's marshal), and another program in this process's place,
         # whose code no rule reads
@@ -105,6 +122,15 @@ NOT_ATTRIBUTES = frozenset(
         *("execve", "execvp", "execvpe"),
         # modules other modules hold under names of their own: builtins, mock, debuggers
         *("bltns", "mock", "pdb", "bdb", "pkgutil", "posix"),
+        # what makes attributes, or classes, of names given as data (a dunder among them:
+        # an object with an __array_interface__ has numpy read and write memory anywhere)
+        *("makeLogRecord", "make_dataclass", "ABCMeta", "EnumMeta", "EnumType", "Config"),
+        *("makeRecord", "LoggerAdapter", "setLogRecordFactory", "FlagValues"),
+        # the types module's classes, which other modules hold (dataclasses.FunctionType
+        # makes a function of a code object, contextlib.MethodType binds any function)
+        *("FunctionType", "MethodType", "CodeType", "LambdaType", "ModuleType"),
+        *("DynamicClassAttribute", "MappingProxyType", "MethodDescriptorType"),
+        *("MethodWrapperType", "WrapperDescriptorType", "SimpleNamespace", "new_class"),
     }
 )
 #: names that set how TensorFlow rewrites or compiles a graph in the program's own session
@@ -149,6 +175,10 @@ REWRITING_SAID = (
 NOT_MODULE_ATTRIBUTES = ("sys.path",)
 #: dunder names a program may use, and read off anything (strings)
 DUNDERS = frozenset({"__name__", "__file__", "__doc__", "__version__", "__all__", "__author__"})
+#: ... and as strings: the rest name attributes that reach Python's or numpy's machinery
+#: (the twenty-ninth attack made an object whose ``__array_interface__`` it set by a
+#: keyword: numpy then read and wrote memory at any address)
+STRINGS = DUNDERS | {"__main__"}
 #: decorators of a method that pass it its own object (as well as ``property``, its
 #: setters and ``classmethod``), by the full name a module gives them
 DECORATORS = frozenset(
@@ -165,6 +195,7 @@ METHODS = frozenset(
         *("__init__", "__call__", "__repr__", "__str__", "__len__", "__iter__", "__next__"),
         *("__enter__", "__exit__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__"),
         *("__ge__", "__hash__", "__getitem__", "__contains__", "__bool__"),
+        "__post_init__",  # a dataclass's, called by its own __init__ with its own object
     }
 )
 #: the classes its own may derive from: Python's, by their own names, and those of the
@@ -187,7 +218,14 @@ OPTIONS = frozenset(
 #: a program's flags (``FLAGS.learning_rate = 0.1``): setting one sets a flag it defined
 #: (absl refuses any other name), by the full name a module gives them
 FLAGS = frozenset(
-    {"absl.flags.FLAGS", "tensorflow.compat.v1.flags.FLAGS", "tensorflow.compat.v1.app.flags.FLAGS"}
+    {
+        *("absl.flags.FLAGS", "absl.app.FLAGS", "tensorflow.compat.v1.flags.FLAGS"),
+        "tensorflow.compat.v1.app.flags.FLAGS",
+    }
+)
+#: a parser's methods that take a namespace, second by place
+PARSES = frozenset(
+    {"parse_args", "parse_known_args", "parse_intermixed_args", "parse_known_intermixed_args"}
 )
 #: what makes a parser, whose ``parse_args()`` (given no namespace) makes a new namespace
 PARSERS = frozenset({"argparse.ArgumentParser"})
@@ -209,6 +247,31 @@ LOADERS = frozenset(
 LOADER_PATHS = frozenset({"numpy.load"})
 #: keyword arguments that set attributes by name on an object passed
 NAMESPACES = frozenset({"namespace"})
+#: what makes attributes of the names it is given (an argparse option's ``dest``, an absl
+#: flag; and every ``DEFINE...``): only called, by its name, its names written out; as a
+#: value (an alias, a partial) its names would be out of sight (the thirtieth attack:
+#: ``add = p.add_argument; add('--x', dest=name)``, name ``__array_interface__``)
+NAMERS = frozenset({"add_argument", "add_subparsers"})
+#: the enum module's classes: a class's base only (called, they make a class of the names
+#: they are given: ``E = enum.Enum; E('C', {name: ...})``)
+ENUMS = frozenset({"Enum", "IntEnum", "Flag", "IntFlag", "StrEnum", "ReprEnum"})
+#: classes a class pattern of one positional pattern matches as a whole (``case int(n)``)
+SELF_MATCHED = frozenset(
+    {"bool", "bytearray", "bytes", "dict", "float", "frozenset", "int", "list", "set", "str"}
+    | {"tuple"}
+)
+#: methods that fill a format's fields: a field reads attributes and items off what it is
+#: given (``"{0.__closure__}"``), so a format is written out, its fields plain (the
+#: thirty-first attack read the key that seals the answers with a format it built at run
+#: time, where no string named a dunder)
+FORMATTERS = frozenset({"format", "format_map"})
+#: logging's format styles whose fields read no attribute (``"{"`` is ``str.format``'s)
+PLAIN_STYLES = ("%", "$")
+#: what takes a logging format and its style
+LOGGING_FORMATS = frozenset({"logging.Formatter", "logging.basicConfig"})
+#: absl's flags that run the debugger, which runs commands from a file or the input: refused
+#: in strings too (an argv written out)
+DEBUGGER_FLAGS = ("run_with_pdb", "pdb_post_mortem")
 #: the most bytes of source read
 MOST_BYTES = 2**20
 #: the most nodes of its syntax tree a source may have: the largest program given with
@@ -217,6 +280,8 @@ MOST_BYTES = 2**20
 MOST_PARTS = 100_000
 
 PUBLIC = "use TensorFlow's public API"
+#: what a module of :data:`NOT_MODULES` (or an internal one) is, said where it is refused
+NOT_USED = "a module a graded program may not use (internals, test helpers, native code)"
 
 
 class Refused(Exception):
@@ -247,16 +312,50 @@ def _folded(node: ast.AST) -> str | None:
     'graph_options'
     >>> _folded(ast.parse("x + 'options'").body[0].value) is None
     True
+    >>> _folded(ast.parse("'_' * 2 + 'array_interface' + 2 * '_'").body[0].value)
+    '__array_interface__'
     """
     if isinstance(node, ast.Constant):
         return node.value if isinstance(node.value, str) else None
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         left, right = _folded(node.left), _folded(node.right)
         return None if left is None or right is None else left + right
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):  # '_' * 2
+        for text, times in ((node.left, node.right), (node.right, node.left)):
+            folded = _folded(text)
+            if folded is not None and isinstance(times, ast.Constant):
+                count = times.value
+                if isinstance(count, int) and not isinstance(count, bool) and 0 <= count <= 64:
+                    return folded * count
+        return None
     if isinstance(node, ast.JoinedStr):
         parts = [_folded(value) for value in node.values]
         return None if any(p is None for p in parts) else "".join(p or "" for p in parts)
     return None
+
+
+def _format_fields(text: str) -> list[str]:
+    """The field names of a format, those of its fields' own formats too; a format Python
+    cannot read has one field of its whole text (refused if it holds a dot).
+
+    >>> _format_fields("{step}: {loss:.3f} {0[1]} {x:{width}} {{not}}")
+    ['step', 'loss', '0[1]', 'x', 'width']
+    >>> _format_fields("{0.__class__}")
+    ['0.__class__']
+    """
+    import string
+
+    try:
+        parsed = list(string.Formatter().parse(text))
+    except ValueError:
+        return [text]
+    found = []
+    for _, field, spec, _ in parsed:
+        if field is not None:
+            found.append(field)
+        if spec:
+            found += _format_fields(spec)
+    return found
 
 
 def _splat(node: ast.Call, given: ast.expr) -> None:
@@ -381,6 +480,48 @@ class _Rules:
         named = {id(owner): set(_class_names(owner)) for owner, _ in methods}
         for owner, method in methods:
             self.selves.update(self._self_of(method, named[id(owner)]))
+        #: names bound to the flags (``FLAGS = tf.compat.v1.flags.FLAGS``)
+        self.flag_names: set[str] = set()
+        #: its own classes that derive from an enum's
+        self.enum_classes: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and self._full(node.value) in FLAGS:
+                self.flag_names.update(n for target in node.targets for n in _names(target))
+            elif isinstance(node, ast.ClassDef) and any(
+                (self._full(base) or "").startswith("enum.") for base in node.bases
+            ):
+                self.enum_classes.add(node.name)
+        #: names bound only to strings written out, with each such string (a class or a
+        #: function of that name is no string: the thirty-second attack's B24)
+        self.literals: dict[str, list[str] | None] = {}
+        added: list[ast.AugAssign] = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+                text = _folded(node.value)
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    for name in _names(target):
+                        known = self.literals.get(name, [])
+                        if text is None or not isinstance(target, ast.Name) or known is None:
+                            self.literals[name] = None
+                        else:
+                            self.literals[name] = [*known, text]
+            elif isinstance(node, ast.AugAssign):
+                added.append(node)
+            elif isinstance(node, ast.ClassDef):
+                self.literals[node.name] = None
+            elif not isinstance(node, ast.Name) or isinstance(node.ctx, ast.Del):
+                for name in _binds(node):
+                    self.literals[name] = None
+        for node in added:  # msg += " loss {loss:.3f}": once, or again in a loop
+            piece = _folded(node.value) if isinstance(node.op, ast.Add) else None
+            for name in _names(node.target):
+                known = self.literals.get(name)
+                if piece is None or not isinstance(node.target, ast.Name) or known is None:
+                    self.literals[name] = None
+                else:
+                    once = [k + piece for k in known]
+                    self.literals[name] = [*known, *once, *(k + piece for k in once)]
         #: names bound only to a parser it made (``argparse.ArgumentParser()``)
         self.parsers: dict[str, bool] = {}
         for node in ast.walk(tree):
@@ -398,7 +539,19 @@ class _Rules:
 
     def check(self, tree: ast.AST) -> None:
         for node in ast.walk(tree):
+            self._shadowing(node)
             self._node(node)
+
+    def _shadowing(self, node: ast.AST) -> None:
+        """A module's name is its import's alone: bound again anywhere (``def helper(os):``),
+        what the rules read as the module may be anything, and they could not tell (the
+        twenty-ninth attack's F6 set ``os.environ`` past the environment's rules)."""
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            return
+        for name in sorted(_binds(node) & set(self.modules)):
+            raise Refused(
+                node, f"binds `{name}` again, the name of a module it imports: name it otherwise"
+            )
 
     # what names are bound to
 
@@ -473,19 +626,26 @@ class _Rules:
     def _node(self, node: ast.AST) -> None:
         if isinstance(node, ast.Import | ast.ImportFrom):
             self._import(node)
-        elif isinstance(node, ast.Name):
+        elif isinstance(node, ast.Name | ast.Attribute):
             self._loader_use(node)
-            self._name(node)
-        elif isinstance(node, ast.Attribute):
-            self._loader_use(node)
-            self._attribute(node)
+            self._namer_use(node)
+            if isinstance(node, ast.Name):
+                self._name(node)
+            else:
+                self._attribute(node)
         elif isinstance(node, ast.Call):
             self._call(node)
         elif isinstance(node, ast.Constant | ast.BinOp | ast.JoinedStr):
             folded = _folded(node)
             said = [name for name in REWRITING if folded is not None and name in folded]
+            if folded is not None and any(flag in folded for flag in DEBUGGER_FLAGS):
+                raise Refused(
+                    node, "names absl's debugger flag, which runs commands from the input"
+                )
             if said:
                 raise Refused(node, f"names `{said[0]}`, {REWRITING_SAID}")
+            if folded is not None and _dunder(folded.strip()) and folded.strip() not in STRINGS:
+                raise Refused(node, f"names `{folded.strip()}`, a part of Python's machinery")
         elif isinstance(node, ast.ClassDef):
             self._class(node)
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -507,6 +667,15 @@ class _Rules:
                         f"matches the attribute `{name}` by name in a class pattern, a part of "
                         f"Python's machinery or not a public API: {PUBLIC}",
                     )
+            # what a pattern binds is out of the rules' sight: of a module or of TensorFlow's
+            # objects, a loader or os.environ (the twenty-ninth attack's `match np: case
+            # object(load=ld)` ran a pickle); its own classes are only called (below)
+            if node.kwd_attrs or (node.patterns and _last(node.cls) not in SELF_MATCHED):
+                raise Refused(
+                    node,
+                    f"takes apart {_quoted(node.cls)} in a class pattern (its attributes bound by "
+                    "name, out of sight of these rules): read the attributes it needs",
+                )
 
     def _import(self, node: ast.Import | ast.ImportFrom) -> None:
         if isinstance(node, ast.ImportFrom) and (node.level or node.module is None):
@@ -532,10 +701,8 @@ class _Rules:
                     f"imports `{module}`, which a graded program may not (its own files, or "
                     f"modules that reach Python's machinery): it may import {_listed(MODULES)}",
                 )
-            if _internal(module):
-                raise Refused(node, f"imports `{module}`, an internal module: {PUBLIC}")
-            if top == "tensorflow" and not _public_tensorflow(module):
-                raise Refused(node, f"imports `{module}`, an internal module: {PUBLIC}")
+            if _internal(module) or (top == "tensorflow" and not _public_tensorflow(module)):
+                raise Refused(node, f"imports `{module}`, {NOT_USED}: {PUBLIC}")
             banned = module in NOT_MODULE_ATTRIBUTES  # from sys import path: sys.path
             for part in module.split(".")[1:]:  # from sys import modules: sys.modules
                 if banned or part.startswith("_") or part in NOT_ATTRIBUTES:
@@ -623,8 +790,12 @@ class _Rules:
             called = isinstance(parent, ast.Call) and parent.func is node
             read = isinstance(parent, ast.Attribute)  # its constants: see _attribute
             based = isinstance(parent, ast.ClassDef) and node in parent.bases
-            tested = isinstance(parent, ast.Call) and _last(parent.func) in CLASS_TAKERS
-            if not (called or read or based or tested):
+            tested = (
+                isinstance(parent, ast.Call)
+                and _last(parent.func) in CLASS_TAKERS
+                and _last(parent.func) not in self.rebound  # def isinstance(v, k): return k
+            )
+            if not (called or read or based or tested or self._named_only(node)):
                 raise Refused(
                     node,
                     f"uses its class `{node.id}` otherwise than to make an object of it (its "
@@ -632,14 +803,83 @@ class _Rules:
                 )
         if node.id in NOT_NAMES:
             raise Refused(node, f"uses `{node.id}`, which reaches code or objects by name")
-        if _dunder(node.id) and node.id not in DUNDERS:
+        if _dunder(node.id) and node.id not in DUNDERS and not self._slots(node):
             raise Refused(node, f"uses `{node.id}`, a part of Python's machinery")
         if node.id == "getattr":
             raise Refused(node, "uses `getattr` but to call it with a name written out")
 
+    def _slots(self, node: ast.Name) -> bool:
+        """Whether ``node`` is a class's ``__slots__ = ("a", "b")``: set in its class's body,
+        to names written out, none of them Python's machinery."""
+        assign = self.parents.get(id(node))
+        if node.id != "__slots__" or not isinstance(assign, ast.Assign):
+            return False
+        if assign.targets != [node] or not isinstance(self.parents.get(id(assign)), ast.ClassDef):
+            return False
+        names = assign.value.elts if isinstance(assign.value, ast.Tuple | ast.List) else []
+        return all(
+            isinstance(n, ast.Constant) and isinstance(n.value, str) and not _dunder(n.value)
+            for n in names
+        ) and isinstance(assign.value, ast.Tuple | ast.List)
+
+    def _type_read(self, node: ast.Call) -> bool:
+        """Whether ``type(x)`` is compared (``type(x) == list``, ``type(x) is int``), or its
+        ``__name__`` read: what it is not is handed out or called."""
+        parent = self.parents.get(id(node))
+        if isinstance(parent, ast.Compare | ast.FormattedValue):  # f"{type(x)}" too
+            return True
+        if (  # print(type(x)), isinstance(y, type(x))
+            isinstance(parent, ast.Call)
+            and isinstance(parent.func, ast.Name)
+            and parent.func.id in ("print", "str", "repr", "isinstance", "issubclass")
+            and parent.func.id not in self.rebound
+        ):
+            return True
+        return isinstance(parent, ast.Attribute) and parent.attr == "__name__"
+
+    def _named_only(self, node: ast.Name) -> bool:
+        """Whether a class of the program's own is only named where Python takes a class and
+        hands none of its methods another object: a type hint (``cfg: Config``), what an
+        ``except`` catches or a ``raise`` raises (an exception class), and an enum class's
+        members read (``for m in Mode``, ``Mode['TRAIN']``, ``len(Mode)``)."""
+        child: ast.AST = node
+        parent = self.parents.get(id(node))
+        while isinstance(parent, ast.Tuple | ast.Subscript | ast.BinOp | ast.Attribute):
+            child, parent = parent, self.parents.get(id(parent))
+        if isinstance(parent, ast.arg | ast.AnnAssign) and parent.annotation is child:
+            return True
+        if isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef) and parent.returns is child:
+            return True
+        if isinstance(parent, ast.ExceptHandler) and parent.type is child:
+            return True
+        if isinstance(parent, ast.Raise) and parent.exc is child:
+            return True
+        if node.id not in self.enum_classes:
+            return False
+        parent = self.parents.get(id(node))
+        if isinstance(parent, ast.For | ast.AsyncFor | ast.comprehension):
+            return parent.iter is node
+        if isinstance(parent, ast.Subscript):
+            return parent.value is node
+        return (
+            isinstance(parent, ast.Call)
+            and isinstance(parent.func, ast.Name)
+            and parent.func.id in ("len", "list", "tuple", "sorted", "set")
+            and parent.args == [node]
+        )
+
     def _attribute(self, node: ast.Attribute) -> None:
         self._environment_use(node)
         name, base = node.attr, node.value
+        parent = self.parents.get(id(node))
+        if (
+            name in FORMATTERS
+            and self._resolved(base) is None
+            and not (isinstance(parent, ast.Call) and parent.func is node)
+        ):  # "{0.x}".format taken as a value: its format is out of the call's sight
+            raise Refused(node, f"uses {_quoted(node)} otherwise than by calling it there")
+        if name in FORMATTERS and isinstance(base, ast.Name) and base.id == "str":
+            raise Refused(node, f"uses {_quoted(node)}: call the format string's own method")
         if _call_of(base, "type", 1) and name != "__name__":  # type(x).f(anything)
             raise Refused(node, f"uses {_quoted(node)}, an attribute of an object's class")
         inherited = name in METHODS and _super(base)  # super().__init__()
@@ -681,8 +921,7 @@ class _Rules:
         if _internal(path):  # keras.src.utils.func_load, logging.config as an attribute
             raise Refused(
                 node,
-                f"uses {_quoted(node)}, a module a graded program may not use (internals, "
-                f"test helpers, native code): {PUBLIC}",
+                f"uses {_quoted(node)}, {NOT_USED}: {PUBLIC}",
             )
         if path and name in NOT_NAMES - {"compile"}:  # not tensor.eval(), re.compile()
             raise Refused(node, f"uses {_quoted(node)}, which reaches code or objects by name")
@@ -697,6 +936,73 @@ class _Rules:
                 node, f"uses {_quoted(node)}, which reaches Python's machinery or native code"
             )
 
+    def _format(self, node: ast.Call) -> None:
+        """A format's fields read attributes and items off what they are given: a format
+        (a string's ``format``, ``format_map``, logging's ``style="{"``) is written out,
+        or a name bound only to strings written out, and its fields read no attribute
+        (``"{0.shape}"``: pass ``x.shape`` itself). A module's own ``format`` is its own
+        (``tf.strings.format``)."""
+        func = node.func
+        formats: list[ast.expr] = []
+        if isinstance(func, ast.Attribute) and func.attr in FORMATTERS:
+            if self._resolved(func.value) is None:
+                formats.append(func.value)
+        elif isinstance(func, ast.Name) and func.id in FORMATTERS and func.id in self.rebound:
+            formats.append(func)
+        named = [(k.arg, k.value) for k in node.keywords if k.arg is not None]
+        for k in node.keywords:
+            if k.arg is None and isinstance(k.value, ast.Dict):
+                named += _splatted(k.value)  # **{"style": "{"}: its keys written out
+        styles = [value for arg, value in named if arg == "style"]
+        if self._full(func) in LOGGING_FORMATS:  # logging.Formatter(fmt, datefmt, style)
+            if any(isinstance(a, ast.Starred) for a in node.args) or any(
+                k.arg is None and not isinstance(k.value, ast.Dict) for k in node.keywords
+            ):
+                raise Refused(node, "passes a logging format's arguments out of sight (* or **)")
+            styles += node.args[2:3]
+        if any(not (isinstance(v, ast.Constant) and v.value in PLAIN_STYLES) for v in styles):
+            formats += [  # the brace style, or a style not written out: taken as braces
+                *node.args[:1],
+                *(value for arg, value in named if arg in ("fmt", "format")),
+            ]
+        for given in formats:
+            if isinstance(given, ast.Constant) and given.value is None:
+                continue  # logging.Formatter(None, ...): its default format
+            texts = self._written_out(given)
+            if texts is None:
+                raise Refused(
+                    node,
+                    "fills a format it does not write out: a format's field reads any "
+                    "attribute of what it is given (`{0.x}`), so write the format's string "
+                    "in the call, or bind a name to it alone",
+                )
+            for text in texts:
+                for field in _format_fields(text):
+                    if "." in field:
+                        raise Refused(
+                            node,
+                            f"its format's field `{{{field}}}` reads an attribute: pass what it "
+                            "reads itself (`{}`.format(x.shape), not `{0.shape}`.format(x))",
+                        )
+
+    def _written_out(self, node: ast.expr) -> list[str] | None:
+        """The strings ``node`` can be, when it is written out: a string of constants, or a
+        name bound only to such strings; else None."""
+        text = _folded(node)
+        if text is not None:
+            return [text]
+        if isinstance(node, ast.Name):
+            return self.literals.get(node.id)
+        if isinstance(node, ast.IfExp):  # '{:.6f}' if precise else '{:.2f}'
+            body, orelse = self._written_out(node.body), self._written_out(node.orelse)
+            return None if body is None or orelse is None else [*body, *orelse]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):  # '{:>10}' * n
+            for side in (node.left, node.right):
+                texts = self._written_out(side)
+                if texts is not None:  # its fields, and those where two copies meet
+                    return [*texts, *(t + t for t in texts)]
+        return None
+
     def _call(self, node: ast.Call) -> None:
         if self._environ(node.func) == "os.putenv" or (
             isinstance(node.func, ast.Attribute)
@@ -710,6 +1016,7 @@ class _Rules:
             for keyword in node.keywords:
                 if keyword.arg is not None:
                     _environment(node, ast.Constant(keyword.arg))
+        self._format(node)
         formatted = (  # "{step}: {loss}".format(**values): a string's own fields
             isinstance(node.func, ast.Attribute)
             and node.func.attr == "format"
@@ -724,14 +1031,31 @@ class _Rules:
                 # attack passed np.load **{"allow_pickle": True}, and a pickle ran)
                 named += _splatted(keyword.value)
         for arg, value in named:
+            if _dunder(arg) and arg not in DUNDERS:  # Namespace(__array_interface__=...)
+                raise Refused(node, f"sets `{arg}`, a part of Python's machinery")
             if arg in REWRITING:
                 raise Refused(node, f"sets `{arg}`, {REWRITING_SAID}")
             if arg in NOT_KEYWORDS and not _constant(value, NOT_KEYWORDS[arg]):
                 raise Refused(node, f"sets `{arg}`, which runs code kept in data")
             if arg in NAMESPACES:
                 raise Refused(node, f"passes `{arg}`, whose attributes are set by name")
-        if _last(node.func) in ("parse_args", "parse_known_args") and len(node.args) > 1:
+        if _last(node.func) in PARSES and (
+            len(node.args) > 1 or any(isinstance(a, ast.Starred) for a in node.args)
+        ):  # a namespace by place, or maybe (the thirty-second attack: json as the namespace)
             raise Refused(node, "passes a namespace, whose attributes are set by name")
+        if _call_of(node, "type", 1) and not self._type_read(node):
+            raise Refused(
+                node,
+                "uses `type(x)` otherwise than to compare it or read its `__name__`: an "
+                "object's class (`type` itself, of a class) could be called or handed out",
+            )
+        if (
+            self._full(node.func) == "dataclasses.dataclass"
+            and node.args
+            and not isinstance(self.parents.get(id(node)), ast.ClassDef)
+        ):  # dataclass(json.JSONEncoder) rewrites another module's class
+            raise Refused(node, "calls `dataclass` on a class: decorate a class of its own")
+        self._attribute_names(node)
         if _call_of(node, "type", 1):  # type(x) == list, type(error).__name__
             self.written_out.add(id(node.func))
         loader = self._loader(node.func)  # np.load, not variable.load(v, sess)
@@ -756,6 +1080,51 @@ class _Rules:
             self._attribute(attribute)
             self.written_out.add(id(node.func))
 
+    def _attribute_names(self, node: ast.Call) -> None:
+        """A call that makes attributes (or an enum's class attributes) of names it is given
+        has them written out, none of Python's machinery: an argparse option and its
+        ``dest``, an absl flag, an enum made by a call. A name computed at run time could be
+        ``__array_interface__``."""
+        last = _last(node.func) or ""
+        extra = [k.value for k in node.keywords if k.arg == "extra"]  # a log record's
+        if extra and not (isinstance(extra[0], ast.Dict) and None not in extra[0].keys):
+            raise Refused(node, "passes `extra` a mapping it builds: write its keys out")
+        if last == "add_argument":
+            names = [*node.args, *(k.value for k in node.keywords if k.arg == "dest")]
+        elif last == "add_subparsers":
+            names = [k.value for k in node.keywords if k.arg == "dest"]
+        elif extra:
+            names = list(extra[0].keys)  # type: ignore[attr-defined]
+        elif last.startswith("DEFINE") and last not in ("DEFINE", "DEFINE_flag"):
+            names = [*node.args[:1], *(k.value for k in node.keywords if k.arg == "name")]
+            if last == "DEFINE_alias":
+                names += [
+                    *node.args[1:2],
+                    *(k.value for k in node.keywords if k.arg == "original_name"),
+                ]
+        elif last in ("DEFINE", "DEFINE_flag"):
+            raise Refused(node, f"calls {_quoted(node.func)}, whose flag's name is out of sight")
+        elif any(k.arg == "prefix_chars" for k in node.keywords):
+            raise Refused(
+                node, "sets `prefix_chars`, which gives its options' attributes other names"
+            )
+        elif (
+            (self._full(node.func) or "").startswith("enum.")
+            or (isinstance(node.func, ast.Name) and node.func.id in self.enum_classes)
+        ) and (len(node.args) > 1 or any(k.arg == "names" for k in node.keywords)):
+            raise Refused(node, "makes an enum of names given as data: write its class out")
+        else:
+            return
+        for given in names:
+            name = _folded(given)
+            attribute = None if name is None else name.lstrip("-").replace("-", "_")
+            if attribute is None or (_dunder(attribute) and attribute not in STRINGS):
+                raise Refused(
+                    node,
+                    f"gives {_quoted(node.func)} a name it computes, or one of Python's "
+                    "machinery: write the name out",
+                )
+
     def _loader(self, node: ast.expr) -> str | None:
         """The name of the loader ``node`` names (:data:`LOADERS`), or None."""
         last = _last(node) if isinstance(node, ast.Name | ast.Attribute) else None
@@ -777,12 +1146,46 @@ class _Rules:
                 "code, so call it by its name, its file by place and the rest by keyword",
             )
 
+    def _namer_use(self, node: ast.Name | ast.Attribute) -> None:
+        """What makes attributes of names (:data:`NAMERS`, a ``DEFINE...``) is only called,
+        by its name; an enum's class is only a class's base; the flags (``absl.flags.FLAGS``,
+        or a name bound to them) are only read or set by attribute, called on the command
+        line, or bound to a name: as a value they could be given a flag of any name
+        (``fv[name] = fv['lr']``)."""
+        full = self._full(node) or ""
+        last = full.rpartition(".")[2] or _last(node) or ""  # an import's own name
+        parent = self.parents.get(id(node))
+        namer = last in NAMERS or last.startswith("DEFINE")
+        if namer and not (isinstance(parent, ast.Call) and parent.func is node):
+            raise Refused(
+                node,
+                f"uses {_quoted(node)} otherwise than by calling it: it makes attributes "
+                "of the names it is given, so call it by its name, the names written out",
+            )
+        enum = full.startswith("enum.") and full.rpartition(".")[2] in ENUMS
+        if enum and not (isinstance(parent, ast.ClassDef) and node in parent.bases):
+            raise Refused(
+                node,
+                f"uses {_quoted(node)} otherwise than as a class's base: called, it makes "
+                "a class of names given as data",
+            )
+        if full in FLAGS or (isinstance(node, ast.Name) and node.id in self.flag_names):
+            read = isinstance(parent, ast.Attribute) and parent.value is node
+            called = isinstance(parent, ast.Call) and parent.func is node
+            bound = isinstance(parent, ast.Assign) and parent.value is node
+            if not (read or called or bound) and isinstance(getattr(node, "ctx", None), ast.Load):
+                raise Refused(
+                    node,
+                    f"uses the flags {_quoted(node)} otherwise than by their attributes: "
+                    "given as a value, they could be given a flag of any name",
+                )
+
     def _class(self, node: ast.ClassDef) -> None:
         if node.keywords:
             raise Refused(node, f"class `{node.name}` sets a metaclass or class keywords")
         for decorator in node.decorator_list:
             made = decorator.func if isinstance(decorator, ast.Call) else decorator
-            if self._resolved(made) != "dataclasses.dataclass":
+            if self._full(made) != "dataclasses.dataclass":
                 raise Refused(node, f"class `{node.name}` has a decorator: it could be anything")
         for base in node.bases:
             if isinstance(base, ast.Call) and self._resolved(base.func) in NAMEDTUPLES:
@@ -887,7 +1290,7 @@ class _Rules:
         accessor = isinstance(decorator, ast.Attribute) and isinstance(decorator.value, ast.Name)
         if accessor and decorator.attr in ("setter", "getter", "deleter"):  # type: ignore[attr-defined]
             return True  # a property's
-        return self._resolved(decorator) in DECORATORS
+        return self._full(decorator) in DECORATORS
 
     def _own(self, name: str) -> bool:
         """Whether ``name`` is only ever bound to the program's own object."""

@@ -307,6 +307,8 @@ def run_child(
         inside = [*child, INSIDE_REQUEST, INSIDE_SUBMISSION, INSIDE_WORK]
         hosts = scratch / "hosts"
         hosts.write_text(HOSTS)
+        cmdline = scratch / "cmdline"  # /proc/self/cmdline inside, as TensorFlow reads it
+        cmdline.write_bytes(b"\0".join(a.encode() for a in inside) + b"\0")
         bwrap = _bwrap_command(
             sandbox.bwrap,
             request_file,
@@ -315,6 +317,7 @@ def run_child(
             limits.scratch_bytes,
             share_net=network is not None,
             hosts=hosts,
+            cmdline=cmdline,
         )
         code = seccomp.program(threads=threads)
         command = [*bwrap, *inside]
@@ -352,10 +355,12 @@ def _bwrap_command(
     scratch_bytes: int,
     share_net: bool = False,
     hosts: Path | None = None,
+    cmdline: Path | None = None,
 ) -> list[str]:
     """bubblewrap's arguments, up to the ``--`` before the command; ``share_net``: the
     network namespace it is started in (a cluster's private one), not one of its own;
-    ``hosts``: its ``/etc/hosts``."""
+    ``hosts``: its ``/etc/hosts``; ``cmdline``: its process's command line, as
+    ``/proc/self/cmdline`` (TensorFlow stops without it)."""
     command = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns"]
     if share_net:
         command.append("--share-net")
@@ -385,15 +390,31 @@ def _bwrap_command(
         # and its installation's record: a wheel's RECORD holds each solution file's hash
         for record in sorted(Path(path).glob("simsync-*.dist-info")):
             command += ["--tmpfs", str(record)]
-    # /proc read-only: the sandbox's user is the host's root without capabilities, and
-    # /proc/sys's files let the host's root write whatever their mode allows
-    command += ["--proc", "/proc", "--remount-ro", "/proc", "--dev", "/dev"]
+    # /proc: the machine's own files, read-only, and no process's directory: a process reads
+    # its own memory through /proc/self/mem (or a thread's, /proc/<tid>/mem) whatever else
+    # holds it, and the graded program's process holds the key that seals its answers (the
+    # thirtieth attack read it there); the sandbox's user is the host's root without
+    # capabilities, and /proc/sys's files would let it write whatever their mode allows
+    command += ["--tmpfs", "/proc"]
+    for name in PROC_FILES:
+        command += ["--ro-bind-try", f"/proc/{name}", f"/proc/{name}"]
+    # of its own process, only what TensorFlow stops without: the interpreter's path, the
+    # command line (a file, not the process's)
+    command += ["--dir", "/proc/self", "--symlink", os.path.realpath(sys.executable)]
+    command += ["/proc/self/exe"]
+    if cmdline is not None:
+        command += ["--ro-bind", str(cmdline), "/proc/self/cmdline"]
+    command += ["--remount-ro", "/proc", "--dev", "/dev"]
     # /dev, and the root bubblewrap makes, are in memory with no size: read-only; shared
     # memory gets a small tmpfs of its own
     command += ["--size", str(SHARED_MEMORY_BYTES), "--tmpfs", "/dev/shm"]
     command += ["--remount-ro", "/dev", "--remount-ro", "/"]
     return command
 
+
+#: the files of the sandbox's /proc, the machine's own (what Python, numpy and TensorFlow read
+#: of the machine: its processors and memory)
+PROC_FILES = ("cpuinfo", "meminfo", "stat", "loadavg", "uptime", "version")
 
 #: the sandbox's /etc/hosts: localhost, and no other name
 HOSTS = "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n"
