@@ -26,7 +26,14 @@ from simsync.scenario import (
     scenario_from_dict,
 )
 from simsync.simulation import simulate, summary
-from simsync.trace import histogram_distance, staleness_by_client, staleness_stats, throughput
+from simsync.trace import (
+    histogram_distance,
+    staleness_by_client,
+    staleness_stats,
+    throughput,
+    unpaired_staleness,
+    variable_staleness,
+)
 
 
 def workers(
@@ -267,3 +274,30 @@ def test_per_worker_staleness_counts_applied_updates_like_the_total() -> None:
     rows = staleness_by_client(trace)
     assert all(r["max"] is None or r["max"] <= 2 for r in rows.values())
     assert sum(r["dropped"] for r in rows.values()) == staleness_stats(trace)["updates_dropped"]
+
+
+def test_staleness_read_off_unpaired_times_is_the_ledgers() -> None:
+    """What a cluster's kernels allow (when each step first read a variable and when each
+    update of it landed, not which step did which) gives the ledger's own mean staleness:
+    the simulated workers' reads and writes, their times alone, against the versions."""
+    sim = simulate(workers(3, steps=40, seed=4), numerics=False)
+    accesses = sim.trace.accesses
+    assert accesses, "a simulation with detail records its variables' reads and writes"
+    for variable in {a.variable for a in accesses if a.write}:
+        # times as the order the accesses happened in (a run reads as its last write lands:
+        # the same time, after it), as a profiler's picoseconds order kernels
+        first: dict[tuple[str, int], int] = {}
+        for order, access in enumerate(accesses):
+            if access.variable == variable and not access.write:
+                first.setdefault((access.client, access.step), order)
+        writes = [(o, a) for o, a in enumerate(accesses) if a.variable == variable and a.write]
+        landed = [order for order, _ in writes]
+        reads = [first[(a.client, a.step)] for _, a in writes]
+        # the versions each update read and found, from the ledger
+        ledger = [u for u in sim.trace.updates if variable in sim.graph.op(u.op).writes]
+        exact = sum(u.before - u.read for u in ledger) / len(ledger)
+        assert exact > 0.5  # 3 workers: stale updates to read off
+        assert unpaired_staleness(sorted(reads), landed) == pytest.approx(exact)
+    assert variable_staleness(sim.graph, sim.trace) == pytest.approx(
+        staleness_stats(sim.trace)["mean"]
+    )

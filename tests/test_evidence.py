@@ -21,7 +21,7 @@ from simsync.crosscheck.evidence import (
 )
 from simsync.patterns import build
 from simsync.scenario import ClusterConfig, ComputeConfig, Scenario
-from simsync.trace import OpRecord, StepRecord, Trace, Update
+from simsync.trace import OpRecord, StepRecord, Trace, Update, staleness_stats
 
 TWO = Scenario("two", cluster=ClusterConfig(2), compute=ComputeConfig(mean=0.01))
 #: the same two towers, tower 1 on a device half as fast: the graph expects it last
@@ -176,6 +176,26 @@ def test_stale_updates_and_their_prediction() -> None:
     # prediction less than half an update beyond it is not called wrong
     assert staleness(ledger, predicted=1.9)["prediction"] == INCONCLUSIVE  # type: ignore[index]
     assert staleness(ledger, predicted=2.1)["prediction"] == "not as predicted"  # type: ignore[index]
+
+
+def test_the_staleness_verdict_says_the_margin_that_decided_it() -> None:
+    """A learner read "predicted 1.52, near the edge of the 95 % interval 1.12–1.50:
+    inconclusive" beside a rule that said nothing of an edge: each verdict says where the
+    prediction lies and, outside the interval, the margin that decided."""
+    from simsync.viz.crosscheck import _stale_predicted
+
+    ledger = _ledger([1, 2, 1, 2] * 25)
+    said = {}
+    for predicted in (1.5, 1.9, 3.0):
+        found = staleness(ledger, predicted=predicted)
+        assert found is not None
+        _, verdict, detail = _stale_predicted(found, "for this machine")
+        said[verdict.plain] = detail
+    assert set(said) == {"as predicted", "inconclusive here", "not as predicted"}
+    assert "inside the 95 % interval 1.50–1.50" in said["as predicted"]
+    assert "but by less than 0.50" in said["inconclusive here"]
+    assert "no verdict" in said["inconclusive here"]
+    assert "by more than 0.50" in said["not as predicted"]
 
 
 def test_updates_that_never_went_stale_say_no() -> None:
@@ -353,3 +373,13 @@ def test_the_step_by_step_finding_is_a_verdict_and_is_shown() -> None:
     # the step whose draws were too close to call (21 traced) is said to be left out
     assert "(one of the 21 traced steps is left out" in text, text
     assert "who arrived last at" not in text  # the finding not asked for
+
+
+def test_the_staleness_mean_is_every_updates_as_the_table_shows() -> None:
+    """Learner trial 60's C4: the table's mean staleness 1.24 beside the verdict's 1.22, the
+    mean of the blocks, which leave the last updates out (103 updates, blocks of 10)."""
+    stalenesses = [1, 2, 1, 2] * 25 + [3, 3, 3]
+    found = staleness(_ledger(stalenesses), predicted=1.5)
+    assert found is not None and found["blocks"] == 10
+    assert found["mean"] == pytest.approx(sum(stalenesses) / len(stalenesses))
+    assert found["mean"] == pytest.approx(staleness_stats(_ledger(stalenesses))["mean"])

@@ -16,10 +16,12 @@ from pathlib import Path
 import pytest
 from helpers import one_clear_line
 
+from simsync.crosscheck.user_program import crosscheck_program
 from simsync.errors import UsageError
 from simsync.kinds import sync_points
 from simsync.simulation.importing import import_program
 from simsync.simulation.user_program import WhatIf, program_summary, simulate_program
+from simsync.tf_backend.program.cluster import private_network
 
 pytestmark = pytest.mark.tf
 PROGRAMS = Path(__file__).parent / "fixtures" / "programs"
@@ -270,18 +272,146 @@ def test_another_strategy_is_refused_in_one_line(tmp_path):
     one_clear_line(ran, "central.py", "CentralStorageStrategy", "not imported yet", "tf.function")
 
 
-def test_a_parameter_server_strategy_starts_its_cluster_and_is_refused_in_one_line():
+#: runs a ParameterServerStrategy program until it schedules its step a second time, then
+#: says what TensorFlow traced of that step (the function a coordinator's worker runs) and
+#: where it placed the variables, in a process of the test's own
+SCHEDULED = r"""
+import collections, json, os, runpy, sys
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+import tensorflow as tf
+from tensorflow.python.distribute.coordinator import cluster_coordinator as cc
+from tensorflow.python.util import nest
+real, seen, got = cc.ClusterCoordinator.schedule, collections.Counter(), {}
+class Stop(Exception):
+    pass
+def schedule(self, fn, args=None, kwargs=None):
+    seen[id(fn)] += 1
+    if seen[id(fn)] == 2:
+        got.update(coordinator=self, fn=fn, args=args or ())
+        raise Stop()
+    return real(self, fn, args=args, kwargs=kwargs)
+cc.ClusterCoordinator.schedule = schedule
+try:
+    runpy.run_path(sys.argv[1], run_name="__main__")
+except Stop:
+    pass
+coordinator = got["coordinator"]
+specs = nest.map_structure(cc._maybe_as_type_spec, cc._select_worker_slice(0, got["args"]))
+with coordinator.strategy.scope():
+    graph = got["fn"].get_concrete_function(*specs).graph
+nodes = graph.as_graph_def().node
+print(json.dumps({
+    "types": collections.Counter(n.op for n in nodes),
+    "updates": {n.name: n.device for n in nodes if n.op == "AssignSubVariableOp"},
+    "variables": {v.name.split(":")[0]: v.device for v in graph.trainable_variables},
+    "workers": [w.device_name for w in coordinator._cluster.workers],
+}))
+sys.stdout.flush()
+os._exit(0)  # its servers' threads can abort the interpreter's exit ("exception not rethrown")
+"""
+
+
+@pytest.fixture(scope="module")
+def parameter_server():
+    return import_program(PROGRAMS / "tf2_parameter_server.py", cache=False, processes=1)
+
+
+def _scheduled(program: str) -> dict:
+    """What :data:`SCHEDULED` says of ``program``, its servers in a private network (they
+    listen on every interface)."""
+    with private_network() as enter:
+        ran = subprocess.run(
+            [*enter, sys.executable, "-c", SCHEDULED, str(PROGRAMS / program)],
+            capture_output=True, text=True, timeout=300, env={**os.environ},
+        )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    return json.loads(ran.stdout.strip().splitlines()[-1])
+
+
+def test_a_parameter_server_strategys_workers_are_asynchronous_clients(parameter_server):
     """TensorFlow's parameter-server tutorial, in shape: an in-process cluster of 2 workers
-    and a parameter server on loopback (inside the sandbox), a ClusterCoordinator that
-    schedules the step. Not imported yet (issue 38): the coordinator calls the step's
-    concrete function in its workers' threads, asynchronously, and the client's run metadata
-    holds none of its graphs; it is refused in one line, naming the strategy, once its
-    servers have started (they listen on the sandbox's loopback only)."""
-    ran = subprocess.run(
-        [sys.executable, "-m", "simsync", "simulate", str(PROGRAMS / "tf2_parameter_server.py")],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    one_clear_line(ran, "tf2_parameter_server.py", "ParameterServerStrategy", "not imported yet")
+    and a parameter server (on the sandbox's loopback), a ClusterCoordinator that schedules
+    the step on whichever worker is free. Each worker is a client that runs the step as
+    TensorFlow traced it, its ops on its own task, the variables shared on the parameter
+    server where the updates run; nothing of one worker's step waits for the other's."""
+    truth = _scheduled("tf2_parameter_server.py")
+    imported, graph = parameter_server, parameter_server.graph
+    workers = [f"worker_{k}" for k in range(len(truth["workers"]))]
+    assert len(workers) == 2 and [c.name for c in graph.clients] == workers
+    for k, worker in enumerate(workers):
+        own = [op for op in graph.ops() if op.name.startswith(f"{worker}/")]
+        types = Counter(_type(imported, op.name) for op in own)
+        # each kind of work TensorFlow traced, once per worker
+        for kind in ("MatMul", "AssignSubVariableOp", "SparseSoftmaxCrossEntropyWithLogits"):
+            assert types[kind] == truth["types"][kind], kind
+        task = f"/job:worker/task:{k}"
+        for op in own:
+            if _type(imported, op.name) == "MatMul":
+                assert op.device == task
+            if _type(imported, op.name) == "AssignSubVariableOp":  # where TensorFlow put it
+                assert truth["updates"][op.name.split("/", 1)[1]].startswith("/job:ps/")
+                assert op.device == "/job:ps/task:0"
+        # the client of a worker fetches its own step's ops only
+        (client,) = [c for c in graph.clients if c.name == worker]
+        assert all(name.startswith(f"{worker}/") for name in client.fetches)
+        assert set(truth["variables"]) <= {v for op in own for v in op.writes}
+    # one variable each, on the parameter server, shared by the workers
+    for name, device in truth["variables"].items():
+        assert device.startswith("/job:ps/") and graph.variables[name].device == "/job:ps/task:0"
+    assert not sync_points(graph)  # no all-reduce: each step writes the variables itself
+    assert all(imported.profile["clients"][w]["wall"] > 0 for w in workers)
+
+
+def test_a_parameter_server_strategy_simulates_stale_updates_and_more_workers(parameter_server):
+    """Both workers apply their updates, as they come (asynchronously: each reads the
+    variables when its step needs them); a what-if of 4 workers adds 2 copies of the
+    first, each on a worker task of its own, as a cluster of 4 workers would run it."""
+    run = simulate_program("tf2_parameter_server.py", imported=parameter_server, steps=50)
+    summary = program_summary(run)
+    assert summary["updating_clients"] == 2 and not summary["sync_points"]
+    by_worker = summary["staleness_by_client"]
+    assert {w: c["applied"] for w, c in by_worker.items()} == {"worker_0": 50, "worker_1": 50}
+    assert summary["updates_applied"] == 100 and summary["updates_per_second"] > 0
+    more = simulate_program(
+        "tf2_parameter_server.py", WhatIf(towers=4), imported=parameter_server, steps=20
+    )
+    assert sorted(c.name for c in more.graph.clients) == [f"worker_{k}" for k in range(4)]
+    kinds = [
+        Counter(op.name.split("/", 1)[1] for op in more.graph.ops() if op.tower == k)
+        for k in range(4)
+    ]
+    assert kinds[0] and all(kind == kinds[0] for kind in kinds)  # the same step on each
+    for k in range(4):  # each on a worker task of its own, the updates on the server
+        devices = {op.device for op in more.graph.ops() if op.tower == k}
+        assert devices == {f"/job:worker/task:{k}", "/job:ps/task:0"}
+
+
+def test_a_parameter_server_strategys_cross_check_compares_its_staleness(parameter_server):
+    """Run again on TensorFlow, the workers' steps together: each worker's step time, the
+    updates per second, and the staleness, read off TensorFlow's own kernels (when each
+    step read each variable on the parameter server and when each update landed there),
+    round by round, against the prediction. The workers read and write the one server
+    while the other's step is on the way: some updates land on variables the other
+    changed since its step read them, as the profiler shows."""
+    run, report = crosscheck_program(PROGRAMS / "tf2_parameter_server.py", runs=2)
+    assert report["structure"]["ok"], report["structure"]["violations"][:3]
+    assert [s["client"] for s in report["step_time"]] == ["worker_0", "worker_1"]
+    assert all(s["measured"] > 0 for s in report["step_time"])
+    assert report["updates_per_second"]["measured"] > 0
+    stale = report["staleness"]
+    # the variables TensorFlow placed on the server and the step updates: the model's two
+    # and the optimizer's count of steps (its own variable there)
+    truth = _scheduled("tf2_parameter_server.py")
+    assert set(truth["variables"]) <= set(stale["variables"])
+    # every round read off whole: where TensorFlow left a read or an update untraced, the
+    # _Send beside it (traced in every step) says when
+    assert stale["read_off"] == stale["rounds"] > 0
+    evidence = stale["evidence"]
+    assert evidence["updates"] == stale["rounds"] * 25 * 2  # 25 steps of each of 2 workers
+    assert 0 < evidence["mean"] < 1 and evidence["verdict"] == "yes"
+    low, high = evidence["interval"]
+    assert 0 < low <= evidence["median_block"] <= high < 1
+    assert 0 <= evidence["predicted"] < 1 and run.simulation.trace.updates
 
 
 #: Keras fit() on arrays: one pass over them an epoch, a new iterator each epoch

@@ -78,6 +78,7 @@ __all__ = [
     "scheduled_last",
     "side_by_side",
     "staleness",
+    "staleness_of_blocks",
     "step_by_step",
     "usually_last",
     "verdicts",
@@ -463,11 +464,32 @@ def staleness(trace: Trace, predicted: float) -> StalenessEvidence | None:
     blocks = [
         statistics.fmean(applied[i : i + size]) for i in range(0, len(applied) - size + 1, size)
     ]
-    median, low, high = median_interval(blocks)
     stale = sum(1 for value in applied if value > 0)
-    if stale == 0:
+    return staleness_of_blocks(blocks, predicted, len(applied), stale, statistics.fmean(applied))
+
+
+def staleness_of_blocks(
+    blocks: Sequence[float],
+    predicted: float,
+    updates: int,
+    stale: int | None = None,
+    mean: float | None = None,
+) -> StalenessEvidence:
+    """:func:`staleness`'s verdicts from the mean staleness of consecutive ``blocks`` of
+    ``updates`` updates, ``stale`` of them stale (None where only the blocks' means are
+    known: then a run is stale when its interval lies above 0); ``mean``, that of every
+    update (the blocks' own leave the last few out), else the blocks' mean.
+
+    >>> found = staleness_of_blocks([0.2, 0.1, 0.3, 0.2, 0.2, 0.1, 0.3, 0.2], 0.0, 80)
+    >>> found["verdict"], found["interval"], found["prediction"]
+    ('yes', [0.1, 0.3], 'inconclusive')
+    >>> staleness_of_blocks([0.0] * 8, 0.0, 80)["verdict"]
+    'no'
+    """
+    median, low, high = median_interval(blocks)
+    if (stale == 0) if stale is not None else max(blocks) == 0:
         verdict = "no"
-    elif low > 0 and stale >= 0.1 * len(applied):
+    elif low > 0 and (stale is None or stale >= 0.1 * updates):
         verdict = "yes"
     else:
         verdict = INCONCLUSIVE
@@ -479,15 +501,16 @@ def staleness(trace: Trace, predicted: float) -> StalenessEvidence | None:
     else:
         prediction = INCONCLUSIVE
     return {
-        "updates": len(applied),
+        "updates": updates,
         "stale_updates": stale,
-        "mean": statistics.fmean(applied),
+        "mean": statistics.fmean(blocks) if mean is None else mean,
         "median_block": median,
         "interval": [low, high],
         "blocks": len(blocks),
         "predicted": predicted,
         "verdict": verdict,
         "prediction": prediction,
+        "margin": margin,
     }
 
 

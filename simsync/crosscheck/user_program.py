@@ -38,7 +38,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from simsync.crosscheck.compare import relative_error, structure
-from simsync.crosscheck.evidence import INCONCLUSIVE, arrivals, last_verdict, usually_last_of
+from simsync.crosscheck.evidence import (
+    INCONCLUSIVE,
+    arrivals,
+    last_verdict,
+    staleness_of_blocks,
+    usually_last_of,
+)
 from simsync.errors import UsageError
 from simsync.ir import Graph
 from simsync.ir.resources import ACTIONS
@@ -51,7 +57,13 @@ from simsync.simulation.user_program import (
     WhatIf,
     simulate_program,
 )
-from simsync.trace import OpRecord, StepRecord, Trace
+from simsync.trace import (
+    OpRecord,
+    StepRecord,
+    Trace,
+    unpaired_staleness,
+    variable_staleness,
+)
 
 __all__ = ["STEP_TOLERANCE", "crosscheck_program", "program_report", "queue_held", "real_trace"]
 
@@ -147,7 +159,79 @@ def program_report(
         "step_time": _step_times(simulation, runs, threads, profiled),
         "updates_per_second": _updates_per_second(simulation, runs, threads),
         "input_queues": _input_queues(queues or {}, simulation, runs, threads),
+        "staleness": _staleness(graph, simulation, runs, real),
     }
+
+
+#: the ``_Send`` that TensorFlow adds after a step's updates on a parameter server: the
+#: step's control edges to its worker, grouped (research/tf2.md §3)
+UPDATES_SENT = "GroupCrossDeviceControlEdges"
+
+
+def _staleness(
+    graph: Graph, simulation: Simulation, runs: Sequence[Mapping[str, Any]], real: Trace
+) -> dict[str, Any] | None:
+    """A coordinator's workers' mean staleness, simulated (:func:`variable_staleness`)
+    against measured in the runs' traced rounds, each a block of
+    :func:`~simsync.crosscheck.evidence.staleness_of_blocks`. Per variable the first
+    worker's updates write: when each step first read it (the kernel of the read that
+    starts first in the traced steps, or where TensorFlow traced it in fewer steps than
+    the round's, the ``_Send`` that carries its value to the worker), and when each update
+    landed (its kernel, or else the :data:`UPDATES_SENT` ``_Send`` that follows the
+    step's updates); the round's mean staleness is then read off unpaired
+    (:func:`unpaired_staleness`: the profiler does not say which worker ran a kernel),
+    the mean over its variables. None without rounds (no coordinator)."""
+    rounds = [found for run in runs for found in run.get("rounds", ())]
+    if not rounds or not graph.clients:
+        return None
+    prefix = f"{graph.clients[0].name}/"
+    own = [op for op in graph.ops() if op.name.startswith(prefix)]
+    offsets: dict[str, list[float]] = {}
+    starts = {(s.client, s.step): s.start for s in real.steps}
+    for record in real.ops:
+        began = starts.get((record.client, record.step))
+        if began is not None:
+            offsets.setdefault(record.op, []).append(record.start - began)
+    pairs = {}  # variable -> (its first read, its update), as the kernels name them
+    for writer in own:
+        for variable in writer.writes[:1]:
+            readers = [op.name for op in own if variable in op.reads and op.name in offsets]
+            if readers and variable not in pairs:
+                first = min(readers, key=lambda name: statistics.median(offsets[name]))
+                pairs[variable] = (first[len(prefix) :], writer.name[len(prefix) :])
+    blocks, updates = [], 0
+    for one in rounds:
+        steps, kernels = one["steps"], one["kernels"]
+        names = sorted({name for name, _ in kernels})
+        means = []
+        for read, written in pairs.values():
+            reads = _instants(
+                kernels, [read, *[n for n in names if n.startswith(f"{read}/_")]], steps
+            )
+            landed = _instants(
+                kernels, [written, *[n for n in names if n.startswith(UPDATES_SENT)]], steps
+            )
+            mean = unpaired_staleness(reads, landed) if reads and landed else None
+            if mean is not None:
+                means.append(mean)
+        if means:
+            blocks.append(statistics.fmean(means))
+            updates += steps
+    predicted = variable_staleness(simulation.graph, simulation.trace)
+    said = {"variables": sorted(pairs), "rounds": len(rounds), "read_off": len(blocks)}
+    if not blocks or predicted is None:
+        return {**said, "evidence": None}
+    return {**said, "evidence": staleness_of_blocks(blocks, predicted, updates)}
+
+
+def _instants(kernels: Sequence[Sequence[Any]], names: Sequence[str], steps: int) -> list[float]:
+    """When the kernels of the first of ``names`` that ran once in each of ``steps`` steps
+    started; [] when none did."""
+    for name in names:
+        times = [time for named, time in kernels if named == name]
+        if len(times) == steps:
+            return times
+    return []
 
 
 def _last_by_run(graph: Graph, real: Trace, runs: int) -> dict[str, list[str]]:

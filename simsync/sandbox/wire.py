@@ -295,10 +295,25 @@ class MeasuredClient(TypedDict):
     together: NotRequired[bool]
 
 
+#: one kernel of a round of a coordinator's workers: its node's name and when it started
+Kernel = tuple[Name, Stamp]
+
+
+class Round(TypedDict):
+    """A traced round of a coordinator's workers: its steps, its kernels (see
+    :func:`~simsync.tf_backend.program.function_costs.xplane_rounds`)."""
+
+    steps: Count
+    kernels: Annotated[list[Kernel], Limit(most=200_000)]
+
+
 class Measured(TypedDict):
-    """:func:`~simsync.tf_backend.program.step_costs.measure_loop`'s answer."""
+    """:func:`~simsync.tf_backend.program.step_costs.measure_loop`'s answer
+    (:func:`~simsync.tf_backend.program.function_costs.measure_function`'s: with a
+    coordinator, its ``rounds`` too)."""
 
     clients: dict[Short, MeasuredClient]
+    rounds: NotRequired[Annotated[list[Round], Limit(most=1_000)]]
 
 
 Loss = Annotated[float, Limit(finite=False)]

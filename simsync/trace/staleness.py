@@ -6,8 +6,9 @@ Synchronous training gives 0 everywhere; N asynchronous workers give about N - 1
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from operator import itemgetter
 from typing import TypedDict
 
@@ -26,7 +27,9 @@ __all__ = [
     "staleness_stats",
     "stalest_client",
     "throughput",
+    "unpaired_staleness",
     "updates_by_run",
+    "variable_staleness",
 ]
 
 
@@ -161,6 +164,45 @@ def histogram_distance(a: dict[str, int], b: dict[str, int]) -> float:
         return 0.0 if total_a == total_b else 1.0
     keys = set(a) | set(b)
     return 0.5 * sum(abs(a.get(k, 0) / total_a - b.get(k, 0) / total_b) for k in keys)
+
+
+def unpaired_staleness(reads: Sequence[float], updates: Sequence[float]) -> float | None:
+    """The mean staleness of the updates of one variable that landed at the times ``updates``,
+    from the times ``reads`` at which the runs that made them first read it, in any order and
+    unpaired (which read made which update is not known: the kernels of a cluster's workers
+    say when, not whose). An update's staleness is the count of other updates that landed
+    between its read and it, so the sum over all updates is, whatever the pairing, the
+    updates each landed after (0 + 1 + ... + n-1) less the updates landed before each read.
+    None when the counts differ, or the times allow no pairing of each read before its update
+    (a negative sum).
+
+    >>> unpaired_staleness([0.0, 2.0], [1.0, 3.0])  # one after the other: none stale
+    0.0
+    >>> unpaired_staleness([0.0, 0.5], [1.0, 1.5])  # both read before either landed
+    0.5
+    >>> unpaired_staleness([0.0, 0.5, 0.6], [1.0, 1.1, 1.2])
+    1.0
+    >>> unpaired_staleness([2.0], [1.0]) is None
+    True
+    """
+    if len(reads) != len(updates) or not updates:
+        return None
+    landed = sorted(updates)
+    count = len(landed)
+    total = count * (count - 1) // 2 - sum(bisect_left(landed, read) for read in reads)
+    return total / count if total >= 0 else None
+
+
+def variable_staleness(graph: Graph, trace: Trace) -> float | None:
+    """The mean over the variables the trace's updates write of the mean staleness of each
+    one's updates (:func:`unpaired_staleness`'s measure, from a ledger: exact), or None
+    without applied updates."""
+    by_variable: dict[str, list[int]] = defaultdict(list)
+    for update in trace.updates:
+        if update.applied:
+            by_variable[graph.op(update.op).writes[0]].append(update.before - update.read)
+    means = [sum(found) / len(found) for found in by_variable.values()]
+    return sum(means) / len(means) if means else None
 
 
 def throughput(trace: Trace, runs: set[tuple[str, int]] | None = None) -> float:

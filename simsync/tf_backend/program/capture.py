@@ -669,23 +669,40 @@ def left_out_updates(graph: Any, fetched: Iterable[Iterable[str]]) -> list[str]:
     it computes with data (a queue's, a dataset's: no initializer or restore does). A graded
     program's loop is timed with them too: which fetches its loop ran was its process's
     word, and a forged list could leave its slow training out. Every variable counts,
-    trainable or not: the graph's collections are that process's word too."""
+    trainable or not: the graph's collections are that process's word too. An update that
+    writes a variable the fetched ops write, or needs one that does (a global step counted
+    after such an update), is added only where a queue runner's thread runs it (the sixth
+    attack trained in one, its loop's own update at a rate of 0): else the loop trains those
+    variables itself, and the thirty-first attack's decoy (a correct average it built but
+    never ran, beside the update of one tower's gradients it ran) was taken into the graded
+    step, 6/9 for the 2/9 of the same program without it."""
     initializers = {
         v.initializer.name
         for key in ("variables", "local_variables")
         for v in graph.get_collection(key)
         if getattr(v, "initializer", None) is not None
     }
-    run = {
-        op.name
+    ran = [
+        op
         for names in fetched
         for op in upstream([graph.get_operation_by_name(name) for name in names])
+    ]
+    run = {op.name for op in ran}
+    trained = {variable for op in ran for variable in variables_written(op)}
+    threads = {  # what the queue runners' threads run
+        op.name
+        for runner in graph.get_collection("queue_runners")
+        for op in upstream(list(getattr(runner, "enqueue_ops", None) or []))
     }
     found = []
     for op in graph.get_operations():
-        if op.name in run or not variables_written(op):
+        written = variables_written(op)
+        if op.name in run or not written:
             continue
         needed = upstream([op])
+        decoy = set(written) <= trained or any(set(variables_written(u)) & trained for u in needed)
+        if decoy and op.name not in threads:
+            continue  # another update of what the loop trains, which no thread runs
         # a variable's initializer, a saver's restore; none computes with data (one that
         # does is training)
         set_up = op.name in initializers or any(u.type.startswith("Restore") for u in needed)

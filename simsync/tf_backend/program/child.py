@@ -518,8 +518,9 @@ def _answer_function(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say
     step (:mod:`~simsync.tf_backend.program.functions`): its graph and machine, then its
     profile (:mod:`~simsync.tf_backend.program.function_costs`) or a cross-check's
     measure. Grading (an export) and values (a replay) are refused in one line."""
+    from simsync.tf_backend.program.cluster import join
     from simsync.tf_backend.program.function_costs import measure_function, profile_function
-    from simsync.tf_backend.program.functions import function_graph_data
+    from simsync.tf_backend.program.functions import function_graph_data, scheduled_on
 
     if request.get("export"):
         raise Ended(
@@ -532,9 +533,33 @@ def _answer_function(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say
         )
     data = function_graph_data(tf, loop, request["program"], gpus)
     machine = _machine(tf, gpus)
+    workers = loop.workers()
+    measure = request.get("measure")
+    if workers:  # a ParameterServerStrategy's: each worker a client, its step its own
+        answers = scheduled_on(workers, data, machine)
+        if measure:  # each step traced alone (the first worker's, as named), then together
+            found = measure_function(
+                tf, loop, data, int(measure["traced"]), int(measure["untraced"])
+            )
+            (client,) = found["clients"].values()
+            for k, answer in enumerate(answers):
+                alone = {**client, "steps": client["steps"] if k == 0 else []}
+                answer["measured"] = {"clients": {loop.thread: alone}}
+            said = join(answers, request["program"])
+            say(graph=said["graph"])
+            say(machine=machine)
+            say(measured={**said["measured"], "rounds": found.get("rounds", [])})
+            return
+        said = join(answers, request["program"])
+        say(graph=said["graph"])
+        say(machine=machine)
+        if request.get("profile", True) and not _known(request, said["graph"], machine):
+            profile = profile_function(tf, loop, data, int(request.get("steps", 5)))
+            said = join(scheduled_on(workers, data, machine, profile), request["program"])
+            say(profile=said["profile"])
+        return
     say(graph=data)
     say(machine=machine)
-    measure = request.get("measure")
     if measure:
         traced, untraced = int(measure["traced"]), int(measure["untraced"])
         say(measured=measure_function(tf, loop, data, traced, untraced))

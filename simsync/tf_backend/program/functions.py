@@ -30,13 +30,18 @@ What is observed, by wrapping ``tf.function``'s ``Function.__call__`` (research/
 Keras' ``fit()`` is such a loop (its ``multi_step_on_iterator`` is the ``tf.function`` called
 each step, the iterator its argument). Under a ``MirroredStrategy`` each replica's ops run on
 its own device, and each replica's collective op of one all-reduce takes every replica's
-data (:func:`_collective_groups`). A program that makes another ``tf.distribute`` strategy
-is refused in one line (:class:`~simsync.tf_backend.program.capture.Ended`).
+data (:func:`_collective_groups`). Under a ``ParameterServerStrategy`` the program schedules
+its step on a ``ClusterCoordinator``, whose threads run it on the workers
+(:meth:`FunctionObserver.scheduled`): each worker is a client of its own, and the step's
+graph is the one TensorFlow traced (:func:`traced_graphs`; it records no run metadata of a
+function run on another task). A program that makes another ``tf.distribute`` strategy is
+refused in one line (:class:`~simsync.tf_backend.program.capture.Ended`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -64,8 +69,9 @@ __all__ = [
 
 #: the nodes of a function's graph that take its arguments and give its results
 ARGUMENT, RESULT = "_Arg", "_Retval"
-#: the tf.distribute strategies whose programs are imported (their replicas are towers)
-IMPORTED_STRATEGIES = frozenset({"MirroredStrategy"})
+#: the tf.distribute strategies whose programs are imported: a ``MirroredStrategy``'s
+#: replicas are towers, a ``ParameterServerStrategy``'s workers asynchronous clients
+IMPORTED_STRATEGIES = frozenset({"MirroredStrategy", "ParameterServerStrategyV2"})
 #: TensorFlow's collective ops: the ops of one meet by their keys, one on each device
 COLLECTIVES = frozenset(
     {
@@ -79,7 +85,8 @@ NCCL = frozenset({"NcclAllReduce", "NcclReduce", "NcclBroadcast"})
 #: what a supported program is, said in every refusal
 SUPPORTED = (
     "simsync imports a tf.function training step called in a Python loop (its towers "
-    "placed with tf.device inside it, or a MirroredStrategy's replicas; Keras fit() too) and "
+    "placed with tf.device inside it, or a MirroredStrategy's replicas; Keras fit() too) or "
+    "scheduled by a ParameterServerStrategy's ClusterCoordinator, and "
     "TensorFlow 1.x-style programs (sess.run in a loop)"
 )
 
@@ -98,10 +105,24 @@ class FunctionLoop:
     recorded: Any
     #: eager calls of tf.functions before the loop was known
     calls_before: int
+    #: a ``ParameterServerStrategy``'s ``ClusterCoordinator`` that schedules the step on its
+    #: workers (None: the loop's thread calls it)
+    coordinator: Any = None
 
     def call(self) -> Any:
-        """One step, as the program's loop makes it."""
+        """One step, as the program's loop makes it: for a coordinator's, one step scheduled
+        on whichever worker is free, and its result waited for."""
+        if self.coordinator is not None:
+            scheduled = self.coordinator.schedule(self.function, args=self.args, kwargs=self.kwargs)
+            return scheduled.fetch()
         return self.function(*self.args, **self.kwargs)
+
+    def workers(self) -> list[str]:
+        """The devices of the workers that run the step: each a client of its own (none
+        when the loop's own thread calls it)."""
+        if self.coordinator is None:
+            return []
+        return [str(worker.device_name) for worker in self.coordinator._cluster.workers]
 
 
 @dataclass
@@ -143,6 +164,24 @@ class FunctionObserver:
 
         function_class.__call__ = __call__
         strategy_class.__init__ = strategy_init
+        self._install_coordinator()
+
+    def _install_coordinator(self) -> None:
+        """Wrap ``ClusterCoordinator.schedule``: a ``ParameterServerStrategy``'s step is not
+        called by the program's thread but scheduled, each call run by a thread of the
+        coordinator's on a worker (research/tf2.md §3)."""
+        from tensorflow.python.distribute.coordinator import cluster_coordinator
+
+        coordinator_class = cluster_coordinator.ClusterCoordinator
+        real_schedule = coordinator_class.schedule
+        observer = self
+
+        def schedule(self: Any, fn: Any, args: Any = None, kwargs: Any = None) -> Any:
+            if not observer.handed:
+                observer.scheduled(self, fn, tuple(args or ()), dict(kwargs or {}))
+            return real_schedule(self, fn, args=args, kwargs=kwargs)
+
+        coordinator_class.schedule = schedule
 
     def called(self, function: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """An eager call of a ``tf.function``: record graphs from now on; hand the loop over
@@ -170,6 +209,38 @@ class FunctionObserver:
         self.on_loop(
             FunctionLoop(function, args, kwargs, thread, concrete, recorded, self.eager_calls - 1)
         )
+
+    def scheduled(
+        self, coordinator: Any, function: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        """A ``tf.function`` scheduled on a ``ClusterCoordinator``'s workers: hand the loop
+        over (and never return) when its thread schedules it a second time and it trains.
+        Its graph is the concrete function's, as traced (TensorFlow records no run metadata
+        of a function run on another task: :func:`traced_graphs`)."""
+        from tensorflow.python.distribute.coordinator import cluster_coordinator
+        from tensorflow.python.util import nest
+
+        thread = threading.current_thread().name
+        with self._lock:
+            self.eager_calls += 1
+            key = (thread, id(function))
+            self.calls[key] += 1
+            if self.calls[key] != 2 or not hasattr(function, "get_concrete_function"):
+                return
+        specs = nest.map_structure(
+            cluster_coordinator._maybe_as_type_spec,
+            cluster_coordinator._select_worker_slice(0, args),
+        )
+        with coordinator.strategy.scope():
+            concrete = function.get_concrete_function(*specs, **kwargs)
+        if not trains(concrete):
+            return
+        self.handed = True
+        loop = FunctionLoop(
+            function, args, kwargs, thread, concrete, traced_graphs(concrete),
+            self.eager_calls - 1, coordinator,
+        )  # fmt: skip
+        self.on_loop(loop)
 
     def why_no_loop(self) -> str | None:
         """Why a program that called tf.functions eagerly has no loop, in one line; None
@@ -240,6 +311,66 @@ def step_graph(recorded: list[Any], concrete: Any) -> Any:
     return max(fitting, key=lambda entry: len(entry.post_optimization_graph.node))
 
 
+@dataclass
+class TracedGraphs:
+    """A concrete function's graph as it was traced, in the form of the run metadata's
+    ``FunctionGraphs`` entry (:func:`traced_graphs`)."""
+
+    post_optimization_graph: Any
+    partition_graphs: list[Any] = field(default_factory=list)
+
+
+def traced_graphs(concrete: Any) -> TracedGraphs:
+    """The graph of a ``tf.function`` run on another task (a ``ParameterServerStrategy``'s
+    worker), as the step's graph is read from TensorFlow's run metadata otherwise: TensorFlow
+    records none of such a run, so it is the concrete function's graph as traced (its nested
+    functions not inlined, Grappler not applied), each input a ``_Arg`` of its index, each
+    output a ``_Retval``, each node on the device it was placed on when traced: a worker's ops
+    on none (whichever worker runs the step), the updates on their parameter server. An op
+    that takes a variable's handle runs where the variable is (TensorFlow's placer puts it
+    with its resource)."""
+    from tensorflow.core.framework import graph_pb2
+
+    traced = concrete.graph.as_graph_def()
+    inputs = {tensor.op.name: index for index, tensor in enumerate(concrete.graph.inputs)}
+    variables = {
+        inside.op.name: str(outside.device)
+        for outside, inside in concrete.graph.captures
+        if is_handle(outside.dtype.name)
+    }
+    definition = graph_pb2.GraphDef()
+    definition.library.CopyFrom(traced.library)
+    for node in traced.node:
+        new = definition.node.add()
+        new.CopyFrom(node)
+        if node.name in inputs:
+            dtype = node.attr["dtype"].type
+            new.op = ARGUMENT
+            new.ClearField("attr")
+            new.attr["T"].type = dtype
+            new.attr["index"].i = inputs[node.name]
+            if node.attr["shape"].HasField("shape"):
+                new.attr["_output_shapes"].list.shape.add().CopyFrom(node.attr["shape"].shape)
+            new.device = variables.get(node.name, "")
+    placed = {node.name: node.device for node in definition.node}
+    for new in definition.node:
+        # colocated (``_class``: ``loc:@op``), as the placer places it; the names it gives
+        # are the traced graph's, which the step's graph renames
+        together = [c.decode()[5:] for c in new.attr["_class"].list.s if c.startswith(b"loc:@")]
+        del new.attr["_class"]
+        handles = [i.lstrip("^").split(":")[0] for i in new.input if not i.startswith("^")]
+        held = [placed[h] for h in [*together, *handles] if h in variables]
+        if held and new.op != ARGUMENT:
+            new.device = held[0]
+    for index, tensor in enumerate(concrete.graph.outputs):
+        result = definition.node.add()
+        result.name, result.op = f"{RESULT}_{index}", RESULT
+        result.input.append(tensor.name if tensor.value_index else tensor.op.name)
+        result.attr["T"].type = tensor.dtype.as_datatype_enum
+        result.attr["index"].i = index
+    return TracedGraphs(definition)
+
+
 def step_device(device: str) -> str:
     """A node's device as the program names it: ``/cpu:1`` for TensorFlow's
     ``/job:localhost/replica:0/task:0/device:CPU:1`` (a TF2 program's logical CPUs are its
@@ -248,10 +379,34 @@ def step_device(device: str) -> str:
     >>> step_device("/job:localhost/replica:0/task:0/device:CPU:1"), step_device("")
     ('/cpu:1', '/cpu:0')
     """
-    import re
-
     found = re.search(r"(?i)device:(cpu|gpu):(\d+)", device)
     return f"/{found.group(1).lower()}:{found.group(2)}" if found else "/cpu:0"
+
+
+def worker_device(device: str, worker: str = "/job:worker/replica:0/task:0") -> str:
+    """A node's device in a step a ``ParameterServerStrategy`` runs on ``worker``: its
+    task's (a parameter server's) where the node names one, else the worker's.
+
+    >>> worker_device("/job:ps/replica:0/task:0/device:CPU:0"), worker_device("")
+    ('/job:ps/task:0', '/job:worker/task:0')
+    >>> worker_device("/device:GPU:0", "/job:worker/replica:0/task:1")
+    '/job:worker/task:1/gpu:0'
+    """
+    if "/job:" not in device:
+        device = worker + device[device.find("/device:") :] if "/device:" in device else worker
+    found = _TASK_DEVICE.search(device)
+    if found is None:
+        return "/cpu:0"
+    job, task, kind, index = found.groups()
+    where = f"/job:{job}/task:{task or 0}"
+    if kind is None or (kind.lower() == "cpu" and index == "0"):
+        return where
+    return f"{where}/{kind.lower()}:{index}"
+
+
+_TASK_DEVICE = re.compile(
+    r"/job:([A-Za-z0-9_]+)(?:/replica:\d+)?(?:/task:(\d+))?(?:/device:([A-Za-z]+):(\d+))?"
+)
 
 
 def function_graph_data(tf: Any, loop: FunctionLoop, program: str, gpus: int) -> dict[str, Any]:
@@ -260,12 +415,13 @@ def function_graph_data(tf: Any, loop: FunctionLoop, program: str, gpus: int) ->
     from simsync.tf_backend.program.ops_data import op_data
 
     step = imported_step(tf, loop)
+    placed = step_device if loop.coordinator is None else worker_device
     devices = {}
     for node in loop.recorded.post_optimization_graph.node:
-        devices[node.name] = step_device(node.device)
+        devices[node.name] = placed(node.device)
     for partition in loop.recorded.partition_graphs:
         for node in partition.node:
-            devices[node.name] = step_device(node.device)
+            devices[node.name] = placed(node.device)
     made = _made_ops(loop.concrete.graph)
     folder = str(Path(program).resolve().parent)
     ops = []
@@ -330,6 +486,41 @@ def function_graph_data(tf: Any, loop: FunctionLoop, program: str, gpus: int) ->
         "cores": os.cpu_count() or 1,
         "runs_before_loop": loop.calls_before,
     }
+
+
+def scheduled_on(
+    workers: list[str],
+    data: dict[str, Any],
+    machine: dict[str, Any],
+    profile: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """A ``ParameterServerStrategy``'s step (its graph ``data`` and ``profile`` as the first
+    worker runs it) as each of its ``workers`` runs it: the answers of a cluster's tasks
+    that train, for :func:`~simsync.tf_backend.program.cluster.join`, each worker's ops on
+    its own device, the variables on their parameter servers shared. The coordinator gives
+    each worker a thread that runs one scheduled step after another: each is a client.
+
+    >>> data = {"ops": [{"name": "m", "device": "/job:worker/task:0"}], "clients": []}
+    >>> [a["graph"]["ops"][0]["device"] for a in scheduled_on(
+    ...     ["/job:worker/replica:0/task:0", "/job:worker/replica:0/task:1"], data, {})]
+    ['/job:worker/task:0', '/job:worker/task:1']
+    """
+    first = worker_device("", workers[0])
+    answers = []
+    for worker in workers:
+        own = worker_device("", worker)
+
+        def moved(device: str, own: str = own) -> str:
+            inside = device == first or device.startswith(f"{first}/")
+            return own + device[len(first) :] if inside else device
+
+        graph = {**data, "ops": [{**op, "device": moved(op["device"])} for op in data["ops"]]}
+        answer: dict[str, Any] = {"graph": graph, "machine": machine}
+        if profile is not None:
+            ops = {n: {**c, "device": moved(c["device"])} for n, c in profile["ops"].items()}
+            answer["profile"] = {**profile, "ops": ops}
+        answers.append(answer)
+    return answers
 
 
 def _made_ops(graph: Any, prefix: str = "", depth: int = 0) -> dict[str, Any]:
