@@ -5,6 +5,7 @@ Plain functions over a :class:`~simsync.ir.graph.Graph`, in the manner of networ
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from functools import partial
@@ -30,6 +31,7 @@ __all__ = [
     "racing_clients",
     "run_order",
     "run_orders",
+    "same_work",
     "topological_order",
     "tower_dependencies",
     "tower_label",
@@ -179,6 +181,67 @@ def tower_work(graph: Graph) -> dict[str, int]:
         elif len(towers) == 1:
             work[name] = next(iter(towers))
     return work
+
+
+#: a name's own part, without TensorFlow's index of a repeated name (``MatMul_1``) or a
+#: what-if's copy's tower (``ExpandDims [tower_3]``)
+_NUMBERED = re.compile(r"(_\d+)?( \[tower_\d+\])?$")
+
+
+def same_work(graph: Graph) -> list[tuple[str, ...]]:
+    """The towers' copies of the same work: groups of ops, one in each of two or more towers,
+    alike in kind, in their name's own part and in where they stand among their tower's ops
+    (what each takes in and gives on, to any depth), and alone in their tower so; an op with
+    no such copy (tower 0's shared work, a tower built differently) is in no group. A
+    tower's ops are its work (:func:`tower_work`: its own, and those outside it that depend
+    on it alone, as each tower's ``ExpandDims`` before the averaging). Towers
+    found by scope (``tower_1/MatMul``) or by device (a replica's ``replica_1/...``, TF's
+    ``update_1``) match alike.
+
+    >>> from simsync.ir import Op, Tensor
+    >>> g = Graph()
+    >>> for i, prefix in enumerate(("", "replica_1/")):
+    ...     _ = g.add_op(Op(f"{prefix}MatMul", "forward", f"/cpu:{i}", tower=i))
+    ...     _ = g.add_op(Op(f"{prefix}MatMul_1", "backward", f"/cpu:{i}", tower=i))
+    ...     g.add_tensor(Tensor(f"{prefix}MatMul", f"{prefix}MatMul_1", 4))
+    >>> _ = g.add_op(Op("Assert", "generic", "/cpu:0", tower=0))
+    >>> same_work(g)
+    [('MatMul', 'replica_1/MatMul'), ('MatMul_1', 'replica_1/MatMul_1')]
+    """
+    towers = tower_work(graph)
+    if len(set(towers.values())) < 2:
+        return []
+    label = {
+        name: hash((graph.op(name).kind, _NUMBERED.sub("", name.rsplit("/", 1)[-1])))
+        for name in towers
+    }
+    classes = len(set(label.values()))
+    for _ in range(len(towers)):  # refined until the classes stop splitting
+        label = {name: _refined(graph, name, label, towers) for name in towers}
+        now = len(set(label.values()))
+        if now == classes:
+            break
+        classes = now
+    groups: dict[int, dict[int, list[str]]] = {}
+    for name, tower in towers.items():
+        groups.setdefault(label[name], {}).setdefault(tower, []).append(name)
+    return sorted(
+        tuple(names[0] for _, names in sorted(each.items()))
+        for each in groups.values()
+        if len(each) > 1 and all(len(names) == 1 for names in each.values())
+    )
+
+
+def _refined(graph: Graph, name: str, label: dict[str, int], towers: dict[str, int]) -> int:
+    """``name``'s label with its neighbours' and the bytes of the tensors between them (an op
+    outside the towers by its name: the same op for every tower)."""
+
+    def of(other: str) -> object:
+        return label[other] if other in towers else other
+
+    ins = sorted(hash((of(t.src), t.nbytes)) for t in graph.inputs(name))
+    outs = sorted(hash((of(t.dst), t.nbytes)) for t in graph.outputs(name))
+    return hash((label[name], tuple(ins), tuple(outs)))
 
 
 def _towers(graph: Graph) -> dict[str, frozenset[int]]:

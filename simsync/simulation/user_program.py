@@ -19,6 +19,7 @@ from typing import Any
 
 from simsync.errors import UsageError
 from simsync.ir import Graph, run_orders
+from simsync.kinds import resource_feeds
 from simsync.simulation import Simulation, summary
 from simsync.simulation.fit import simulate_graph
 from simsync.simulation.importing import import_program
@@ -33,7 +34,7 @@ from simsync.tf_backend.program.whatif import (
     with_speeds,
     with_towers,
 )
-from simsync.trace import StepRecord
+from simsync.trace import StepRecord, slowest_towers
 
 __all__ = [
     "AS_WRITTEN",
@@ -192,8 +193,12 @@ def on_gpus(graph: Graph, steps: int, seed: int, source: str) -> dict[str, Any] 
         for tower, count in counts.items():
             last[tower] = last.get(tower, 0) + int(count)
     meetings = steps * len(found["waited_for"])  # a sync point in a step
+    feeds = resource_feeds(alone)
+    # the towers with the most work at each sync point: of towers as slow as each other, the
+    # one the simulation has last is its order's, not theirs
+    slowest = {point: slowest_towers(alone, point, feeds) for point in found["waited_for"]}
     return {"line": line, "step_time": found["step_time"]["mean"], "last": last,
-            "meetings": meetings}  # fmt: skip
+            "meetings": meetings, "slowest": slowest}  # fmt: skip
 
 
 def program_values(

@@ -32,7 +32,9 @@ from simsync.trace.staleness import (
     staleness_stats,
     stalest_client,
     throughput,
+    unpaired_staleness,
     updates_by_run,
+    variable_staleness,
 )
 from simsync.trace.stats import (
     StepTimeStats,
@@ -43,6 +45,7 @@ from simsync.trace.stats import (
     loss_curve,
     named_straggler,
     own_work,
+    slowest_towers,
     step_time_stats,
     straggler,
     sync_waits,
@@ -82,6 +85,7 @@ __all__ = [
     "push_outcomes",
     "racing_updates",
     "simulated_outcomes",
+    "slowest_towers",
     "staleness_by_client",
     "staleness_stats",
     "stalest_client",
@@ -93,6 +97,8 @@ __all__ = [
     "throughput",
     "time_to_loss",
     "tower_arrivals",
+    "unpaired_staleness",
     "updates_by_run",
+    "variable_staleness",
     "waits_at",
 ]

@@ -32,6 +32,7 @@ __all__ = [
     "loss_curve",
     "named_straggler",
     "own_work",
+    "slowest_towers",
     "step_time_stats",
     "sync_waits",
     "time_to_loss",
@@ -224,14 +225,32 @@ def expected_last(graph: Graph, point: str, feeds: Feeds | None = None) -> str:
     >>> expected_last(tiny_example(), "average_gradients")
     ''
     """
-    work = sorted(own_work(graph, point, feeds).items(), key=lambda i: i[1], reverse=True)
+    slowest = slowest_towers(graph, point, feeds)
+    return slowest[0] if len(slowest) == 1 else ""
+
+
+def slowest_towers(graph: Graph, point: str, feeds: Feeds | None = None) -> list[str]:
+    """The towers with the most own work up to sync point ``point`` (:func:`own_work`): those
+    within :data:`WORK_MARGIN` of the longest, each longer than every other tower's by more
+    than that (towers as slow as each other: one of them comes last, whichever the order
+    has); none when all the towers' work is about equal, or when ``point`` is a take of fewer
+    gradients than there are workers (it goes on without the slowest).
+
+    >>> from simsync.patterns import tiny_example
+    >>> slowest_towers(tiny_example(), "average_gradients")
+    []
+    """
+    work = own_work(graph, point, feeds)
     if len(work) < 2:
-        return ""
+        return []
     taken = graph.op(point).amount if feeds and point in feeds else 0
     if 0 < taken < len(work):  # a take of R of N: it never waits for the slowest
-        return ""
-    (first, longest), (_, second) = work[0], work[1]
-    return first if longest > second * (1 + WORK_MARGIN) else ""
+        return []
+    longest = max(work.values())
+    slowest = sorted(
+        (t for t, w in work.items() if w * (1 + WORK_MARGIN) >= longest), key=natural_key
+    )
+    return [] if len(slowest) == len(work) else slowest
 
 
 #: How unlikely (one-sided, over all towers) a lead must be by chance to name a straggler.

@@ -50,6 +50,7 @@ from simsync.ir import (
     Op,
     crosses_devices,
     run_orders,
+    same_work,
     tower_dependencies,
     tower_work,
 )
@@ -430,9 +431,12 @@ def tower_devices(graph: Graph) -> dict[int, str]:
 def on_devices_of_their_own(graph: Graph) -> tuple[Graph, str] | None:
     """``graph`` as it would run on GPUs, each tower's device one of its own, where this
     machine's cores are fewer than its towers (their logical devices share the cores, and
-    so take turns): its ops at the same costs, no longer sharing a pool of cores; with one
-    line that says so. None where the towers' devices do not share fewer cores than there
-    are towers (the graph runs on them as it would on GPUs).
+    so take turns): its ops no longer sharing a pool of cores, each tower's copy of the same
+    work (:func:`~simsync.ir.analysis.same_work`) at the median of the copies' costs (each
+    copy was timed while the others took turns with it on the cores, which made some slower
+    by chance: on a loaded machine twice as slow); with one line that says so. None where
+    the towers' devices do not share fewer cores than there are towers (the graph runs on
+    them as it would on GPUs).
 
     >>> from simsync.ir import Device, LOCALHOST, Op
     >>> g = Graph()
@@ -453,6 +457,11 @@ def on_devices_of_their_own(graph: Graph) -> tuple[Graph, str] | None:
     new = _copy(graph)
     new.host_cores.clear()
     new.core_efficiency.clear()
+    for copies in same_work(graph):
+        typical = statistics.median(graph.op(name).cost.mean for name in copies)
+        for name in copies:
+            op = graph.op(name)
+            new.replace_op(dataclasses.replace(op, cost=dataclasses.replace(op.cost, mean=typical)))
     own = "on GPUs each tower has a device of its own"
     return new, f"here the {towers} towers share {plural(cores, 'core')}; {own}"
 
