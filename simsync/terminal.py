@@ -37,6 +37,7 @@ __all__ = [
     "MIN_WIDTH",
     "ascii_fallback",
     "make_console",
+    "pasteable",
     "stand_in",
     "usable_width",
 ]
@@ -69,6 +70,43 @@ _MARKS = {
     "≤": "<",
     "≥": ">",
 }
+
+
+def pasteable(words: list[str], width: int, first: str = "", indent: str = "    ") -> list[str]:
+    """A shell command (its ``words``, each quoted as the shell needs) in lines of at most
+    ``width`` characters where its words allow: broken only between words, each line but
+    the last ending in `` \\``, so that the lines pasted into a shell are the one command (a
+    terminal that wraps a long line breaks it anywhere: ``--speeds 1,0.8,`` / ``0.5,1``); an
+    option and its value stay together.
+    ``first`` begins the first line, ``indent`` the others.
+
+    >>> for line in pasteable(["simsync", "simulate", "a.py", "--speeds", "1,0.8,0.5,1"], 30):
+    ...     print(line)
+    simsync simulate a.py \\
+        --speeds 1,0.8,0.5,1
+    >>> pasteable(["cd", "my lesson"], 80, first="  ")
+    ["  cd 'my lesson'"]
+    """
+    import shlex
+
+    units: list[str] = []  # an option and its value stay on one line
+    for word in (shlex.quote(w) for w in words):
+        option = bool(units) and units[-1].startswith("-") and " " not in units[-1]
+        if option and not word.startswith("-"):
+            units[-1] += " " + word
+        else:
+            units.append(word)
+    lines: list[str] = []
+    line = ""
+    for word in units:
+        if not line:
+            line = first + word
+        elif len(line) + 1 + len(word) + 2 > width:
+            lines.append(line + " \\")
+            line = indent + word
+        else:
+            line = f"{line} {word}"
+    return [*lines, line]
 
 
 def stand_in(character: str) -> str:

@@ -139,3 +139,24 @@ def test_a_bad_profile_is_one_clear_line(tmp_path: Path) -> None:
         f"simsync: error: {bad}: not a simsync profile (version 1); make one with "
         "`simsync calibrate SCENARIO -o PROFILE.json`"
     )
+
+
+def test_a_programs_simulation_writes_its_trace_and_timeline(tmp_path: Path) -> None:
+    """``--trace`` and ``--timeline`` of ``simulate PROGRAM.py`` are written as a scenario's
+    are (they were once silently ignored): a Chrome trace with the program's own ops, and a
+    PNG."""
+    program = ROOT / "tests" / "fixtures" / "programs" / "towers_cpu_variables.py"
+    trace, picture = tmp_path / "t.json", tmp_path / "t.png"
+    ran = simsync("simulate", str(program), "--steps", "3", "--trace", str(trace),
+                  "--timeline", str(picture))  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert "Chrome trace written to" in ran.stdout and "Timeline picture written" in ran.stdout
+    events = json.loads(trace.read_text())
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    names = {e["name"] for e in events if e.get("ph") == "X"}
+    assert any("average_gradients" in name or "tower_0" in name for name in names), names
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # on standard output, the trace alone
+    alone = simsync("simulate", str(program), "--steps", "3", "--trace", "-")
+    assert alone.returncode == 0, alone.stderr
+    json.loads(alone.stdout)

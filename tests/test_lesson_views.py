@@ -292,3 +292,18 @@ def test_a_lessons_timeline_fits_one_page_of_80_by_24_with_its_axis(tmp_path, le
     while len(lines) - cut > 22:
         cut += page_break(lines[cut:], 22)
         assert not first < cut <= last, (cut, first, last)
+
+
+def test_a_graph_of_one_kind_of_op_has_no_legend_of_kinds() -> None:
+    """An imported program's ops are all of one kind: a legend "names coloured by kind:
+    generic" told a learner nothing (trial 58); a scenario's several kinds keep theirs."""
+    import dataclasses
+
+    from simsync.patterns import tiny_example
+
+    graph = tiny_example()
+    assert "names coloured by kind:" in render(GraphView(graph), width=100)
+    for op in graph.ops():
+        graph.replace_op(dataclasses.replace(op, kind="generic"))
+    out = render(GraphView(graph), width=100)
+    assert "names coloured by kind:" not in out and "SYNC POINT" in out

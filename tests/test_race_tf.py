@@ -49,7 +49,7 @@ def test_a_race_on_tensorflow_lines_up_each_rounds_traced_runs_to_one_target():
     ]
     if check.verdict != INCONCLUSIVE:
         assert len(firsts) == 2 and len(set(firsts)) == 1 and firsts[0] in check.rule
-        assert "ahead by" in check.rule and "between rounds" in check.rule
+        assert "ahead of the next by" in check.rule and "between rounds" in check.rule
     else:  # and why, in the rule
         why = ("the rounds disagree", "no run was first alone", "but ahead by only")
         assert any(words in check.rule for words in why), check.rule

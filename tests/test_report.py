@@ -66,3 +66,20 @@ def test_equal_random_towers_over_many_steps_have_no_straggler() -> None:
     last = result["waited_for"]["average_gradients"]
     assert max(last.values()) > min(last.values())  # some tower was most often last...
     assert marked(result) == []  # ...but not clearly: no mark
+
+
+def test_equal_towers_one_a_transfer_later_arrive_together() -> None:
+    """Lesson 1's two equal towers: tower_1's input leaves the variables' port after
+    tower_0's, so it is counted last in every step, by a wait the table rounds to 0.000 ms.
+    The table says they arrived together (as lesson 7's equal towers, none ever later) and
+    why one is counted last, not a bare 20/20 a learner reads as a straggler."""
+    path = ROOT / "lessons" / "01-building-is-not-running" / "two_towers.toml"
+    result = summary(simulate(load_scenario(path), numerics=False))
+    assert result["waited_for"]["average_gradients"]["tower_1"] == result["steps"]
+    out = io.StringIO()
+    Console(file=out, width=80, color_system=None).print(SummaryView(result).sync_table())
+    rows = [line for line in out.getvalue().splitlines() if "│" in line]
+    (first,) = [line for line in rows if "tower_0" in line]
+    assert first.split("│")[5].strip() == "together", out.getvalue()
+    assert "the one counted last got there only a moment later" in " ".join(out.getvalue().split())
+    assert marked(result) == []

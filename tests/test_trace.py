@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from simsync.kinds import sync_points
 from simsync.scenario import ClusterConfig, ComputeConfig, Scenario
 from simsync.simulation import simulate
-from simsync.trace import StepRecord, Trace, came_last, step_time_stats, straggler, sync_waits
+from simsync.trace import (
+    StepRecord,
+    Trace,
+    came_last,
+    step_time_stats,
+    straggler,
+    sync_waits,
+    unpaired_staleness,
+)
 
 
 def test_waits_by_hand() -> None:
@@ -69,3 +79,18 @@ def test_a_simulated_trace_read_as_evidence_gives_the_summarys_waits() -> None:
     assert found["steps"] == wait.executions == 30
     assert found["last"] == wait.last and sum(wait.last.values()) == 30
     assert found["mean_wait"] == wait.mean_wait
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 10_000), st.integers(1, 5_000)), min_size=1, max_size=40
+    ).filter(lambda steps: len({r for r, _ in steps} | {r + d for r, d in steps}) == 2 * len(steps))
+)
+def test_staleness_unpaired_is_the_paired_mean(steps) -> None:
+    """Each step reads at ``r`` and lands its update ``d`` later (times all distinct): the
+    updates that landed between a step's read and its own, counted step by step, have the
+    mean that the times alone give, unpaired and in any order."""
+    landed = [r + d for r, d in steps]
+    paired = sum(sum(1 for u in landed if r < u < r + d) for r, d in steps) / len(steps)
+    reads = sorted(r for r, _ in steps)
+    assert unpaired_staleness(reads, sorted(landed, reverse=True)) == pytest.approx(paired)

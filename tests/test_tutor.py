@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -177,14 +178,18 @@ def test_resuming_at_a_question_after_a_question_shows_the_step_before_both(tiny
     assert "You have used" not in out  # no tries used on this one yet
 
 
-def test_commands_shown_in_a_lesson_work_anywhere_and_are_not_wrapped(tiny, progress) -> None:
+def test_commands_shown_in_a_lesson_work_anywhere_and_break_between_words(tiny, progress) -> None:
+    """Each command fits 80 columns, broken between its words with a `\\` the shell joins
+    (a terminal wrapping it would break a word), so that it can be pasted."""
     c = console()  # 80 columns
     runner = LessonRunner(tiny, progress, c, no_input=True)
     runner.run()
     runner._try_it(
         "Race them yourself", ["compare", *(f"scenario_{i}_long_name.toml" for i in range(5))]
     )
-    lines = text_of(c).splitlines()
+    shown = text_of(c)
+    assert all(len(line.rstrip()) <= 80 for line in shown.splitlines())
+    lines = re.sub(r" \\\n\s+", " ", shown).splitlines()  # as the shell reads them
     for command in (
         "simsync lessons copy 1 my-lesson1",
         "cd my-lesson1",

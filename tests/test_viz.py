@@ -682,3 +682,29 @@ def test_a_programs_report_keeps_the_cache_file_and_the_fit_for_verbose() -> Non
     assert "costs: cached\n" in brief and "6e11c59a" not in brief and "timed:" not in brief
     assert "costs: cached, kept in /home/a/.cache/simsync/program-costs/6e11c59a82f5" in verbose
     assert "timed: ops as traced, and 0.578 ms of TensorFlow's own work" in verbose
+
+
+def test_an_op_kind_predicted_at_the_scenario_s_own_cost_says_so() -> None:
+    """Lesson 7's moving-average update costs 0.5 ms in its scenario, a stand-in the
+    machine's profile never measured: a learner read "0.924 predicted, 0.025 measured,
+    +3583.7 %" with no word of why (trial 58's C8)."""
+    from simsync.viz.crosscheck import CrossCheckView
+
+    row = {"predicted": 9.24e-4, "measured": 2.5e-5, "error": 35.837, "timed_by": "executor"}
+    report = {
+        "costs": "this machine's profile",
+        "timing": {
+            "predicted_step_time": 0.01, "measured_step_time": 0.01, "error": 0.0,
+            "predicted_median_step_time": 0.01, "measured_median_step_time": 0.01,
+            "measured_interval": [0.009, 0.011], "error_median": 0.0,
+            "ops": {"moving_average": {**row, "stand_in": True},
+                    "apply": {**row, "stand_in": False}},
+        },
+    }  # fmt: skip
+    out = render(CrossCheckView._timing(report), width=200)  # type: ignore[arg-type]
+    lines = {line.split()[1]: line for line in out.splitlines() if " op" in line}
+    assert (
+        "predicted at the scenario's own cost: this machine's profile has none"
+        in lines["moving_average"]
+    )
+    assert "scenario" not in lines["apply"]

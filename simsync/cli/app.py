@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from simsync.cli import calibrate, compare, course, crosscheck, graph, lessons, simulate
+from simsync.cli.options import ExamplesFormatter
 from simsync.errors import SimsyncError, printable
 from simsync.terminal import ascii_fallback
 
@@ -55,7 +56,7 @@ def parser() -> argparse.ArgumentParser:
         prog="simsync",
         description=DESCRIPTION,
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=ExamplesFormatter,
         allow_abbrev=False,
     )
     top.add_argument("--version", action="version", version=f"simsync {_version()}")

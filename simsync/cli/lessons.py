@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from simsync.cli.options import add_command, positive_int
+from simsync.cli.options import ExamplesFormatter, add_command, positive_int
 
 __all__ = ["add"]
 
@@ -66,7 +66,7 @@ def _add_lessons(commands: Any) -> None:
         "  simsync lessons copy 1 my-lesson1\n"
         "  simsync simulate my-lesson1/two_towers.toml\n\n"
         "Files already in DIR are not overwritten without --force.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=ExamplesFormatter,
     )
     copy.add_argument("lesson", type=positive_int, metavar="N", help="lesson number")
     copy.add_argument("folder", type=Path, metavar="DIR", help="where to copy the files")

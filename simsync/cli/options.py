@@ -169,6 +169,78 @@ def common(*names: str | tuple[str, ...]) -> argparse.ArgumentParser:
     return parent
 
 
+class ExamplesFormatter(argparse.RawDescriptionHelpFormatter):
+    """Help whose description and epilog keep their blocks of examples (``  command   what
+    it does``) and fill their other paragraphs to the terminal's width. A block wider than
+    the terminal has what each command does in the column the most of them fit in, or on a
+    line of its own below it; a command too wide breaks between its words, never inside one
+    (at 80 columns, raw lines of 90 broke ``ui.perfe`` / ``tto.dev``).
+
+    >>> rows = ["Ops placed on devices.", "", "examples:", "  simsync graph a.toml   lanes",
+    ...         "  simsync simulate b.toml --json   one JSON object"]
+    >>> print(ExamplesFormatter("simsync")._fill_text("\\n".join(rows), 30, ""))
+    Ops placed on devices.
+    <BLANKLINE>
+    examples:
+      simsync graph a.toml  lanes
+      simsync simulate b.toml
+        --json
+          one JSON object
+    """
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        width = max(width, 20)
+        lines: list[str] = []
+        for paragraph in text.strip("\n").split("\n\n"):
+            if lines:
+                lines.append("")
+            rows = paragraph.splitlines()
+            if any(row.startswith("  ") for row in rows):
+                lines += _examples(rows, width)
+            else:  # prose: filled
+                lines += _wrapped(" ".join(rows), width, "", "")
+        return "\n".join(indent + line if line else line for line in lines)
+
+
+def _examples(rows: list[str], width: int) -> list[str]:
+    """A block of examples laid out in ``width`` columns (see :class:`ExamplesFormatter`)."""
+    import re
+
+    if all(len(row) <= width for row in rows):
+        return rows
+    pairs: list[tuple[str, str | None]] = []
+    for row in rows:
+        found = re.match(r"\s*(.*?\S)\s{3,}(\S.*)$", row)  # the command, then what it does
+        pairs.append((found.group(1), found.group(2)) if found else (row.strip(), ""))
+        if not row.startswith("  "):  # the block's title
+            pairs[-1] = (row, None)
+    fitting = [
+        len(command) for command, said in pairs if said and len(command) + len(said) + 4 <= width
+    ]
+    column = 2 + max(fitting, default=0) + 2
+    lines: list[str] = []
+    for command, said in pairs:
+        if said is None:
+            lines += _wrapped(command, width, "", "")
+            continue
+        if said and len(command) + 4 <= column and column + len(said) <= width:
+            lines.append(f"  {command}".ljust(column) + said)
+            continue
+        lines += _wrapped(command, width, "  ", "    ")
+        if said:
+            lines += _wrapped(said, width, "      ", "      ")
+    return lines
+
+
+def _wrapped(text: str, width: int, first: str, rest: str) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(
+        text, width, initial_indent=first, subsequent_indent=rest,
+        break_long_words=False, break_on_hyphens=False,
+    )  # fmt: skip
+
+
 def add_command(commands: Any, name: str, **settings: Any) -> argparse.ArgumentParser:
     """A subcommand's parser (``commands`` from ``add_subparsers``), never abbreviating."""
     parser: argparse.ArgumentParser = commands.add_parser(name, allow_abbrev=False, **settings)

@@ -14,18 +14,21 @@ from pathlib import Path
 from typing import Any
 
 from simsync.errors import UsageError, printable
-from simsync.outputs import STDOUT
+from simsync.outputs import STDOUT, check_writable
 
 __all__ = [
     "LONG_RUN_SECONDS",
     "building",
     "check_cost",
+    "check_outputs",
     "check_tensorflow_steps",
     "console",
     "load",
     "one_on_stdout",
     "progress",
+    "say_written",
     "warn",
+    "write_outputs",
     "write_trace",
 ]
 
@@ -134,3 +137,38 @@ class progress:
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
             self.bar.stop()
+
+
+def check_outputs(args: Any) -> None:
+    """Refuse, before any work, a ``--trace`` or ``--timeline`` file that would be written
+    over an input, and two outputs on standard output."""
+    check_writable(args.trace, [args.file, args.costs])
+    check_writable(args.timeline, [args.file, args.costs])
+    one_on_stdout(args.trace, args.json)
+
+
+def write_outputs(args: Any, sim: Any) -> bool:
+    """Write the simulation's ``--timeline`` picture and ``--trace``; True when the trace
+    went to standard output (then nothing else is printed)."""
+    if args.timeline:
+        from simsync.viz import write_timeline_picture
+
+        traces = [("simulated", sim.trace)]
+        write_timeline_picture(
+            args.timeline, traces, steps=args.timeline_steps or 2, sync_points=sim.sync_points
+        )
+    if args.trace:
+        write_trace(args.trace, [("simulated", sim.trace)])
+    return args.trace is STDOUT
+
+
+def say_written(args: Any, terminal: Any) -> None:
+    """Where :func:`write_outputs` wrote its files."""
+    if args.trace:
+        terminal.print(
+            f"Chrome trace written to {printable(str(args.trace), one_line=True)} "
+            "(open it in ui.perfetto.dev)",
+            markup=False,
+        )
+    if args.timeline:
+        print(f"Timeline picture written to {printable(str(args.timeline), one_line=True)}")

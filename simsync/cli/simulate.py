@@ -10,14 +10,13 @@ from simsync.cli.options import add_command, common, non_negative_int
 from simsync.cli.shared import (
     building,
     check_cost,
+    check_outputs,
     console,
     load,
-    one_on_stdout,
     progress,
-    write_trace,
+    say_written,
+    write_outputs,
 )
-from simsync.errors import printable
-from simsync.outputs import STDOUT, check_writable
 
 __all__ = ["add", "simulate"]
 
@@ -69,9 +68,7 @@ def simulate(args: argparse.Namespace) -> int:
     from simsync.simulation import expected_updates, simulate, summary
 
     scenario = load(args.file).with_run(steps=args.steps, seed=args.seed)
-    check_writable(args.trace, [args.file, args.costs])
-    check_writable(args.timeline, [args.file, args.costs])
-    one_on_stdout(args.trace, args.json)
+    check_outputs(args)
     if args.costs:
         from simsync.scenario.profile import apply_profile, load_profile
 
@@ -85,17 +82,8 @@ def simulate(args: argparse.Namespace) -> int:
         on_step = None if tick is None else lambda r: tick(r) if r.client in updating else None
         sim = simulate(scenario, numerics=not args.no_numerics, on_step=on_step, graph=graph)
     result = summary(sim)
-    if args.timeline:
-        from simsync.viz import write_timeline_picture
-
-        traces = [("simulated", sim.trace)]
-        write_timeline_picture(
-            args.timeline, traces, steps=args.timeline_steps or 2, sync_points=sim.sync_points
-        )
-    if args.trace:
-        write_trace(args.trace, [("simulated", sim.trace)])
-        if args.trace is STDOUT:
-            return 0
+    if write_outputs(args, sim):
+        return 0
     if args.json:
         print(json.dumps(result, indent=2, allow_nan=False))
         return 0
@@ -105,12 +93,5 @@ def simulate(args: argparse.Namespace) -> int:
     terminal.print(SummaryView(result))
     if args.timeline_steps:
         terminal.print(Timeline(sim.trace, steps=args.timeline_steps, sync_points=sim.sync_points))
-    if args.trace:
-        terminal.print(
-            f"Chrome trace written to {printable(str(args.trace), one_line=True)} "
-            "(open it in ui.perfetto.dev)",
-            markup=False,
-        )
-    if args.timeline:
-        print(f"Timeline picture written to {printable(str(args.timeline), one_line=True)}")
+    say_written(args, terminal)
     return 0

@@ -203,8 +203,9 @@ def add_program_options(parser: argparse.ArgumentParser, *, crosscheck: bool = F
         group.add_argument(
             "--verbose",
             action="store_true",
-            help="every sync point and every tower in the table of who waited for whom "
-            "(without: the first 3 sync points and 4 towers, and whoever came last)",
+            help="every sync point and every tower in the table of who waited for whom, and "
+            "every sync point's name where the import says where they were made (without: "
+            "the first 3 sync points and 4 towers, whoever came last, 3 names a line)",
         )
         group.add_argument(
             "--values",
@@ -229,7 +230,10 @@ def add_program_options(parser: argparse.ArgumentParser, *, crosscheck: bool = F
 
 #: what the prediction of who comes last says when it names no tower, by whether the
 #: towers' work is equal (then which comes last is the order the threads take them in)
-_NO_TOWER = {False: "no single tower", True: "no single tower (the towers do equal work)"}
+_NO_TOWER = {
+    False: "no single tower",
+    True: "no single tower (the towers bring equal work to their sync points)",
+}
 
 #: where a scenario says what a program's option changes (the rest is its [cluster])
 _SCENARIO_KEYS = {
@@ -285,8 +289,10 @@ def simulate_program_command(args: argparse.Namespace, console: Any) -> int:
         latency_us=args.latency,
         batch=args.batch,
     )
+    from simsync.cli.shared import check_outputs, say_written, write_outputs
     from simsync.cli.shared import console as make_console
 
+    check_outputs(args)
     with make_console(stderr=True).status(_running(args)):
         run = simulate_program(
             args.file,
@@ -301,6 +307,9 @@ def simulate_program_command(args: argparse.Namespace, console: Any) -> int:
             task_flags=not args.no_task_flags,
         )
     result = program_summary(run)
+    sim = run.simulation
+    if write_outputs(args, sim):
+        return 0
     if args.json:
         print(json.dumps(result, indent=2, allow_nan=False))
         return 0
@@ -308,8 +317,8 @@ def simulate_program_command(args: argparse.Namespace, console: Any) -> int:
 
     console.print(ProgramView(result, verbose=args.verbose))
     if args.timeline_steps:
-        sim = run.simulation
         console.print(Timeline(sim.trace, steps=args.timeline_steps, sync_points=sim.sync_points))
+    say_written(args, console)
     return 0
 
 
@@ -436,6 +445,7 @@ def _print_crosscheck(report: dict[str, Any], out: Any) -> None:
             + ("within 20 %" if updates["ok"] else "NOT within 20 %"),
             markup=False,
         )
+    _print_staleness(report.get("staleness"), out)
     for queue in report.get("input_queues", ()):
         short, steps = queue["short"], queue["steps"]
         keeps = {True: "keeps up", False: "runs short"}
@@ -452,6 +462,34 @@ def _print_crosscheck(report: dict[str, Any], out: Any) -> None:
             f" {simulated}: {'agree' if queue['agree'] else 'DISAGREE'}",
             markup=False,
         )
+
+
+def _print_staleness(stale: dict[str, Any] | None, out: Any) -> None:
+    """The line of a coordinator's workers' staleness (``crosscheck``'s report)."""
+    if stale is None:
+        return
+    evidence = stale["evidence"]
+    if evidence is None:
+        out.print(
+            f"  staleness: not measured (TensorFlow's profiler traced no round's reads and "
+            f"updates whole, of {stale['rounds']})",
+            markup=False,
+        )
+        return
+    low, high = evidence["interval"]
+    moves = f"{evidence['margin']:.2f}, how far that interval moves from one run to the next"
+    said = {
+        "as predicted": "inside that interval: as predicted",
+        "not as predicted": f"outside that interval by more than {moves}: NOT as predicted",
+    }.get(evidence["prediction"], f"outside that interval by less than {moves}: inconclusive here")
+    out.print(
+        f"  staleness (of an update: the other updates that landed between its step's read of "
+        f"a variable and its own): measured {evidence['mean']:.2f} on average over "
+        f"{evidence['updates']:,} updates in {evidence['blocks']} rounds of the workers "
+        f"together (95 % interval of the rounds' median: {low:.2f} to {high:.2f}), predicted "
+        f"{evidence['predicted']:.2f}, {said}",
+        markup=False,
+    )
 
 
 def graph_program(args: argparse.Namespace) -> Any:

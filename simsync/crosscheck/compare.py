@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,7 +128,7 @@ def crosscheck_one_client(
         "costs_kind": costs_kind(profile),
         "structure": structure(simulation.graph, real.trace),
         "values": _values(simulation, real),
-        "timing": _timing(simulation.trace, real, traced),
+        "timing": _timing(simulation.trace, real, traced, _stand_ins(scenario, profile)),
         "evidence": _evidence(
             graph,
             real,
@@ -421,10 +421,31 @@ def _values(simulation: Simulation, real: TensorFlowRun) -> Values:
     return report
 
 
-def _timing(simulated: Trace, real: TensorFlowRun, traced: set[int]) -> Timing:
+def _stand_ins(scenario: Scenario, profile: Profile | None) -> set[str]:
+    """The op kinds whose predicted cost is the scenario's own (its ``[costs]``), which the
+    profile did not measure on this machine: a lesson's stand-in (lesson 7's moving-average
+    update at 0.5 ms), not what TensorFlow's op costs here.
+
+    >>> from simsync.scenario import Scenario
+    >>> sorted(_stand_ins(Scenario("s", costs={"moving_average": 5e-4, "apply": 1e-4}),
+    ...                   Profile({"apply": 2e-4}, 1.0, 0.0, 5e-4, 30.0, 2)))
+    ['moving_average']
+    """
+    if profile is None:
+        return set()
+    return set(scenario.costs) - set(profile.costs)
+
+
+def _timing(
+    simulated: Trace,
+    real: TensorFlowRun,
+    traced: set[int],
+    stand_ins: Collection[str] = (),
+) -> Timing:
     """Mean step times of the untraced timing steps and their error; also medians, which a
     machine's hiccups (a step suddenly twice as slow) do not move. Op times come from the
-    traced steps (tracing included)."""
+    traced steps (tracing included); a kind of ``stand_ins`` (:func:`_stand_ins`) is said to
+    be."""
     timed = dict(real.timed) or {s.step: s.duration for s in real.trace.steps}
     predicted = [s.duration for s in simulated.steps if s.step in timed]
     measured = list(timed.values())
@@ -435,6 +456,7 @@ def _timing(simulated: Trace, real: TensorFlowRun, traced: set[int]) -> Timing:
             "measured": m,
             "error": relative_error(p, m),
             "timed_by": real.census.timing_source(kind),
+            "stand_in": kind in stand_ins,
         }
     mean_p, mean_m = float(np.mean(predicted)), float(np.mean(measured))
     median_p = float(np.median(predicted))

@@ -171,8 +171,10 @@ while its lead moved 46 % between rounds and this machine drifts 15 %'
     known = [share for share in leads if math.isfinite(share)]
     moved = max(known) - min(known) if known else 0.0
     every = "both rounds" if len(rounds) == 2 else f"all {len(rounds)} rounds"
+    shown_lead, shown_drift = _percents_apart(lead, DRIFT) if math.isfinite(lead) else ("", "")
     noise = (
-        f"its lead moved {_percent(moved)} between rounds and this machine drifts {_percent(DRIFT)}"
+        f"its lead moved {_percent(moved)} between rounds and this machine drifts "
+        f"{shown_drift or _percent(DRIFT)}"
     )
     if lead <= max(moved, DRIFT):
         return (
@@ -183,7 +185,7 @@ while its lead moved 46 % between rounds and this machine drifts 15 %'
     verdict = AS_PREDICTED if first == predicted else NOT_AS_PREDICTED
     if not math.isfinite(lead):
         return verdict, f"{said}; first in {every}: {first}, and every other run never got there"
-    ahead = f"ahead of the next by {_percent(lead)} or more"
+    ahead = f"ahead of the next by {shown_lead} or more"
     return verdict, f"{said}; first in {every}: {first}, {ahead}, while {noise}"
 
 
@@ -194,6 +196,23 @@ def _percent(share: float) -> str:
     '48 %'
     """
     return f"{share:.0%}".replace("%", " %")
+
+
+def _percents_apart(lead: float, drift: float) -> tuple[str, str]:
+    """A lead and the drift it must exceed, in whole percent, or with as many decimals as
+    show them apart (a lead of 15.06 % is more than a drift of 15 %, which '15 %' and '15 %'
+    would not say: a learner's trial).
+
+    >>> _percents_apart(0.476, 0.15)
+    ('48 %', '15 %')
+    >>> _percents_apart(0.1506, 0.15)
+    ('15.1 %', '15.0 %')
+    """
+    for digits in range(4):
+        shown = (f"{lead:.{digits}%}", f"{drift:.{digits}%}")
+        if shown[0] != shown[1]:
+            break
+    return shown[0].replace("%", " %"), shown[1].replace("%", " %")
 
 
 def _lead(first: str, reached: dict[str, float | None]) -> float:

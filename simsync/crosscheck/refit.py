@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from simsync.patterns import tower_device
 from simsync.scenario import Scenario
@@ -47,6 +47,9 @@ class Refit(TypedDict):
     session_run: list[float]
     compute_scale: list[float]
     core_efficiency: list[float]
+    #: the median step with no work measured, when it was shorter than the stored costs of
+    #: its ops alone give (``session_run`` then fitted at 0: the least it can be)
+    session_run_floor: NotRequired[float]
 
 
 def probes(scenario: Scenario, profile: Profile | None) -> list[Variant]:
@@ -99,8 +102,11 @@ def refit(
             return step(cores, changed) / step(one, changed)
 
         now = dataclasses.replace(now, core_efficiency=solve(slowdown, ratio, 0.05, 1.0))
-    return now, {
+    found: Refit = {
         "session_run": [profile.session_run, now.session_run],
         "compute_scale": [profile.compute_scale, now.compute_scale],
         "core_efficiency": [profile.core_efficiency, now.core_efficiency],
     }
+    if milliseconds <= 0.0:  # the bisection's lower end: the empty step ran faster than that
+        found["session_run_floor"] = empty
+    return now, found

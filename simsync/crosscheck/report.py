@@ -156,6 +156,8 @@ class OpTiming(TypedDict):
     measured: float
     error: float | None
     timed_by: str
+    #: predicted at the scenario's own cost, which this machine's profile did not measure
+    stand_in: bool
 
 
 class Timing(TypedDict):
@@ -273,6 +275,8 @@ class RefitReport(TypedDict):
     core_efficiency: list[float]
     cached_predicted_median_step_time: float
     cached_error_median: float | None
+    #: see :class:`~simsync.crosscheck.refit.Refit`
+    session_run_floor: NotRequired[float]
 
 
 class SyncReport(TypedDict):
@@ -336,7 +340,8 @@ class StalenessEvidence(TypedDict):
     """Whether the real updates were stale, and as predicted (:func:`~.evidence.staleness`)."""
 
     updates: int
-    stale_updates: int
+    #: None where only the means of blocks of updates are known (a cluster's, its kernels')
+    stale_updates: int | None
     mean: float
     median_block: float
     interval: list[float]
@@ -344,6 +349,8 @@ class StalenessEvidence(TypedDict):
     predicted: float
     verdict: str
     prediction: str
+    #: how far beyond the interval a prediction must lie to be called wrong
+    margin: float
 
 
 class AsyncEvidence(TypedDict):

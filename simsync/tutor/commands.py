@@ -15,7 +15,7 @@ from rich.text import Text
 
 from simsync.errors import UsageError, printable
 from simsync.files import read_text, read_toml, refuse_overwriting_inputs, write_text
-from simsync.terminal import make_console
+from simsync.terminal import make_console, pasteable
 from simsync.tutor.content import (
     Lesson,
     LessonError,
@@ -138,14 +138,13 @@ def copy_lesson(number: int, folder: Path, *, force: bool = False) -> int:
     )
     scenarios = [s.name for s in sources if s.suffix == ".toml"]
     scenario = lesson.scenario if lesson.scenario in scenarios else next(iter(scenarios), None)
-    if scenario is not None:
-        command = f"simsync simulate {folder / scenario}"
-        console.print(Text(f"Try: {command}"), soft_wrap=True)  # one line, to paste
+    commands = [] if scenario is None else [[str(folder / scenario)]]
     for step in lesson.steps:  # a program the lesson imports: the learner's copy, edited
         if step.kind == "program":
-            options = " ".join(step.try_options())
-            command = f"simsync simulate {folder / step.get('file')} {options}"
-            console.print(Text(f"Try: {command}"), soft_wrap=True)
+            commands.append([str(folder / step.get("file")), *step.try_options()])
+    for command in commands:  # broken between words only: the lines paste as one command
+        for line in pasteable(["simsync", "simulate", *command], console.width, first="Try: "):
+            console.print(Text(line), soft_wrap=True)
     return 0
 
 

@@ -20,6 +20,7 @@ from rich.markdown import Markdown
 from rich.text import Text
 
 from simsync.errors import SimsyncError, printable
+from simsync.terminal import pasteable
 from simsync.tutor.claims import StepFacts, broken_claims, render
 from simsync.tutor.content import STEP_KINDS, Lesson, Step
 from simsync.tutor.progress import Progress
@@ -74,7 +75,9 @@ class Outcome:
 #: note of folded lanes or legend, a plot's row with its value on the axis: ``  3.043│``):
 #: a page is not cut before one, where it can be cut elsewhere.
 _INSIDE_A_BLOCK = re.compile(
-    r"^(\s*[│┃├┡└┗┘╰║╟]|\s*[\d.,]+[│└]|/|step |sync |ms |\s*┬|… \d+ more device|points are shown"
+    # a timeline's folded note, and the lines it wraps onto (its lanes, what is shown)
+    r"^(\s*[│┃├┡└┗┘╰║╟]|\s*[\d.,]+[│└]|/|step |sync |ms |\s*┬|… \d+ more device"
+    r"|.*(are shown;|every lane|ui\.perfetto\.dev)"
     r"|\S+ waits +[~·]|[A-Z·] [a-z_]+  \S|- waiting at |~ blocked on |lowercase: "
     # the table of a plot's curves, under it: its header, rule and rows (`` C   bounded``)
     r"| curve +run|─+\s*$| [A-Z] {3,}\S"
@@ -359,15 +362,17 @@ class LessonRunner:
 
     def _try_it(self, title: str, command: list[str]) -> None:
         """How to run ``simsync COMMAND...`` on the learner's own copy of the lesson's files,
-        from any folder: one command a line, never wrapped, so that each can be pasted."""
+        from any folder: each command broken between its words only, so that it can be
+        pasted (:func:`~simsync.terminal.pasteable`)."""
         folder = copy_folder(self.lesson)
         self.console.print(Text(f"{title}, on a copy you can change:", style="dim"))
-        for line in (
-            f"simsync lessons copy {self.lesson.number} {folder}",
-            f"cd {folder}",
-            "simsync " + " ".join(command),
+        for words in (
+            ["simsync", "lessons", "copy", str(self.lesson.number), str(folder)],
+            ["cd", str(folder)],
+            ["simsync", *command],
         ):
-            self.console.print(Text("  " + line, style="dim"), soft_wrap=True)  # never cut
+            for line in pasteable(words, self.console.width, first="  ", indent="      "):
+                self.console.print(Text(line, style="dim"), soft_wrap=True)
 
     def _on_tensorflow(self, what: str, work: Callable[[Callable[[str], None]], Any]) -> Any:
         """``work(progress)`` behind a spinner that says ``what`` runs on TensorFlow and the

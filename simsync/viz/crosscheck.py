@@ -412,6 +412,10 @@ class CrossCheckView:
         )
         for kind, row in timing["ops"].items():
             timed_by = TIMED_BY.get(row["timed_by"], "")
+            if row.get("stand_in"):  # the scenario's own number: said, not judged silently
+                timed_by += (
+                    " (predicted at the scenario's own cost: this machine's profile has none)"
+                )
             table.add_row(
                 f"  {kind} op{timed_by}",
                 ms(row["predicted"]),
@@ -456,7 +460,14 @@ def _refit(refit: RefitReport) -> Text:
         "Other work on this machine changes how fast it runs, so its speed was measured "
         "again between the timed steps, and the predictions above use what was measured "
         "(in brackets, the numbers stored when it was last calibrated): each sess.run's own "
-        f"time {ms(session[1])} ms ({ms(session[0])}), real seconds per second of compute "
+        f"time {ms(session[1])} ms ({ms(session[0])})"
+        + (
+            f" (the least it can be: steps with no work took {ms(floor)} ms in this session, "
+            "less than the stored costs of their ops alone)"
+            if (floor := refit.get("session_run_floor")) is not None
+            else ""
+        )
+        + ", real seconds per second of compute "
         f"{scale[1]:.2f} ({scale[0]:.2f}), speed of busy cores sharing the machine "
         f"{efficiency[1]:.2f} ({efficiency[0]:.2f}). With the stored numbers the median step "
         f"would have been predicted {ms(refit['cached_predicted_median_step_time'])} ms"
@@ -473,12 +484,13 @@ def _drift(machine: MachineCheck | None, refitted: bool = False) -> RenderResult
     faster = machine["predicted"] > machine["interval"][1]
     yield Text(
         f"In the alternating rounds, steps with {VARIANTS[machine['variant']][1]} took "
-        f"{ms(machine['measured'])} ms here, where this machine's profile predicts "
-        f"{ms(machine['predicted'])} ms"
+        f"{ms(machine['measured'])} ms here, where the numbers stored when this machine was "
+        f"last calibrated predict {ms(machine['predicted'])} ms"
         + (
             f", and the scenario's own steps {ms(own['measured'])} ms (the table's median is "
-            f"of the steps timed apart from these rounds) where it predicts "
+            f"of the steps timed apart from these rounds) where those numbers predict "
             f"{ms(own['predicted'])} ms"
+            + (" (the table's prediction uses the numbers measured again)" if refitted else "")
             if (own := machine.get("scenario"))
             else ""
         )
@@ -741,7 +753,7 @@ def ratio_rule(ratio: Ratio) -> str:
     ' apart: less than the drift, no verdict'
     >>> ratio_rule({"interval": [1.8, 2.2], "hypotheses": {"waits": 2.0, "does not wait": 1.0},
     ...             "verdict": "waits", "why": None})[72:]
-    "only 'waits' lies in it, and 'does not wait' is 50% from it: the answer is 'waits'"
+    "only 'waits' lies in it, and 'does not wait' is 50% from 'waits': the answer is 'waits'"
     """
     low, high = ratio["interval"]
     drift = ratio.get("drift", DRIFT)
@@ -762,10 +774,11 @@ def ratio_rule(ratio: Ratio) -> str:
             return rule + f"only '{inside[0]}' lies in it: the answer is '{ratio['verdict']}'"
         away = _whole_percent(others[nearest])
         if others[nearest] > drift:
-            said = f"only '{inside[0]}' lies in it, and '{nearest}' is {away} from it"
+            said = f"only '{inside[0]}' lies in it, and '{nearest}' is {away} from '{inside[0]}'"
             return rule + f"{said}: the answer is '{ratio['verdict']}'"
         return rule + (
-            f"only '{inside[0]}' lies in it, but '{nearest}' is {away} from it: less than the "
+            f"only '{inside[0]}' lies in it, but '{nearest}' is {away} from '{inside[0]}': less "
+            "than the "
             "drift, no verdict"
         )
     values = [hypotheses[n] for n in inside]
@@ -815,17 +828,23 @@ def _stale_predicted(stale: StalenessEvidence, predicted: str) -> tuple[str, Tex
     verdict = stale["prediction"]
     style = {"as predicted": "bold green", "not as predicted": "bold red"}.get(verdict)
     text = Text(verdict, style=style) if style else Text("inconclusive here", style="bold yellow")
-    note = {
-        "as predicted": "inside",
-        "not as predicted": "clearly outside",
-        "inconclusive": "near the edge of",
+    interval = (
+        f"the 95 % interval {low:.2f}–{high:.2f} of the measured one ({stale['blocks']} "
+        "blocks of the ledger, in the order the updates landed)"
+    )
+    moves = (
+        f"{stale['margin']:.2f}, how far that interval moves from one run to the next on "
+        "this machine"
+    )
+    said = {
+        "as predicted": f"inside {interval}",
+        "not as predicted": f"outside {interval}, by more than {moves}",
+        "inconclusive": f"outside {interval}, but by less than {moves}: no verdict",
     }[verdict]
     return (
         "is the staleness the predicted one?",
         text,
-        f"predicted {stale['predicted']:.2f} {predicted}, {note} the 95 % interval "
-        f"{low:.2f}–{high:.2f} of the measured one ({stale['blocks']} blocks of the ledger, "
-        "in the order the updates landed)",
+        f"predicted {stale['predicted']:.2f} {predicted}, {said}",
     )
 
 

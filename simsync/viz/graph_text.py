@@ -342,8 +342,9 @@ class GraphView:
 
     def _legend(self, width: int) -> Iterable[Text]:
         kinds = {op.kind for op in self.graph.ops()}
-        items = [(k, kind_style(k).color) for k in legend_order(kinds)]
-        yield from wrap_items([("names coloured by kind:", ""), *items], width)
+        if len(kinds) > 1:  # one kind (an imported program's, all generic) tells nothing
+            items = [(k, kind_style(k).color) for k in legend_order(kinds)]
+            yield from wrap_items([("names coloured by kind:", ""), *items], width)
         yield from wrap_items([(line, "") for line in resource_lines(self.graph)], width)
         if self.sync_points:
             through = any(self.graph.op(p).resource for p in self.sync_points)

@@ -15,8 +15,9 @@ from typing import Any
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
+from simsync.ir import natural_key
 from simsync.viz.report import SummaryView, waited
-from simsync.words import ms, plural
+from simsync.words import listed, ms, plural
 
 __all__ = ["ProgramView", "fit_line", "simulated_line", "values_lines"]
 
@@ -36,7 +37,7 @@ def made_in_lines(
     >>> for line in made_in_lines({"concat_1": "average_gradients (t.py:9)",
     ...                            "concat": "average_gradients (t.py:9)", "apply": None}):
     ...     print(line)
-    2 sync points made in average_gradients (t.py:9): concat_1, concat
+    2 sync points made in average_gradients (t.py:9): concat, concat_1
     1 sync point made in the graph: apply
     >>> made_in_lines({f"c{i}": "f (t.py:1)" for i in range(5)}, shown=2)
     ['5 sync points made in f (t.py:1): c0, c1, and 3 more']
@@ -48,7 +49,8 @@ def made_in_lines(
     for name, made in made_in.items():
         groups.setdefault(made or "the graph", []).append(name)
     lines = []
-    for where, names in groups.items():
+    for where, found in groups.items():
+        names = sorted(found, key=natural_key)  # the same order in every run
         if waits:
             names = sorted(names, key=lambda name: -waited(waits, name))
         more = f", and {len(names) - shown} more" if len(names) > shown else ""
@@ -95,9 +97,10 @@ def _last_everywhere(result: Mapping[str, Any]) -> str:
     >>> _last_everywhere({"steps": 20, "waited_for": {"a": {"tower_1": 1, "tower_2": 19},
     ...                   "b": {"tower_2": 20}}, "expected_last": {"a": "tower_2", "b": "tower_2"}})
     '; tower_2 came last at all 2 sync points, in 19 to 20 of 20 steps'
-    >>> _last_everywhere({"steps": 20, "waited_for": {"a": {"tower_0": 0, "tower_1": 20}},
-    ...                   "expected_last": {"a": ""}})
-    '; the towers do equal work: which comes last is the order the threads take them in'
+    >>> print(_last_everywhere({"steps": 20, "waited_for": {"a": {"tower_0": 0, "tower_1": 20}},
+    ...                         "expected_last": {"a": ""}}))  # doctest: +NORMALIZE_WHITESPACE
+    ; the towers bring equal work to their sync points: which comes last is the order the
+    threads take them in
     >>> _last_everywhere({"steps": 20, "waited_for": {"a": {"tower_1": 10, "tower_2": 10}}})
     ''
 
@@ -128,7 +131,10 @@ def _last_everywhere(result: Mapping[str, Any]) -> str:
     if waits and noticed and len(noticed) < every:
         waited = {p: counts for p, counts in waited.items() if p in noticed}
     if waited and expected and not any(expected.get(point) for point in waited):
-        return "; the towers do equal work: which comes last is the order the threads take them in"
+        return (
+            "; the towers bring equal work to their sync points: which comes last is the order "
+            "the threads take them in"
+        )
     leaders: dict[str, str | None] = {}  # each sync point's one tower last most often
     for point, counts in waited.items():
         top = max(counts.values(), default=0)
@@ -174,7 +180,13 @@ def on_gpus_lines(result: Mapping[str, Any], shown: int = 3) -> list[str]:
     named = [f"{tower} {round(100 * n / meetings)} %" for tower, n in ranked if n * 5 >= meetings]
     here = result["step_time"]["mean"]
     lines = [f"{gpus['line']}:", f"  a step {ms(gpus['step_time'])} ms there ({ms(here)} ms here)"]
-    if named:  # a tower last a fifth of the time or more
+    slowest = {tuple(towers) for towers in (gpus.get("slowest") or {}).values()}
+    if len(slowest) == 1 and len(next(iter(slowest))) > 1:  # as slow as each other
+        towers = listed(list(next(iter(slowest))))
+        lines.append(f"  last at a sync point there: {towers}, the slowest (each as slow)")
+    elif slowest == {()}:
+        lines.append("  last at a sync point there: no single tower (their work up to it is equal)")
+    elif named:  # a tower last a fifth of the time or more
         tied = " (tied; each counts)" if sum(gpus["last"].values()) > meetings else ""
         lines.append(f"  last at a sync point there: {', '.join(named[:shown])}{tied}")
     return lines
@@ -348,9 +360,11 @@ class ProgramView:
     def __init__(
         self, result: Mapping[str, Any], summary: bool = True, verbose: bool = False
     ) -> None:
-        #: ``verbose``: every sync point and tower of the summary's table (else the sync point
-        #: waited at longest and 4 towers, and the one last most often, so the report fits
-        #: about two screens of 80x24), the cache's file and how the costs were fitted
+        #: ``verbose``: every sync point and tower of the summary's table, and every sync
+        #: point's name where the lines say where they were made (else the sync point waited
+        #: at longest and 4 towers, the one last most often, and 3 names a line, so the
+        #: report fits about two screens of 80x24), the cache's file and how the costs were
+        #: fitted
         self.result, self.summary, self.verbose = result, summary, verbose
 
     def lines(self) -> list[Text]:
@@ -374,7 +388,11 @@ class ProgramView:
         lines += [Text(f"  {line}") for line in _accumulators(imported)]
         count = int(imported.get("towers_in_program") or 0)
         lines += [Text(f"  {line}") for line in _update_ops(imported, count)]
-        made = made_in_lines(result["sync_points_made_in"], waits=result.get("wait"))
+        made = made_in_lines(
+            result["sync_points_made_in"],
+            shown=len(result["sync_points_made_in"]) if self.verbose else 3,
+            waits=result.get("wait"),
+        )
         lines += [Text(f"  {line}") for line in made]
         kept = imported.get("costs_file") if self.verbose else None
         lines.append(Text(f"  costs: {imported['costs']}" + (f", kept in {kept}" if kept else "")))

@@ -207,7 +207,8 @@ class Timeline:
         self.blocked_lanes = [f"{c} waits" for c in sorted(blocked, key=natural_key)]
 
     def _stragglers_and_sync_points(self) -> set[str]:
-        """The devices of the sync points and of the inputs that came last to them."""
+        """The devices of the sync points and of the inputs that came last to them (whether
+        slower or only last in line for a shared core)."""
         named: set[str] = set()
         by_key = {(r.client, r.step, r.op): r for r in self.records}
         for record in self.records:
@@ -272,7 +273,9 @@ class Timeline:
 
     def _folded_note(self) -> str:
         """Which lanes are folded, and how to see every one."""
-        named = "the stragglers and sync points are shown; " if self.named else ""
+        named = (  # "stragglers" would contradict a table's "last in line: no straggler"
+            "lanes last at sync points are shown; " if self.named else ""
+        )
         lanes = len(self.folded) + len(self.device_order)
         see = (
             "`simsync simulate FILE --timeline out.png` draws every lane"
