@@ -664,6 +664,37 @@ REFUSED["native code as a file system"] = (
     "tf.compat.v1.load_file_system_library('fs.so')",
     "native code",
 )
+REFUSED.update(
+    {  # a review of the rules that refuse names computed at run time: their ways round
+        "an option's dest by a ** dict's key": (
+            "import argparse\nn = input()\n"
+            "argparse.ArgumentParser().add_argument('--x', **{'dest': n})",
+            "a name it computes",
+        ),
+        "a flag's name by a ** dict's key": (
+            "from absl import flags\nn = input()\n"
+            "flags.DEFINE_string(**{'name': n, 'default': None, 'help': 'h'})",
+            "a name it computes",
+        ),
+        "a record's extra by a ** dict's key": (
+            "import logging\nd = {input(): 1}\nlogging.info('m', **{'extra': d})",
+            "`extra` a mapping it builds",
+        ),
+        "an option's keywords passed on": (
+            "import argparse\np = argparse.ArgumentParser()\n"
+            "def add(**kw):\n    p.add_argument('--x', **kw)\nadd(dest=input())",
+            "keywords it does not write out",
+        ),
+        "the flags under a second name": (
+            "from absl import flags\nFLAGS = flags.FLAGS\nG = FLAGS\nG[input()] = G['lr']",
+            "otherwise than by their attributes",
+        ),
+        "logging's formatter under another name": (
+            "import logging\nF = logging.Formatter\nF(input(), None, '{')",
+            "otherwise than by calling it",
+        ),
+    }
+)
 
 
 def test_the_environment_is_not_set_past_its_rules_by_a_module_name_bound_again() -> None:

@@ -252,6 +252,10 @@ NAMESPACES = frozenset({"namespace"})
 #: value (an alias, a partial) its names would be out of sight (the thirtieth attack:
 #: ``add = p.add_argument; add('--x', dest=name)``, name ``__array_interface__``)
 NAMERS = frozenset({"add_argument", "add_subparsers"})
+#: logging's calls, which take ``extra``: a mapping whose keys become a record's attributes
+LOG_CALLS = frozenset(
+    {"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "log"}
+)
 #: the enum module's classes: a class's base only (called, they make a class of the names
 #: they are given: ``E = enum.Enum; E('C', {name: ...})``)
 ENUMS = frozenset({"Enum", "IntEnum", "Flag", "IntFlag", "StrEnum", "ReprEnum"})
@@ -485,12 +489,23 @@ class _Rules:
         #: its own classes that derive from an enum's
         self.enum_classes: set[str] = set()
         for node in ast.walk(tree):
-            if isinstance(node, ast.Assign) and self._full(node.value) in FLAGS:
-                self.flag_names.update(n for target in node.targets for n in _names(target))
-            elif isinstance(node, ast.ClassDef) and any(
+            if isinstance(node, ast.ClassDef) and any(
                 (self._full(base) or "").startswith("enum.") for base in node.bases
             ):
                 self.enum_classes.add(node.name)
+        assigned = [node for node in ast.walk(tree) if isinstance(node, ast.Assign)]
+        while True:  # and a name bound to such a name (``G = FLAGS``), to any depth
+            found = {
+                n
+                for node in assigned
+                if self._full(node.value) in FLAGS
+                or (isinstance(node.value, ast.Name) and node.value.id in self.flag_names)
+                for target in node.targets
+                for n in _names(target)
+            }
+            if found <= self.flag_names:
+                break
+            self.flag_names |= found
         #: names bound only to strings written out, with each such string (a class or a
         #: function of that name is no string: the thirty-second attack's B24)
         self.literals: dict[str, list[str] | None] = {}
@@ -1055,7 +1070,7 @@ class _Rules:
             and not isinstance(self.parents.get(id(node)), ast.ClassDef)
         ):  # dataclass(json.JSONEncoder) rewrites another module's class
             raise Refused(node, "calls `dataclass` on a class: decorate a class of its own")
-        self._attribute_names(node)
+        self._attribute_names(node, named)
         if _call_of(node, "type", 1):  # type(x) == list, type(error).__name__
             self.written_out.add(id(node.func))
         loader = self._loader(node.func)  # np.load, not variable.load(v, sess)
@@ -1080,28 +1095,40 @@ class _Rules:
             self._attribute(attribute)
             self.written_out.add(id(node.func))
 
-    def _attribute_names(self, node: ast.Call) -> None:
+    def _attribute_names(self, node: ast.Call, named: list[tuple[str, ast.expr]]) -> None:
         """A call that makes attributes (or an enum's class attributes) of names it is given
         has them written out, none of Python's machinery: an argparse option and its
         ``dest``, an absl flag, an enum made by a call. A name computed at run time could be
-        ``__array_interface__``."""
+        ``__array_interface__``. ``named``: its keywords, those of a ``**`` dict written out
+        among them; a ``**`` of anything else (a function's own ``**kwargs`` passed on, whose
+        callers give any ``dest``) is refused on such a call."""
         last = _last(node.func) or ""
-        extra = [k.value for k in node.keywords if k.arg == "extra"]  # a log record's
+
+        def given(*keywords: str) -> list[ast.expr]:
+            return [value for arg, value in named if arg in keywords]
+
+        extra = given("extra")  # a log record's
         if extra and not (isinstance(extra[0], ast.Dict) and None not in extra[0].keys):
             raise Refused(node, "passes `extra` a mapping it builds: write its keys out")
+        namer = last in NAMERS or last.startswith("DEFINE") or last in LOG_CALLS
+        if namer and any(
+            k.arg is None and not isinstance(k.value, ast.Dict) for k in node.keywords
+        ):
+            raise Refused(
+                node,
+                f"passes {_quoted(node.func)} keywords it does not write out (`**`): the "
+                "names of the attributes it makes would be out of sight",
+            )
         if last == "add_argument":
-            names = [*node.args, *(k.value for k in node.keywords if k.arg == "dest")]
+            names = [*node.args, *given("dest")]
         elif last == "add_subparsers":
-            names = [k.value for k in node.keywords if k.arg == "dest"]
+            names = given("dest")
         elif extra:
             names = list(extra[0].keys)  # type: ignore[attr-defined]
         elif last.startswith("DEFINE") and last not in ("DEFINE", "DEFINE_flag"):
-            names = [*node.args[:1], *(k.value for k in node.keywords if k.arg == "name")]
+            names = [*node.args[:1], *given("name")]
             if last == "DEFINE_alias":
-                names += [
-                    *node.args[1:2],
-                    *(k.value for k in node.keywords if k.arg == "original_name"),
-                ]
+                names += [*node.args[1:2], *given("original_name")]
         elif last in ("DEFINE", "DEFINE_flag"):
             raise Refused(node, f"calls {_quoted(node.func)}, whose flag's name is out of sight")
         elif any(k.arg == "prefix_chars" for k in node.keywords):
@@ -1161,6 +1188,12 @@ class _Rules:
                 node,
                 f"uses {_quoted(node)} otherwise than by calling it: it makes attributes "
                 "of the names it is given, so call it by its name, the names written out",
+            )
+        if full in LOGGING_FORMATS and not (isinstance(parent, ast.Call) and parent.func is node):
+            raise Refused(  # F = logging.Formatter; F(fmt, None, "{"): its style out of sight
+                node,
+                f"uses {_quoted(node)} otherwise than by calling it: its format's style "
+                "would be out of sight",
             )
         enum = full.startswith("enum.") and full.rpartition(".")[2] in ENUMS
         if enum and not (isinstance(parent, ast.ClassDef) and node in parent.bases):
