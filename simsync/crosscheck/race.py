@@ -171,15 +171,14 @@ while its lead moved 46 % between rounds and this machine drifts 15 %'
     known = [share for share in leads if math.isfinite(share)]
     moved = max(known) - min(known) if known else 0.0
     every = "both rounds" if len(rounds) == 2 else f"all {len(rounds)} rounds"
-    shown_lead, shown_drift = _percents_apart(lead, DRIFT) if math.isfinite(lead) else ("", "")
-    noise = (
-        f"its lead moved {_percent(moved)} between rounds and this machine drifts "
-        f"{shown_drift or _percent(DRIFT)}"
-    )
+    # the lead and what it must exceed (the larger of its moves and the drift), with as
+    # many decimals as tell them apart, and the other of the two alike
+    shown_lead, shown_moved, shown_drift = _percents_apart(lead, moved, DRIFT)
+    noise = f"its lead moved {shown_moved} between rounds and this machine drifts {shown_drift}"
     if lead <= max(moved, DRIFT):
         return (
             INCONCLUSIVE,
-            f"{said}; first in {every}: {first}, but ahead by only {_percent(lead)} in a "
+            f"{said}; first in {every}: {first}, but ahead by only {shown_lead} in a "
             f"round, while {noise}",
         )
     verdict = AS_PREDICTED if first == predicted else NOT_AS_PREDICTED
@@ -189,30 +188,25 @@ while its lead moved 46 % between rounds and this machine drifts 15 %'
     return verdict, f"{said}; first in {every}: {first}, {ahead}, while {noise}"
 
 
-def _percent(share: float) -> str:
-    """A share in whole percent, as the race's rule says it.
+def _percents_apart(lead: float, moved: float, drift: float) -> tuple[str, str, str]:
+    """A lead, how much it moved and the drift, in whole percent, or with as many decimals
+    as show the lead apart from what it must exceed, the larger of the other two (a lead of
+    15.06 % is more than a drift of 15 %, which '15 %' and '15 %' would not say: a
+    learner's trial). An infinite lead (no other run got there) is shown as no number.
 
-    >>> _percent(0.476)
-    '48 %'
+    >>> _percents_apart(0.476, 0.05, 0.15)
+    ('48 %', '5 %', '15 %')
+    >>> _percents_apart(0.1506, 0.02, 0.15)
+    ('15.1 %', '2.0 %', '15.0 %')
+    >>> _percents_apart(0.1496, 0.1502, 0.10)
+    ('14.96 %', '15.02 %', '10.00 %')
     """
-    return f"{share:.0%}".replace("%", " %")
-
-
-def _percents_apart(lead: float, drift: float) -> tuple[str, str]:
-    """A lead and the drift it must exceed, in whole percent, or with as many decimals as
-    show them apart (a lead of 15.06 % is more than a drift of 15 %, which '15 %' and '15 %'
-    would not say: a learner's trial).
-
-    >>> _percents_apart(0.476, 0.15)
-    ('48 %', '15 %')
-    >>> _percents_apart(0.1506, 0.15)
-    ('15.1 %', '15.0 %')
-    """
-    for digits in range(4):
-        shown = (f"{lead:.{digits}%}", f"{drift:.{digits}%}")
-        if shown[0] != shown[1]:
-            break
-    return shown[0].replace("%", " %"), shown[1].replace("%", " %")
+    bar = max(moved, drift)
+    digits = 0
+    while digits < 3 and math.isfinite(lead) and f"{lead:.{digits}%}" == f"{bar:.{digits}%}":
+        digits += 1
+    shown = (f"{share:.{digits}%}".replace("%", " %") for share in (lead, moved, drift))
+    return next(shown), next(shown), next(shown)
 
 
 def _lead(first: str, reached: dict[str, float | None]) -> float:
