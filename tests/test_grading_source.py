@@ -891,6 +891,14 @@ def test_the_programs_people_write_pass() -> None:
     kept += "FLAGS = tf.compat.v1.flags.FLAGS\ntf.compat.v1.flags.DEFINE_integer('gpus', 2, 'n')\n"
     kept += "FLAGS.gpus = 4\ntowers = FLAGS.gpus\nFLAGS(['train.py'])\n"
     assert check_source("import tensorflow as tf\n" + kept) is None
+    # a helper's honest census of the rules' false refusals: how many GPUs by device_lib,
+    # the GPUs' order and memory growth, the hash seed of a run made repeatable
+    gpus = "from tensorflow.python.client import device_lib\n"
+    gpus += "n = len([d for d in device_lib.list_local_devices() if d.device_type == 'GPU'])\n"
+    gpus += "import os\nos.environ['CUDA_DEVICE_ORDER'] = 'PCI_BUS_ID'\n"
+    gpus += "os.environ['TF_FORCE_GPU_ALLOW_GROWTH'] = 'true'\nos.environ['PYTHONHASHSEED'] = '0'\n"
+    assert check_source(gpus) is None
+    assert "internals" in (check_source(gpus + "device_lib.pywrap_tf_session\n") or "")
     # formats written out, or bound to a name alone; a module's own format (TensorFlow's)
     formats = "F = 'step {step}: loss {loss:.3f}'\nsaid = F.format(step=1, loss=2.0)\n"
     formats += "said = '{} {:>{width}}'.format(1, 2, width=8) + '{0[1]}'.format([1, 2])\n"
@@ -1001,3 +1009,17 @@ def test_no_standard_module_a_program_may_import_holds_a_getter_by_name_unrefuse
             if any(value is found for found in reaching) and attribute not in NOT_ATTRIBUTES:
                 unrefused.append(f"{name}.{attribute}")
     assert not unrefused
+
+
+def test_an_object_set_under_a_name_also_bound_otherwise_says_which_line() -> None:
+    """A parser's namespace whose name another function's ``*args`` also binds cannot be told
+    from it by the rules (a helper's census of false refusals): the refusal names the line
+    of the other binding, so the student knows what to rename."""
+    source = (
+        "import argparse\ndef log(msg, *args):\n    print(msg % args)\n"
+        "args = argparse.ArgumentParser().parse_args()\nargs.lr = 0.1\n"
+    )
+    why = check_source(source) or ""
+    assert why.startswith("line 5: sets `args.lr`") and "too (line 2)" in why, why
+    assert check_source(source.replace("*args", "*values").replace("% args", "% values")) is None
+    assert "too (line" not in (check_source("import json\nx = json.loads('{}')\nx.y = 1\n") or "")

@@ -70,12 +70,17 @@ TENSORFLOW = ("tensorflow.compat", "tensorflow.keras", "tensorflow.core.protobuf
 YET_MODULES = frozenset(
     {
         "tensorflow.python.client.timeline",
+        "tensorflow.python.client.device_lib",
         *("six.moves.xrange", "six.moves.range", "six.moves.zip", "six.moves.map"),
     }
 )
 #: ... of which a program may use only these names: the rest of the module is what it
 #: imports, TensorFlow's internals (the twenty-seventh attack reached ``timeline.logging``)
-YET_NAMES = {"tensorflow.python.client.timeline": frozenset({"Timeline"})}
+YET_NAMES = {
+    "tensorflow.python.client.timeline": frozenset({"Timeline"}),
+    # how many GPUs: the idiom of multi-GPU programs older than tf.config
+    "tensorflow.python.client.device_lib": frozenset({"list_local_devices"}),
+}
 
 #: Python's own names that change or reach code and objects by name
 NOT_NAMES = frozenset(
@@ -153,9 +158,15 @@ REWRITING = frozenset(
 #: the libraries under it rewrite and compute the graph in the student's own process (XLA's
 #: ``TF_XLA_FLAGS``, oneDNN's ``TF_ENABLE_ONEDNN_OPTS`` and ``ONEDNN_MAX_CPU_ISA``, which the
 #: twenty-fifth attack used to round a ``MatMul`` otherwise), which the grader's does not
-#: see: its log level is only words, and which GPUs it may use none of the grader's CPUs
+#: see: its log level is only words, which GPUs it may use, their order and how their
+#: memory grows none of the grader's CPUs, and Python's hash seed is read only as an
+#: interpreter starts (a program sets it for one it would start, which it may not)
 ENVIRONMENT_ALLOWED = frozenset(
-    {"TF_CPP_MIN_LOG_LEVEL", "TF_CPP_MIN_VLOG_LEVEL", "CUDA_VISIBLE_DEVICES"}
+    {
+        *("TF_CPP_MIN_LOG_LEVEL", "TF_CPP_MIN_VLOG_LEVEL"),
+        *("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "TF_FORCE_GPU_ALLOW_GROWTH"),
+        "PYTHONHASHSEED",
+    }
 )
 #: what holds or sets the environment's variables: reached only as :data:`ENVIRONMENT_USES`
 #: say (the twenty-fifth attack set them through ``env = os.environ`` and ``from os import
@@ -442,6 +453,10 @@ class _Rules:
         self.classes: set[str] = set()
         #: names bound only to an object the program made (its class's, options)
         self.made: dict[str, bool] = {}
+        #: names an assignment binds to such an object somewhere, and the line of a binding
+        #: of each name to anything else (what keeps the name from being the object's)
+        self.made_somewhere: set[str] = set()
+        self.bound_otherwise: dict[str, int] = {}
         #: ... to options it made (``ConfigProto()``), whose parts may be set too
         self.options: dict[str, bool] = {}
         #: the first arguments of methods (their own object); names of calls checked whole
@@ -583,11 +598,16 @@ class _Rules:
                 for name in _names(target):
                     self.made[name] = self.made.get(name, True) and made
                     self.options[name] = self.options.get(name, True) and options
+                    if made:
+                        self.made_somewhere.add(name)
+                    else:
+                        self.bound_otherwise.setdefault(name, node.lineno)
             return
         if isinstance(node, ast.arg) and node.arg in ("self", "cls"):
             return  # the first argument of a method, judged where used: _method_self
         for name in _bound(node):
             self.made[name] = self.options[name] = False
+            self.bound_otherwise.setdefault(name, getattr(node, "lineno", 0))
 
     def _makes(self, value: ast.expr) -> str | None:
         """The class of the object of the program's own that ``value`` makes (its own
@@ -1239,10 +1259,20 @@ class _Rules:
         for part in _parts(target):
             if isinstance(part, ast.Attribute):
                 if not self._settable(part.value):
+                    root = _root(part.value)
+                    name = root.id if isinstance(root, ast.Name) else ""
+                    made = name in self.made_somewhere
+                    other = self.bound_otherwise.get(name, 0) if made else 0
+                    hint = (  # args = parser.parse_args() beside a def log(*args)
+                        f": `{name}` is bound to something else too (line {other}), so the "
+                        "rules cannot tell it is the object it made; name one of them otherwise"
+                        if other
+                        else ""
+                    )
                     raise Refused(
                         node,
                         f"sets {_quoted(part)}: a graded program sets attributes of its own "
-                        "objects only (self, its classes' objects, options it made)",
+                        f"objects only (self, its classes' objects, options it made){hint}",
                     )
             elif isinstance(part, ast.Subscript):
                 root = _root(part)

@@ -196,7 +196,11 @@ def on_gpus(graph: Graph, steps: int, seed: int, source: str) -> dict[str, Any] 
     feeds = resource_feeds(alone)
     # the towers with the most work at each sync point: of towers as slow as each other, the
     # one the simulation has last is its order's, not theirs
-    slowest = {point: slowest_towers(alone, point, feeds) for point in found["waited_for"]}
+    slowest = {  # not where the question does not apply (a take of R of N gradients)
+        point: towers
+        for point in found["waited_for"]
+        if (towers := slowest_towers(alone, point, feeds)) is not None
+    }
     return {"line": line, "step_time": found["step_time"]["mean"], "last": last,
             "meetings": meetings, "slowest": slowest}  # fmt: skip
 

@@ -225,16 +225,16 @@ def expected_last(graph: Graph, point: str, feeds: Feeds | None = None) -> str:
     >>> expected_last(tiny_example(), "average_gradients")
     ''
     """
-    slowest = slowest_towers(graph, point, feeds)
+    slowest = slowest_towers(graph, point, feeds) or []
     return slowest[0] if len(slowest) == 1 else ""
 
 
-def slowest_towers(graph: Graph, point: str, feeds: Feeds | None = None) -> list[str]:
+def slowest_towers(graph: Graph, point: str, feeds: Feeds | None = None) -> list[str] | None:
     """The towers with the most own work up to sync point ``point`` (:func:`own_work`): those
-    within :data:`WORK_MARGIN` of the longest, each longer than every other tower's by more
-    than that (towers as slow as each other: one of them comes last, whichever the order
-    has); none when all the towers' work is about equal, or when ``point`` is a take of fewer
-    gradients than there are workers (it goes on without the slowest).
+    within :data:`WORK_MARGIN` of the longest (towers as slow as each other: one of them
+    comes last, whichever the order has); none when every tower is within that margin.
+    None where the question does not apply: fewer than two towers, or ``point`` a take of
+    fewer gradients than there are workers (it goes on without the slowest).
 
     >>> from simsync.patterns import tiny_example
     >>> slowest_towers(tiny_example(), "average_gradients")
@@ -242,10 +242,10 @@ def slowest_towers(graph: Graph, point: str, feeds: Feeds | None = None) -> list
     """
     work = own_work(graph, point, feeds)
     if len(work) < 2:
-        return []
+        return None
     taken = graph.op(point).amount if feeds and point in feeds else 0
     if 0 < taken < len(work):  # a take of R of N: it never waits for the slowest
-        return []
+        return None
     longest = max(work.values())
     slowest = sorted(
         (t for t, w in work.items() if w * (1 + WORK_MARGIN) >= longest), key=natural_key

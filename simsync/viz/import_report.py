@@ -185,7 +185,9 @@ def on_gpus_lines(result: Mapping[str, Any], shown: int = 3) -> list[str]:
         towers = listed(list(next(iter(slowest))))
         lines.append(f"  last at a sync point there: {towers}, the slowest (each as slow)")
     elif slowest == {()}:
-        lines.append("  last at a sync point there: no single tower (their work up to it is equal)")
+        lines.append(
+            "  last at a sync point there: no single tower (their work up to it is about equal)"
+        )
     elif named:  # a tower last a fifth of the time or more
         tied = " (tied; each counts)" if sum(gpus["last"].values()) > meetings else ""
         lines.append(f"  last at a sync point there: {', '.join(named[:shown])}{tied}")
