@@ -83,3 +83,18 @@ def test_equal_towers_one_a_transfer_later_arrive_together() -> None:
     assert first.split("│")[5].strip() == "together", out.getvalue()
     assert "the one counted last got there only a moment later" in " ".join(out.getvalue().split())
     assert marked(result) == []
+
+
+def test_workers_that_meet_for_one_apply_have_a_mean_step_not_a_mean_update() -> None:
+    """SyncReplicas' workers (lesson 6's three) each wait for the one apply of every step:
+    the note under the critical path speaks of a step and its slowest compute, not of the
+    asynchronous workers' updates (a review found it did, as for three asynchronous
+    workers)."""
+    path = ROOT / "lessons" / "06-one-apply-per-step" / "three_workers.toml"
+    result = summary(simulate(load_scenario(path), numerics=False))
+    assert result["workers"] == 3 and result["updating_clients"] == 1
+    out = io.StringIO()
+    Console(file=out, width=200, color_system=None).print(SummaryView(result))
+    said = out.getvalue()
+    assert "The mean step (" in said and "waits for its slowest compute" in said, said
+    assert "The mean update" not in said and "other workers' work" not in said, said

@@ -88,10 +88,10 @@ class SummaryView:
                 + _any_tower(self.summary, path["ops"]),
                 style="dim",
             )
-            note = critical_path_note(
+            note = critical_path_note(  # one SyncReplicas apply of all workers: a step
                 path.get("seconds"),
                 self.summary.get("step_time"),
-                int(self.summary.get("workers") or 1),
+                int(self.summary.get("workers") or 1) if _concurrent(self.summary) else 1,
             )
             if note:
                 yield Text(note, style="dim")
