@@ -283,6 +283,7 @@ def test_staleness_read_off_unpaired_times_is_the_ledgers() -> None:
     sim = simulate(workers(3, steps=40, seed=4), numerics=False)
     accesses = sim.trace.accesses
     assert accesses, "a simulation with detail records its variables' reads and writes"
+    exact_of: dict[str, float] = {}
     for variable in {a.variable for a in accesses if a.write}:
         # times as the order the accesses happened in (a run reads as its last write lands:
         # the same time, after it), as a profiler's picoseconds order kernels
@@ -298,6 +299,13 @@ def test_staleness_read_off_unpaired_times_is_the_ledgers() -> None:
         exact = sum(u.before - u.read for u in ledger) / len(ledger)
         assert exact > 0.5  # 3 workers: stale updates to read off
         assert unpaired_staleness(sorted(reads), landed) == pytest.approx(exact)
+        exact_of[variable] = exact
     assert variable_staleness(sim.graph, sim.trace) == pytest.approx(
         staleness_stats(sim.trace)["mean"]
     )
+    # only the variables a measuring read off, as the cross-check compares them
+    alone = {v: variable_staleness(sim.graph, sim.trace, {v}) for v in exact_of}
+    assert any(found is not None for found in alone.values())
+    for variable, found in alone.items():
+        assert found is None or found == pytest.approx(exact_of[variable])
+    assert variable_staleness(sim.graph, sim.trace, set()) is None

@@ -201,8 +201,11 @@ def _staleness(
                 pairs[variable] = (first[len(prefix) :], writer.name[len(prefix) :])
     blocks, updates = [], 0
     for one in rounds:
-        steps, kernels = one["steps"], one["kernels"]
-        names = sorted({name for name, _ in kernels})
+        steps = one["steps"]
+        kernels: dict[str, list[float]] = {}  # each kernel's name: when each one started
+        for name, time in one["kernels"]:
+            kernels.setdefault(name, []).append(time)
+        names = sorted(kernels)
         means = []
         for read, written in pairs.values():
             reads = _instants(
@@ -217,18 +220,18 @@ def _staleness(
         if means:
             blocks.append(statistics.fmean(means))
             updates += steps
-    predicted = variable_staleness(simulation.graph, simulation.trace)
+    predicted = variable_staleness(simulation.graph, simulation.trace, set(pairs))
     said = {"variables": sorted(pairs), "rounds": len(rounds), "read_off": len(blocks)}
     if not blocks or predicted is None:
         return {**said, "evidence": None}
     return {**said, "evidence": staleness_of_blocks(blocks, predicted, updates)}
 
 
-def _instants(kernels: Sequence[Sequence[Any]], names: Sequence[str], steps: int) -> list[float]:
+def _instants(kernels: Mapping[str, list[float]], names: Sequence[str], steps: int) -> list[float]:
     """When the kernels of the first of ``names`` that ran once in each of ``steps`` steps
-    started; [] when none did."""
+    started (``kernels``: each name's start times); [] when none did."""
     for name in names:
-        times = [time for named, time in kernels if named == name]
+        times = kernels.get(name, [])
         if len(times) == steps:
             return times
     return []

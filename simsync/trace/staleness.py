@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from operator import itemgetter
 from typing import TypedDict
 
@@ -174,7 +174,7 @@ def unpaired_staleness(reads: Sequence[float], updates: Sequence[float]) -> floa
     between its read and it, so the sum over all updates is, whatever the pairing, the
     updates each landed after (0 + 1 + ... + n-1) less the updates landed before each read.
     None when the counts differ, or the times allow no pairing of each read before its update
-    (a negative sum).
+    (one exists exactly when the k-th read, in order, came before the k-th update).
 
     >>> unpaired_staleness([0.0, 2.0], [1.0, 3.0])  # one after the other: none stale
     0.0
@@ -184,23 +184,31 @@ def unpaired_staleness(reads: Sequence[float], updates: Sequence[float]) -> floa
     1.0
     >>> unpaired_staleness([2.0], [1.0]) is None
     True
+    >>> unpaired_staleness([0.0, 0.0, 10.0], [1.0, 2.0, 3.0]) is None  # a read after all
+    True
     """
     if len(reads) != len(updates) or not updates:
         return None
     landed = sorted(updates)
+    if any(read > update for read, update in zip(sorted(reads), landed, strict=True)):
+        return None
     count = len(landed)
     total = count * (count - 1) // 2 - sum(bisect_left(landed, read) for read in reads)
-    return total / count if total >= 0 else None
+    return total / count
 
 
-def variable_staleness(graph: Graph, trace: Trace) -> float | None:
-    """The mean over the variables the trace's updates write of the mean staleness of each
-    one's updates (:func:`unpaired_staleness`'s measure, from a ledger: exact), or None
-    without applied updates."""
+def variable_staleness(
+    graph: Graph, trace: Trace, variables: Collection[str] | None = None
+) -> float | None:
+    """The mean over the variables the trace's updates write (only ``variables``, when
+    given: those a measuring read off) of the mean staleness of each one's updates
+    (:func:`unpaired_staleness`'s measure, from a ledger: exact), or None without applied
+    updates."""
     by_variable: dict[str, list[int]] = defaultdict(list)
     for update in trace.updates:
-        if update.applied:
-            by_variable[graph.op(update.op).writes[0]].append(update.before - update.read)
+        written = graph.op(update.op).writes[0]
+        if update.applied and (variables is None or written in variables):
+            by_variable[written].append(update.staleness)
     means = [sum(found) / len(found) for found in by_variable.values()]
     return sum(means) / len(means) if means else None
 
