@@ -32,7 +32,7 @@ import stat
 import tempfile
 import time
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -45,10 +45,12 @@ except ImportError:  # not a POSIX system: writes still replace files atomically
 
 __all__ = [
     "MAX_INPUT_BYTES",
+    "PACKAGE_FOLDER",
     "InputError",
     "InputTooLarge",
     "NotRegularFile",
     "atomic_writer",
+    "folder_holding",
     "locked",
     "read_input",
     "read_json",
@@ -379,6 +381,29 @@ def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
         return os.path.samefile(a, b)
     except OSError:  # one of them does not exist (yet): compare where they would be
         return os.path.realpath(a) == os.path.realpath(b)
+
+
+#: simsync's own package folder, where no output is ever written
+PACKAGE_FOLDER = Path(__file__).resolve().parent
+
+
+def folder_holding(
+    target: str | os.PathLike[str], folders: Mapping[str, str | os.PathLike[str]]
+) -> tuple[str, str | os.PathLike[str]] | None:
+    """The first of ``folders`` (what each is: where it is) that would hold the file
+    ``target``, in it or below, through links and ``..``; None for none.
+
+    >>> folder_holding("/a/b/out.json", {"the input": "/a", "simsync's own folder": "/c"})
+    ('the input', '/a')
+    >>> folder_holding("/a2/out.json", {"the input": "/a"}) is None
+    True
+    """
+    inside = Path(target).absolute().parent.resolve()
+    for what, folder in folders.items():
+        held = Path(folder).resolve()
+        if inside == held or held in inside.parents:
+            return what, folder
+    return None
 
 
 def refuse_overwriting_inputs(

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from simsync.errors import UsageError, printable
-from simsync.files import atomic_writer
+from simsync.files import PACKAGE_FOLDER, atomic_writer, folder_holding
 from simsync.grading.assignment import Assignment, find_assignment, load_assignments
 from simsync.grading.grader import LEFT_OUT, Grade, grade, not_run_said
 from simsync.sandbox.bubblewrap import Sandbox, find_sandbox
@@ -164,18 +164,17 @@ def _check_target(target: Path, submission: Path, assignment: Assignment) -> Non
             f"cannot write {target}: it is not a regular file (a link, a device or a FIFO); "
             "name a file of its own for results.json"
         )
-    inside = target.absolute().parent.resolve()
     inputs = {
         "the submission being graded": submission,
         f"assignment {assignment.number}'s own folder": assignment.folder,
-        "simsync's own folder": Path(__file__).parent.parent,
+        "simsync's own folder": PACKAGE_FOLDER,
     }
-    for what, folder in inputs.items():
-        held = folder.resolve()
-        if inside == held or held in inside.parents:
-            raise UsageError(
-                f"cannot write {target}: it is inside {what} ({folder}); write results outside it"
-            )
+    holder = folder_holding(target, inputs)
+    if holder is not None:
+        what, folder = holder
+        raise UsageError(
+            f"cannot write {target}: it is inside {what} ({folder}); write results outside it"
+        )
 
 
 @contextlib.contextmanager

@@ -26,7 +26,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from simsync.errors import UsageError, printable
-from simsync.files import atomic_writer
+from simsync.files import PACKAGE_FOLDER, atomic_writer, folder_holding
 from simsync.grading.assignment import find_assignment
 
 __all__ = ["pack", "project_root"]
@@ -86,17 +86,19 @@ def pack(number: int, output: Path) -> int:
         raise UsageError(f"cannot write {output}: no folder {output.parent}")
     if output.suffix != ".zip":
         raise UsageError(f"{output}: the autograder must be a .zip")
-    inside = output.absolute().parent.resolve()
-    for what, folder in (
-        ("the assignments' folder, which it packs", assignment.folder.parent),
-        ("simsync's own folder", Path(__file__).parent.parent),
-    ):
-        held = folder.resolve()
-        if inside == held or held in inside.parents:
-            raise UsageError(
-                f"cannot write {output}: it is inside {what} ({folder}): the next pack would "
-                "hold this one; write it outside"
-            )
+    holder = folder_holding(
+        output,
+        {
+            "the assignments' folder, which it packs": assignment.folder.parent,
+            "simsync's own folder": PACKAGE_FOLDER,
+        },
+    )
+    if holder is not None:
+        what, folder = holder
+        raise UsageError(
+            f"cannot write {output}: it is inside {what} ({folder}): the next pack would "
+            "hold this one; write it outside"
+        )
     name, wheel = _wheel(project_root())
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:

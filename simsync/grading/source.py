@@ -1124,10 +1124,10 @@ class _Rules:
         callers give any ``dest``) is refused on such a call."""
         last = _last(node.func) or ""
 
-        def given(*keywords: str) -> list[ast.expr]:
+        def keyword(*keywords: str) -> list[ast.expr]:
             return [value for arg, value in named if arg in keywords]
 
-        extra = given("extra")  # a log record's
+        extra = keyword("extra")  # a log record's
         if extra and not (isinstance(extra[0], ast.Dict) and None not in extra[0].keys):
             raise Refused(node, "passes `extra` a mapping it builds: write its keys out")
         namer = last in NAMERS or last.startswith("DEFINE") or last in LOG_CALLS
@@ -1140,15 +1140,15 @@ class _Rules:
                 "names of the attributes it makes would be out of sight",
             )
         if last == "add_argument":
-            names = [*node.args, *given("dest")]
+            names = [*node.args, *keyword("dest")]
         elif last == "add_subparsers":
-            names = given("dest")
+            names = keyword("dest")
         elif extra:
             names = list(extra[0].keys)  # type: ignore[attr-defined]
         elif last.startswith("DEFINE") and last not in ("DEFINE", "DEFINE_flag"):
-            names = [*node.args[:1], *given("name")]
+            names = [*node.args[:1], *keyword("name")]
             if last == "DEFINE_alias":
-                names += [*node.args[1:2], *given("original_name")]
+                names += [*node.args[1:2], *keyword("original_name")]
         elif last in ("DEFINE", "DEFINE_flag"):
             raise Refused(node, f"calls {_quoted(node.func)}, whose flag's name is out of sight")
         elif any(k.arg == "prefix_chars" for k in node.keywords):
