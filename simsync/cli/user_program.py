@@ -476,12 +476,12 @@ def _print_staleness(stale: dict[str, Any] | None, out: Any) -> None:
             markup=False,
         )
         return
+    from simsync.viz.crosscheck import stale_where
+
     low, high = evidence["interval"]
-    moves = f"{evidence['margin']:.2f}, how far that interval moves from one run to the next"
-    said = {
-        "as predicted": "inside that interval: as predicted",
-        "not as predicted": f"outside that interval by more than {moves}: NOT as predicted",
-    }.get(evidence["prediction"], f"outside that interval by less than {moves}: inconclusive here")
+    verdict = {"as predicted": "as predicted", "not as predicted": "NOT as predicted"}
+    said = f"{stale_where(evidence, 'that interval')}: "
+    said += verdict.get(evidence["prediction"], "inconclusive here")
     out.print(
         f"  staleness (of an update: the other updates that landed between its step's read of "
         f"a variable and its own): measured {evidence['mean']:.2f} on average over "

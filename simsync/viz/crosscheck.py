@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # the cross-check is not imported to draw what it found
         Violation,
     )
 
-__all__ = ["CrossCheckView", "EvidenceView", "ProfileView"]
+__all__ = ["CrossCheckView", "EvidenceView", "ProfileView", "stale_where"]
 
 #: What timed the real ops of a kind, when not TensorFlow's executor records (on a CPU).
 TIMED_BY = {"kernels": " (GPU kernels)", "both": " (GPU kernels, executor)"}
@@ -832,20 +832,31 @@ def _stale_predicted(stale: StalenessEvidence, predicted: str) -> tuple[str, Tex
         f"the 95 % interval {low:.2f}–{high:.2f} of the measured one ({stale['blocks']} "
         "blocks of the ledger, in the order the updates landed)"
     )
-    moves = (
-        f"{stale['margin']:.2f}, how far that interval moves from one run to the next on "
-        "this machine"
-    )
-    said = {
-        "as predicted": f"inside {interval}",
-        "not as predicted": f"outside {interval}, by more than {moves}",
-        "inconclusive": f"outside {interval}, but by less than {moves}: no verdict",
-    }[verdict]
+    said = stale_where(stale, interval) + (": no verdict" if verdict == "inconclusive" else "")
     return (
         "is the staleness the predicted one?",
         text,
         f"predicted {stale['predicted']:.2f} {predicted}, {said}",
     )
+
+
+def stale_where(stale: StalenessEvidence, interval: str) -> str:
+    """Where a staleness prediction lies against the measured ``interval`` (its words),
+    and the margin that decided: the one phrase of the cross-check's table and of a
+    program's report.
+
+    >>> stale_where({"prediction": "inconclusive", "margin": 0.5}, "that interval")
+    'outside that interval, but by less than 0.50, how far that interval moves from one run to the next on this machine'
+    """  # noqa: E501
+    moves = (
+        f"{stale['margin']:.2f}, how far that interval moves from one run to the next on "
+        "this machine"
+    )
+    return {
+        "as predicted": f"inside {interval}",
+        "not as predicted": f"outside {interval}, by more than {moves}",
+        "inconclusive": f"outside {interval}, but by less than {moves}",
+    }[stale["prediction"]]
 
 
 def _moving(moving: MovingCheck) -> str:
