@@ -898,6 +898,8 @@ def test_the_programs_people_write_pass() -> None:
     gpus += "import os\nos.environ['CUDA_DEVICE_ORDER'] = 'PCI_BUS_ID'\n"
     gpus += "os.environ['TF_FORCE_GPU_ALLOW_GROWTH'] = 'true'\nos.environ['PYTHONHASHSEED'] = '0'\n"
     assert check_source(gpus) is None
+    # a name of its own that begins as absl's makers of flags do
+    assert check_source("DEFINED = True\nLIMIT = DEFINED and 5\n") is None
     assert "internals" in (check_source(gpus + "device_lib.pywrap_tf_session\n") or "")
     # formats written out, or bound to a name alone; a module's own format (TensorFlow's)
     formats = "F = 'step {step}: loss {loss:.3f}'\nsaid = F.format(step=1, loss=2.0)\n"

@@ -1203,6 +1203,8 @@ class _Rules:
         last = full.rpartition(".")[2] or _last(node) or ""  # an import's own name
         parent = self.parents.get(id(node))
         namer = last in NAMERS or last.startswith("DEFINE")
+        if isinstance(node, ast.Name) and node.id not in self.modules:
+            namer = False  # a name of its own (``DEFINED = True``), no import of absl's
         if namer and not (isinstance(parent, ast.Call) and parent.func is node):
             raise Refused(
                 node,
