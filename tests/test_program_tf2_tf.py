@@ -436,3 +436,119 @@ def test_a_fit_whose_epoch_ends_while_timed_says_how_to_time_it(tmp_path):
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     one_clear_line(ran, "fit_arrays.py", "input ran out", "repeat()", "steps_per_epoch")
+
+
+# ## MultiWorkerMirroredStrategy: one process per worker, run as its cluster -------------
+
+#: each worker of tf2_multi_worker.py, told its place by TF_CONFIG (argv: the program, the
+#: worker's index, the cluster's addresses), runs its step twice with run metadata on and
+#: says the collective ops TensorFlow ran and their devices
+MULTI_WORKER_TRUTH = (
+    r"""
+import json, os, sys
+os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": sys.argv[3].split(",")},
+                                      "task": {"type": "worker", "index": int(sys.argv[2])}})
+"""
+    + RECORDED.replace(
+        "CALL", 'for _ in range(2):\n    names["distributed_train_step"](next(names["iterator"]))'
+    )
+    + r"""
+print(json.dumps({n.name: devices[n.name] for n in nodes if n.op.startswith("Collective")}))
+sys.stdout.flush()
+os._exit(0)  # its peer's collectives would wait for it at exit
+"""
+)
+
+
+def _multi_worker_truth() -> list[dict[str, str]]:
+    """What TensorFlow itself ran in each of the two workers of tf2_multi_worker.py, both
+    started in a private network (their servers listen on every interface)."""
+    addresses = "127.0.0.1:2222,127.0.0.1:2223"
+    with private_network() as enter:
+        workers = [
+            subprocess.Popen(
+                [
+                    *enter,
+                    sys.executable,
+                    "-c",
+                    MULTI_WORKER_TRUTH,
+                    str(PROGRAMS / "tf2_multi_worker.py"),
+                    str(k),
+                    addresses,
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env={**os.environ},
+            )
+            for k in range(2)
+        ]
+        try:
+            said = [worker.communicate(timeout=300) for worker in workers]
+        finally:
+            for worker in workers:  # it catches SIGTERM and goes on waiting for its peer
+                worker.kill()
+    for worker, (_, err) in zip(workers, said, strict=True):
+        assert worker.returncode == 0, err[-2000:]
+    return [json.loads(out.strip().splitlines()[-1]) for out, _ in said]
+
+
+@pytest.fixture(scope="module")
+def multi_worker():
+    return import_program(
+        PROGRAMS / "tf2_multi_worker.py", cache=False, processes=1, tasks={"worker": 2}
+    )
+
+
+def test_a_multi_worker_strategys_workers_are_towers_that_meet_at_their_all_reduces(
+    multi_worker,
+):
+    """Each worker a process of its own, run as its cluster: each worker a tower on its
+    task, every worker's all-reduce (the optimizer's, of the gradients; the loss's
+    ``strategy.reduce``) taking every worker's data, so each is a sync point of both, and
+    the workers' loops one client, as their steps meet at every all-reduce."""
+    truth = _multi_worker_truth()
+    graph = multi_worker.graph
+    assert sorted(graph.towers) == [0, 1]
+    assert [c.name for c in graph.clients] == ["main"]
+    points = sync_points(graph)
+    for k, collectives in enumerate(truth):
+        # the optimizer packs the gradients into one all-reduce; the loss is another
+        assert len(collectives) == 2 and all(f"task:{k}" in d for d in collectives.values())
+        for name in collectives:
+            op = graph.op(f"worker_{k}/{name}")
+            assert op.device == f"/job:worker/task:{k}"
+            assert op.name in points
+            towers = {graph.op(t.src).tower for t in graph.inputs(op.name)} - {None}
+            assert towers == {0, 1}, (op.name, [t.src for t in graph.inputs(op.name)])
+    run = simulate_program(
+        "tf2_multi_worker.py", WhatIf(speeds=(1.0, 0.5)), imported=multi_worker, steps=20
+    )
+    last = program_summary(run)["waited_for"]
+    gradients = [f"worker_{k}/{n}" for k in (0, 1) for n in truth[k] if "sgd" in n]
+    assert len(gradients) == 2
+    # the half-speed worker is the one the other waits for at the gradients' all-reduce
+    assert all(last[name].get("worker_1", 0) >= 18 for name in gradients), last
+
+
+def test_a_multi_worker_strategy_outside_a_cluster_is_one_clear_line():
+    """Without a cluster (no TF_CONFIG), TensorFlow would make one worker of one replica:
+    the program is told how to run as its cluster instead."""
+    program = PROGRAMS / "tf2_multi_worker.py"
+    ran = subprocess.run(
+        [sys.executable, "-m", "simsync", "simulate", str(program)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    one_clear_line(ran, "MultiWorkerMirroredStrategy", "no TF_CONFIG", "--tasks worker=2")
+
+
+def test_a_multi_worker_strategys_cross_check_runs_its_cluster_again(multi_worker):
+    """Each run a fresh cluster of two processes, the first worker's steps traced (with the
+    profiler on in both, the second crashed now and then: cluster.traces), its structure
+    checked against the prediction and the one client's step compared."""
+    _, report = crosscheck_program(PROGRAMS / "tf2_multi_worker.py", runs=2, tasks={"worker": 2})
+    assert report["structure"]["ok"], report["structure"]["violations"][:3]
+    assert report["structure"]["checked"] > 100
+    (step,) = report["step_time"]
+    assert step["client"] == "main" and step["measured"] > 0 and step["predicted"] > 0
+    assert report["tasks"] == {"worker": 2} and report["same_graph"]

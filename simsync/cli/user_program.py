@@ -121,7 +121,7 @@ def add_task_options(parser: argparse.ArgumentParser) -> None:
         type=_tasks,
         metavar="JOB=N,...",
         help="the cluster's jobs and their tasks, such as ps=1,worker=2 (the ps tasks only "
-        "serve; every other task trains)",
+        "serve; every other task trains), or worker=2 for a MultiWorkerMirroredStrategy",
     )
     group.add_argument(
         "--no-task-flags",

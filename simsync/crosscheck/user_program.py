@@ -485,9 +485,14 @@ def crosscheck_program(
         if real_args is not None and first is None:  # refused before the other runs
             first = data, convert(data, None)
             _built_as_asked(path, first[1][0], run.simulation.graph, real_args)
+    seen = {r[0] for one in measured for c in one["clients"].values()
+            for step in c["steps"] for r in step}  # fmt: skip
     if real_args is None:
-        # the graph as imported, among the ops its profile saw run
+        # the graph as imported, among the ops its profile saw run (of a cluster's, those
+        # its runs traced: its tasks but the first trace none, as cluster.traces says)
         checked, timed = imported.graph, set(imported.profile.get("ops", {}))
+        if tasks is not None:
+            timed &= seen
         threads = {c["thread"]: c["name"] for c in imported.data["clients"]}
         queues = imported.report.get("input_queues", {})
     else:
@@ -496,8 +501,7 @@ def crosscheck_program(
         assert first is not None  # runs >= 1, checked above
         data, (checked, built) = first
         queues = built.get("input_queues", {})
-        timed = {r[0] for one in measured for c in one["clients"].values()
-                 for step in c["steps"] for r in step}  # fmt: skip
+        timed = seen
         threads = {c["thread"]: c["name"] for c in data["clients"]}
     profiled = [
         wall

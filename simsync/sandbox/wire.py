@@ -164,6 +164,9 @@ class OpData(TypedDict):
     elements: NotRequired[Count | None]
     #: a function's call (a tf.function, a tf.cond): whether its functions write a variable
     calls_write: NotRequired[bool]
+    #: a collective op's key (its kind, group and instance), alike for the ops of one
+    #: collective in every task of a cluster (:mod:`~simsync.tf_backend.program.collectives`)
+    collective: NotRequired[Name]
 
 
 class ClientData(TypedDict):

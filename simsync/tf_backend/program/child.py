@@ -113,19 +113,27 @@ def main(request_path: str, folder: str, work: str) -> int:
     observer = Observer(tf, gpus, on_loop, timeout_ms=timeout, cluster=task is not None)
     observer.install()
     functions = None
-    if task is None and request["kind"] != "meta":  # a tf.function step in a Python loop
+    if request["kind"] != "meta":  # a tf.function step in a Python loop
         from simsync.tf_backend.program.functions import FunctionObserver
 
         def on_function_loop(loop: Any) -> None:
+            if task is not None:  # a task of a cluster: its loop is timed when every one's is
+                say(looping=True)
+                sys.stdin.buffer.readline()
             try:
-                _answer_function(tf, request, loop, gpus, say)
+                _answer_function(tf, request, loop, gpus, say, task)
             except Ended as ended:
                 say(error=str(ended))
             except tf.errors.OutOfRangeError as error:  # its step's iterator came to its end
                 say(error=f"could not time its training step: {_cause(error)}: {RAN_OUT}")
             except BaseException as error:
                 say(error=f"could not read the training loop: {_cause(error)}")
-            os._exit(0)
+            if task is None:
+                os._exit(0)
+            # a worker of a cluster trains on, as written: the others' steps meet its own at
+            # their all-reduces, until every one has answered and the parent ends them all
+            say(answered=True)
+            answered.append(True)
 
         functions = FunctionObserver(tf, on_function_loop)
         functions.install()
@@ -513,11 +521,20 @@ def _answer(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any, fo
             say(averaging={"towers": 0, "updates": [], "problem": problem[:2000]})
 
 
-def _answer_function(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any) -> None:
+def _answer_function(
+    tf: Any, request: dict[str, Any], loop: Any, gpus: int, say: Any, task: Any = None
+) -> None:
     """Answer the ``request`` of a TensorFlow 2 program whose loop calls a ``tf.function``
     step (:mod:`~simsync.tf_backend.program.functions`): its graph and machine, then its
     profile (:mod:`~simsync.tf_backend.program.function_costs`) or a cross-check's
-    measure. Grading (an export) and values (a replay) are refused in one line."""
+    measure. Grading (an export) and values (a replay) are refused in one line. A ``task``
+    of a cluster is always profiled, its steps traced only where it is the first
+    (:func:`~simsync.tf_backend.program.cluster.traces`): its steps meet the other tasks'
+    at their all-reduces, so every task calls its step alike (one that skipped its
+    profile, its costs known, would leave the others' profiles to its own loop's pace)."""
+    from simsync.tf_backend.program.cluster import traces
+
+    trace = task is None or traces(task["tf_config"])
     from simsync.tf_backend.program.cluster import join
     from simsync.tf_backend.program.function_costs import measure_function, profile_function
     from simsync.tf_backend.program.functions import function_graph_data, scheduled_on
@@ -562,9 +579,9 @@ def _answer_function(tf: Any, request: dict[str, Any], loop: Any, gpus: int, say
     say(machine=machine)
     if measure:
         traced, untraced = int(measure["traced"]), int(measure["untraced"])
-        say(measured=measure_function(tf, loop, data, traced, untraced))
-    elif request.get("profile", True) and not _known(request, data, machine):
-        say(profile=profile_function(tf, loop, data, int(request.get("steps", 5))))
+        say(measured=measure_function(tf, loop, data, traced, untraced, trace))
+    elif request.get("profile", True) and (task or not _known(request, data, machine)):
+        say(profile=profile_function(tf, loop, data, int(request.get("steps", 5)), trace))
 
 
 def _tasks_in_threads(loop: Loop) -> list[Loop] | None:

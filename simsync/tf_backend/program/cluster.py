@@ -19,7 +19,10 @@ one (:func:`join`): the state the tasks share by name on one device (variables, 
 accumulators, which between-graph replication makes in every task's graph) is one op; every
 other op is that task's own, under a name scope of its own, ``worker_<k>`` for the k-th
 task that trains (the towers, :mod:`simsync.tf_backend.program.towers`), and so is its
-loop (a client) and its costs.
+loop (a client) and its costs. A TensorFlow 2 program's workers whose steps meet at
+collectives (a ``MultiWorkerMirroredStrategy``'s all-reduces, matched by their keys across
+the tasks) run in lockstep: their loops are one client (:data:`LOCKSTEP`), and only the
+first worker's steps are traced (:func:`traces`).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from typing import Any
 
 from simsync.errors import UsageError
 from simsync.tf_backend.cluster.namespace import namespace_available
+from simsync.tf_backend.program.collectives import join_collectives
 
 __all__ = [
     "FIRST_PORT",
@@ -45,6 +49,7 @@ __all__ = [
     "parse_tasks",
     "private_network",
     "task_says",
+    "traces",
     "trainers",
 ]
 
@@ -114,6 +119,25 @@ def trainers(jobs: Mapping[str, int]) -> list[tuple[str, int]]:
     """The tasks that train, (job, index), in the order of their jobs: every job's but the
     parameter servers'."""
     return [(job, i) for job, n in jobs.items() if job != PARAMETER_SERVERS for i in range(n)]
+
+
+def traces(tf_config: Mapping[str, Any]) -> bool:
+    """Whether the task ``tf_config`` names (``TF_CONFIG``'s form) is the first that trains
+    (:func:`trainers`), the one task of a cluster whose TensorFlow 2 step is traced by
+    TensorFlow's profiler; the others run theirs untraced alongside, as many of them. With
+    the profiler on in every worker of a ``MultiWorkerMirroredStrategy``, a worker that was
+    not the first crashed in 3 of 12 cross-checks' runs here (``munmap_chunk(): invalid
+    pointer``, SIGABRT, SIGSEGV; its peer's all-reduce then aborted), in none of 12 with
+    the first alone tracing. The workers run one graph: the others' ops cost what the
+    first's copies do (:func:`join`).
+
+    >>> config = {"cluster": {"ps": ["a"], "worker": ["b", "c"]}}
+    >>> [traces({**config, "task": {"type": "worker", "index": i}}) for i in (0, 1)]
+    [True, False]
+    """
+    jobs = {job: len(addresses) for job, addresses in tf_config["cluster"].items()}
+    task = tf_config["task"]
+    return trainers(jobs)[:1] == [(task["type"], int(task.get("index", 0)))]
 
 
 def hosts(jobs: Mapping[str, int]) -> dict[str, list[str]]:
@@ -276,6 +300,17 @@ def join(answers: Sequence[Mapping[str, Any]], program: str) -> dict[str, Any]:
         for key, listed in graph["collections"].items():
             collections[key] += [named(n) for n in listed if named(n) not in collections[key]]
         costs = answer.get("profile")
+        if costs is not None and not costs["ops"] and k:  # not traced (see traces): the
+            # first task's costs of the same ops, on this task's devices
+            first = answers[0]["profile"]
+            costs = {
+                **first,
+                "ops": {
+                    n: {**c, "device": by_name[n]["device"]}
+                    for n, c in first["ops"].items()
+                    if n in by_name
+                },
+            }
         if costs is not None:
             profile["ops"].update({named(n): c for n, c in costs["ops"].items()})
             profile["tensors"].update({tensor(t): b for t, b in costs["tensors"].items()})
@@ -288,6 +323,8 @@ def join(answers: Sequence[Mapping[str, Any]], program: str) -> dict[str, Any]:
                 own = scope if len(graph["clients"]) == 1 else f"{scope}:{thread}"
                 steps = [[(named(r[0]), *r[1:]) for r in step] for step in client["steps"]]
                 measured[own] = {**client, "steps": steps, "together": True}
+    if _join_across(list(ops.values())):  # workers that meet at every step's all-reduces
+        clients, profile["clients"], measured = _in_lockstep(clients, profile["clients"], measured)
     first = answers[0]["graph"]
     joined = {
         "program": program,
@@ -308,3 +345,57 @@ def join(answers: Sequence[Mapping[str, Any]], program: str) -> dict[str, Any]:
     if all("measured" in answer for answer in answers):
         said["measured"] = {"clients": measured}
     return said
+
+
+#: the one client of a cluster whose workers meet at every step (:func:`_in_lockstep`)
+LOCKSTEP = "main"
+
+
+def _join_across(ops: list[dict[str, Any]]) -> bool:
+    """Join the collectives the tasks' ops make together (a ``MultiWorkerMirroredStrategy``'s
+    all-reduces, one op in each worker's step, met by their keys: ``"collective"``), each
+    op taking every other's data as well
+    (:func:`~simsync.tf_backend.program.collectives.join_collectives`); whether there were
+    any.
+
+    >>> t = lambda op: {"op": op, "slot": 0, "shape": [], "dtype": "float32", "bytes": 4}
+    >>> ops = [{"name": f"worker_{k}/reduce", "device": f"/job:worker/task:{k}",
+    ...         "inputs": [t(f"worker_{k}/grad")], "collective": "k"} for k in (0, 1)]
+    >>> _join_across(ops), [i["op"] for i in ops[0]["inputs"]]
+    (True, ['worker_0/grad', 'worker_1/grad'])
+    """
+    by_key: dict[str, list[str]] = {}
+    for op in ops:
+        if op.get("collective") is not None:
+            by_key.setdefault(op["collective"], []).append(op["name"])
+    across = [names for names in by_key.values() if len({n.partition("/")[0] for n in names}) > 1]
+    join_collectives(ops, across)
+    return bool(across)
+
+
+def _in_lockstep(
+    clients: list[dict[str, Any]], costs: dict[str, Any], measured: dict[str, Any]
+) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    """The tasks' loops as one client (:data:`LOCKSTEP`), their clients' costs and
+    cross-check's measurings as its: workers whose every step meets the others' at its
+    all-reduces run their steps together, step k with step k, as the replicas of one
+    process do; a client each would have each run the others' ops as its own. Its cost per
+    run is the first worker's (timed while the others ran theirs); a measured step, every
+    worker's k-th."""
+    one = {
+        "thread": LOCKSTEP,
+        "name": LOCKSTEP,
+        "fetches": [f for client in clients for f in client["fetches"]],
+        "feeds": {t: s for client in clients for t, s in client.get("feeds", {}).items()},
+    }
+    first = [costs[c["thread"]] for c in clients if c["thread"] in costs][:1]
+    together: dict[str, Any] = {}
+    if measured:  # the steps of the tasks that traced theirs (see traces)
+        runs = [measured[c["thread"]] for c in clients if c["thread"] in measured]
+        traced = [run["steps"] for run in runs if run["steps"]]
+        steps = [
+            [record for one in traced for record in one[k]]
+            for k in range(min((len(one) for one in traced), default=0))
+        ]
+        together[LOCKSTEP] = {**runs[0], "steps": steps}
+    return [one], ({LOCKSTEP: first[0]} if first else {}), together

@@ -44,7 +44,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from simsync.tf_backend.program.functions import COLLECTIVES, NCCL, FunctionLoop
+from simsync.tf_backend.program.collectives import COLLECTIVES, NCCL
+from simsync.tf_backend.program.functions import FunctionLoop
 from simsync.tf_backend.program.step_costs import (
     TRACED_STEPS,
     UNTRACED_STEPS,
@@ -79,17 +80,23 @@ __all__ = [
 
 
 def profile_function(
-    tf: Any, loop: FunctionLoop, data: dict[str, Any], steps: int = TRACED_STEPS
+    tf: Any,
+    loop: FunctionLoop,
+    data: dict[str, Any],
+    steps: int = TRACED_STEPS,
+    trace: bool = True,
 ) -> dict[str, Any]:
     """The profile of the loop's step (see the module's docstring), for its graph ``data``
-    (:func:`~simsync.tf_backend.program.functions.function_graph_data`)."""
+    (:func:`~simsync.tf_backend.program.functions.function_graph_data`). Without ``trace``
+    its steps run as traced ones would, untraced, and it holds no op's cost (a cluster's
+    worker that is not the first: :func:`~simsync.tf_backend.program.cluster.traces`)."""
     devices = {op["name"]: op["device"] for op in data["ops"]}
     waits = {op["name"]: [t["op"] for t in op["inputs"]] + op["control"] for op in data["ops"]}
     found = Found()
     spans = []
     for _ in range(WARMUP_STEPS):
         loop.call()
-    for records in xplane_steps(tf, loop, steps, devices):  # first: see the docstring
+    for records in xplane_steps(tf, loop, steps, devices, trace):  # first: see the docstring
         found.keep(records, waits)
         if records:
             spans.append(max(r["end"] for r in records) - min(r["start"] for r in records))
@@ -110,7 +117,12 @@ def profile_function(
 
 
 def measure_function(
-    tf: Any, loop: FunctionLoop, data: dict[str, Any], traced: int, untraced: int
+    tf: Any,
+    loop: FunctionLoop,
+    data: dict[str, Any],
+    traced: int,
+    untraced: int,
+    trace: bool = True,
 ) -> dict[str, Any]:
     """What a cross-check compares, measured in a run of its own
     (:func:`~simsync.tf_backend.program.step_costs.measure_loop`'s form): the walls of
@@ -122,7 +134,8 @@ def measure_function(
         loop.call()
     steps = [  # traced first, as the profile's (see the module's docstring)
         [[r["name"], r["device"], r["start"], r["end"], r["end"]] for r in records]
-        for records in (xplane_steps(tf, loop, traced, devices) if traced else [])
+        for records in (xplane_steps(tf, loop, traced, devices, trace) if traced else [])
+        if trace  # else its calls only, alike
     ]
     walls = timed_calls(loop, untraced)
     measured: dict[str, Any] = {
@@ -154,11 +167,12 @@ def _round_of_steps(loop: FunctionLoop, steps: int = ROUND) -> None:
 
 
 def xplane_steps(
-    tf: Any, loop: FunctionLoop, steps: int, devices: dict[str, str]
+    tf: Any, loop: FunctionLoop, steps: int, devices: dict[str, str], trace: bool = True
 ) -> list[list[dict[str, Any]]]:
     """The records of ``steps`` traced calls (one list per step: each kernel of an op of
     ``devices``, its name, device, start and end in seconds), read off the profiler's
-    XSpace (see the module's docstring)."""
+    XSpace (see the module's docstring); without ``trace``, ``steps`` calls untraced and
+    no records."""
     return [
         [
             {
@@ -172,7 +186,7 @@ def xplane_steps(
             }
             for node, start, end in kernels
         ]
-        for kernels in _traced(tf, steps, loop.call, devices)
+        for kernels in _traced(tf, steps, loop.call, devices, trace=trace)
     ]
 
 
@@ -203,11 +217,21 @@ def xplane_rounds(
 
 
 def _traced(
-    tf: Any, count: int, run: Callable[[], None], devices: dict[str, str], sends: bool = False
+    tf: Any,
+    count: int,
+    run: Callable[[], None],
+    devices: dict[str, str],
+    sends: bool = False,
+    trace: bool = True,
 ) -> list[list[tuple[str, int, int]]]:
     """Each of ``count`` calls of ``run``, traced: the kernels of the ops of ``devices`` that
     started in it (a node's name, its start and end in picoseconds), and with ``sends``
-    every ``_Send`` kernel too."""
+    every ``_Send`` kernel too. Without ``trace``: the calls alone, none traced
+    (:func:`~simsync.tf_backend.program.cluster.traces`)."""
+    if not trace:
+        for _ in range(count):
+            run()
+        return [[] for _ in range(count)]
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     options = tf.profiler.experimental.ProfilerOptions(

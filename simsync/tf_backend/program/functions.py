@@ -34,12 +34,18 @@ data (:func:`_collective_groups`). Under a ``ParameterServerStrategy`` the progr
 its step on a ``ClusterCoordinator``, whose threads run it on the workers
 (:meth:`FunctionObserver.scheduled`): each worker is a client of its own, and the step's
 graph is the one TensorFlow traced (:func:`traced_graphs`; it records no run metadata of a
-function run on another task). A program that makes another ``tf.distribute`` strategy is
-refused in one line (:class:`~simsync.tf_backend.program.capture.Ended`).
+function run on another task). A ``MultiWorkerMirroredStrategy``'s workers are processes
+of their own, run as their cluster (:mod:`~simsync.tf_backend.program.cluster`): each one's
+step is imported here, its ops on its task, each collective carrying its key, which the
+workers' ops of one all-reduce share. A program that makes another ``tf.distribute``
+strategy is refused in one line (:class:`~simsync.tf_backend.program.capture.Ended`), as is
+a ``MultiWorkerMirroredStrategy`` outside a cluster.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import re
 import threading
@@ -49,7 +55,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simsync.ir import natural_key
 from simsync.tf_backend.program.capture import (
     FUNCTION_CALLS,
     WRITE_WORDS,
@@ -57,6 +62,7 @@ from simsync.tf_backend.program.capture import (
     calls_write,
     is_handle,
 )
+from simsync.tf_backend.program.collectives import COLLECTIVES, NCCL, join_collectives
 
 __all__ = [
     "ARGUMENT",
@@ -71,21 +77,21 @@ __all__ = [
 ARGUMENT, RESULT = "_Arg", "_Retval"
 #: the tf.distribute strategies whose programs are imported: a ``MirroredStrategy``'s
 #: replicas are towers, a ``ParameterServerStrategy``'s workers asynchronous clients
-IMPORTED_STRATEGIES = frozenset({"MirroredStrategy", "ParameterServerStrategyV2"})
-#: TensorFlow's collective ops: the ops of one meet by their keys, one on each device
-COLLECTIVES = frozenset(
-    {
-        *("CollectiveReduce", "CollectiveReduceV2", "CollectiveReduceV3", "CollectiveGather"),
-        *("CollectiveGatherV2", "CollectiveAllToAllV2", "CollectiveAllToAllV3"),
-        *("CollectiveReduceScatterV2", "CollectiveBcastSendV2", "CollectiveBcastRecvV2"),
-    }
+IMPORTED_STRATEGIES = frozenset(
+    {"MirroredStrategy", "ParameterServerStrategyV2", "CollectiveAllReduceStrategy"}
 )
-#: ... and NCCL's, which meet by a shared name
-NCCL = frozenset({"NcclAllReduce", "NcclReduce", "NcclBroadcast"})
+#: ... each by the name a program makes it by
+STRATEGY_NAMES = {
+    "ParameterServerStrategyV2": "ParameterServerStrategy",
+    "CollectiveAllReduceStrategy": "MultiWorkerMirroredStrategy",
+}
+#: the strategy whose workers are processes of their own, each told its place by TF_CONFIG
+MULTI_WORKER = "CollectiveAllReduceStrategy"
 #: what a supported program is, said in every refusal
 SUPPORTED = (
     "simsync imports a tf.function training step called in a Python loop (its towers "
-    "placed with tf.device inside it, or a MirroredStrategy's replicas; Keras fit() too) or "
+    "placed with tf.device inside it, or a MirroredStrategy's replicas; Keras fit() too; "
+    "a MultiWorkerMirroredStrategy's workers run as its cluster with --tasks) or "
     "scheduled by a ParameterServerStrategy's ClusterCoordinator, and "
     "TensorFlow 1.x-style programs (sess.run in a loop)"
 )
@@ -157,8 +163,14 @@ class FunctionObserver:
             name = type(self).__name__
             if not name.startswith("_Default") and name not in IMPORTED_STRATEGIES:
                 raise Ended(
-                    f"makes a tf.distribute.{name}: tf.distribute strategies are not "
-                    f"imported yet; {SUPPORTED}"
+                    f"makes a tf.distribute.{STRATEGY_NAMES.get(name, name)}: this strategy "
+                    f"is not imported yet; {SUPPORTED}"
+                )
+            if name == MULTI_WORKER and not _own_task():
+                raise Ended(
+                    "makes a tf.distribute.MultiWorkerMirroredStrategy outside a cluster (no "
+                    "TF_CONFIG): run it as its cluster, one process per worker, with --tasks "
+                    "worker=2 (or more workers)"
                 )
             real_strategy(self, *args, **kwargs)
 
@@ -371,6 +383,16 @@ def traced_graphs(concrete: Any) -> TracedGraphs:
     return TracedGraphs(definition)
 
 
+def _own_task() -> str:
+    """The device of this process's task, as ``TF_CONFIG`` says it
+    (``/job:worker/replica:0/task:1``), or "" outside a cluster."""
+    try:
+        task = json.loads(os.environ.get("TF_CONFIG") or "{}").get("task") or {}
+        return f"/job:{task['type']}/replica:0/task:{int(task.get('index', 0))}"
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return ""
+
+
 def step_device(device: str) -> str:
     """A node's device as the program names it: ``/cpu:1`` for TensorFlow's
     ``/job:localhost/replica:0/task:0/device:CPU:1`` (a TF2 program's logical CPUs are its
@@ -415,7 +437,12 @@ def function_graph_data(tf: Any, loop: FunctionLoop, program: str, gpus: int) ->
     from simsync.tf_backend.program.ops_data import op_data
 
     step = imported_step(tf, loop)
-    placed = step_device if loop.coordinator is None else worker_device
+    own = _own_task()
+    placed: Callable[[str], str] = step_device
+    if loop.coordinator is not None:
+        placed = worker_device
+    elif own:  # a task of a cluster (a MultiWorkerMirroredStrategy's worker): its own ops
+        placed = functools.partial(worker_device, worker=own)
     devices = {}
     for node in loop.recorded.post_optimization_graph.node:
         devices[node.name] = placed(node.device)
@@ -433,7 +460,14 @@ def function_graph_data(tf: Any, loop: FunctionLoop, program: str, gpus: int) ->
         origin = made.get(op.name)  # where the program made it: its traced op's line
         data["made_in"] = None if origin is None else op_data(origin, folder)["made_in"]
         ops.append(data)
-    _join_collectives(ops, _collective_groups(step, loop))
+    keys = _collective_keys(step, loop)
+    for data in ops:  # each collective's key, which a cluster's tasks' ops meet by
+        if data["name"] in keys:
+            data["collective"] = keys[data["name"]]
+    groups: dict[str, list[str]] = {}
+    for name, key in keys.items():
+        groups.setdefault(key, []).append(name)
+    join_collectives(ops, [names for names in groups.values() if len(names) >= 2])
     names = {op["name"] for op in ops}
     returned = []
     for node, tensor in step.results:  # the function's results: ops of no output
@@ -539,8 +573,9 @@ def _made_ops(graph: Any, prefix: str = "", depth: int = 0) -> dict[str, Any]:
     return made
 
 
-def _collective_groups(step: ImportedStep, loop: FunctionLoop) -> list[list[str]]:
-    """The collective ops of the step that are one collective, each group by name: the
+def _collective_keys(step: ImportedStep, loop: FunctionLoop) -> dict[str, str]:
+    """The key of each collective op of the step, by name, alike for the ops of one
+    collective (within the process, and across a cluster's processes): the
     replicas' ops of a ``MirroredStrategy``'s all-reduce meet by their group and instance
     keys, not by an edge of the graph (research/tf2.md §1a). A key is a constant, or an
     argument of the function that carries a captured value (the instance key); NCCL's
@@ -563,70 +598,20 @@ def _collective_groups(step: ImportedStep, loop: FunctionLoop) -> list[list[str]
             return None
         return outside.numpy().tolist()
 
-    groups: dict[tuple[Any, ...], list[str]] = {}
+    keys: dict[str, str] = {}
     for op in step.graph.get_operations():
         if op.type in NCCL:
             key: tuple[Any, ...] = (op.type, op.get_attr("shared_name"))
         elif op.type in COLLECTIVES:
             if op.type.endswith(("V2", "V3")):
-                keys = tuple(value(t) for t in op.inputs[1:4])
+                said = tuple(value(t) for t in op.inputs[1:4])
             else:
-                keys = tuple(op.get_attr(a) for a in ("group_size", "group_key", "instance_key"))
-            key = (op.type, *keys)
+                said = tuple(op.get_attr(a) for a in ("group_size", "group_key", "instance_key"))
+            key = (op.type, *said)
         else:
             continue
-        groups.setdefault(key, []).append(op.name)
-    return [names for names in groups.values() if len(names) >= 2]
-
-
-def _join_collectives(ops: list[dict[str, Any]], groups: list[list[str]]) -> None:
-    """Each op of a collective takes the data of every other op of it as well: it ends when
-    the last replica's has arrived, as the collective does.
-
-    Keys read when the step was traced can be alike for collectives that differ when it
-    runs (a synchronized batch norm's statistics and their gradients, each all-reduced with
-    an instance key counted at run time): where a group holds several ops of one device,
-    the replicas' collectives are matched in the order they were made, which their names
-    keep (the strategy makes each collective's ops one replica after another:
-    ``CollectiveReduceV2`` and ``_1``, then ``_2`` and ``_3``), the first of each device's
-    together, and so on."""
-    by_name = {op["name"]: op for op in ops}
-    for group in groups:
-        for names in _one_per_device(group, by_name):
-            _join(by_name, names)
-
-
-def _one_per_device(names: list[str], by_name: dict[str, dict[str, Any]]) -> list[list[str]]:
-    """``names`` split into collectives of one op per device, matched in the order their
-    names say they were made (none when the devices hold unlike numbers of them, or all
-    are on one device: a collective of one replica waits for nobody).
-
-    >>> ops = {n: {"device": d} for n, d in [("r", "/cpu:0"), ("r_1", "/cpu:1"),
-    ...                                      ("r_2", "/cpu:0"), ("r_3", "/cpu:1")]}
-    >>> _one_per_device(["r_3", "r_2", "r", "r_1"], ops)
-    [['r', 'r_1'], ['r_2', 'r_3']]
-    """
-    known = sorted((n for n in names if n in by_name), key=natural_key)
-    per_device: dict[str, list[str]] = {}
-    for name in known:
-        per_device.setdefault(str(by_name[name].get("device")), []).append(name)
-    counts = {len(members) for members in per_device.values()}
-    if len(counts) != 1 or len(per_device) < 2:
-        return []
-    (count,) = counts
-    return [[members[i] for members in per_device.values()] for i in range(count)]
-
-
-def _join(by_name: dict[str, dict[str, Any]], names: list[str]) -> None:
-    """The ops ``names``, one collective: each takes every other's data as well."""
-    if len(names) < 2:
-        return
-    members = [by_name[name] for name in names if by_name[name]["inputs"]]
-    for member in members:
-        member["inputs"] = [
-            *member["inputs"],
-            *(other["inputs"][0] for other in members if other is not member),
-        ]
+        keys[op.name] = repr(key)
+    return keys
 
 
 def _shape(tensor: Any) -> list[int | None] | None:

@@ -191,7 +191,10 @@ def _refuse_towers_that_meet(graph: Graph, towers: int) -> None:
     (:func:`towers_meet`)."""
     why = towers_meet(graph)
     if why is not None:
-        raise UsageError(f"--towers {towers}: {why}: run the program with as many replicas instead")
+        raise UsageError(
+            f"--towers {towers}: {why}: run the program with as many replicas instead (a "
+            f"cluster's workers: --tasks worker={towers})"
+        )
 
 
 def _with_threads(graph: Graph, threads: int) -> tuple[Graph, str]:
