@@ -290,6 +290,34 @@ def test_the_drift_note_says_which_measurement_each_step_time_is() -> None:
     text = " ".join(console.export_text().split())
     assert text.startswith("In the alternating rounds, steps with only one tower working took")
     assert "the scenario's own steps 43.900 ms (the table's median is of the steps timed" in text
+    # the table's median near the rounds' own steps: no word of a changed load
+    console = Console(width=80, record=True)
+    for part in _drift(machine, refitted=True, table=0.0452):  # type: ignore[arg-type]
+        console.print(part)
+    assert "load changed while the check ran" not in console.export_text()
+
+
+def test_a_load_that_changed_during_the_check_is_said_beside_the_table() -> None:
+    """Lesson 2 in a learner's trial: the table's median 38.608 ms (predicted 17.435, -54.8 %)
+    beside "the machine is faster now" from the alternating rounds, whose own steps took
+    17.069 ms: the machine's load changed between the two measurings, and the screen said
+    nothing of it."""
+    from rich.console import Console
+
+    from simsync.viz.crosscheck import _drift
+
+    own = {"variant": "scenario", "predicted": 0.029894, "measured": 0.017069,
+           "interval": [0.0165, 0.0176], "error": 0.75}  # fmt: skip
+    machine = {"variant": "one tower working", "predicted": 0.01097, "measured": 0.006665,
+               "interval": [0.0064, 0.0069], "error": 0.65, "drifted": True,
+               "scenario": own}  # fmt: skip
+    console = Console(width=80, record=True)
+    for part in _drift(machine, refitted=True, table=0.038608):  # type: ignore[arg-type]
+        console.print(part)
+    text = " ".join(console.export_text().split())
+    assert text.startswith("The table's steps, timed apart from the alternating rounds, took")
+    assert "38.608 ms against 17.069 ms in the rounds" in text
+    assert "load changed while the check ran" in text and "faster now" in text
 
 
 def _drawn(durations: list[tuple[float, float]]) -> Trace:

@@ -182,7 +182,8 @@ class CrossCheckView:
             if self.findings is None or ratio["variant"] in self.findings
         ]
         if compared:  # the note is about them: it says how they are judged
-            yield from _drift(r["evidence"]["machine"], refitted is not None)
+            table = r["timing"].get("measured_median_step_time")
+            yield from _drift(r["evidence"]["machine"], refitted is not None, table)
         yield EvidenceView(r, self.findings)
         yield from _problems(r["structure"]["violations"], r["unmapped_tensorflow_ops"])
 
@@ -476,12 +477,27 @@ def _refit(refit: RefitReport) -> Text:
     )
 
 
-def _drift(machine: MachineCheck | None, refitted: bool = False) -> RenderResult:
+def _drift(
+    machine: MachineCheck | None, refitted: bool = False, table: float | None = None
+) -> RenderResult:
     """A note when the machine no longer runs as its profile says (checked only when the
-    predictions are for this machine)."""
+    predictions are for this machine); and when the table's median step (``table``, timed
+    apart from the alternating rounds) is further from the rounds' own steps than this
+    machine drifts between runs: its load changed while the check ran (a learner saw 38.6 ms
+    in the table beside 17.1 ms in the rounds, and "faster now" beside a step 55 % slower
+    than predicted)."""
     if not machine or not machine["drifted"]:
         return
     faster = machine["predicted"] > machine["interval"][1]
+    own = machine.get("scenario")
+    if own and table and abs(table - own["measured"]) > DRIFT * min(table, own["measured"]):
+        yield Text(
+            f"The table's steps, timed apart from the alternating rounds, took {ms(table)} ms "
+            f"against {ms(own['measured'])} ms in the rounds: this machine's load changed "
+            "while the check ran, so the table's timing rows hold for neither; the "
+            "comparisons below, timed in alternating rounds, are what this check can judge.",
+            style="yellow",
+        )
     yield Text(
         f"In the alternating rounds, steps with {VARIANTS[machine['variant']][1]} took "
         f"{ms(machine['measured'])} ms here, where the numbers stored when this machine was "
