@@ -708,3 +708,32 @@ def test_an_op_kind_predicted_at_the_scenario_s_own_cost_says_so() -> None:
         in lines["moving_average"]
     )
     assert "scenario" not in lines["apply"]
+
+
+def test_a_lane_past_its_workers_drawn_runs_is_not_drawn_as_idle() -> None:
+    """Lesson 6's backup workers, runs 0-1 of each: a worker whose third run began inside the
+    window computed there, which a learner read as idle ('·'). Its lane is blank from that
+    run's start, said in the legend; a lane several workers share (the parameter server)
+    and a worker blocked in its second run keep their idle marks."""
+    from simsync.scenario import load_scenario
+    from simsync.viz import Timeline
+
+    path = Path(__file__).parent.parent / "lessons" / "06-one-apply-per-step" / "backup.toml"
+    sim = simulate(load_scenario(path), numerics=False)
+    out = io.StringIO()
+    Console(file=out, width=80, color_system=None).print(
+        Timeline(sim.trace, steps=2, sync_points=sim.sync_points)
+    )
+    lines = out.getvalue().splitlines()
+    lanes = {line[:19].strip(): line[19:] for line in lines if line.startswith("/job:")}
+    later = {  # each worker's third run, begun inside the window
+        s.client
+        for s in sim.trace.steps
+        if s.step == 2 and s.start < max(r.end for r in sim.trace.steps if r.step < 2)
+    }
+    assert later, "some worker began its third run while others' second ran"
+    for k in range(4):
+        lane = lanes[f"/job:worker/task:{k}"]
+        assert lane.endswith(" ") == (f"worker_{k}" in later), (k, lane)
+    assert " " not in lanes["/job:ps/task:0"].rstrip("\n")
+    assert "blank: a later run, not drawn" in out.getvalue()

@@ -31,6 +31,8 @@ from simsync.words import plural
 __all__ = ["Timeline", "device_sort_key", "kind_style", "legend_order"]
 
 IDLE, WAIT, SYNC_MARK, BLOCKED = "·", "-", "◆", "~"
+#: a lane past its client's last drawn run, while a run the window does not draw goes on
+UNDRAWN = " "
 #: The device lanes a timeline picture (``--timeline out.png``) draws at most.
 PICTURE_LANES = 32
 
@@ -79,6 +81,10 @@ class _Grid:
         }
         self.instants: dict[str, dict[int, str]] = {d: {} for d in devices}
         self.drew_instant = False
+        #: per device, when a later run of its one client begins, which the window does not
+        #: draw: its columns from there on are no idle time, only not shown
+        self.undrawn: dict[str, float] = {}
+        self.drew_undrawn = False
 
     def column(self, time: float) -> int:
         return min(max(int((time - self.t0) / self.dt), 0), self.columns - 1)
@@ -112,6 +118,9 @@ class _Grid:
                 style = kind_style(self.instants[device][col])
                 self.drew_instant = True
                 text.append(style.letter.lower(), style=style.color)
+            elif best == IDLE and self.t0 + col * self.dt >= self.undrawn.get(device, math.inf):
+                self.drew_undrawn = True
+                text.append(UNDRAWN)
             elif best == IDLE:
                 text.append(IDLE, style="dim")
             elif best == WAIT:
@@ -306,6 +315,20 @@ class Timeline:
         return f"Timeline: {which}, {span * 1e3:.3g} ms ({self.trace.source})"
 
     def _paint(self, grid: _Grid) -> None:
+        # a device of one client only: from the start of that client's first run past the
+        # window, its lane is not drawn (a worker lane read as idle while it computed its
+        # third run, in a learner's trial of lesson 6's backup workers)
+        clients: dict[str, set[str]] = {}
+        for record in self.records:
+            for device in record.devices:
+                clients.setdefault(device, set()).add(record.client)
+        later: dict[str, float] = {}
+        for step in self.trace.steps:
+            if step.step >= self.steps:
+                later[step.client] = min(later.get(step.client, math.inf), step.start)
+        for device, owners in clients.items():
+            if len(owners) == 1 and (owner := next(iter(owners))) in later:
+                grid.undrawn[device] = later[owner]
         for record in self.records:
             for device in record.devices:
                 grid.paint(device, record.kind, record.start, record.end)
@@ -352,6 +375,8 @@ class Timeline:
             items.append((f"{BLOCKED} blocked on a queue or on gradients", "yellow"))
         if grid.drew_instant:
             items.append(("lowercase: op shorter than a character", ""))
+        if grid.drew_undrawn:
+            items.append(("blank: a later run, not drawn", ""))
         yield from wrap_items(items, width)
 
 
