@@ -1781,10 +1781,16 @@ RACED_TURN = (
 
 
 def test_a_race_that_feeds_the_models_update_is_refused_as_a_race(tmp_path, given):
+    """Refused, told of the race. Where the race's outcome follows each session's own graph
+    (the measuring session's, without rewriting, and its twin's, with it), each session's
+    runs agree among themselves and differ from the other's, which no retry can tell from
+    rewriting: then it is refused as rewriting (seen once in two runs of the grader's
+    attack tests, two at a time beside other TensorFlow work)."""
     averaging = _measured(tmp_path, given, "raced", RACED_TURN)
-    assert averaging is not None
+    assert averaging is not None and averaging["updates"] == [] and averaging["problem"]
     judged = " ".join(_averages({"averaging": averaging}))
-    assert "from one run to the next" in judged, averaging
+    told = ("from one run to the next", "when TensorFlow rewrites the graph")
+    assert any(words in judged for words in told), averaging
 
 
 #: the loop trains on tower_0's gradients alone (baseline), and beside it (decoy) a correct
