@@ -379,3 +379,28 @@ def test_every_kind_of_step_is_shown_one_way_and_says_when_it_needs_tensorflow()
     assert tensorflow == {"verify", "race_verify", "program"}
     for name, kind in STEP_KINDS.items():
         assert kind.skipped.startswith("(") and "TensorFlow" in kind.skipped, name
+
+
+def test_progress_on_tensorflow_names_tensorflow_once(tiny, progress, monkeypatch) -> None:
+    """A learner saw 'Running the same graph on TensorFlow: TensorFlow: step 74 of 164': the
+    session's own progress lines begin with 'TensorFlow: ', and the spinner said it again."""
+    import rich.status
+
+    shown: list[str] = []
+    update = rich.status.Status.update
+
+    def seen(self, status=None, **kwargs):  # rich's own spinner, what it is given kept
+        shown.append(str(status))
+        return update(self, status, **kwargs)
+
+    monkeypatch.setattr(rich.status.Status, "update", seen)
+
+    def work(report):
+        report("TensorFlow: step 74 of 164, about 1 seconds left")
+        report("round 1 of 3")
+
+    LessonRunner(tiny, progress, console())._on_tensorflow("Running the same graph", work)
+    assert shown == [
+        "Running the same graph on TensorFlow: step 74 of 164, about 1 seconds left",
+        "Running the same graph on TensorFlow: round 1 of 3",
+    ]

@@ -381,8 +381,9 @@ class LessonRunner:
         try:
             with self.console.status(f"{what} on TensorFlow...") as status:
 
-                def progress(message: str) -> None:
-                    status.update(Text(f"{what} on TensorFlow: {message}"))
+                def progress(message: str) -> None:  # said once ("TensorFlow: step 74 of")
+                    said = message.removeprefix("TensorFlow: ")
+                    status.update(Text(f"{what} on TensorFlow: {said}"))
 
                 return work(progress)
         except SimsyncError as error:
