@@ -371,6 +371,22 @@ def test_the_pager_clears_between_pages_and_keeps_a_timeline_whole(tiny, progres
     assert all(line in rest for line in timeline)
 
 
+def test_the_last_page_fills_the_screen_with_the_lines_before_it(tiny, progress) -> None:
+    """A learner saw a long step's last 3 lines alone at the top of a cleared screen: the
+    last page ends where the text does and fills the screen with the lines before it, but
+    never begins inside a table."""
+    c = Console(file=io.StringIO(), width=80, height=12, force_terminal=True, color_system=None)
+    runner = LessonRunner(tiny, progress, c, ask=lambda prompt: "")
+    table = ["Waits", "┏━━━┓", "┃ a ┃", "┃ b ┃", "┗━━━┛"]
+    runner._page("\n".join([f"line {i}" for i in range(23)] + ["end 1", "end 2"]))
+    last = text_of(c).split("\x1b[2J")[-1].replace("\x1b[H", "").strip("\n").split("\n")
+    assert last[-1] == "end 2" and len(last) == 10, last  # a screen of 12, less 2
+    assert last[0] == "line 15"  # pages of 10, 10, then 5 lines and 5 seen again
+    runner._page("\n".join([f"line {i}" for i in range(4)] + table * 2 + ["end"]))
+    last = text_of(c).split("\x1b[2J")[-1].replace("\x1b[H", "").strip("\n").split("\n")
+    assert last[0] in ("Waits", "line 3"), last  # not a table's middle
+
+
 def test_every_kind_of_step_is_shown_one_way_and_says_when_it_needs_tensorflow() -> None:
     """One home for a step's kind: its keys and its TensorFlow in the content's registry, how
     it is shown in the runner's; each kind in both, and none in one only."""

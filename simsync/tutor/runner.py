@@ -254,15 +254,22 @@ class LessonRunner:
     def _page(self, text: str) -> None:
         """``text`` a screenful at a time: each page after the first on a cleared screen, and
         a page cut before a block (a table, a timeline), not inside one, where it can be."""
-        lines = text.split("\n")
+        everything = lines = text.split("\n")
+        shown = 0  # lines of the pages shown so far
         while len(lines) > (height := max(self.console.size.height - 2, 5)):
             cut = page_break(lines, height)
             self.console.file.write("\n".join(lines[:cut]) + "\n")
             self.console.file.flush()
-            lines = lines[cut:]
+            lines, shown = lines[cut:], shown + cut
             if self.ask("[dim]-- more: Enter · q: stop --[/] ").strip() == "q":
                 raise Quit
             self.console.clear()
+        if shown:  # the last page fills the screen with the lines before it (a learner saw
+            # its last 3 lines alone at the top of a cleared screen), begun outside a block
+            start = max(shown - (height - len(lines)), 0)
+            while start < shown and _inside(everything, start):
+                start += 1
+            lines = everything[start:]
         self.console.file.write("\n".join(lines))
         self.console.file.flush()
 
