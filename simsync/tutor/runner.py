@@ -266,9 +266,11 @@ class LessonRunner:
             self.console.clear()
         if shown:  # the last page fills the screen with the lines before it (a learner saw
             # its last 3 lines alone at the top of a cleared screen), begun outside a block
-            start = max(shown - (height - len(lines)), 0)
+            start = fill = max(shown - (height - len(lines)), 0)
             while start < shown and _inside(everything, start):
                 start += 1
+            if start == shown and _inside(everything, shown):
+                start = fill  # a block across pages (a long listing): filled all the same
             lines = everything[start:]
         self.console.file.write("\n".join(lines))
         self.console.file.flush()
