@@ -160,9 +160,12 @@ class SummaryView:
             )
         loss = s.get("final_loss")
         table.add_row("final loss", "–" if loss is None else f"{loss:.4f}")
-        table.add_row("events", "–" if s.get("events") is None else f"{s['events']:,}")
+        # the simulator's own work, named as such (a learner read "events" and "wall time"
+        # as the training's)
+        table.add_row("simulator: events", "–" if s.get("events") is None else f"{s['events']:,}")
         table.add_row(
-            "wall time (s)", "–" if s.get("wall_seconds") is None else f"{s['wall_seconds']:.3f}"
+            "simulator: its own time (s)",
+            "–" if s.get("wall_seconds") is None else f"{s['wall_seconds']:.3f}",
         )
         return table
 
