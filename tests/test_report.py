@@ -98,3 +98,16 @@ def test_workers_that_meet_for_one_apply_have_a_mean_step_not_a_mean_update() ->
     said = out.getvalue()
     assert "The mean step (" in said and "waits for its slowest compute" in said, said
     assert "The mean update" not in said and "other workers' work" not in said, said
+
+
+def test_the_simulators_own_rows_say_they_are_its_own() -> None:
+    """A learner read 'events' and 'wall time (s)' in the summary as the training's: the
+    rows say they are the simulator's own work."""
+    path = ROOT / "lessons" / "01-building-is-not-running" / "two_towers.toml"
+    result = summary(simulate(load_scenario(path), numerics=False))
+    out = io.StringIO()
+    Console(file=out, width=80, color_system=None).print(SummaryView(result).numbers_table())
+    rows = [line.strip() for line in out.getvalue().splitlines()]
+    assert any(row.startswith("simulator: events") for row in rows), rows
+    assert any(row.startswith("simulator: its own time (s)") for row in rows), rows
+    assert not any(row.startswith(("events", "wall time")) for row in rows), rows
