@@ -205,8 +205,10 @@ def _percents_apart(lead: float, moved: float, drift: float) -> tuple[str, str, 
     digits = 0
     while digits < 3 and math.isfinite(lead) and f"{lead:.{digits}%}" == f"{bar:.{digits}%}":
         digits += 1
-    shown = (f"{share:.{digits}%}".replace("%", " %") for share in (lead, moved, drift))
-    return next(shown), next(shown), next(shown)
+    lead_shown, moved_shown, drift_shown = (
+        f"{share:.{digits}%}".replace("%", " %") for share in (lead, moved, drift)
+    )
+    return lead_shown, moved_shown, drift_shown
 
 
 def _lead(first: str, reached: dict[str, float | None]) -> float:

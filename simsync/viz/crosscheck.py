@@ -485,11 +485,8 @@ def _drift(
     apart from the alternating rounds) is further from the rounds' own steps than this
     machine drifts between runs: its load changed while the check ran (a learner saw 38.6 ms
     in the table beside 17.1 ms in the rounds, and "faster now" beside a step 55 % slower
-    than predicted)."""
-    if not machine or not machine["drifted"]:
-        return
-    faster = machine["predicted"] > machine["interval"][1]
-    own = machine.get("scenario")
+    than predicted): said whether or not the machine drifted."""
+    own = machine.get("scenario") if machine else None
     if own and table and abs(table - own["measured"]) > DRIFT * min(table, own["measured"]):
         yield Text(
             f"The table's steps, timed apart from the alternating rounds, took {ms(table)} ms "
@@ -498,6 +495,9 @@ def _drift(
             "comparisons below, timed in alternating rounds, are what this check can judge.",
             style="yellow",
         )
+    if not machine or not machine["drifted"]:
+        return
+    faster = machine["predicted"] > machine["interval"][1]
     yield Text(
         f"In the alternating rounds, steps with {VARIANTS[machine['variant']][1]} took "
         f"{ms(machine['measured'])} ms here, where the numbers stored when this machine was "

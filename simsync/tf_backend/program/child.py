@@ -532,12 +532,11 @@ def _answer_function(
     (:func:`~simsync.tf_backend.program.cluster.traces`): its steps meet the other tasks'
     at their all-reduces, so every task calls its step alike (one that skipped its
     profile, its costs known, would leave the others' profiles to its own loop's pace)."""
-    from simsync.tf_backend.program.cluster import traces
-
-    trace = task is None or traces(task["tf_config"])
-    from simsync.tf_backend.program.cluster import join
+    from simsync.tf_backend.program.cluster import join, traces
     from simsync.tf_backend.program.function_costs import measure_function, profile_function
     from simsync.tf_backend.program.functions import function_graph_data, scheduled_on
+
+    trace = task is None or traces(task["tf_config"])
 
     if request.get("export"):
         raise Ended(

@@ -388,7 +388,7 @@ def _in_lockstep(
         "fetches": [f for client in clients for f in client["fetches"]],
         "feeds": {t: s for client in clients for t, s in client.get("feeds", {}).items()},
     }
-    first = [costs[c["thread"]] for c in clients if c["thread"] in costs][:1]
+    first = next((costs[c["thread"]] for c in clients if c["thread"] in costs), None)
     together: dict[str, Any] = {}
     if measured:  # the steps of the tasks that traced theirs (see traces)
         runs = [measured[c["thread"]] for c in clients if c["thread"] in measured]
@@ -398,4 +398,4 @@ def _in_lockstep(
             for k in range(min((len(one) for one in traced), default=0))
         ]
         together[LOCKSTEP] = {**runs[0], "steps": steps}
-    return [one], ({LOCKSTEP: first[0]} if first else {}), together
+    return [one], ({} if first is None else {LOCKSTEP: first}), together

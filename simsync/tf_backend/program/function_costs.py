@@ -132,11 +132,13 @@ def measure_function(
     devices = {op["name"]: op["device"] for op in data["ops"]}
     for _ in range(WARMUP_STEPS if traced else 0):
         loop.call()
-    steps = [  # traced first, as the profile's (see the module's docstring)
-        [[r["name"], r["device"], r["start"], r["end"], r["end"]] for r in records]
-        for records in (xplane_steps(tf, loop, traced, devices, trace) if traced else [])
-        if trace  # else its calls only, alike
+    # traced first, as the profile's (see the module's docstring); untraced, the calls alone
+    records = xplane_steps(tf, loop, traced, devices, trace) if traced else []
+    steps = [
+        [[r["name"], r["device"], r["start"], r["end"], r["end"]] for r in one] for one in records
     ]
+    if not trace:
+        steps = []
     walls = timed_calls(loop, untraced)
     measured: dict[str, Any] = {
         "clients": {loop.thread: {"walls": walls, "steps": steps, "queues": {}}}
