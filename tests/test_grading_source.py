@@ -696,6 +696,65 @@ REFUSED.update(
     }
 )
 
+REFUSED.update(
+    {  # the thirty-second attack: numpy's arrays of objects over bytes the program wrote are
+        # any object at any address (it read the answer's key so)
+        "an array of objects over a buffer": (
+            "np.ndarray((1,), dtype=object, buffer=bytearray(8))",
+            "memory it is handed",
+        ),
+        "the array class under another name": (
+            "A = np.ndarray\nA((1,), object, bytearray(8))",
+            "memory it is handed",
+        ),
+        "the array class imported by name": (
+            "from numpy import ndarray\nndarray((1,), object, b'x' * 8)",
+            "memory it is handed",
+        ),
+        "the array class by getattr": (
+            "getattr(np, 'ndarray')((1,), object, b'x' * 8)",
+            "memory it is handed",
+        ),
+        "the array class passed on": (
+            "list(map(np.ndarray, [(1,)]))",
+            "memory it is handed",
+        ),
+        "records from bytes": (
+            "np.rec.fromstring(b'x' * 8, dtype=[('a', 'O')])",
+            "memory it is handed",
+        ),
+        "records' module imported by name": (
+            "from numpy import rec\nrec.array(b'x' * 8, dtype=[('a', 'O')])",
+            "memory it is handed",
+        ),
+        "a record array over a buffer": (
+            "np.recarray((1,), dtype=[('a', 'O')], buf=b'x' * 8)",
+            "memory it is handed",
+        ),
+        "a file mapped as objects": ("np.memmap('f', dtype=object)", "memory it is handed"),
+        "records by numpy's old internals": (
+            "np.core.records.fromstring(b'x' * 8)",
+            "memory it is handed",
+        ),
+        "a file mapped by the format module": (
+            "np.lib.format.open_memmap('f', mode='w+', dtype=object, shape=(1,))",
+            "memory it is handed",
+        ),
+    }
+)
+
+
+def test_numpy_arrays_class_stays_usable_as_a_type() -> None:
+    """Refused when called or passed on, numpy's array class is still a type to test a value
+    against and to name in a type hint."""
+    source = (
+        "import typing\nimport numpy as np\n"
+        "def f(x: np.ndarray, y: typing.Optional[np.ndarray] = None) -> np.ndarray | None:\n"
+        "    a: np.ndarray = np.zeros(2)\n"
+        "    return x if isinstance(x, (np.ndarray, list)) else a\n"
+    )
+    assert check_source(source) is None
+
 
 def test_the_environment_is_not_set_past_its_rules_by_a_module_name_bound_again() -> None:
     """The twenty-ninth attack's F6: with ``os`` bound again in a helper, ``os.environ`` was

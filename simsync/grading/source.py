@@ -244,6 +244,18 @@ PARSERS = frozenset({"argparse.ArgumentParser"})
 TUPLE_NAMES = frozenset({"_replace", "_asdict", "_fields", "_make"})
 #: calls that may take a class of the program's own as it is
 CLASS_TAKERS = frozenset({"isinstance", "issubclass", "super"})
+#: numpy's makers of an array over memory it is handed (a buffer, a file mapped, records
+#: from bytes) and the modules that hold them: an array of Python objects over bytes a program
+#: wrote is any object at any address, so its process's memory, the answer's key among it
+#: (the thirty-second attack's ``np.ndarray((1,), dtype=object, buffer=...)``, and
+#: ``np.rec.fromstring``, ``np.recarray(buf=...)``, ``np.memmap``); ``numpy.core`` is an old
+#: name of numpy's internals
+MEMORY_MAKERS = frozenset(
+    {"numpy.rec", "numpy.recarray", "numpy.memmap", "numpy.core", "numpy.lib.format"}
+)
+#: ... and the class of them all, which is a maker too when called: only tested
+#: (``isinstance(x, np.ndarray)``) or named in a type hint
+ARRAY_CLASS = "numpy.ndarray"
 #: keyword arguments that load code from data, unless given their safe value
 NOT_KEYWORDS = {"allow_pickle": False, "safe_mode": True}
 #: functions that load data which could hold code, unless told not to by those keywords:
@@ -664,6 +676,7 @@ class _Rules:
         elif isinstance(node, ast.Name | ast.Attribute):
             self._loader_use(node)
             self._namer_use(node)
+            self._memory_use(node)
             if isinstance(node, ast.Name):
                 self._name(node)
             else:
@@ -1112,6 +1125,7 @@ class _Rules:
                 raise Refused(node, "calls `getattr` with a name it computes: write the name out")
             attribute = ast.Attribute(node.args[0], name.value, ast.Load())
             self._loader_use(ast.copy_location(attribute, node))  # a value, never a call
+            self._memory_use(attribute)
             self._attribute(attribute)
             self.written_out.add(id(node.func))
 
@@ -1192,6 +1206,47 @@ class _Rules:
                 f"uses `{name}` otherwise than by calling it: it loads data that could hold "
                 "code, so call it by its name, its file by place and the rest by keyword",
             )
+
+    def _memory_use(self, node: ast.Name | ast.Attribute) -> None:
+        """numpy's makers of an array over memory it is handed (:data:`MEMORY_MAKERS`) are
+        refused, and its array class used but to test a value or in a type hint: called (its
+        ``buffer``), or passed on, it makes one too."""
+        full = self._full(node) or ""
+        if not full.startswith("numpy"):
+            return
+        if any(full == maker or full.startswith(maker + ".") for maker in MEMORY_MAKERS):
+            raise Refused(
+                node,
+                f"uses {_quoted(node)}, which makes an array over memory it is handed (a "
+                "buffer, a file mapped, bytes): make arrays of values (np.array, np.zeros, "
+                "np.frombuffer)",
+            )
+        if full == ARRAY_CLASS and not self._as_type(node):
+            raise Refused(
+                node,
+                f"uses {_quoted(node)} otherwise than to test a value (isinstance) or in a "
+                "type hint: called, it makes an array over memory it is handed; make arrays "
+                "of values (np.array, np.zeros, np.frombuffer)",
+            )
+
+    def _as_type(self, node: ast.expr) -> bool:
+        """Whether ``node`` is named only as a type: tested (``isinstance(x, (A, B))``), or in
+        a type hint (an argument's, an assignment's, a function's return; ``A | None``,
+        ``Optional[A]``)."""
+        child: ast.AST = node
+        parent = self.parents.get(id(node))
+        while isinstance(parent, ast.Tuple | ast.Subscript | ast.BinOp):
+            child, parent = parent, self.parents.get(id(parent))
+        if isinstance(parent, ast.arg | ast.AnnAssign) and parent.annotation is child:
+            return True
+        if isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef) and parent.returns is child:
+            return True
+        return (
+            isinstance(parent, ast.Call)
+            and parent.func is not child
+            and _last(parent.func) in CLASS_TAKERS - {"super"}
+            and _last(parent.func) not in self.rebound
+        )
 
     def _namer_use(self, node: ast.Name | ast.Attribute) -> None:
         """What makes attributes of names (:data:`NAMERS`, a ``DEFINE...``) is only called,
