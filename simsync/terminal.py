@@ -15,6 +15,11 @@ standard streams that cannot encode every character.
   standard error. rich draws its own boxes and rules in ASCII there by itself. A stream that
   encodes everything (UTF-8) is left as it is.
 
+- **Ending signals** (:func:`on_ending_signals`). ``kill`` (SIGTERM), a closed terminal
+  (SIGHUP) and the user signals, whose default is to end the process where it stands, become
+  an exception that unwinds it: its temporary folders, half-written files and sandboxes go
+  with it. Only SIGKILL cannot be caught (a later run removes what it left).
+
 Small and below every package, so that the command line sets its streams up before anything
 heavy is imported; rich itself is imported only when a console is made.
 """
@@ -22,21 +27,25 @@ heavy is imported; rich itself is imported only when a console is made.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import os
+import signal
 import sys
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 __all__ = [
+    "ENDING_SIGNALS",
     "HANDLER",
     "MAX_WIDTH",
     "MIN_WIDTH",
     "ascii_fallback",
     "make_console",
+    "on_ending_signals",
     "pasteable",
     "stand_in",
     "usable_width",
@@ -192,3 +201,39 @@ def usable_width(environ: Mapping[str, str], stream: IO[str] | None = None) -> i
     except (AttributeError, OSError, ValueError):  # not a terminal, or no descriptor
         width = 0
     return width if MIN_WIDTH <= width <= MAX_WIDTH else 80
+
+
+#: the signals whose default ends the process where it stands, and that can be caught
+ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+
+
+@contextlib.contextmanager
+def on_ending_signals(make: Callable[[], BaseException]) -> Iterator[None]:
+    """While inside, each of :data:`ENDING_SIGNALS` raises ``make()`` in the main thread, so
+    the process unwinds (its ``finally`` blocks run); the handlers before are put back after.
+    Outside the main thread, where Python allows no handler, nothing is installed.
+
+    >>> import os
+    >>> class Ended(Exception): ...
+    >>> with on_ending_signals(Ended):
+    ...     try:
+    ...         os.kill(os.getpid(), signal.SIGHUP)
+    ...     except Ended:
+    ...         print("unwound")
+    unwound
+    """
+
+    def end(number: int, frame: object) -> None:
+        raise make()
+
+    previous = {}
+    try:
+        for number in ENDING_SIGNALS:
+            previous[number] = signal.signal(number, end)
+    except ValueError:  # not the main thread: nothing to install
+        pass
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)

@@ -1,6 +1,6 @@
-"""Stopping the grader: Ctrl-C, SIGTERM and kill -9 of ``simsync grade`` in the middle of a
-submission's run leave no process of the sandbox running (and, but for kill -9, no
-temporary folder)."""
+"""Stopping the grader: Ctrl-C, SIGTERM, a closed terminal (SIGHUP) and kill -9 of ``simsync
+grade`` in the middle of a submission's run leave no process of the sandbox running (and, but
+for kill -9, no temporary folder: the thirty-second attack's SIGHUP left two)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,9 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+@pytest.mark.parametrize(
+    "stop", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGKILL]
+)
 def test_stopping_the_grader_leaves_nothing_running(tmp_path: Path, stop: int) -> None:
     folder = tmp_path / "hw"
     folder.mkdir()

@@ -13,12 +13,11 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from simsync.cli import calibrate, compare, course, crosscheck, graph, lessons, simulate
 from simsync.cli.options import ExamplesFormatter
 from simsync.errors import SimsyncError, printable
-from simsync.terminal import ascii_fallback
+from simsync.terminal import ascii_fallback, on_ending_signals
 
 __all__ = ["main"]
 
@@ -112,9 +111,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         top.print_help(sys.stderr)
         return 2
-    previous = _exit_on_terminate()
     try:
-        status: int = args.run(args)
+        with on_ending_signals(_Terminated):
+            status: int = args.run(args)
         sys.stdout.flush()  # a full disk or device says so now, not at the interpreter's exit
     except BrokenPipeError:  # `simsync ... | head`: the reader has gone; stop quietly
         _drop_stdout()
@@ -132,9 +131,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _Terminated:
         print("simsync: terminated", file=sys.stderr)
         return 128 + signal.SIGTERM
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
     return status
 
 
@@ -164,17 +160,6 @@ def _drop_stdout() -> None:
 
 
 class _Terminated(BaseException):
-    """SIGTERM (``kill``) arrived: unwind, so that half-written files are removed."""
-
-
-def _exit_on_terminate() -> Any:
-    """Turn SIGTERM into :class:`_Terminated`; the previous handler, to restore (None when
-    this is not the main thread, where Python allows no handler)."""
-
-    def terminate(signum: int, frame: Any) -> None:
-        raise _Terminated
-
-    try:
-        return signal.signal(signal.SIGTERM, terminate)
-    except ValueError:
-        return None
+    """A signal that ends the process arrived (``kill``, a closed terminal:
+    :data:`~simsync.terminal.ENDING_SIGNALS`): unwind, so that half-written files are
+    removed."""

@@ -10,11 +10,9 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import sys
 import tempfile
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +21,7 @@ from simsync.files import PACKAGE_FOLDER, atomic_writer, folder_holding
 from simsync.grading.assignment import Assignment, find_assignment, load_assignments
 from simsync.grading.grader import LEFT_OUT, Grade, grade, not_run_said
 from simsync.sandbox.bubblewrap import Sandbox, find_sandbox
-from simsync.terminal import usable_width
+from simsync.terminal import on_ending_signals, usable_width
 from simsync.words import listed, plural
 
 __all__ = [
@@ -177,22 +175,10 @@ def _check_target(target: Path, submission: Path, assignment: Assignment) -> Non
         )
 
 
-@contextlib.contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM stops grading as Ctrl-C does: the sandbox ended, temporary folders removed."""
-
-    def stop(number: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, stop)
-    except ValueError:  # not the main thread: nothing to install
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+def _terminate_as_interrupt() -> contextlib.AbstractContextManager[None]:
+    """``kill``, a closed terminal (:data:`~simsync.terminal.ENDING_SIGNALS`) stop grading as
+    Ctrl-C does: the sandbox ended, temporary folders removed."""
+    return on_ending_signals(KeyboardInterrupt)
 
 
 def report(result: Grade, *, hidden: bool) -> str:
