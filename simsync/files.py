@@ -57,6 +57,7 @@ __all__ = [
     "read_text",
     "read_toml",
     "refuse_overwriting_inputs",
+    "refuse_writing_into_simsync",
     "same_file",
     "write_text",
 ]
@@ -404,6 +405,25 @@ def folder_holding(
         if inside == held or held in inside.parents:
             return what, folder
     return None
+
+
+def refuse_writing_into_simsync(output: str | os.PathLike[str]) -> None:
+    """Raise :class:`UsageError` when ``output`` would be written inside simsync's own folder
+    (:data:`PACKAGE_FOLDER`: its code and its lessons), through links and ``..`` too.
+
+    >>> refuse_writing_into_simsync("/tmp/out.json")
+    >>> try:
+    ...     refuse_writing_into_simsync(PACKAGE_FOLDER / "lessons" / ".." / "x.json")
+    ... except UsageError as error:
+    ...     print(error)  # doctest: +ELLIPSIS
+    cannot write .../x.json: it is inside simsync's own folder (...); write it elsewhere
+    """
+    inside = folder_holding(output, {"simsync's own folder": PACKAGE_FOLDER})
+    if inside is not None:
+        raise UsageError(
+            f"cannot write {printable(str(output), one_line=True)}: it is inside {inside[0]} "
+            f"({inside[1]}); write it elsewhere"
+        )
 
 
 def refuse_overwriting_inputs(

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from simsync.errors import UsageError, printable
-from simsync.files import refuse_overwriting_inputs, write_text
+from simsync.files import refuse_overwriting_inputs, refuse_writing_into_simsync, write_text
 
 __all__ = ["STDOUT", "Stdout", "check_writable", "output_path", "refuse_stdout", "write_or_print"]
 
@@ -73,6 +73,7 @@ def check_writable(output: Path | Stdout | None, inputs: Sequence[Path | None]) 
     if output is None or isinstance(output, Stdout):
         return
     refuse_overwriting_inputs(output, list(inputs))
+    refuse_writing_into_simsync(output)
     folder = output.parent if str(output.parent) else Path(".")
     try:
         why = _why_not_writable(output, folder)

@@ -158,6 +158,26 @@ def test_lessons_copy_suggests_the_program_step_s_towers(tmp_path: Path) -> None
     assert f"simsync simulate {program} --towers 8 --speeds 1,0.8,0.5,1" in copied.stdout
 
 
+def test_lessons_copy_writes_into_no_link_and_not_into_simsync(tmp_path: Path) -> None:
+    """The thirty-second attack copied a lesson through a link into /etc: a folder named by a
+    link is refused, as is simsync's own folder, and nothing is written in either."""
+    env = {**os.environ, "SIMSYNC_DATA_DIR": str(tmp_path / "data")}
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "link").symlink_to(elsewhere)
+    package = ROOT / "simsync"
+    before = sorted(p.name for p in package.iterdir())
+    for target, said in ((tmp_path / "link", "is a link to"), (package, "simsync's own folder")):
+        copied = subprocess.run(
+            [sys.executable, "-m", "simsync", "lessons", "copy", "1", str(target)],
+            capture_output=True, text=True, timeout=120, env=env,
+        )  # fmt: skip
+        assert copied.returncode == 2, copied.stdout + copied.stderr
+        assert said in copied.stderr and "Traceback" not in copied.stderr
+    assert list(elsewhere.iterdir()) == []
+    assert sorted(p.name for p in package.iterdir()) == before
+
+
 def test_a_suggested_command_at_80_columns_breaks_between_its_words(tmp_path: Path) -> None:
     """A learner's trial: at 80 columns the terminal broke `--speeds 1,0.8,` / `0.5,1`. Each
     line fits, and the lines, pasted into a shell, are the one command."""

@@ -191,6 +191,20 @@ def test_an_output_that_is_an_input_is_refused(tmp_path: Path, args: list[str]) 
     assert {path: path.read_bytes() for path in inputs} == inputs
 
 
+@pytest.mark.parametrize("option", ["--trace", "--timeline"])
+def test_no_output_is_written_into_simsync_s_own_folder(tmp_path: Path, option: str) -> None:
+    """The thirty-second attack wrote a trace into simsync's package folder (its code and its
+    lessons); through ``..`` too, it is refused before any work, and nothing is written."""
+    source = scenario(tmp_path)
+    package = ROOT / "simsync"
+    target = package / "lessons" / ".." / f"attack32{'.json' if option == '--trace' else '.png'}"
+    before = sorted(p.name for p in package.iterdir())
+    ran = simsync("simulate", str(source), option, str(target), cwd=tmp_path)
+    assert ran.returncode == 2, ran.stdout + ran.stderr
+    assert "inside simsync's own folder" in ran.stderr and "Traceback" not in ran.stderr
+    assert sorted(p.name for p in package.iterdir()) == before
+
+
 def test_the_writer_keeps_permissions_and_removes_its_temporary_file(tmp_path: Path) -> None:
     target = tmp_path / "out.txt"
     write_text(target, "one")

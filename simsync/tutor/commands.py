@@ -6,6 +6,7 @@ them only when a step needs them.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,13 @@ from rich.console import Console
 from rich.text import Text
 
 from simsync.errors import UsageError, printable
-from simsync.files import read_text, read_toml, refuse_overwriting_inputs, write_text
+from simsync.files import (
+    read_text,
+    read_toml,
+    refuse_overwriting_inputs,
+    refuse_writing_into_simsync,
+    write_text,
+)
 from simsync.terminal import make_console, pasteable
 from simsync.tutor.content import (
     Lesson,
@@ -118,9 +125,14 @@ def copy_lesson(number: int, folder: Path, *, force: bool = False) -> int:
     )
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"{folder} is a file, not a folder: name a new or existing folder")
+    if folder.is_symlink():  # the folder it names may be anywhere (a link to /etc)
+        raise UsageError(
+            f"{folder} is a link to {os.readlink(folder)}: name a folder of your own, not a link"
+        )
     for source in sources:
         target = folder / source.name
         refuse_overwriting_inputs(target, [source])
+        refuse_writing_into_simsync(target)
         if target.exists() and not force:
             raise UsageError(f"{target} already exists; add --force to overwrite it")
     try:
