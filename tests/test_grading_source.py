@@ -743,6 +743,30 @@ REFUSED.update(
     }
 )
 
+REFUSED.update(
+    {  # what the honest idioms let through stays refused beside them
+        "traceback's frames": ("import traceback\ntraceback.walk_stack(None)", "may use only"),
+        "traceback's frames imported by name": (
+            "from traceback import walk_stack\nwalk_stack(None)",
+            "imports `traceback.walk_stack`",
+        ),
+        "traceback's module under another name": (
+            "import traceback\nt = traceback\nt.walk_stack(None)",
+            "otherwise than by its names",
+        ),
+        "the timeline's module handed to a function": (
+            "from tensorflow.python.client import timeline\n"
+            "def f(m):\n    return m.logging\nf(timeline)",
+            "otherwise than by its names",
+        ),
+        "vars kept": ("d = vars(tf)", "uses `vars`"),
+        "vars read in a print": ("print(vars(tf)['compat'])", "uses `vars`"),
+        "vars handed to json": ("import json\njson.dumps(vars(tf), default=repr)", "uses `vars`"),
+        "type as a value": ("t = type\nt('X', (), {})", "uses `type`"),
+        "a format reading an attribute kept": ("f = '{0.x}'.format\nf(tf)", "by calling it"),
+    }
+)
+
 
 def test_numpy_arrays_class_stays_usable_as_a_type() -> None:
     """Refused when called or passed on, numpy's array class is still a type to test a value
@@ -787,6 +811,7 @@ import enum
 import os
 import re
 import sys
+import traceback
 import threading
 import time
 from datetime import datetime
@@ -915,7 +940,14 @@ def main(_):
 
 def settings():
     parsed = argparse.ArgumentParser().parse_args()
-    parsed.lr = 0.1
+    print(vars(parsed), f"{vars(parsed)}")  # the thirty-second attack's honest idioms
+    row = "{:>8} {:>8}".format
+    print(row(1, 2), isinstance(parsed, type))
+    try:
+        parsed.lr = 0.1
+    except AttributeError:
+        traceback.print_exc()
+        print(traceback.format_exc())
     flags.FLAGS.batch_size = 64
     cfg = Cfg(lr=parsed.lr)._replace(lr=0.2)
     return cfg._asdict(), cfg._fields

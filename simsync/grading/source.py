@@ -71,16 +71,25 @@ YET_MODULES = frozenset(
     {
         "tensorflow.python.client.timeline",
         "tensorflow.python.client.device_lib",
+        "traceback",
         *("six.moves.xrange", "six.moves.range", "six.moves.zip", "six.moves.map"),
     }
 )
-#: ... of which a program may use only these names: the rest of the module is what it
-#: imports, TensorFlow's internals (the twenty-seventh attack reached ``timeline.logging``)
+#: ... of which a program may use only these names, and the module itself only by them (not
+#: as a value): the rest of the module is what it imports, TensorFlow's internals (the
+#: twenty-seventh attack reached ``timeline.logging``) or frames (``traceback.walk_stack``)
 YET_NAMES = {
     "tensorflow.python.client.timeline": frozenset({"Timeline"}),
     # how many GPUs: the idiom of multi-GPU programs older than tf.config
     "tensorflow.python.client.device_lib": frozenset({"list_local_devices"}),
+    # an error's report, as text
+    "traceback": frozenset(
+        {"print_exc", "format_exc", "print_exception", "format_exception", "print_stack"}
+    ),
 }
+#: what may be handed ``vars(x)`` (a live mapping of any attribute, by a name it computes): a
+#: call that only writes it out as text
+TEXT_TAKERS = frozenset({"print", "str", "repr"})
 
 #: Python's own names that change or reach code and objects by name
 NOT_NAMES = frozenset(
@@ -833,6 +842,20 @@ class _Rules:
         self._environment_use(node)
         if id(node) in self.written_out:  # checked with its call
             return
+        parent = self.parents.get(id(node))
+        module = self._full(node) or ""
+        if module in YET_NAMES and not (
+            isinstance(parent, ast.Attribute) and parent.value is node
+        ):  # u = timeline; u.logging: its names out of the rules' sight
+            raise Refused(
+                node,
+                f"uses `{node.id}` otherwise than by its names (`{node.id}.name`): of "
+                f"`{module}` a program may use only {', '.join(sorted(YET_NAMES[module]))}",
+            )
+        if node.id == "vars" and self._written_as_text(node):
+            return  # print(vars(args)): text of it, no object handed out
+        if node.id == "type" and self._as_type(node):
+            return  # isinstance(v, type): tested against, never called
         if node.id in self.classes and isinstance(node.ctx, ast.Load):
             parent = self.parents.get(id(node))
             called = isinstance(parent, ast.Call) and parent.func is node
@@ -869,6 +892,32 @@ class _Rules:
             isinstance(n, ast.Constant) and isinstance(n.value, str) and not _dunder(n.value)
             for n in names
         ) and isinstance(assign.value, ast.Tuple | ast.List)
+
+    def _written_as_text(self, node: ast.Name) -> bool:
+        """Whether ``node`` (``vars``, unbound by the program) is called on one value, and
+        that call only written out as text: an argument of ``print``, ``str`` or ``repr``
+        (:data:`TEXT_TAKERS`), or an f-string's field."""
+        if node.id in self.rebound:
+            return False
+        call = self.parents.get(id(node))
+        if not (
+            isinstance(call, ast.Call)
+            and call.func is node
+            and len(call.args) == 1
+            and not call.keywords
+            and not isinstance(call.args[0], ast.Starred)
+        ):
+            return False
+        taker = self.parents.get(id(call))
+        if isinstance(taker, ast.FormattedValue):
+            return True
+        return (
+            isinstance(taker, ast.Call)
+            and call in taker.args
+            and isinstance(taker.func, ast.Name)
+            and taker.func.id in TEXT_TAKERS
+            and taker.func.id not in self.rebound
+        )
 
     def _type_read(self, node: ast.Call) -> bool:
         """Whether ``type(x)`` is compared (``type(x) == list``, ``type(x) is int``), or its
@@ -924,6 +973,7 @@ class _Rules:
             name in FORMATTERS
             and self._resolved(base) is None
             and not (isinstance(parent, ast.Call) and parent.func is node)
+            and not self._plain_format(base)  # fmt = "{:>8}".format: its fields in sight
         ):  # "{0.x}".format taken as a value: its format is out of the call's sight
             raise Refused(node, f"uses {_quoted(node)} otherwise than by calling it there")
         if name in FORMATTERS and isinstance(base, ast.Name) and base.id == "str":
@@ -964,7 +1014,8 @@ class _Rules:
                 raise Refused(
                     node,
                     f"uses {_quoted(node)}: of `{module}` a program may use only "
-                    f"{', '.join(sorted(names))}; the rest of it is TensorFlow's internals",
+                    f"{', '.join(sorted(names))}; the rest of it reaches TensorFlow's internals "
+                    "or Python's machinery",
                 )
         if _internal(path):  # keras.src.utils.func_load, logging.config as an attribute
             raise Refused(
@@ -1032,6 +1083,13 @@ class _Rules:
                             f"its format's field `{{{field}}}` reads an attribute: pass what it "
                             "reads itself (`{}`.format(x.shape), not `{0.shape}`.format(x))",
                         )
+
+    @staticmethod
+    def _plain_format(node: ast.expr) -> bool:
+        """Whether ``node`` is a format string written out whose fields read no attribute
+        (``"{:>8}"``, not ``"{0.x}"``)."""
+        text = _folded(node)
+        return text is not None and all("." not in field for field in _format_fields(text))
 
     def _written_out(self, node: ast.expr) -> list[str] | None:
         """The strings ``node`` can be, when it is written out: a string of constants, or a
