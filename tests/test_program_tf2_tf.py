@@ -22,6 +22,7 @@ from simsync.kinds import sync_points
 from simsync.simulation.importing import import_program
 from simsync.simulation.user_program import WhatIf, program_summary, simulate_program
 from simsync.tf_backend.program.cluster import private_network
+from simsync.tf_backend.program.load import ProgramError
 
 pytestmark = pytest.mark.tf
 PROGRAMS = Path(__file__).parent / "fixtures" / "programs"
@@ -205,6 +206,57 @@ def test_a_mirrored_strategys_replicas_are_towers_that_meet_at_its_all_reduce(mi
 def test_more_towers_than_a_strategys_replicas_are_refused_with_the_reason(mirrored):
     with pytest.raises(UsageError, match="towers meet inside themselves"):
         simulate_program("tf2_mirrored.py", WhatIf(towers=4), imported=mirrored)
+
+
+#: :data:`COLLECTIVES` with TensorFlow given two logical CPUs first, as ``--devices 2`` does
+TWO_DEVICES = COLLECTIVES.replace(
+    "import tensorflow as tf\n",
+    "import tensorflow as tf\ncpu = tf.config.list_physical_devices('CPU')[0]\n"
+    "two = [tf.config.LogicalDeviceConfiguration()] * 2\n"
+    "tf.config.set_logical_device_configuration(cpu, two)\n",
+    1,
+)
+
+
+def test_devices_give_a_strategy_that_takes_every_device_as_many_replicas():
+    """``MirroredStrategy()`` takes the devices TensorFlow has: this machine's CPU, one
+    replica, no towers. With ``devices=2`` (``--devices 2``) the program finds two logical
+    CPUs, as on a machine of two GPUs: two towers that meet at the all-reduce TensorFlow
+    itself builds for two (measured in a process of the test's own, given two logical CPUs
+    first), and its cross-check runs it on two as well."""
+    program = PROGRAMS / "tf2_mirrored_default.py"
+    alone = import_program(program, cache=False, processes=1)
+    assert not alone.graph.towers and not sync_points(alone.graph)
+    two = import_program(program, cache=False, processes=1, devices=2)
+    assert sorted(two.graph.towers) == [0, 1]
+    twice = 'names["distributed_train_step"](*names["batch"]()); ' * 2
+    collectives = _collectives("tf2_mirrored_default.py", twice.strip())
+    assert collectives == {}  # run as written here: one replica, nothing to reduce across
+    collectives = measured("tf2_mirrored_default.py", TWO_DEVICES.replace("CALL", twice.strip()))
+    assert sorted(d.rsplit(":", 1)[-1] for d in collectives.values()) == ["0", "1"]
+    points = sync_points(two.graph)
+    for name in collectives:
+        assert name in points
+        assert {two.graph.op(t.src).tower for t in two.graph.inputs(name)} - {None} == {0, 1}
+    run, report = crosscheck_program(program, runs=1, traced=3, untraced=5, devices=2)
+    assert report["structure"]["ok"] and report["structure"]["checked"] > 0
+    assert program_summary(run)["towers"] == 2
+
+
+def test_devices_are_refused_for_a_graph_file_and_beyond_their_range(tmp_path):
+    meta = tmp_path / "model.meta"
+    meta.write_bytes(b"")
+    for path, devices, said in ((meta, 2, "MetaGraphDef"), (PROGRAMS / "tf2_step.py", 0, "1 to")):
+        with pytest.raises(ProgramError, match=said) as refused:
+            import_program(path, devices=devices)
+        assert "\n" not in str(refused.value)
+    for given, said in (("2", "--devices changes an imported TensorFlow program"), ("0", "1 to")):
+        ran = subprocess.run(
+            [sys.executable, "-m", "simsync", "simulate", "examples/four_towers.toml",
+             "--devices", given],
+            capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[1],
+        )  # fmt: skip
+        assert ran.returncode == 2 and said in ran.stderr and "Traceback" not in ran.stderr
 
 
 def test_synchronized_batch_norm_meets_at_its_statistics_and_the_optimizers_all_reduce():
@@ -552,3 +604,39 @@ def test_a_multi_worker_strategys_cross_check_runs_its_cluster_again(multi_worke
     (step,) = report["step_time"]
     assert step["client"] == "main" and step["measured"] > 0 and step["predicted"] > 0
     assert report["tasks"] == {"worker": 2} and report["same_graph"]
+
+
+def test_kernels_of_a_datasets_functions_are_not_the_steps(monkeypatch):
+    """The held-out "Distributed training with Keras" tutorial maps its images with a
+    ``scale`` whose ``Cast`` runs in tf.data's threads, hundreds of times beside the step's
+    own ``Cast``: taken for the step's, they were 20 false violations of its order. The
+    profiler's tf.data lines are left out: a step's node has only its own kernels."""
+    import tensorflow as tf
+
+    from simsync.tf_backend.program import function_costs
+
+    images = tf.data.Dataset.from_tensors(tf.zeros([28, 28], tf.uint8)).repeat()
+    data = iter(images.map(lambda x: tf.cast(x, tf.float32)).prefetch(4096))
+
+    @tf.function
+    def step(x):
+        return tf.cast(x, tf.float64) * 2.0
+
+    node = next(
+        n.name
+        for n in step.get_concrete_function(next(data)).graph.as_graph_def().node
+        if n.op == "Cast"
+    )
+    calls = 20
+
+    def run():
+        for _ in range(calls):
+            step(next(data))
+
+    def casts() -> int:
+        (kernels,) = function_costs._traced(tf, 1, run, {node: "/cpu:0"})
+        return sum(1 for name, _, _ in kernels if name == node)
+
+    assert casts() <= calls
+    monkeypatch.setattr(function_costs, "DATA_THREADS", "no thread's name")
+    assert casts() > calls  # the dataset's own, had they been kept

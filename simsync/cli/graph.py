@@ -102,7 +102,7 @@ def graph(args: argparse.Namespace) -> int:
         refuse_stdout(args.output, "-o", "a PNG")
 
     if not is_program(args.file):  # graph's --towers counts lanes: only -- ARGS is a program's
-        refuse_program_options(args, ["program_args", "tasks", "no_task_flags"])
+        refuse_program_options(args, ["program_args", "tasks", "no_task_flags", "devices"])
         if args.every_op:
             raise UsageError(
                 f"--every-op unfolds a TensorFlow program's graph; {args.file} is a scenario, "

@@ -38,6 +38,7 @@ PROGRAM_OPTIONS = {
     "program_args": "-- ARGS",
     "tasks": "--tasks",
     "no_task_flags": "--no-task-flags",
+    "devices": "--devices",
     "runs": "--runs",
     "values": "--values",
     "verbose": "--verbose",
@@ -107,7 +108,20 @@ def _batch(text: str) -> int:
 
 
 def add_task_options(parser: argparse.ArgumentParser) -> None:
-    """``--tasks`` and ``--no-task-flags``: a program written for a cluster, run as one."""
+    """How TensorFlow runs the program: ``--devices``; ``--tasks`` and ``--no-task-flags`` for
+    a program written for a cluster, run as one."""
+    parser.add_argument_group(
+        "a TensorFlow program: the devices it runs on",
+        "By default your program gets this machine's devices, as it would when run itself.",
+    ).add_argument(
+        "--devices",
+        type=_devices,
+        metavar="N",
+        help="give TensorFlow N devices before the program runs: N logical CPUs on a "
+        "machine without GPUs (stand-ins for N GPUs), else N of its GPUs (split into "
+        "virtual ones where it has fewer); a tf.distribute strategy that takes every "
+        "device, such as MirroredStrategy(), then has N replicas",
+    )
     group = parser.add_argument_group(
         "a TensorFlow program written for a cluster (one process per task)",
         "Every task runs the program in a sandbox of its own, all of them in one private "
@@ -129,6 +143,17 @@ def add_task_options(parser: argparse.ArgumentParser) -> None:
         help="tell each task who it is by TF_CONFIG alone (a program whose command line "
         "takes no --job_name)",
     )
+
+
+def _devices(text: str) -> int:
+    from simsync.tf_backend.program.load import MOST_DEVICES
+
+    value = int(text) if text.isascii() and text.isdigit() else 0
+    if not 1 <= value <= MOST_DEVICES:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: must be a whole number from 1 to {MOST_DEVICES}"
+        )
+    return value
 
 
 def _tasks(text: str) -> dict[str, int]:
@@ -228,12 +253,16 @@ def add_program_options(parser: argparse.ArgumentParser, *, crosscheck: bool = F
         )
 
 
-#: what the prediction of who comes last says when it names no tower, by whether the
-#: towers' work is equal (then which comes last is the order the threads take them in)
-_NO_TOWER = {
-    False: "no single tower",
-    True: "no single tower (the towers bring equal work to their sync points)",
-}
+def _no_tower(found: dict[str, Any]) -> str:
+    """What the prediction of who comes last says when it names no tower: why, where the
+    towers' work is equal (then which comes last is the order the threads take them in) or
+    they arrive together (no one waits 1 % of a step)."""
+    if found.get("equal_work"):
+        return "no single tower (the towers bring equal work to their sync points)"
+    if found.get("together"):
+        return "no single tower (they arrive together: none waits 1 % of a step)"
+    return "no single tower"
+
 
 #: where a scenario says what a program's option changes (the rest is its [cluster])
 _SCENARIO_KEYS = {
@@ -305,6 +334,7 @@ def simulate_program_command(args: argparse.Namespace, console: Any) -> int:
             values=args.values,
             tasks=args.tasks,
             task_flags=not args.no_task_flags,
+            devices=args.devices,
         )
     result = program_summary(run)
     sim = run.simulation
@@ -373,6 +403,7 @@ def crosscheck_program_command(args: argparse.Namespace) -> int:
             on_progress=lambda message: status.update(escape(message)),
             tasks=args.tasks,
             task_flags=not args.no_task_flags,
+            devices=args.devices,
         )
     if args.json:
         print(json.dumps(report, indent=2, allow_nan=False))
@@ -406,7 +437,7 @@ def _print_crosscheck(report: dict[str, Any], out: Any) -> None:
         out.print(
             f"  last at {found['sync_point']}: measured {found['measured'] or 'no single tower'}"
             f" (last in {counts} of {found['steps']} steps{differ}), predicted "
-            f"{found['predicted'] or _NO_TOWER[bool(found.get('equal_work'))]}: "
+            f"{found['predicted'] or _no_tower(found)}: "
             f"{found['verdict']}",
             markup=False,
         )
@@ -505,5 +536,6 @@ def graph_program(args: argparse.Namespace) -> Any:
             args=getattr(args, "program_args", ()),
             tasks=getattr(args, "tasks", None),
             task_flags=not getattr(args, "no_task_flags", False),
+            devices=getattr(args, "devices", None),
         ).graph
     return graph if getattr(args, "every_op", False) else folded_by_scope(graph)

@@ -155,6 +155,7 @@ def simulate_program(
     tasks: Mapping[str, int] | None = None,
     task_flags: bool = True,
     gpus: bool = True,
+    devices: int | None = None,
 ) -> ProgramRun:
     """Import the program at ``path`` (unless ``imported`` is given; ``args`` are its command
     line), change it, and simulate ``steps`` steps; with ``values``, replay the simulated
@@ -162,18 +163,20 @@ def simulate_program(
     program). A program written for a cluster runs as its cluster of ``tasks``
     (:mod:`~simsync.tf_backend.program.cluster`). With ``gpus``, also as on GPUs where this
     machine's cores are fewer than its towers (:func:`on_gpus`; a prediction to cross-check
-    is of this machine only)."""
+    is of this machine only). With ``devices``, the program runs on that many logical
+    devices (``--devices``: a strategy that takes every device has as many replicas)."""
     if changes.mode is not None or changes.replicas is not None:
         _mode_change(changes)  # a mode that is none: said before the program runs
     imported = imported or import_program(
-        path, args=args, costs=costs, refresh=refresh, tasks=tasks, task_flags=task_flags
-    )
+        path, args=args, costs=costs, refresh=refresh, tasks=tasks, task_flags=task_flags,
+        devices=devices,
+    )  # fmt: skip
     graph, lines = what_if(imported.graph, changes)
     sim = simulate_graph(graph, steps, name=Path(path).stem, source=str(path), seed=seed)
     run = ProgramRun(imported, graph, sim, lines)
     run.on_gpus = on_gpus(graph, steps, seed, str(path)) if gpus else None
     if values:
-        program_values(path, run, args=args)
+        program_values(path, run, args=args, devices=devices)
     return run
 
 
@@ -206,7 +209,11 @@ def on_gpus(graph: Graph, steps: int, seed: int, source: str) -> dict[str, Any] 
 
 
 def program_values(
-    path: str | os.PathLike[str], run: ProgramRun, *, args: Sequence[str] = ()
+    path: str | os.PathLike[str],
+    run: ProgramRun,
+    *,
+    args: Sequence[str] = (),
+    devices: int | None = None,
 ) -> None:
     """The values of ``run``: its simulated order of reads and writes replayed with the
     program's own ops, TensorFlow computing (:mod:`simsync.tf_backend.program.values`,
@@ -222,7 +229,7 @@ def program_values(
         run.no_values = str(why)
         return
     try:
-        run.values = replay_program(path, plan, imported.key, args=args)
+        run.values = replay_program(path, plan, imported.key, args=args, devices=devices)
     except ProgramError as error:  # the simulation stands; its values could not be made
         run.no_values = str(error)
 

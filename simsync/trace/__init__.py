@@ -37,6 +37,7 @@ from simsync.trace.staleness import (
     variable_staleness,
 )
 from simsync.trace.stats import (
+    NOTICEABLE_WAIT,
     StepTimeStats,
     SyncWait,
     binomial_tail,
@@ -50,11 +51,13 @@ from simsync.trace.stats import (
     straggler,
     sync_waits,
     time_to_loss,
+    together,
     tower_arrivals,
     waits_at,
 )
 
 __all__ = [
+    "NOTICEABLE_WAIT",
     "ClientStaleness",
     "Contest",
     "Entrant",
@@ -96,6 +99,7 @@ __all__ = [
     "takes_of_one_accumulator",
     "throughput",
     "time_to_loss",
+    "together",
     "tower_arrivals",
     "unpaired_staleness",
     "updates_by_run",

@@ -25,6 +25,7 @@ from simsync.ir import (
 from simsync.trace.events import Trace
 
 __all__ = [
+    "NOTICEABLE_WAIT",
     "StepTimeStats",
     "SyncWait",
     "came_last",
@@ -36,6 +37,7 @@ __all__ = [
     "step_time_stats",
     "sync_waits",
     "time_to_loss",
+    "together",
     "tower_arrivals",
     "waits_at",
 ]
@@ -47,6 +49,22 @@ class StepTimeStats(TypedDict):
     mean: float
     p50: float
     p95: float
+
+
+#: the share of a step a tower must wait at a sync point for the one it waited for to be
+#: late: below it, the towers arrive together, and which one is counted last is a tie-break
+#: (a transfer's turn at a port, the order the threads took them in)
+NOTICEABLE_WAIT = 0.01
+
+
+def together(waits: Mapping[str, float], step: float) -> bool:
+    """Whether the towers arrive together at a sync point: none of its mean ``waits`` (by
+    tower, seconds) is :data:`NOTICEABLE_WAIT` of a ``step``.
+
+    >>> together({"tower_0": 3.6e-5, "tower_1": 0.0}, 0.016), together({"tower_0": 0.01}, 0.02)
+    (True, False)
+    """
+    return max(waits.values(), default=0.0) <= NOTICEABLE_WAIT * step
 
 
 def step_time_stats(trace: Trace) -> StepTimeStats:

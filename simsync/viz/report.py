@@ -17,7 +17,14 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-from simsync.trace import Update, named_straggler, stalest_client, straggler
+from simsync.trace import (
+    NOTICEABLE_WAIT,
+    Update,
+    named_straggler,
+    stalest_client,
+    straggler,
+    together,
+)
 from simsync.words import ms, plural
 
 if TYPE_CHECKING:
@@ -261,7 +268,8 @@ class SummaryView:
             table.add_section()
         if a_moment:
             notes.append(
-                f"{TOGETHER}: no one waited as long as 1 % of a step there; the one counted "
+                f"{TOGETHER}: no one waited as long as {NOTICEABLE_WAIT:.0%} of a step there; "
+                "the one counted "
                 "last got there only a moment later"
             )
         if in_line:
@@ -283,7 +291,7 @@ class SummaryView:
         # A straggler makes the others wait noticeably (1 % of a step); below that, "last" is
         # a tie-break of equal towers (e.g. first come at a port).
         step = (self.summary.get("step_time") or {}).get("mean") or 0.0
-        anyone_waited = max(waits.values(), default=0.0) > 0.01 * step
+        anyone_waited = not together(waits, step)
         slowest = straggler(last) if anyone_waited else ""
         in_line = bool(slowest) and named_straggler(last, expected) != slowest
         towers = list(waits)
@@ -292,10 +300,10 @@ class SummaryView:
         # nobody ever waited for anybody, or not noticeably (equal towers, one of them later
         # by a transfer's turn at a port: learner trial 60 read lesson 1's "20/20" as a
         # straggler, lesson 7's equal towers "together")
-        together = bool(runs) and (not any(last.values()) or not anyone_waited)
+        arrived_together = bool(runs) and (not any(last.values()) or not anyone_waited)
         for i, tower in enumerate(shown):
             count = last.get(tower, 0)
-            if together and i == 0:
+            if arrived_together and i == 0:
                 yield tower, ms(waits[tower]), f"{count}/{runs}", TOGETHER, "dim"
             elif tower == slowest and in_line:
                 yield tower, ms(waits[tower]), f"{count}/{runs}", IN_LINE, "yellow"

@@ -66,6 +66,27 @@ PRINTED = 2**20
 EXPORTED_RUN_TIMEOUT_MS = 60_000
 
 
+def _give_devices(tf: Any, count: int, gpus: int) -> None:
+    """``--devices``: TensorFlow's devices as the program will find them, ``count`` of them:
+    logical CPUs without GPUs, else the first ``count`` GPUs, or the first split into
+    ``count`` virtual ones where there are fewer. A program that sets its own logical devices
+    before it starts TensorFlow sets them over these."""
+    from simsync.tf_backend.session.gpus import VIRTUAL_GPU_MEMORY_MB
+
+    if not gpus:
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        logical = [tf.config.LogicalDeviceConfiguration() for _ in range(count)]
+        tf.config.set_logical_device_configuration(cpu, logical)
+        return
+    physical = tf.config.list_physical_devices("GPU")
+    if count <= len(physical):
+        tf.config.set_visible_devices(physical[:count], "GPU")
+        return
+    tf.config.set_visible_devices(physical[:1], "GPU")
+    memory = tf.config.LogicalDeviceConfiguration(memory_limit=VIRTUAL_GPU_MEMORY_MB)
+    tf.config.set_logical_device_configuration(physical[0], [memory] * count)
+
+
 def main(request_path: str, folder: str, work: str) -> int:
     request = json.loads(Path(request_path).read_text())
     say = answer_channel(bool(request.get("sealed")), started=request.get("started_fd"))
@@ -83,6 +104,8 @@ def main(request_path: str, folder: str, work: str) -> int:
     tf.get_logger().setLevel("ERROR")
 
     gpus = len(tf.config.list_physical_devices("GPU"))
+    if request.get("devices"):  # --devices: before the program can take TensorFlow's
+        _give_devices(tf, int(request["devices"]), gpus)
     _read_given(tf, request)
 
     task = request.get("task")

@@ -18,7 +18,8 @@ has no eager counterpart). Its kernels are timed by ``tf.profiler.experimental``
    (``host_tracer_level=2``, no Python tracer); the profiler writes one ``.xplane.pb`` into a
    temporary folder, read back here (:func:`xplane_steps`);
 3. in plane ``/host:CPU``, each event whose name is ``"<node>:<kernel type>"`` and whose node
-   is an op of the step's graph is a kernel of that op (the type is the kernel's, which
+   is an op of the step's graph is a kernel of that op, but on tf.data's threads
+   (:data:`DATA_THREADS`: a dataset's own functions) (the type is the kernel's, which
    oneDNN may rename: ``_MklMatMul`` for a ``MatMul``), in the step whose ``train`` event holds
    its start. Kernel events carry no device: the op's device is the graph's (its partition
    graph's). TensorFlow does not trace inexpensive kernels (``Const``, ``Identity``,
@@ -63,6 +64,11 @@ TRACED_ROUND = 25
 #: traced rounds in a cross-check's run: each one block of its staleness' interval
 TRACED_ROUNDS = 5
 
+#: the profiler's lines (threads) of tf.data, which run a dataset's own functions: their
+#: nodes may share a name with the step's (a ``map``'s ``Cast``, whose hundreds of events
+#: ran beside the step's ``Cast`` and read as 20 false violations of the held-out
+#: "Distributed training with Keras" tutorial), and none of the step's kernels runs there
+DATA_THREADS = "tf_data"
 #: kernels whose event is not their work: an asynchronous kernel's event starts it, then
 #: (the executor runs what it made ready in its callback) may hold its successors' too; it
 #: is a sync point, its wait in no event (research/tf2.md §2)
@@ -70,6 +76,7 @@ ASYNCHRONOUS = COLLECTIVES | NCCL
 
 __all__ = [
     "ASYNCHRONOUS",
+    "DATA_THREADS",
     "function_call_split",
     "measure_function",
     "profile_function",
@@ -260,6 +267,8 @@ def _traced(
         if plane.name != "/host:CPU":
             continue
         for line in plane.lines:
+            if line.name.startswith(DATA_THREADS):
+                continue  # a dataset's functions, not the step's (see DATA_THREADS)
             for event in line.events:
                 named = plane.event_metadata[event.metadata_id].name
                 start = line.timestamp_ns * 1000 + event.offset_ps  # picoseconds

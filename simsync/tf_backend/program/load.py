@@ -70,12 +70,14 @@ from simsync.tf_backend.program.convert import convert
 from simsync.tf_backend.program.made_in import Source, made_in
 
 __all__ = [
+    "MOST_DEVICES",
     "PROGRAM_SUFFIXES",
     "ChildFailed",
     "ImportLimits",
     "Imported",
     "ProgramError",
     "capture_program",
+    "devices_refused",
     "measure_program",
     "replay_program",
 ]
@@ -193,6 +195,9 @@ class _Runner:
     given: Given | None = None
     #: whether an exported loop's updates are measured (how they weigh the towers)
     averaging: bool = True
+    #: TensorFlow given this many logical devices before the program runs (``--devices``:
+    #: a ``tf.distribute`` strategy that takes every device has as many replicas), or None
+    devices: int | None = None
 
 
 @dataclass
@@ -233,6 +238,7 @@ def capture_program(
     task_flags: bool = True,
     given: Given | None = None,
     averaging: bool = True,
+    devices: int | None = None,
 ) -> Imported:
     """Run the program at ``path`` in the sandbox until its training loop is known, and
     return its graph with its costs as traced (see the module's docstring; fitted to its
@@ -251,7 +257,8 @@ def capture_program(
     exported program's updates are compared with the ``given`` model's
     (:class:`Given`: another's export, ``Imported.export``); with ``averaging`` false, an
     exported program's updates are not measured at all (``Imported.averaging`` is None: a
-    reference solution, whose export is only given to others)."""
+    reference solution, whose export is only given to others). With ``devices``, TensorFlow
+    has that many logical devices before the program runs (:func:`devices_refused`)."""
     source = Path(path)
     shown = printable(name or str(source), one_line=True)
     folder = None if cache is False else (cache or cost_cache.costs_folder())
@@ -261,9 +268,11 @@ def capture_program(
             f"{printable(str(costs), one_line=True)}: a costs file of no op's costs (its "
             "profile.ops is empty)"
         )
+    devices_refused(source, shown, devices)
     runner = _Runner(
-        source, shown, tuple(args), limits, sandbox, hidden, tasks=tasks, task_flags=task_flags
-    )
+        source, shown, tuple(args), limits, sandbox, hidden, tasks=tasks, task_flags=task_flags,
+        devices=devices,
+    )  # fmt: skip
     if tasks is not None and export:
         raise ProgramError(f"{shown}: a graded program runs in one process, not as a cluster")
     remove_stale_folders()  # a program's copies a killed import left
@@ -319,6 +328,33 @@ def _imported(
                     efficiency=efficiency, kept_in=folder, machine=machine)  # fmt: skip
 
 
+#: the most logical devices ``--devices`` gives TensorFlow
+MOST_DEVICES = 16
+
+
+def devices_refused(source: Path, shown: str, devices: int | None) -> None:
+    """Refuses (:class:`ProgramError`, one line) ``devices`` logical devices for a program
+    that cannot take them: fewer than 1 or more than :data:`MOST_DEVICES`, or a MetaGraphDef
+    (its graph names its devices; no code of its runs to take TensorFlow's).
+
+    >>> devices_refused(Path("train.py"), "train.py", 2)
+    >>> devices_refused(Path("model.meta"), "model.meta", 2)
+    Traceback (most recent call last):
+    ...
+    simsync.tf_backend.program.load.ProgramError: model.meta: --devices gives a program \
+TensorFlow's devices before it runs; a MetaGraphDef's graph names its own
+    """
+    if devices is None:
+        return
+    if not 1 <= devices <= MOST_DEVICES:
+        raise ProgramError(f"{shown}: --devices {devices}: from 1 to {MOST_DEVICES}")
+    if source.suffix != ".py":
+        raise ProgramError(
+            f"{shown}: --devices gives a program TensorFlow's devices before it runs; a "
+            "MetaGraphDef's graph names its own"
+        )
+
+
 def measure_program(
     path: str | os.PathLike[str],
     *,
@@ -329,6 +365,7 @@ def measure_program(
     sandbox: Sandbox | None = None,
     tasks: Mapping[str, int] | None = None,
     task_flags: bool = True,
+    devices: int | None = None,
 ) -> tuple[str, GraphData, dict[str, Any]]:
     """Run the program at ``path`` again, in a process of its own, until its training loop
     is known, and measure it (:func:`~simsync.tf_backend.program.step_costs.measure_loop`:
@@ -336,11 +373,14 @@ def measure_program(
     same as the import's when the program built the same graph), the graph as plain data
     (:func:`~simsync.tf_backend.program.convert.convert`'s input) and what was measured. A
     program written for a cluster runs as its cluster of ``tasks`` (see
-    :func:`capture_program`), all of its workers measured together."""
+    :func:`capture_program`), all of its workers measured together; with ``devices``, on
+    that many logical devices (as imported)."""
     shown = printable(str(path), one_line=True)
+    devices_refused(Path(path), shown, devices)
     runner = _Runner(
-        Path(path), shown, tuple(args), limits, sandbox, tasks=tasks, task_flags=task_flags
-    )
+        Path(path), shown, tuple(args), limits, sandbox, tasks=tasks, task_flags=task_flags,
+        devices=devices,
+    )  # fmt: skip
     answer = _run(runner, {"measure": {"traced": traced, "untraced": untraced}})
     if "measured" not in answer.said:
         raise answer.missing(shown, "its run was not measured")
@@ -355,14 +395,16 @@ def replay_program(
     args: Sequence[str] = (),
     limits: Limits | None = None,
     sandbox: Sandbox | None = None,
+    devices: int | None = None,
 ) -> dict[str, Any]:
-    """Run the program at ``path`` again, in the sandbox, until its training loop is known,
-    and replay ``plan`` (:func:`~simsync.tf_backend.program.values.replay_plan`) with its own
-    ops (:func:`~simsync.tf_backend.program.replay.replay_loop`): its values in the simulated
+    """Run the program at ``path`` again, in the sandbox (on ``devices`` logical devices, as
+    imported), until its training loop is known, and replay ``plan``
+    (:func:`~simsync.tf_backend.program.values.replay_plan`) with its own ops
+    (:func:`~simsync.tf_backend.program.replay.replay_loop`): its values in the simulated
     order. ``key`` is the imported graph's: a program that builds another graph this time
     (it draws its shape at random?) is refused in one line."""
     shown = printable(str(path), one_line=True)
-    runner = _Runner(Path(path), shown, tuple(args), limits, sandbox)
+    runner = _Runner(Path(path), shown, tuple(args), limits, sandbox, devices=devices)
     answer = _run(runner, {"replay": plan, "profile": False})
     if answer.key != key:
         raise ProgramError(
@@ -488,6 +530,8 @@ def _run(runner: _Runner, request: dict[str, Any]) -> _Answer:
     files' hash and ``args`` added), and return what it said, checked whole, with a graph and
     its machine or an export; else raise :class:`ProgramError` with one line. A program
     written for a cluster runs as its cluster (:func:`_run_cluster`)."""
+    if runner.devices is not None:  # each task of a cluster's too
+        request = {**request, "devices": runner.devices}
     if runner.tasks is not None:
         return _run_cluster(runner, request, runner.tasks)
     shown, source = runner.shown, runner.source

@@ -192,8 +192,9 @@ def _refuse_towers_that_meet(graph: Graph, towers: int) -> None:
     why = towers_meet(graph)
     if why is not None:
         raise UsageError(
-            f"--towers {towers}: {why}: run the program with as many replicas instead (a "
-            f"cluster's workers: --tasks worker={towers})"
+            f"--towers {towers}: {why}: run the program with as many replicas instead "
+            f"(--devices {towers} where its strategy takes every device, as "
+            f"MirroredStrategy() does; a cluster's workers: --tasks worker={towers})"
         )
 
 
