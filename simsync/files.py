@@ -52,6 +52,7 @@ __all__ = [
     "atomic_writer",
     "folder_holding",
     "locked",
+    "own_folders",
     "read_input",
     "read_json",
     "read_text",
@@ -407,9 +408,22 @@ def folder_holding(
     return None
 
 
+def own_folders() -> dict[str, Path]:
+    """simsync's own folders, where no output is ever written, by what each is: its code
+    (:data:`PACKAGE_FOLDER`), and its lessons and assignments, which a checkout keeps beside
+    it (the thirty-third attack found the lessons' folder unguarded there)."""
+    import importlib.resources
+
+    found = {"simsync's own folder": PACKAGE_FOLDER}
+    for package, what in (("simsync.lessons", "lessons"), ("simsync.assignments", "assignments")):
+        with contextlib.suppress(ImportError, TypeError):
+            found[f"simsync's {what}"] = Path(str(importlib.resources.files(package)))
+    return found
+
+
 def refuse_writing_into_simsync(output: str | os.PathLike[str]) -> None:
-    """Raise :class:`UsageError` when ``output`` would be written inside simsync's own folder
-    (:data:`PACKAGE_FOLDER`: its code and its lessons), through links and ``..`` too.
+    """Raise :class:`UsageError` when ``output`` would be written inside simsync's own folders
+    (:func:`own_folders`: its code, its lessons, its assignments), through links and ``..``.
 
     >>> refuse_writing_into_simsync("/tmp/out.json")
     >>> try:
@@ -418,7 +432,7 @@ def refuse_writing_into_simsync(output: str | os.PathLike[str]) -> None:
     ...     print(error)  # doctest: +ELLIPSIS
     cannot write .../x.json: it is inside simsync's own folder (...); write it elsewhere
     """
-    inside = folder_holding(output, {"simsync's own folder": PACKAGE_FOLDER})
+    inside = folder_holding(output, own_folders())
     if inside is not None:
         raise UsageError(
             f"cannot write {printable(str(output), one_line=True)}: it is inside {inside[0]} "

@@ -9,7 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from simsync.grading.source import MOST_BYTES, check_program, check_source
+from simsync.grading.resolver import resolve
+from simsync.grading.source import (
+    GUARDED,
+    MODULES,
+    MOST_BYTES,
+    YET_TOPS,
+    check_program,
+    check_source,
+    program_paths,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -1022,28 +1031,126 @@ def test_the_programs_people_write_pass() -> None:
     assert check_source(own) is None
 
 
-@pytest.mark.parametrize(
-    "path",
-    [
-        *sorted((ROOT / "assignments" / "04-your-tensorflow-towers").rglob("*.py")),
-        *sorted(
-            p
-            for p in (ROOT / "tests" / "fixtures" / "programs").glob("*.py")
-            # not Python; its own module; free ports found, or its interfaces listed, with
-            # `socket` (no graded program)
-            if p.name
-            not in (
-                "bad_syntax.py",
-                "towers_argv.py",
-                "tf2_parameter_server.py",
-                "between_graph.py",
-            )
-        ),
-    ],
-    ids=lambda p: p.name,
+#: the thirty-third attack: what the rules refuse under one path, reached under another (a
+#: module held by another module, an object re-exported, a class handed back as data)
+ALIASED = {
+    "numpy held by numpy.ma.core": (
+        "np.ma.core.np.ndarray((1,), object, b'x' * 8)",
+        "memory it is handed",
+    ),
+    "numpy's loader held by numpy.random.mtrand": (
+        "np.random.mtrand.np.load('p.bin', None, True)",
+        "passes `load` more than its file",
+    ),
+    "logging held by logging.handlers": (
+        "import logging.handlers\nlogging.handlers.logging.Formatter('{x}', None, '{')",
+        "module `logging` held by another module",
+    ),
+    "enum held by re": ("import re\nre.enum.Enum('H', {input(): 1})", "names given as data"),
+    "numpy held by numpy.ma.core, kept": ("N = np.ma.core.np", "module `numpy` held by"),
+    "re held by json.decoder": ("import json.decoder\njson.decoder.re.compile('x')", "`re`"),
+    "numpy's internals held by numpy.ma.core": ("np.ma.core.umath.add(1, 2)", "held by"),
+    "numpy imported from another module": (
+        "from numpy.ma.core import np as N\nN.zeros(1)",
+        "held by another module",
+    ),
+    "the array class re-exported": (
+        "np.ma.core.ndarray((1,), object, b'x' * 8)",
+        "memory it is handed",
+    ),
+    "the array class imported from another module": (
+        "from numpy.ma.core import ndarray\nndarray((1,), object, b'x' * 8)",
+        "memory it is handed",
+    ),
+    "the array class behind a type hint": (
+        "import numpy.typing\nnp.typing.NDArray((1,), object, b'x' * 8)",
+        "memory it is handed",
+    ),
+    "a masked array's class": ("np.ma.array([1]).baseclass((1,))", "`np.ma.array([1]).baseclass`"),
+    "a type hint's class": ("import typing\ntyping.get_origin(int)", "get_origin"),
+    "a dataclass field's hinted type": ("import dataclasses\ndataclasses.fields(1)", "fields"),
+}
+#: ... and honest ways to the same modules and objects, which pass
+ALIASED_HONEST = (
+    "import os\nprint(os.path.join('a', 'b'))\n"
+    "import numpy.typing as npt\ndef f(x: npt.NDArray[np.float32]) -> npt.NDArray:\n"
+    "    return x\n"
+    "import traceback\nfrom traceback import format_exc\nprint(format_exc())\n"
+    "from tensorflow.python.client.timeline import Timeline\nprint(Timeline)\n"
+    "print(tf.keras.layers.Dense(1), tf.nn.relu, tf.compat.v1.train.AdamOptimizer)\n"
 )
-def test_the_given_programs_pass(path: Path) -> None:
-    assert check_program(path, path.name) is None
+PREFIX = "import tensorflow as tf\nimport numpy as np\nimport abc\n"
+
+
+@pytest.fixture(scope="module")
+def aliased_names() -> dict:
+    """What the names of every case of :data:`ALIASED` (and the honest ones) are, read off
+    the modules in one process."""
+    paths: set[str] = set()
+    for body, _ in ALIASED.values():
+        paths |= program_paths(PREFIX + body)
+    paths |= program_paths(PREFIX + ALIASED_HONEST)
+    return resolve(paths, GUARDED, MODULES | YET_TOPS)
+
+
+@pytest.mark.parametrize("case", sorted(ALIASED))
+def test_what_the_rules_refuse_is_refused_under_any_path(case: str, aliased_names: dict) -> None:
+    body, word = ALIASED[case]
+    why = check_source(PREFIX + body + "\n", aliased_names)
+    assert why is not None and word in why, why
+    line = int(why.split(":")[0].removeprefix("line "))
+    assert 4 <= line <= 3 + body.count("\n") + 1, why
+
+
+def test_the_public_apis_own_paths_and_names_pass(aliased_names: dict) -> None:
+    assert check_source(PREFIX + ALIASED_HONEST, aliased_names) is None
+
+
+#: the programs given with simsync, which a graded program may be like
+GIVEN = [
+    *sorted((ROOT / "assignments" / "04-your-tensorflow-towers").rglob("*.py")),
+    *sorted(
+        p
+        for p in (ROOT / "tests" / "fixtures" / "programs").glob("*.py")
+        # not Python; its own module; free ports found, or its interfaces listed, with
+        # `socket` (no graded program)
+        if p.name
+        not in (
+            "bad_syntax.py",
+            "towers_argv.py",
+            "tf2_parameter_server.py",
+            "between_graph.py",
+        )
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def given_names() -> dict:
+    """What the names of every given program are, read off the modules in one process."""
+    paths = set().union(*(program_paths(path.read_bytes()) for path in GIVEN))
+    return resolve(paths, GUARDED, MODULES | YET_TOPS)
+
+
+@pytest.mark.parametrize("path", GIVEN, ids=lambda p: p.name)
+def test_the_given_programs_pass(path: Path, given_names: dict) -> None:
+    assert check_source(path.read_bytes(), given_names) is None
+
+
+def test_a_program_is_checked_by_what_its_names_are() -> None:
+    """check_program reads what the names are in a process of its own: the solution passes,
+    and numpy reached through another module is refused though its source reads well."""
+    solution = ROOT / "assignments" / "04-your-tensorflow-towers" / "solution" / "train.py"
+    assert check_program(solution, "train.py") is None
+    aliased = solution.parent.parent / "aliased.py"
+    source = "import numpy as np\nprint(np.ma.core.np.zeros(1))\n"
+    assert check_source(source) is None
+    try:
+        aliased.write_text(source)
+        why = str(check_program(aliased, "aliased.py"))
+    finally:
+        aliased.unlink()
+    assert why.startswith("aliased.py: line 2: ") and "held by another module" in why
 
 
 def test_a_file_that_is_not_python_or_too_large_gets_one_line(tmp_path: Path) -> None:

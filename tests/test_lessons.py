@@ -159,15 +159,22 @@ def test_lessons_copy_suggests_the_program_step_s_towers(tmp_path: Path) -> None
 
 
 def test_lessons_copy_writes_into_no_link_and_not_into_simsync(tmp_path: Path) -> None:
-    """The thirty-second attack copied a lesson through a link into /etc: a folder named by a
-    link is refused, as is simsync's own folder, and nothing is written in either."""
+    """The thirty-second attack copied a lesson through a link into /etc, the thirty-third
+    through a link on the way: a folder reached through a link is refused, as are simsync's
+    own folders (its lessons too), and nothing is written in any."""
     env = {**os.environ, "SIMSYNC_DATA_DIR": str(tmp_path / "data")}
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (tmp_path / "link").symlink_to(elsewhere)
     package = ROOT / "simsync"
     before = sorted(p.name for p in package.iterdir())
-    for target, said in ((tmp_path / "link", "is a link to"), (package, "simsync's own folder")):
+    targets = (
+        (tmp_path / "link", "through a link"),
+        (tmp_path / "link" / "sub", "through a link"),  # a link on the way (the 33rd attack)
+        (package, "simsync's own folder"),
+        (ROOT / "lessons" / "mine", "simsync's lessons"),
+    )
+    for target, said in targets:
         copied = subprocess.run(
             [sys.executable, "-m", "simsync", "lessons", "copy", "1", str(target)],
             capture_output=True, text=True, timeout=120, env=env,
@@ -176,6 +183,7 @@ def test_lessons_copy_writes_into_no_link_and_not_into_simsync(tmp_path: Path) -
         assert said in copied.stderr and "Traceback" not in copied.stderr
     assert list(elsewhere.iterdir()) == []
     assert sorted(p.name for p in package.iterdir()) == before
+    assert not (ROOT / "lessons" / "mine").exists()
 
 
 def test_a_suggested_command_at_80_columns_breaks_between_its_words(tmp_path: Path) -> None:

@@ -192,16 +192,27 @@ def test_an_output_that_is_an_input_is_refused(tmp_path: Path, args: list[str]) 
 
 
 @pytest.mark.parametrize("option", ["--trace", "--timeline"])
-def test_no_output_is_written_into_simsync_s_own_folder(tmp_path: Path, option: str) -> None:
-    """The thirty-second attack wrote a trace into simsync's package folder (its code and its
-    lessons); through ``..`` too, it is refused before any work, and nothing is written."""
+@pytest.mark.parametrize("folder", ["simsync", "lessons"])
+def test_no_output_is_written_into_simsync_s_own_folder(
+    tmp_path: Path, option: str, folder: str
+) -> None:
+    """The thirty-second attack wrote a trace into simsync's package folder, the thirty-third
+    found its lessons' folder unguarded; through ``..`` too, it is refused before any work,
+    and nothing is written."""
     source = scenario(tmp_path)
-    package = ROOT / "simsync"
-    target = package / "lessons" / ".." / f"attack32{'.json' if option == '--trace' else '.png'}"
+    package = ROOT / folder
+    target = (
+        package
+        / "01-building-is-not-running"
+        / ".."
+        / f"x{'.json' if option == '--trace' else '.png'}"
+    )
+    if folder == "simsync":
+        target = package / "cli" / ".." / target.name
     before = sorted(p.name for p in package.iterdir())
     ran = simsync("simulate", str(source), option, str(target), cwd=tmp_path)
     assert ran.returncode == 2, ran.stdout + ran.stderr
-    assert "inside simsync's own folder" in ran.stderr and "Traceback" not in ran.stderr
+    assert "inside simsync's" in ran.stderr and "Traceback" not in ran.stderr
     assert sorted(p.name for p in package.iterdir()) == before
 
 

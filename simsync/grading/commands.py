@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from simsync.errors import UsageError, printable
-from simsync.files import PACKAGE_FOLDER, atomic_writer, folder_holding
+from simsync.files import atomic_writer, folder_holding, own_folders
 from simsync.grading.assignment import Assignment, find_assignment, load_assignments
 from simsync.grading.grader import LEFT_OUT, Grade, grade, not_run_said
 from simsync.sandbox.bubblewrap import Sandbox, find_sandbox
@@ -165,7 +165,7 @@ def _check_target(target: Path, submission: Path, assignment: Assignment) -> Non
     inputs = {
         "the submission being graded": submission,
         f"assignment {assignment.number}'s own folder": assignment.folder,
-        "simsync's own folder": PACKAGE_FOLDER,
+        **own_folders(),
     }
     holder = folder_holding(target, inputs)
     if holder is not None:

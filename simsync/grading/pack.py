@@ -26,7 +26,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from simsync.errors import UsageError, printable
-from simsync.files import PACKAGE_FOLDER, atomic_writer, folder_holding
+from simsync.files import atomic_writer, folder_holding, own_folders
 from simsync.grading.assignment import find_assignment
 
 __all__ = ["pack", "project_root"]
@@ -90,7 +90,7 @@ def pack(number: int, output: Path) -> int:
         output,
         {
             "the assignments' folder, which it packs": assignment.folder.parent,
-            "simsync's own folder": PACKAGE_FOLDER,
+            **own_folders(),
         },
     )
     if holder is not None:

@@ -38,10 +38,21 @@ from __future__ import annotations
 
 import ast
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-__all__ = ["BASES", "MODULES", "MOST_BYTES", "check_program", "check_source"]
+from simsync.grading.resolver import resolve
+
+__all__ = [
+    "BASES",
+    "GUARDED",
+    "MODULES",
+    "MOST_BYTES",
+    "YET_TOPS",
+    "check_program",
+    "check_source",
+    "program_paths",
+]
 
 #: modules (and their submodules) a graded program may import
 MODULES = frozenset(
@@ -145,6 +156,10 @@ NOT_ATTRIBUTES = frozenset(
         *("FunctionType", "MethodType", "CodeType", "LambdaType", "ModuleType"),
         *("DynamicClassAttribute", "MappingProxyType", "MethodDescriptorType"),
         *("MethodWrapperType", "WrapperDescriptorType", "SimpleNamespace", "new_class"),
+        # a class handed back as data: the one a masked array wraps, the class behind a
+        # type hint, a dataclass field's hinted type (the thirty-third attack's numpy array
+        # class, called with a buffer)
+        *("baseclass", "get_origin", "get_args", "fields"),
     }
 )
 #: names that set how TensorFlow rewrites or compiles a graph in the program's own session
@@ -265,6 +280,8 @@ MEMORY_MAKERS = frozenset(
 #: ... and the class of them all, which is a maker too when called: only tested
 #: (``isinstance(x, np.ndarray)``) or named in a type hint
 ARRAY_CLASS = "numpy.ndarray"
+#: the top modules of :data:`YET_MODULES`
+YET_TOPS = frozenset(module.partition(".")[0] for module in YET_MODULES)
 #: keyword arguments that load code from data, unless given their safe value
 NOT_KEYWORDS = {"allow_pickle": False, "safe_mode": True}
 #: functions that load data which could hold code, unless told not to by those keywords:
@@ -320,6 +337,24 @@ PUBLIC = "use TensorFlow's public API"
 NOT_USED = "a module a graded program may not use (internals, test helpers, native code)"
 
 
+#: the objects the rules name by their paths: reached under another path (``np.ma.core
+#: .ndarray``, ``logging.handlers.logging.Formatter``), each is checked as itself
+GUARDED = frozenset(
+    {
+        *MEMORY_MAKERS,
+        ARRAY_CLASS,
+        *LOADER_PATHS,
+        *LOGGING_FORMATS,
+        *(f"enum.{name}" for name in ENUMS),
+        *FLAGS,
+        *ENVIRONMENT,
+        *NOT_MODULE_ATTRIBUTES,
+        *PARSERS,
+        *NAMEDTUPLES,
+    }
+)
+
+
 class Refused(Exception):
     """A rule broken at a line: the message without the file."""
 
@@ -327,8 +362,11 @@ class Refused(Exception):
         super().__init__(f"line {getattr(node, 'lineno', 0)}: {why}")
 
 
-def check_program(path: Path, shown: str) -> str | None:
-    """Why the program at ``path`` (``shown`` in the line) may not be graded, or None."""
+def check_program(path: Path, shown: str, *, names: bool = True) -> str | None:
+    """Why the program at ``path`` (``shown`` in the line) may not be graded, or None. With
+    ``names``, what its names are is read off the modules it imports first, in a process
+    of its own (:mod:`simsync.grading.resolver`): a module, or an object the rules guard,
+    reached through another module's attribute is what it is (:func:`check_source`)."""
     try:
         with open(path, "rb") as handle:
             source = handle.read(MOST_BYTES + 1)
@@ -336,8 +374,30 @@ def check_program(path: Path, shown: str) -> str | None:
         return f"{shown}: cannot be read: {error.strerror}"
     if len(source) > MOST_BYTES:
         return f"{shown}: more than {MOST_BYTES // 2**20} MiB of source, more than is graded"
-    why = check_source(source)
+    why = check_source(source)  # parsed and checked by how it is written, first
+    if why is None and names:
+        try:
+            resolved = resolve(program_paths(source), GUARDED, MODULES | YET_TOPS)
+        except RuntimeError as error:
+            return f"{shown}: the grader could not tell what its names are: {error}"
+        why = check_source(source, resolved)
     return None if why is None else f"{shown}: {why}"
+
+
+def program_paths(source: str | bytes) -> set[str]:
+    """Every dotted path of the program's names that starts at a module it imports
+    (``numpy.ma.core.np.ndarray`` for ``np.ma.core.np.ndarray``), and what it imports."""
+    tree = ast.parse(source)
+    rules = _Rules(tree)
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name | ast.Attribute):
+            path = rules._path(node)
+            if path is not None:
+                found.add(path)
+        elif isinstance(node, ast.Import | ast.ImportFrom) and not getattr(node, "level", 0):
+            found.update(_imported(node, alias) for alias in node.names if alias.name != "*")
+    return found
 
 
 def _folded(node: ast.AST) -> str | None:
@@ -440,8 +500,13 @@ def _environment(node: ast.AST, key: ast.AST | None) -> None:
         )
 
 
-def check_source(source: str | bytes) -> str | None:
-    """Why this source breaks a rule (its line and the rule), or None."""
+def check_source(
+    source: str | bytes, resolved: Mapping[str, Mapping[str, str]] | None = None
+) -> str | None:
+    """Why this source breaks a rule (its line and the rule), or None. ``resolved`` says what
+    the program's dotted paths are (:func:`simsync.grading.resolver.resolve`): a module
+    reached through another module's attribute is refused, and an object the rules guard
+    (:data:`GUARDED`) reached under another path is checked as that object."""
     try:
         tree = ast.parse(source)
     except SyntaxError as error:
@@ -455,7 +520,7 @@ def check_source(source: str | bytes) -> str | None:
             "a training program needs"
         )
     try:
-        _Rules(tree).check(tree)
+        _Rules(tree, resolved).check(tree)
     except Refused as refused:
         return str(refused)
     except RecursionError:
@@ -467,7 +532,11 @@ class _Rules:
     """The rules, with what the whole file binds: imports (name -> module), its own classes,
     and each name's bindings (an object it made, or anything else)."""
 
-    def __init__(self, tree: ast.Module) -> None:
+    def __init__(
+        self, tree: ast.Module, resolved: Mapping[str, Mapping[str, str]] | None = None
+    ) -> None:
+        #: what each dotted path is, read off the modules (:func:`check_source`)
+        self.resolved = resolved or {}
         self.modules: dict[str, str] = {}
         #: ... by their full names (``absl.flags`` for ``from absl import flags``)
         self.full_names: dict[str, str] = {}
@@ -658,6 +727,15 @@ class _Rules:
         return isinstance(value, ast.Call) and self._full(value.func) in names
 
     def _full(self, node: ast.expr) -> str | None:
+        """:meth:`_path`, or the path of the object the rules guard that it is
+        (:data:`GUARDED`: ``numpy.ndarray`` for ``np.ma.core.ndarray``) where the program's
+        names were read off its modules."""
+        path = self._path(node)
+        if path is None:
+            return None
+        return self.resolved.get(path, {}).get("is", path)
+
+    def _path(self, node: ast.expr) -> str | None:
         """:meth:`_resolved`, by the full name of what a ``from`` imported:
         ``absl.flags.FLAGS`` for ``flags.FLAGS`` after ``from absl import flags``."""
         resolved = self._resolved(node)
@@ -665,6 +743,19 @@ class _Rules:
             return None
         head, dot, rest = resolved.partition(".")
         return self.full_names.get(head, head) + dot + rest
+
+    def _module_alias(self, node: ast.AST, path: str | None) -> None:
+        """A module is used under its own path: reached through another module's attribute
+        (``np.ma.core.np``, ``logging.handlers.logging``, ``re.enum``), every rule that
+        names it by its path is out of sight (the thirty-third attack)."""
+        module = self.resolved.get(path or "", {}).get("module")
+        if module is None or path is None or _own_path(path, module):
+            return
+        raise Refused(
+            node,
+            f"uses `{path}`, which is the module `{module}` held by another module: import "
+            "what you use and name it by its own path",
+        )
 
     def _resolved(self, node: ast.expr) -> str | None:
         """The full name of what ``node`` names, when it is a module it imported (or a name
@@ -683,6 +774,7 @@ class _Rules:
         if isinstance(node, ast.Import | ast.ImportFrom):
             self._import(node)
         elif isinstance(node, ast.Name | ast.Attribute):
+            self._module_alias(node, self._path(node))
             self._loader_use(node)
             self._namer_use(node)
             self._memory_use(node)
@@ -744,14 +836,19 @@ class _Rules:
                 raise Refused(node, f"imports a name as `{alias.asname}`, Python's own")
             module = _imported(node, alias)
             top = module.partition(".")[0]
+            self._module_alias(node, module)
+            guarded = self.resolved.get(module, {}).get("is")
+            if guarded is not None and guarded != module:  # from numpy.ma.core import ndarray
+                module = guarded
             if module in ENVIRONMENT:  # from os import putenv
                 raise Refused(
                     node,
                     f"imports `{module}`, which reaches the environment otherwise than by its "
                     "items (`import os`, then `os.environ['NAME'] = value`)",
                 )
-            if module in YET_MODULES:
-                continue
+            parent, _, name = module.rpartition(".")
+            if module in YET_MODULES or name in YET_NAMES.get(parent, ()):
+                continue  # from traceback import format_exc: one of the names it may use
             if top not in MODULES:
                 raise Refused(
                     node,
@@ -1483,6 +1580,34 @@ class _Rules:
         if not isinstance(node, ast.Name) or node.id not in self.modules:
             return None
         return ".".join([self.modules[node.id], *reversed(parts)])
+
+
+#: modules a program reaches under a path other than their names, the public API's own:
+#: TensorFlow's API modules (``tf.nn`` is ``tensorflow._api.v2.nn``), Keras' behind
+#: ``tf.keras`` (``keras._tf_keras.keras``, ``keras.optimizers``; not its internals), and
+#: ``os.path``
+API_MODULES = (("tensorflow.", "tensorflow._api.v2."), ("tensorflow.", "keras."))
+ALIASED_MODULES = frozenset({("os.path", "posixpath")})
+
+
+def _own_path(path: str, module: str) -> bool:
+    """Whether the module named ``module`` is reached at ``path`` by its own path (or the
+    public API's, :data:`API_MODULES`), not through another module's attribute.
+
+    >>> _own_path("numpy.linalg", "numpy.linalg")
+    True
+    >>> _own_path("tensorflow.nn", "tensorflow._api.v2.nn")
+    True
+    >>> _own_path("numpy.ma.core.np", "numpy"), _own_path("re.enum", "enum")
+    (False, False)
+    >>> _own_path("tensorflow.compat.v1.keras.layers", "keras._tf_keras.keras.layers")
+    True
+    """
+    if path == module or (path, module) in ALIASED_MODULES:
+        return True
+    return not _internal(module) and any(
+        path.startswith(top) and module.startswith(api) for top, api in API_MODULES
+    )
 
 
 def _internal(path: str) -> bool:

@@ -125,9 +125,10 @@ def copy_lesson(number: int, folder: Path, *, force: bool = False) -> int:
     )
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"{folder} is a file, not a folder: name a new or existing folder")
-    if folder.is_symlink():  # the folder it names may be anywhere (a link to /etc)
+    real = os.path.realpath(folder)
+    if real != os.path.normpath(os.path.abspath(folder)):  # a link on the way: anywhere (/etc)
         raise UsageError(
-            f"{folder} is a link to {os.readlink(folder)}: name a folder of your own, not a link"
+            f"{folder} leads through a link to {real}: name the folder itself, not a link"
         )
     for source in sources:
         target = folder / source.name

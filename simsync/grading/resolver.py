@@ -1,0 +1,139 @@
+"""What the names of a graded program's source are, read off the modules it imports, in a
+process of its own that runs no code of the program's (:func:`resolve`).
+
+The source rules (:mod:`simsync.grading.source`) read a program's names by how it writes
+them: ``np.ndarray`` is numpy's array class because ``np`` is ``import numpy as np``. A
+module also holds the modules it imported, under their names or others, and the objects of
+other modules: ``np.ma.core.np`` is numpy itself, ``logging.handlers.logging.Formatter`` is
+logging's ``Formatter``, ``re.enum.Enum`` is enum's ``Enum``, ``np.typing.NDArray`` is the
+array class behind a type hint. The thirty-third attack reached the array class, numpy's
+loader and logging's formatter so, past rules that refuse them under their own names. This
+module says what each path is, by importing the modules and reading the path's attributes
+one by one, as the program's own process would:
+
+- a **module**: its name (``{"module": "numpy"}``), and whether the path reached it by
+  another's attribute (the rules refuse that: :func:`reached_by_alias`);
+- **one of the objects the rules guard** (``GUARDED``, the rules' own paths: numpy's array
+  class and loader, logging's formatter, the flags, ...): that object's path
+  (``{"is": "numpy.ndarray"}``), so the rules see ``np.ma.core.ndarray`` as what it is;
+- anything else: nothing.
+
+Run as ``python -I -m simsync.grading.resolver``: a JSON object ``{"paths": [...],
+"guarded": [...]}`` on standard input, the answer as one JSON object on standard output.
+Only modules a graded program may import are imported (``top``), at most
+:data:`MOST_PATHS` paths of at most :data:`MOST_PARTS` parts each.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import json
+import os
+import subprocess
+import sys
+import typing
+import warnings
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = ["MOST_PARTS", "MOST_PATHS", "RESOLVE_SECONDS", "Resolved", "resolve"]
+
+#: paths resolved at most (the largest given program uses some hundreds)
+MOST_PATHS = 20_000
+#: parts of one path at most
+MOST_PARTS = 30
+#: how long the resolving process may take (importing TensorFlow: 3 to 5 s here)
+RESOLVE_SECONDS = 120
+
+#: what a path is: ``{"module": name}``, ``{"is": guarded path}``, or nothing
+Resolved = dict[str, str]
+
+
+def resolve(
+    paths: Iterable[str], guarded: Iterable[str], tops: Iterable[str]
+) -> dict[str, Resolved]:
+    """What each of ``paths`` (dotted, from an imported module of ``tops``) is, resolved in a
+    process of its own (see the module's docstring); raises ``RuntimeError`` with one line
+    when that process fails."""
+    wanted = sorted({p for p in paths if p.partition(".")[0] in set(tops)})[:MOST_PATHS]
+    if not wanted:
+        return {}
+    request = json.dumps(
+        {"paths": wanted, "guarded": sorted(set(guarded)), "tops": sorted(set(tops))}
+    )
+    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    try:
+        ran = subprocess.run(
+            [sys.executable, "-I", "-m", "simsync.grading.resolver"],
+            input=request, capture_output=True, text=True, timeout=RESOLVE_SECONDS, env=env,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"reading its names took more than {RESOLVE_SECONDS} s") from None
+    lines = ran.stdout.strip().splitlines()
+    if ran.returncode != 0 or not lines:
+        last = (ran.stderr.strip().splitlines() or ["no answer"])[-1][:300]
+        raise RuntimeError(f"reading its names failed: {last}")
+    answer = json.loads(lines[-1])
+    return {p: dict(found) for p, found in answer.items() if p in set(wanted)}
+
+
+def _walk(path: str) -> Any:
+    """The object at ``path``, reading its attributes one by one from its top module, and
+    importing a submodule not yet an attribute (``logging.handlers``); ``LookupError`` when
+    there is none."""
+    parts = path.split(".")
+    if len(parts) > MOST_PARTS or not all(p.isidentifier() for p in parts):
+        raise LookupError(path)
+    found: Any = importlib.import_module(parts[0])
+    for index, part in enumerate(parts[1:], start=1):
+        try:
+            found = getattr(found, part)
+        except Exception:
+            if not isinstance(found, type(sys)):
+                raise LookupError(path) from None
+            try:
+                found = importlib.import_module(".".join(parts[: index + 1]))
+            except Exception:
+                raise LookupError(path) from None
+    return found
+
+
+def _what(found: Any, guarded: Mapping[int, str]) -> Resolved:
+    """What ``found`` is: a module's name, a guarded object's path, or nothing."""
+    if isinstance(found, type(sys)):
+        return {"module": str(getattr(found, "__name__", ""))}
+    origin = typing.get_origin(found)  # NDArray: numpy.ndarray[Any, dtype]
+    for candidate in (found, origin):
+        if candidate is not None and id(candidate) in guarded:
+            return {"is": guarded[id(candidate)]}
+    return {}
+
+
+def main() -> int:
+    request = json.loads(sys.stdin.read())
+    said = io.StringIO()  # what the modules print while imported is not the answer
+    answer: dict[str, Resolved] = {}
+    with contextlib.redirect_stdout(said), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        guarded: dict[int, str] = {}
+        for path in request["guarded"]:
+            with contextlib.suppress(Exception):
+                guarded.setdefault(id(_walk(path)), path)
+        tops = set(request["tops"])
+        for path in request["paths"][:MOST_PATHS]:
+            if path.partition(".")[0] not in tops:  # only modules a program may import
+                answer[path] = {}
+                continue
+            try:
+                answer[path] = _what(_walk(path), guarded)
+            except Exception:  # what an import may raise, whatever it is: no answer
+                answer[path] = {}
+    print(json.dumps(answer))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
