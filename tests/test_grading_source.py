@@ -12,6 +12,7 @@ import pytest
 from simsync.grading.resolver import resolve
 from simsync.grading.source import (
     GUARDED,
+    GUARDED_CLASSES,
     MODULES,
     MOST_BYTES,
     YET_TOPS,
@@ -318,6 +319,12 @@ for how, line in {
     "os through shutil": "import shutil\np = shutil.os.putenv",
 }.items():
     REFUSED[f"the environment reached by {how}"] = (line, "otherwise than by its items")
+# a name bound once to a module's path is read as that path (the thirty-fourth attack):
+# what it reaches is refused as itself
+REFUSED["the environment reached by environ under another name"] = (
+    "import os\nenv = os.environ\nenv['TF_X'] = '0'",
+    "a variable of the environment",
+)
 REFUSED["oneDNN's own variable set"] = (
     "import os\nos.environ['ONEDNN_MAX_CPU_ISA'] = 'SSE41'",
     "sets `ONEDNN_MAX_CPU_ISA`",
@@ -531,7 +538,7 @@ for how, line in {
     ),
     "the flags aliased, an item set": (
         "from absl import flags\nF = flags.FLAGS\nF[NAME] = F['lr']",
-        "otherwise than by their attributes",
+        "a part of a module",
     ),
     "the flags passed on": (
         "from absl import flags\ndef reg(fv, n):\n    return fv\nreg(flags.FLAGS, NAME)",
@@ -631,7 +638,7 @@ REFUSED.update(
         ),
         "absl's flags under app's name": (
             "from absl import app\nvalues = app.FLAGS\nvalues['x'] = 1",
-            "flags",
+            "a part of a module",
         ),
         "absl's Flag made by hand": (
             "from absl import flags\nf = flags.Flag(None, None, n, 'x', 'h')",
@@ -696,7 +703,7 @@ REFUSED.update(
         ),
         "the flags under a second name": (
             "from absl import flags\nFLAGS = flags.FLAGS\nG = FLAGS\nG[input()] = G['lr']",
-            "otherwise than by their attributes",
+            "a part of a module",
         ),
         "logging's formatter under another name": (
             "import logging\nF = logging.Formatter\nF(input(), None, '{')",
@@ -1070,6 +1077,38 @@ ALIASED = {
     "a type hint's class": ("import typing\ntyping.get_origin(int)", "get_origin"),
     "a dataclass field's hinted type": ("import dataclasses\ndataclasses.fields(1)", "fields"),
 }
+ALIASED.update(
+    {  # the thirty-fourth attack: a module kept in a variable, or handed on as a value
+        "a module kept in a variable": (
+            "m = np.ma.core\nm.np.load('p.bin', None, True)",
+            "passes `load` more than its file",
+        ),
+        "a module kept in a variable, numpy through it": (
+            "m = np.ma.core\nn = m.np",
+            "module `numpy` held by another module",
+        ),
+        "numpy kept in a variable": ("n = np\nn.load('p.bin', None, True)", "`load`"),
+        "a module kept as a class's attribute": (
+            "class Holder:\n    mod = np.ma.core\nHolder.mod.np.load('p.bin', None, True)",
+            "as a value",
+        ),
+        "numpy in a list": ("[np][0].load('p.bin', None, True)", "as a value"),
+        "os kept in a variable": ("import os\no = os\no.environ['TF_XLA_FLAGS'] = '1'", "`TF_XLA"),
+        "logging kept in a variable": (
+            "import logging\nlg = logging\nlg.Formatter(input(), None, '{')",
+            "a format it does not write out",
+        ),
+        "absl's formatter, logging's by another class": (
+            "from absl import logging\nlogging.PythonFormatter(input(), None, '{')",
+            "a format it does not write out",
+        ),
+        "numpy's masked records over a buffer": (
+            "import numpy.ma.mrecords\n"
+            "np.ma.mrecords.MaskedRecords((1,), [('a', 'O')], buf=b'x' * 8)",
+            "memory it is handed",
+        ),
+    }
+)
 #: ... and honest ways to the same modules and objects, which pass
 ALIASED_HONEST = (
     "import os\nprint(os.path.join('a', 'b'))\n"
@@ -1078,6 +1117,7 @@ ALIASED_HONEST = (
     "import traceback\nfrom traceback import format_exc\nprint(format_exc())\n"
     "from tensorflow.python.client.timeline import Timeline\nprint(Timeline)\n"
     "print(tf.keras.layers.Dense(1), tf.nn.relu, tf.compat.v1.train.AdamOptimizer)\n"
+    "layers = tf.keras.layers\nprint(layers.Dense(2))\n"
 )
 PREFIX = "import tensorflow as tf\nimport numpy as np\nimport abc\n"
 
@@ -1087,10 +1127,11 @@ def aliased_names() -> dict:
     """What the names of every case of :data:`ALIASED` (and the honest ones) are, read off
     the modules in one process."""
     paths: set[str] = set()
-    for body, _ in ALIASED.values():
-        paths |= program_paths(PREFIX + body)
-    paths |= program_paths(PREFIX + ALIASED_HONEST)
-    return resolve(paths, GUARDED, MODULES | YET_TOPS)
+    imports: set[str] = set()
+    for source in [PREFIX + body for body, _ in ALIASED.values()] + [PREFIX + ALIASED_HONEST]:
+        found, imported = program_paths(source, imports=True)
+        paths, imports = paths | found, imports | imported
+    return resolve(paths, GUARDED, MODULES | YET_TOPS, imports, GUARDED_CLASSES)
 
 
 @pytest.mark.parametrize("case", sorted(ALIASED))
@@ -1128,8 +1169,12 @@ GIVEN = [
 @pytest.fixture(scope="module")
 def given_names() -> dict:
     """What the names of every given program are, read off the modules in one process."""
-    paths = set().union(*(program_paths(path.read_bytes()) for path in GIVEN))
-    return resolve(paths, GUARDED, MODULES | YET_TOPS)
+    paths: set[str] = set()
+    imports: set[str] = set()
+    for path in GIVEN:
+        found, imported = program_paths(path.read_bytes(), imports=True)
+        paths, imports = paths | found, imports | imported
+    return resolve(paths, GUARDED, MODULES | YET_TOPS, imports, GUARDED_CLASSES)
 
 
 @pytest.mark.parametrize("path", GIVEN, ids=lambda p: p.name)
@@ -1223,3 +1268,16 @@ def test_an_object_set_under_a_name_also_bound_otherwise_says_which_line() -> No
     assert why.startswith("line 5: sets `args.lr`") and "too (line 2)" in why, why
     assert check_source(source.replace("*args", "*values").replace("% args", "% values")) is None
     assert "too (line" not in (check_source("import json\nx = json.loads('{}')\nx.y = 1\n") or "")
+
+
+def test_the_resolver_imports_nothing_a_program_did_not_and_reads_every_name() -> None:
+    """The thirty-fourth attack had the resolver import ``tf.tools.pip_package.setup``, which
+    ran TensorFlow's setup.py and a file of the folder it ran in; and hid its own names past
+    the 20,000th, which were never read. A submodule is read only where the program imports
+    it, and more names than that are refused, not cut."""
+    assert resolve(["logging.handlers"], [], ["logging"]) == {"logging.handlers": {}}
+    imported = resolve(["logging.handlers"], [], ["logging"], ["logging.handlers"])
+    assert imported == {"logging.handlers": {"module": "logging.handlers"}}
+    many = [f"numpy.a{i}" for i in range(20_001)]
+    with pytest.raises(RuntimeError, match="20,001 paths"):
+        resolve(many, [], ["numpy"])

@@ -7,7 +7,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from simsync.grading import grade, load_assignments
 from simsync.grading.grader import Grade
@@ -489,3 +493,33 @@ for call in (lambda: resource.prlimit(1, resource.RLIMIT_CPU, (1, 1)),
         pass"""
     result = graded(submit(tmp_path, body))
     assert result.score == result.max_score, outputs(result)
+
+
+@pytest.mark.parametrize("flag", ["--run_with_pdb", "--pdb"])
+def test_absls_debugger_flags_reach_no_debugger_in_a_programs_process(
+    tmp_path: Path, flag: str
+) -> None:
+    """The thirty-fourth attack built ``--run_with_pdb`` at run time and wrote a ``.pdbrc``
+    that pdb then ran, code no rule read. In a program's process (the child, before the
+    program) absl's debugger flags run the program's main alone; without that, the
+    ``.pdbrc`` runs (exit 42)."""
+    script = (
+        "import sys\n"
+        "from simsync.tf_backend.program.child import _no_debugger\n"
+        "if sys.argv[1] == 'guarded':\n"
+        "    _no_debugger()\n"
+        "open('.pdbrc', 'w').write('import os; os._exit(42)\\n')\n"
+        "from absl import app\n"
+        f"app.run(lambda argv: print('main ran'), argv=['x', '{flag}'])\n"
+    )
+
+    def run(guard: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", script, guard], cwd=tmp_path, stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    guarded = run("guarded")
+    assert guarded.returncode == 0 and "main ran" in guarded.stdout, guarded.stderr
+    if flag == "--run_with_pdb":  # --pdb's post-mortem starts on a terminal only
+        assert run("bare").returncode == 42

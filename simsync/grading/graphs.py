@@ -253,13 +253,14 @@ class Sides:
         from simsync.simulation.importing import import_program
         from simsync.tf_backend.program.load import ChildFailed, ImportLimits, ProgramError
 
-        left = self.deadline - time.monotonic() if side == SUBMISSION else float("inf")
-        if left <= 0:
-            return self._failed(side, "not run: the grading took longer than it may in all")
         # what its process reports could be forged from inside: it keeps to the public API
         refused = check_program(self.folders[side] / file, file)
         if refused is not None:
             return self._failed(side, f"your program is not run: {refused}")
+        # after the rules, whose reading of the names takes seconds: from what is left
+        left = self.deadline - time.monotonic() if side == SUBMISSION else float("inf")
+        if left <= 0:
+            return self._failed(side, "not run: the grading took longer than it may in all")
         limits = ImportLimits()
         limits = dataclasses.replace(limits, wall_seconds=min(limits.wall_seconds, left))
         try:

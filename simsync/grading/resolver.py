@@ -33,6 +33,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import typing
 import warnings
 from collections.abc import Iterable, Mapping
@@ -52,26 +53,51 @@ Resolved = dict[str, str]
 
 
 def resolve(
-    paths: Iterable[str], guarded: Iterable[str], tops: Iterable[str]
+    paths: Iterable[str],
+    guarded: Iterable[str],
+    tops: Iterable[str],
+    imports: Iterable[str] = (),
+    classes: Iterable[str] = (),
 ) -> dict[str, Resolved]:
     """What each of ``paths`` (dotted, from an imported module of ``tops``) is, resolved in a
-    process of its own (see the module's docstring); raises ``RuntimeError`` with one line
-    when that process fails."""
-    wanted = sorted({p for p in paths if p.partition(".")[0] in set(tops)})[:MOST_PATHS]
+    process of its own (see the module's docstring), which imports the modules of ``tops``
+    and of ``imports`` (the program's own imports, once the rules let them through) and no
+    other: a path is read by attributes alone (the thirty-fourth attack had it import
+    ``tf.tools.pip_package.setup``, which ran TensorFlow's ``setup.py`` and a file of the
+    folder it ran in). A class derived from one of ``classes`` is that class (absl's
+    ``PythonFormatter`` is logging's ``Formatter``, numpy's ``MaskedRecords`` an array: the
+    thirty-fourth attack's). It runs in a new empty folder with an empty home. Raises
+    ``RuntimeError`` with one line when that process fails, or when there are more than
+    :data:`MOST_PATHS` paths (the thirty-fourth attack hid its own past the last read)."""
+    tops = set(tops)
+    wanted = sorted({p for p in paths if p.partition(".")[0] in tops})
+    if len(wanted) > MOST_PATHS:
+        raise RuntimeError(
+            f"it names {len(wanted):,} paths of modules, more than {MOST_PATHS:,}, more than "
+            "a training program does"
+        )
     if not wanted:
         return {}
     request = json.dumps(
-        {"paths": wanted, "guarded": sorted(set(guarded)), "tops": sorted(set(tops))}
+        {
+            "paths": wanted,
+            "guarded": sorted(set(guarded)),
+            "tops": sorted(tops),
+            "imports": sorted({m for m in imports if m.partition(".")[0] in tops}),
+            "classes": sorted(set(classes)),
+        }
     )
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    try:
-        ran = subprocess.run(
-            [sys.executable, "-I", "-m", "simsync.grading.resolver"],
-            input=request, capture_output=True, text=True, timeout=RESOLVE_SECONDS, env=env,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:
-        raise RuntimeError(f"reading its names took more than {RESOLVE_SECONDS} s") from None
+    with tempfile.TemporaryDirectory(prefix="simsync-names-") as empty:
+        env = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG")}
+        env.update(HOME=empty, TMPDIR=empty, TF_CPP_MIN_LOG_LEVEL="3")
+        try:
+            ran = subprocess.run(
+                [sys.executable, "-I", "-m", "simsync.grading.resolver"],
+                input=request, capture_output=True, text=True, timeout=RESOLVE_SECONDS,
+                env=env, cwd=empty,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"reading its names took more than {RESOLVE_SECONDS} s") from None
     lines = ran.stdout.strip().splitlines()
     if ran.returncode != 0 or not lines:
         last = (ran.stderr.strip().splitlines() or ["no answer"])[-1][:300]
@@ -81,34 +107,42 @@ def resolve(
 
 
 def _walk(path: str) -> Any:
-    """The object at ``path``, reading its attributes one by one from its top module, and
-    importing a submodule not yet an attribute (``logging.handlers``); ``LookupError`` when
-    there is none."""
+    """The object at ``path``, reading its attributes one by one from its top module (which
+    is imported already: :func:`main`); ``LookupError`` when there is none. Nothing is
+    imported here: a submodule the program did not import is no attribute."""
     parts = path.split(".")
     if len(parts) > MOST_PARTS or not all(p.isidentifier() for p in parts):
         raise LookupError(path)
-    found: Any = importlib.import_module(parts[0])
-    for index, part in enumerate(parts[1:], start=1):
+    found: Any = sys.modules.get(parts[0])
+    if found is None:
+        raise LookupError(path)
+    for part in parts[1:]:
         try:
             found = getattr(found, part)
         except Exception:
-            if not isinstance(found, type(sys)):
-                raise LookupError(path) from None
-            try:
-                found = importlib.import_module(".".join(parts[: index + 1]))
-            except Exception:
-                raise LookupError(path) from None
+            raise LookupError(path) from None
     return found
 
 
-def _what(found: Any, guarded: Mapping[int, str]) -> Resolved:
-    """What ``found`` is: a module's name, a guarded object's path, or nothing."""
+def _what(
+    found: Any,
+    guarded: Mapping[int, str],
+    classes: list[tuple[type, str]] = (),  # type: ignore[assignment]
+) -> Resolved:
+    """What ``found`` is: a module's name, a guarded object's path (or a guarded class's,
+    for a class derived from one of ``classes``), or nothing."""
     if isinstance(found, type(sys)):
         return {"module": str(getattr(found, "__name__", ""))}
     origin = typing.get_origin(found)  # NDArray: numpy.ndarray[Any, dtype]
     for candidate in (found, origin):
         if candidate is not None and id(candidate) in guarded:
             return {"is": guarded[id(candidate)]}
+    for candidate in (found, origin):
+        if isinstance(candidate, type):
+            for cls, path in classes:
+                with contextlib.suppress(TypeError):
+                    if issubclass(candidate, cls):
+                        return {"is": path}
     return {}
 
 
@@ -118,17 +152,27 @@ def main() -> int:
     answer: dict[str, Resolved] = {}
     with contextlib.redirect_stdout(said), warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        tops = set(request["tops"])
+        used = sorted({path.partition(".")[0] for path in request["paths"]} & tops)
+        for module in [*used, *request["imports"]]:  # no other module is imported
+            if module.partition(".")[0] in tops:
+                with contextlib.suppress(Exception):
+                    importlib.import_module(module)
         guarded: dict[int, str] = {}
         for path in request["guarded"]:
             with contextlib.suppress(Exception):
                 guarded.setdefault(id(_walk(path)), path)
-        tops = set(request["tops"])
+        classes: list[tuple[type, str]] = []
+        for path in request.get("classes", []):  # whose derived classes are as they are
+            with contextlib.suppress(Exception):
+                if isinstance(cls := _walk(path), type):
+                    classes.append((cls, path))
         for path in request["paths"][:MOST_PATHS]:
             if path.partition(".")[0] not in tops:  # only modules a program may import
                 answer[path] = {}
                 continue
             try:
-                answer[path] = _what(_walk(path), guarded)
+                answer[path] = _what(_walk(path), guarded, classes)
             except Exception:  # what an import may raise, whatever it is: no answer
                 answer[path] = {}
     print(json.dumps(answer))

@@ -38,6 +38,8 @@ from __future__ import annotations
 
 import ast
 import itertools
+import typing
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -46,6 +48,7 @@ from simsync.grading.resolver import resolve
 __all__ = [
     "BASES",
     "GUARDED",
+    "GUARDED_CLASSES",
     "MODULES",
     "MOST_BYTES",
     "YET_TOPS",
@@ -355,6 +358,11 @@ GUARDED = frozenset(
 )
 
 
+#: ... of which a class derived from one is checked as it (absl's ``PythonFormatter`` takes
+#: logging's styles, numpy's ``MaskedRecords`` a buffer)
+GUARDED_CLASSES = frozenset({ARRAY_CLASS, *LOGGING_FORMATS} - {"logging.basicConfig"})
+
+
 class Refused(Exception):
     """A rule broken at a line: the message without the file."""
 
@@ -377,27 +385,39 @@ def check_program(path: Path, shown: str, *, names: bool = True) -> str | None:
     why = check_source(source)  # parsed and checked by how it is written, first
     if why is None and names:
         try:
-            resolved = resolve(program_paths(source), GUARDED, MODULES | YET_TOPS)
+            paths, imports = program_paths(source, imports=True)
+            resolved = resolve(paths, GUARDED, MODULES | YET_TOPS, imports, GUARDED_CLASSES)
         except RuntimeError as error:
             return f"{shown}: the grader could not tell what its names are: {error}"
         why = check_source(source, resolved)
     return None if why is None else f"{shown}: {why}"
 
 
-def program_paths(source: str | bytes) -> set[str]:
+@typing.overload
+def program_paths(source: str | bytes) -> set[str]: ...
+@typing.overload
+def program_paths(
+    source: str | bytes, *, imports: typing.Literal[True]
+) -> tuple[set[str], set[str]]: ...
+def program_paths(
+    source: str | bytes, *, imports: bool = False
+) -> set[str] | tuple[set[str], set[str]]:
     """Every dotted path of the program's names that starts at a module it imports
-    (``numpy.ma.core.np.ndarray`` for ``np.ma.core.np.ndarray``), and what it imports."""
+    (``numpy.ma.core.np.ndarray`` for ``np.ma.core.np.ndarray``), and what it imports; with
+    ``imports``, also the paths its import statements name apart."""
     tree = ast.parse(source)
     rules = _Rules(tree)
     found: set[str] = set()
+    imported: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name | ast.Attribute):
             path = rules._path(node)
             if path is not None:
                 found.add(path)
         elif isinstance(node, ast.Import | ast.ImportFrom) and not getattr(node, "level", 0):
-            found.update(_imported(node, alias) for alias in node.names if alias.name != "*")
-    return found
+            imported.update(_imported(node, alias) for alias in node.names if alias.name != "*")
+    found |= imported
+    return (found, imported) if imports else found
 
 
 def _folded(node: ast.AST) -> str | None:
@@ -578,6 +598,7 @@ class _Rules:
                     self.full_names[local] = _imported(node, alias) if whole else local
             elif not (isinstance(node, ast.arg) and node.arg in ("self", "cls")):
                 self.rebound.update(_bound(node))  # a method's self: see _method_self
+        self._aliases(tree)
         # a class's name bound to anything else is no class (an import's too)
         self.classes -= self.rebound | set(self.modules)
         #: Python's classes the program's may derive from, by names it never binds
@@ -657,9 +678,66 @@ class _Rules:
         for node in ast.walk(tree):
             self._bindings(node)
 
+    def _aliases(self, tree: ast.Module) -> None:
+        """A name bound once, to a path of an imported module (``m = np.ma.core``, ``layers =
+        tf.keras.layers``, ``FLAGS = flags.FLAGS``), is read as that path, as an import's
+        name is: kept in a variable, what the rules refuse by its path was out of their
+        sight (the thirty-fourth attack's ``m = np.ma.core; m.np.load(...)``, ``o = os;
+        o.environ[...]``)."""
+        bindings: Counter[str] = Counter()
+        candidates: list[tuple[ast.Assign, ast.Name]] = []
+        for node in ast.walk(tree):
+            bindings.update(_binds(node))
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Name | ast.Attribute)
+                # not in a class's body: there it is the class's attribute (Holder.mod)
+                and not isinstance(self.parents.get(id(node)), ast.ClassDef)
+            ):
+                candidates.append((node, node.targets[0]))
+        #: the nodes of those assignments (their own binding is no module's name bound again)
+        self.alias_nodes: set[int] = set()
+        changed = True
+        while changed:  # a = np; b = a.ma: each read as its path
+            changed = False
+            for assign, target in candidates:
+                name = target.id
+                if id(assign) in self.alias_nodes or bindings[name] != 1 or name in self.modules:
+                    continue
+                path = self._path(assign.value)
+                if path is None:
+                    continue
+                self.modules[name] = self.full_names[name] = path
+                self.rebound.discard(name)
+                self.alias_nodes.update((id(assign), id(target)))
+                changed = True
+
+    def _module_value(self, node: ast.Name | ast.Attribute) -> None:
+        """A module is used by its names: as a value (``[np][0]``, ``f(np)``, ``print(np)``)
+        its names are out of the rules' sight. Bound once to a name (:meth:`_aliases`) it
+        is that name's, as an import's."""
+        if not isinstance(node.ctx, ast.Load):
+            return
+        path = self._path(node)
+        if path is None or "module" not in self.resolved.get(path, {}):
+            return
+        parent = self.parents.get(id(node))
+        if isinstance(parent, ast.Attribute) and parent.value is node:
+            return  # np.zeros
+        if isinstance(parent, ast.Assign) and id(parent) in self.alias_nodes:
+            return  # m = np.ma: m is np.ma's name
+        raise Refused(
+            node,
+            f"uses the module {_quoted(node)} as a value: its names would be out of sight; "
+            "use them by their paths, or bind the module to one name once",
+        )
+
     def check(self, tree: ast.AST) -> None:
         for node in ast.walk(tree):
-            self._shadowing(node)
+            if id(node) not in getattr(self, "alias_nodes", ()):
+                self._shadowing(node)
             self._node(node)
 
     def _shadowing(self, node: ast.AST) -> None:
@@ -775,6 +853,7 @@ class _Rules:
             self._import(node)
         elif isinstance(node, ast.Name | ast.Attribute):
             self._module_alias(node, self._path(node))
+            self._module_value(node)
             self._loader_use(node)
             self._namer_use(node)
             self._memory_use(node)

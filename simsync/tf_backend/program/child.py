@@ -66,6 +66,30 @@ PRINTED = 2**20
 EXPORTED_RUN_TIMEOUT_MS = 60_000
 
 
+class _NoDebugger:
+    """What absl's debugger flags call instead of pdb in a program's process: its main, run
+    as without them; no post-mortem (pdb would read ``.pdbrc`` commands, which the program
+    can write: the thirty-fourth attack ran its own code so, past the source rules)."""
+
+    @staticmethod
+    def runcall(function: Any, *args: Any, **kwargs: Any) -> Any:
+        return function(*args, **kwargs)
+
+    @staticmethod
+    def post_mortem(*args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _no_debugger() -> None:
+    """absl's ``--run_with_pdb`` and ``--pdb_post_mortem`` (``--pdb``) reach no debugger,
+    however the program builds its command line (:class:`_NoDebugger`)."""
+    try:
+        from absl import app
+    except ImportError:  # no absl: no debugger flags either
+        return
+    app.pdb = _NoDebugger  # type: ignore[attr-defined]
+
+
 def _give_devices(tf: Any, count: int, gpus: int) -> None:
     """``--devices``: TensorFlow's devices as the program will find them, ``count`` of them:
     logical CPUs without GPUs, else the first ``count`` GPUs, or the first split into
@@ -102,6 +126,7 @@ def main(request_path: str, folder: str, work: str) -> int:
     import tensorflow as tf
 
     tf.get_logger().setLevel("ERROR")
+    _no_debugger()
 
     gpus = len(tf.config.list_physical_devices("GPU"))
     if request.get("devices"):  # --devices: before the program can take TensorFlow's
