@@ -606,37 +606,48 @@ def test_a_multi_worker_strategys_cross_check_runs_its_cluster_again(multi_worke
     assert report["tasks"] == {"worker": 2} and report["same_graph"]
 
 
-def test_kernels_of_a_datasets_functions_are_not_the_steps(monkeypatch):
+#: a step with a ``Cast`` fed by a dataset whose ``map`` has a ``Cast`` of its own, traced as a
+#: step is (:func:`simsync.tf_backend.program.function_costs._traced`): the step's node's
+#: kernels counted with tf.data's threads left out, and with them kept
+DATA_CASTS = r"""
+import json, os
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+import tensorflow as tf
+from simsync.tf_backend.program import function_costs
+
+images = tf.data.Dataset.from_tensors(tf.zeros([28, 28], tf.uint8)).repeat()
+data = iter(images.map(lambda x: tf.cast(x, tf.float32)).prefetch(4096))
+
+@tf.function
+def step(x):
+    return tf.cast(x, tf.float64) * 2.0
+
+graph = step.get_concrete_function(next(data)).graph.as_graph_def()
+node = next(n.name for n in graph.node if n.op == "Cast")
+
+def run():
+    for _ in range(20):
+        step(next(data))
+
+def casts():
+    (kernels,) = function_costs._traced(tf, 1, run, {node: "/cpu:0"})
+    return sum(1 for name, _, _ in kernels if name == node)
+
+kept = casts()
+function_costs.DATA_THREADS = "no thread's name"
+print(json.dumps({"calls": 20, "kept": kept, "all": casts()}))
+"""
+
+
+def test_kernels_of_a_datasets_functions_are_not_the_steps():
     """The held-out "Distributed training with Keras" tutorial maps its images with a
     ``scale`` whose ``Cast`` runs in tf.data's threads, hundreds of times beside the step's
     own ``Cast``: taken for the step's, they were 20 false violations of its order. The
-    profiler's tf.data lines are left out: a step's node has only its own kernels."""
-    import tensorflow as tf
-
-    from simsync.tf_backend.program import function_costs
-
-    images = tf.data.Dataset.from_tensors(tf.zeros([28, 28], tf.uint8)).repeat()
-    data = iter(images.map(lambda x: tf.cast(x, tf.float32)).prefetch(4096))
-
-    @tf.function
-    def step(x):
-        return tf.cast(x, tf.float64) * 2.0
-
-    node = next(
-        n.name
-        for n in step.get_concrete_function(next(data)).graph.as_graph_def().node
-        if n.op == "Cast"
+    profiler's tf.data lines are left out: a step's node has only its own kernels (run in a
+    process of its own: eager, as a program's step is)."""
+    ran = subprocess.run(
+        [sys.executable, "-c", DATA_CASTS], capture_output=True, text=True, timeout=300
     )
-    calls = 20
-
-    def run():
-        for _ in range(calls):
-            step(next(data))
-
-    def casts() -> int:
-        (kernels,) = function_costs._traced(tf, 1, run, {node: "/cpu:0"})
-        return sum(1 for name, _, _ in kernels if name == node)
-
-    assert casts() <= calls
-    monkeypatch.setattr(function_costs, "DATA_THREADS", "no thread's name")
-    assert casts() > calls  # the dataset's own, had they been kept
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    found = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert found["kept"] <= found["calls"] < found["all"]  # the dataset's own, had they been kept
