@@ -615,8 +615,10 @@ os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 import tensorflow as tf
 from simsync.tf_backend.program import function_costs
 
-images = tf.data.Dataset.from_tensors(tf.zeros([28, 28], tf.uint8)).repeat()
-data = iter(images.map(lambda x: tf.cast(x, tf.float32)).prefetch(4096))
+# images large enough that their Cast is never an inexpensive kernel (run inline, untraced),
+# and a short prefetch, so that the map runs while the steps do
+images = tf.data.Dataset.from_tensors(tf.zeros([512, 512], tf.uint8)).repeat()
+data = iter(images.map(lambda x: tf.cast(x, tf.float32)).prefetch(2))
 
 @tf.function
 def step(x):
