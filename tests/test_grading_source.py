@@ -1129,7 +1129,7 @@ def aliased_names() -> dict:
     paths: set[str] = set()
     imports: set[str] = set()
     for source in [PREFIX + body for body, _ in ALIASED.values()] + [PREFIX + ALIASED_HONEST]:
-        found, imported = program_paths(source, imports=True)
+        found, imported = program_paths(source)
         paths, imports = paths | found, imports | imported
     return resolve(paths, GUARDED, MODULES | YET_TOPS, imports, GUARDED_CLASSES)
 
@@ -1172,7 +1172,7 @@ def given_names() -> dict:
     paths: set[str] = set()
     imports: set[str] = set()
     for path in GIVEN:
-        found, imported = program_paths(path.read_bytes(), imports=True)
+        found, imported = program_paths(path.read_bytes())
         paths, imports = paths | found, imports | imported
     return resolve(paths, GUARDED, MODULES | YET_TOPS, imports, GUARDED_CLASSES)
 

@@ -132,13 +132,16 @@ def program_report(
         if runs_differ:
             real_last = ""  # each process its own order: no single tower, whatever the sum
         simulated = predicted.get(point)
+        arrived_together = simulated is not None and together(
+            simulated["mean_wait"], simulated_step
+        )
         if simulated is None or not simulated["steps"] or not measured["steps"]:
             sim_last, verdict = None, INCONCLUSIVE
         elif not measured["expected"]:  # the towers' work is equal: which one comes last is
             # the order the threads take them in, which the simulation does not know (its
             # pool's order would name one: no prediction)
             sim_last, verdict = None, INCONCLUSIVE
-        elif together(simulated["mean_wait"], simulated_step):  # none waits noticeably: the
+        elif arrived_together:  # none waits noticeably: the
             # one the simulation counts last comes a moment later, a tie-break, as its table
             # says ("together"), not a straggler it foretells
             sim_last, verdict = None, INCONCLUSIVE
@@ -153,8 +156,7 @@ def program_report(
                 "measured": real_last,
                 "predicted": sim_last,
                 "equal_work": not measured["expected"],
-                "together": simulated is not None
-                and together(simulated["mean_wait"], simulated_step),
+                "together": arrived_together,
                 "runs_differ": runs_differ,
                 "verdict": verdict,
             }

@@ -11,17 +11,18 @@ loader and logging's formatter so, past rules that refuse them under their own n
 module says what each path is, by importing the modules and reading the path's attributes
 one by one, as the program's own process would:
 
-- a **module**: its name (``{"module": "numpy"}``), and whether the path reached it by
-  another's attribute (the rules refuse that: :func:`reached_by_alias`);
+- a **module**: its name (``{"module": "numpy"}``); the rules refuse one reached through
+  another module's attribute (:func:`simsync.grading.source.check_source`);
 - **one of the objects the rules guard** (``GUARDED``, the rules' own paths: numpy's array
   class and loader, logging's formatter, the flags, ...): that object's path
   (``{"is": "numpy.ndarray"}``), so the rules see ``np.ma.core.ndarray`` as what it is;
 - anything else: nothing.
 
-Run as ``python -I -m simsync.grading.resolver``: a JSON object ``{"paths": [...],
-"guarded": [...]}`` on standard input, the answer as one JSON object on standard output.
-Only modules a graded program may import are imported (``top``), at most
-:data:`MOST_PATHS` paths of at most :data:`MOST_PARTS` parts each.
+Run as ``python -I -m simsync.grading.resolver``: a JSON object ``{"paths", "guarded",
+"tops", "imports", "classes"}`` on standard input (:func:`resolve` writes it), the answer as
+one JSON object on standard output. Only the modules of ``tops`` the paths start at, and the
+program's own imports, are imported; at most :data:`MOST_PATHS` paths of at most
+:data:`MOST_PARTS` parts each.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import sys
 import tempfile
 import typing
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["MOST_PARTS", "MOST_PATHS", "RESOLVE_SECONDS", "Resolved", "resolve"]
@@ -103,7 +104,8 @@ def resolve(
         last = (ran.stderr.strip().splitlines() or ["no answer"])[-1][:300]
         raise RuntimeError(f"reading its names failed: {last}")
     answer = json.loads(lines[-1])
-    return {p: dict(found) for p, found in answer.items() if p in set(wanted)}
+    asked = set(wanted)
+    return {p: dict(found) for p, found in answer.items() if p in asked}
 
 
 def _walk(path: str) -> Any:
@@ -125,9 +127,7 @@ def _walk(path: str) -> Any:
 
 
 def _what(
-    found: Any,
-    guarded: Mapping[int, str],
-    classes: list[tuple[type, str]] = (),  # type: ignore[assignment]
+    found: Any, guarded: Mapping[int, str], classes: Sequence[tuple[type, str]] = ()
 ) -> Resolved:
     """What ``found`` is: a module's name, a guarded object's path (or a guarded class's,
     for a class derived from one of ``classes``), or nothing."""

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import ast
 import itertools
-import typing
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -385,7 +384,7 @@ def check_program(path: Path, shown: str, *, names: bool = True) -> str | None:
     why = check_source(source)  # parsed and checked by how it is written, first
     if why is None and names:
         try:
-            paths, imports = program_paths(source, imports=True)
+            paths, imports = program_paths(source)
             resolved = resolve(paths, GUARDED, MODULES | YET_TOPS, imports, GUARDED_CLASSES)
         except RuntimeError as error:
             return f"{shown}: the grader could not tell what its names are: {error}"
@@ -393,18 +392,10 @@ def check_program(path: Path, shown: str, *, names: bool = True) -> str | None:
     return None if why is None else f"{shown}: {why}"
 
 
-@typing.overload
-def program_paths(source: str | bytes) -> set[str]: ...
-@typing.overload
-def program_paths(
-    source: str | bytes, *, imports: typing.Literal[True]
-) -> tuple[set[str], set[str]]: ...
-def program_paths(
-    source: str | bytes, *, imports: bool = False
-) -> set[str] | tuple[set[str], set[str]]:
+def program_paths(source: str | bytes) -> tuple[set[str], set[str]]:
     """Every dotted path of the program's names that starts at a module it imports
-    (``numpy.ma.core.np.ndarray`` for ``np.ma.core.np.ndarray``), and what it imports; with
-    ``imports``, also the paths its import statements name apart."""
+    (``numpy.ma.core.np.ndarray`` for ``np.ma.core.np.ndarray``), what it imports among
+    them; and the paths its import statements name, apart."""
     tree = ast.parse(source)
     rules = _Rules(tree)
     found: set[str] = set()
@@ -416,8 +407,7 @@ def program_paths(
                 found.add(path)
         elif isinstance(node, ast.Import | ast.ImportFrom) and not getattr(node, "level", 0):
             imported.update(_imported(node, alias) for alias in node.names if alias.name != "*")
-    found |= imported
-    return (found, imported) if imports else found
+    return found | imported, imported
 
 
 def _folded(node: ast.AST) -> str | None:
@@ -736,7 +726,7 @@ class _Rules:
 
     def check(self, tree: ast.AST) -> None:
         for node in ast.walk(tree):
-            if id(node) not in getattr(self, "alias_nodes", ()):
+            if id(node) not in self.alias_nodes:
                 self._shadowing(node)
             self._node(node)
 
@@ -1110,18 +1100,23 @@ class _Rules:
             return True
         return isinstance(parent, ast.Attribute) and parent.attr == "__name__"
 
+    def _climbed(
+        self, node: ast.AST, through: tuple[type[ast.AST], ...]
+    ) -> tuple[ast.AST, ast.AST | None]:
+        """``node``'s outermost enclosing node of the kinds ``through`` (itself when none),
+        and that one's parent: where a name inside ``Optional[A]`` or ``(A, B)`` is used."""
+        child, parent = node, self.parents.get(id(node))
+        while isinstance(parent, through):
+            child, parent = parent, self.parents.get(id(parent))
+        return child, parent
+
     def _named_only(self, node: ast.Name) -> bool:
         """Whether a class of the program's own is only named where Python takes a class and
         hands none of its methods another object: a type hint (``cfg: Config``), what an
         ``except`` catches or a ``raise`` raises (an exception class), and an enum class's
         members read (``for m in Mode``, ``Mode['TRAIN']``, ``len(Mode)``)."""
-        child: ast.AST = node
-        parent = self.parents.get(id(node))
-        while isinstance(parent, ast.Tuple | ast.Subscript | ast.BinOp | ast.Attribute):
-            child, parent = parent, self.parents.get(id(parent))
-        if isinstance(parent, ast.arg | ast.AnnAssign) and parent.annotation is child:
-            return True
-        if isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef) and parent.returns is child:
+        child, parent = self._climbed(node, (ast.Tuple, ast.Subscript, ast.BinOp, ast.Attribute))
+        if _type_hint(child, parent):
             return True
         if isinstance(parent, ast.ExceptHandler) and parent.type is child:
             return True
@@ -1467,13 +1462,8 @@ class _Rules:
         """Whether ``node`` is named only as a type: tested (``isinstance(x, (A, B))``), or in
         a type hint (an argument's, an assignment's, a function's return; ``A | None``,
         ``Optional[A]``)."""
-        child: ast.AST = node
-        parent = self.parents.get(id(node))
-        while isinstance(parent, ast.Tuple | ast.Subscript | ast.BinOp):
-            child, parent = parent, self.parents.get(id(parent))
-        if isinstance(parent, ast.arg | ast.AnnAssign) and parent.annotation is child:
-            return True
-        if isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef) and parent.returns is child:
+        child, parent = self._climbed(node, (ast.Tuple, ast.Subscript, ast.BinOp))
+        if _type_hint(child, parent):
             return True
         return (
             isinstance(parent, ast.Call)
@@ -1667,6 +1657,14 @@ class _Rules:
 #: ``os.path``
 API_MODULES = (("tensorflow.", "tensorflow._api.v2."), ("tensorflow.", "keras."))
 ALIASED_MODULES = frozenset({("os.path", "posixpath")})
+
+
+def _type_hint(child: ast.AST, parent: ast.AST | None) -> bool:
+    """Whether ``child`` is the type hint of ``parent``: an argument's, an annotated
+    assignment's, or a function's return."""
+    if isinstance(parent, ast.arg | ast.AnnAssign) and parent.annotation is child:
+        return True
+    return isinstance(parent, ast.FunctionDef | ast.AsyncFunctionDef) and parent.returns is child
 
 
 def _own_path(path: str, module: str) -> bool:
